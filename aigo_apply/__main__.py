@@ -1,0 +1,5 @@
+"""Allows `python -m aigo_apply`."""
+
+from aigo_apply.cli import main
+
+main()

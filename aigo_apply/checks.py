@@ -1,0 +1,186 @@
+"""Rules that span several fields and that JSON Schema cannot say: safe aliases, context length
+ranges, port clashes, GPU memory fractions that add up to more than one GPU, secrets written in clear.
+
+Every check tolerates data that failed the schema (it skips what it cannot read) so that one run
+reports every problem in the file at once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections import defaultdict
+from typing import Any
+
+from aigo_apply.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT
+from aigo_apply.errors import Problem
+from aigo_apply.paths import dotted
+from aigo_apply.units import parse_token_count
+from aigo_apply.vllm_facts import deprecated_quantizations
+from aigo_apply.yaml_source import Source
+
+ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MIN_CONTEXT, MAX_CONTEXT = 1, 16 * 1024 * 1024
+SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+
+
+def check(source: Source) -> list[Problem]:
+    data = source.data if isinstance(source.data, dict) else {}
+    models = data.get("models") if isinstance(data.get("models"), dict) else {}
+    finder = _Finder(source)
+    for rule in (_aliases, _context_lengths, _ports, _gpu_fractions, _tensor_parallel, _env, _quantization):
+        rule(data, models, finder)
+    _router_bind(data, finder)
+    return finder.problems
+
+
+class _Finder:
+    """Collects problems, locating each at a key or a value of the source."""
+
+    def __init__(self, source: Source):
+        self.source, self.problems = source, []
+
+    def at_key(self, path: tuple, message: str) -> None:
+        line, col = self.source.marks.of_key(path)
+        self.problems.append(Problem(line, col, dotted(path), message, self.source.file))
+
+    def at_value(self, path: tuple, message: str) -> None:
+        line, col = self.source.marks.of_value(path)
+        self.problems.append(Problem(line, col, dotted(path), message, self.source.file))
+
+
+def _settings(model: Any) -> dict:
+    vllm = model.get("vllm") if isinstance(model, dict) else None
+    return vllm if isinstance(vllm, dict) else {}
+
+
+def _aliases(data: dict, models: dict, f: _Finder) -> None:
+    seen: dict[str, str] = {}
+    for alias in models:
+        path = ("models", alias)
+        if not ALIAS_RE.match(alias):
+            f.at_key(path, f"alias '{alias}' is not a safe name: use 1-64 letters, digits, '.', '_' or '-', "
+                           "starting with a letter or digit (clients send it as `model`)")
+        folded = alias.lower()
+        if folded in seen:
+            f.at_key(path, f"alias '{alias}' differs from '{seen[folded]}' only in case; clients would confuse them, rename one")
+        seen.setdefault(folded, alias)
+
+
+def _context_lengths(data: dict, models: dict, f: _Finder) -> None:
+    for alias, model in models.items():
+        if not isinstance(model, dict) or not isinstance(model.get("context_length"), (int, str)):
+            continue
+        path = ("models", alias, "context_length")
+        try:
+            tokens = parse_token_count(model["context_length"])
+        except ValueError as exc:
+            f.at_value(path, str(exc))
+            continue
+        if not MIN_CONTEXT <= tokens <= MAX_CONTEXT:
+            f.at_value(path, f"{tokens} tokens is out of range; use {MIN_CONTEXT} to {MAX_CONTEXT}")
+
+
+def _valid_port(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+
+
+def _ports(data: dict, models: dict, f: _Finder) -> None:
+    router = data.get("router") if isinstance(data.get("router"), dict) else {}
+    router_port = router.get("port", DEFAULT_ROUTER_PORT)
+    owners: dict[int, str] = {}
+    for alias, model in models.items():
+        port = model.get("port") if isinstance(model, dict) else None
+        if not _valid_port(port):
+            continue
+        path = ("models", alias, "port")
+        if port == router_port:
+            f.at_value(path, f"port {port} is the router's port (router.port); choose another port for this model")
+        elif port in owners:
+            f.at_value(path, f"port {port} is already used by model '{owners[port]}'; each model needs its own port")
+        else:
+            owners[port] = alias
+
+
+def _gpus_of(model: dict) -> Any:
+    return model.get("gpus", "all")
+
+
+def _gpu_fractions(data: dict, models: dict, f: _Finder) -> None:
+    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+    default_fraction = defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
+    if not isinstance(default_fraction, (int, float)):
+        return
+    fractions: dict[str, float] = {}
+    placement: dict[str, Any] = {}
+    for alias, model in models.items():
+        if not isinstance(model, dict):
+            continue
+        gpus = _gpus_of(model)
+        fraction = _settings(model).get("gpu_memory_utilization", default_fraction)
+        if gpus == "none" or not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
+            continue
+        if gpus == "all" or (isinstance(gpus, list) and gpus and all(isinstance(g, int) for g in gpus)):
+            fractions[alias], placement[alias] = float(fraction), gpus
+    indices = sorted({g for gpus in placement.values() if isinstance(gpus, list) for g in gpus}) or [0]
+    every = all(g == "all" for g in placement.values())
+    by_members: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for index in indices:
+        members = tuple(a for a, g in placement.items() if g == "all" or index in g)
+        if sum(fractions[a] for a in members) > 1.0 + 1e-9:
+            by_members[members].append(index)
+    for members, gpu_list in by_members.items():
+        where = "every GPU" if every else ("GPU " if len(gpu_list) == 1 else "GPUs ") + ", ".join(map(str, gpu_list))
+        parts = " + ".join(f"{a} ({fractions[a]:g})" for a in members)
+        total = sum(fractions[a] for a in members)
+        last = members[-1]
+        path = ("models", last, "vllm", "gpu_memory_utilization")
+        if "gpu_memory_utilization" not in _settings(models[last]):
+            path = ("models", last)
+        f.at_key(path, f"{where} would be over-committed: {parts} = {total:.2f} of its memory; "
+                       "lower vllm.gpu_memory_utilization (or defaults.gpu_memory_utilization) so the sum is at most 1.0, "
+                       "or put the models on different GPUs with `gpus:`")
+
+
+def _tensor_parallel(data: dict, models: dict, f: _Finder) -> None:
+    for alias, model in models.items():
+        tp = _settings(model).get("tensor_parallel_size")
+        if not isinstance(tp, int) or isinstance(tp, bool) or tp <= 1:
+            continue
+        gpus = _gpus_of(model)
+        path = ("models", alias, "vllm", "tensor_parallel_size")
+        if gpus == "none":
+            f.at_value(path, f"tensor_parallel_size {tp} needs {tp} GPUs but the model has `gpus: none`")
+        elif isinstance(gpus, list) and len(gpus) < tp:
+            f.at_value(path, f"tensor_parallel_size {tp} needs {tp} GPUs but `gpus` lists {len(gpus)}; list {tp} GPUs or lower it")
+
+
+def _env(data: dict, models: dict, f: _Finder) -> None:
+    for alias, model in models.items():
+        env = model.get("env") if isinstance(model, dict) else None
+        if not isinstance(env, dict):
+            continue
+        for name, value in env.items():
+            if isinstance(value, str) and value and SECRET_NAME_RE.search(name):
+                f.at_value(("models", alias, "env", name),
+                           f"{name} looks like a secret written in clear; pass it by reference, e.g. {name}: {{from_env: {name}}}")
+
+
+def _quantization(data: dict, models: dict, f: _Finder) -> None:
+    deprecated = set(deprecated_quantizations())
+    for alias, model in models.items():
+        method = _settings(model).get("quantization")
+        if method in deprecated:
+            f.at_value(("models", alias, "vllm", "quantization"),
+                       f"'{method}' is deprecated in vLLM v0.31.0 and only starts behind an extra allow flag, "
+                       "which aigo-apply does not set; leave quantization unset to use the checkpoint's own method")
+
+
+def _router_bind(data: dict, f: _Finder) -> None:
+    router = data.get("router") if isinstance(data.get("router"), dict) else {}
+    bind = router.get("bind")
+    if isinstance(bind, str):
+        try:
+            ipaddress.ip_address(bind)
+        except ValueError:
+            f.at_value(("router", "bind"), f"'{bind}' is not an IP address; use 127.0.0.1 (this machine only) or 0.0.0.0")

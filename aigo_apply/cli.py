@@ -1,0 +1,102 @@
+"""The command line: wiring only. Each command builds its collaborators, calls the core and picks
+the exit code; `main` is the one error boundary (AigoError -> message and its code, usage -> 64,
+Ctrl-C -> 130, anything unexpected -> 3 with a short report)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from aigo_apply import __version__
+from aigo_apply.errors import (EXIT_CHANGES, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
+                               AigoError, ConfigInvalid)
+
+file_option = click.option(
+    "-f", "--file", "file", metavar="FILE", default=None,
+    help="Config file (default: $AIGO_FILE, else ./aigo.yaml).")
+output_option = click.option(
+    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="Human text, or the versioned JSON contract.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="aigo-apply")
+def cli() -> None:
+    """Run LLM serving engines on this workstation from one declared file: validate, plan, apply."""
+
+
+@cli.command()
+@file_option
+@output_option
+def validate(file: str | None, output: str) -> int:
+    """Check the config file against the schema and the cross-field rules; report every problem."""
+    from aigo_apply.config import choose_file, load_config
+
+    path = choose_file(file)
+    try:
+        config = load_config(path)
+    except ConfigInvalid as exc:
+        if output == "json":
+            click.echo(json.dumps({"file": path, "valid": False, "problems": [p.__dict__ for p in exc.problems]}, indent=2))
+            return EXIT_ERROR
+        raise
+    models = len(config.data.get("models", {}))
+    if output == "json":
+        click.echo(json.dumps({"file": path, "valid": True, "problems": [], "project": config.data["project"],
+                               "models": models}, indent=2))
+    else:
+        click.echo(f"{path}: valid (project '{config.data['project']}', {models} model{'s' if models != 1 else ''})")
+    return EXIT_OK
+
+
+@cli.command()
+@file_option
+@output_option
+@click.option("--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on error.")
+@click.option("--out", "out", metavar="PLANFILE", type=click.Path(dir_okay=False, path_type=Path),
+              help="Save the plan (with a fingerprint of what it observed) for `aigo-apply apply PLANFILE`.")
+@click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
+@click.option("--target", "target", metavar="ALIAS", multiple=True, help="Plan only this model (repeatable).")
+def plan(file: str | None, output: str, detailed_exitcode: bool, out: Path | None,
+         replace: tuple[str, ...], target: tuple[str, ...]) -> int:
+    """Show what apply would change on this machine, and why."""
+    from aigo_apply import plan as plan_file
+    from aigo_apply.render import plan_json, plan_text
+    from aigo_apply.session import make_plan
+
+    result = make_plan(file, replace, target)
+    click.echo(plan_json(result) if output == "json" else plan_text(result))
+    if out is not None:
+        plan_file.save(result, out)
+        if output == "text":
+            click.echo(f"\nSaved the plan to {out}; `aigo-apply apply {out}` carries it out if nothing has changed since.")
+    if result.blockers:
+        return EXIT_ERROR
+    return EXIT_CHANGES if detailed_exitcode and result.has_changes else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = cli.main(args=argv, prog_name="aigo-apply", standalone_mode=False)
+    except click.exceptions.UsageError as exc:
+        exc.show()
+        code = EXIT_USAGE
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("\ninterrupted", err=True)
+        code = EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        exc.show()
+        code = EXIT_ERROR
+    except AigoError as exc:
+        for line in exc.lines():
+            click.echo(line, err=True)
+        code = exc.exit_code
+    except Exception:  # noqa: BLE001 - the one place that turns a bug into a report
+        click.echo("internal error in aigo-apply " + __version__ + " (a bug; please report it with this output):", err=True)
+        click.echo(traceback.format_exc(limit=-8), err=True)
+        code = EXIT_INTERNAL
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

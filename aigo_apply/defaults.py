@@ -1,0 +1,26 @@
+"""The built-in values a file inherits when it leaves a setting out, in one place."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_FILE = "aigo.yaml"
+FILE_ENV = "AIGO_FILE"
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.90  # vLLM's own default is 0.92; we leave room for the desktop
+DEFAULT_ROUTER_PORT = 8000
+DEFAULT_ROUTER_BIND = "127.0.0.1"
+
+VLLM_IMAGE = "vllm/vllm-openai"
+VLLM_DEFAULT_TAG = "v0.31.0"
+VLLM_CONTAINER_PORT = 8000
+DEFAULT_TOOL_CALL_PARSER = "hermes"
+
+AUTO_PORT_BASE, AUTO_PORT_SPAN = 20000, 10000  # below Linux's ephemeral range (32768+)
+
+
+def default_models_dir() -> Path:
+    """Where downloaded models live unless defaults.models_dir says otherwise."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "aigo-apply" / "models"

@@ -1,0 +1,114 @@
+"""Builds the desired state from a validated config: defaults filled, ports chosen, each model's
+canonical spec and the exact container it needs.
+
+Pure: it reads no files and calls no daemon, so the same config always gives the same result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from aigo_apply import engines
+from aigo_apply.config import Config
+from aigo_apply.defaults import (AUTO_PORT_BASE, AUTO_PORT_SPAN, DEFAULT_GPU_MEMORY_UTILIZATION,
+                                 DEFAULT_ROUTER_BIND, DEFAULT_ROUTER_PORT, DEFAULT_TOOL_CALL_PARSER,
+                                 VLLM_DEFAULT_TAG, VLLM_IMAGE, default_models_dir)
+from aigo_apply.model import DesiredModel, DesiredState
+from aigo_apply.model_store import local_dir, repo_dir
+from aigo_apply.units import parse_token_count
+
+
+def build_desired(config: Config, models_dir: Path | None = None) -> DesiredState:
+    data = config.data
+    defaults = data.get("defaults", {})
+    router = {
+        "port": data.get("router", {}).get("port", DEFAULT_ROUTER_PORT),
+        "bind": data.get("router", {}).get("bind", DEFAULT_ROUTER_BIND),
+    }
+    if "api_keys" in data.get("router", {}):
+        router["api_keys"] = dict(data["router"]["api_keys"])
+    store = Path(defaults["models_dir"]).expanduser() if "models_dir" in defaults else (models_dir or default_models_dir())
+    if not store.is_absolute():
+        store = (config.base_dir / store).resolve()
+    image = vllm_image(data.get("engines", {}).get("vllm", {}))
+    models = data.get("models", {})
+    ports = assign_ports(data["project"], models, router["port"])
+    desired = {}
+    for alias in sorted(models):
+        spec = model_spec(models[alias], defaults, image, ports[alias], config.base_dir, store)
+        notes = ()
+        written = models[alias]["context_length"]
+        if isinstance(written, str):
+            notes = (f"context_length {written!r} means {spec['context_length']} tokens",)
+        desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes)
+    return DesiredState(data["project"], config.file, router, desired)
+
+
+def vllm_image(engine: dict[str, Any]) -> str:
+    """Built-in vllm/vllm-openai:v0.31.0; `image` swaps the repository, `image_tag` the tag."""
+    return f"{engine.get('image', VLLM_IMAGE)}:{engine.get('image_tag', VLLM_DEFAULT_TAG)}"
+
+
+def model_spec(model: dict[str, Any], defaults: dict[str, Any], image: str, port: int,
+               base_dir: Path, store: Path) -> dict[str, Any]:
+    """The canonical spec of one model: every value that shapes its container, defaults filled."""
+    source = model["source"]
+    if "repo" in source:
+        canonical_source = {"repo": source["repo"], "revision": source.get("revision", "main")}
+        model_dir = repo_dir(store, canonical_source["repo"], canonical_source["revision"])
+    else:
+        model_dir = local_dir(base_dir, source["path"])
+        canonical_source = {"path": str(model_dir)}
+    gpus = model.get("gpus", "all")
+    return {
+        "engine": model.get("engine", "vllm"),
+        "image": image,
+        "source": canonical_source,
+        "model_dir": str(model_dir),
+        "context_length": parse_token_count(model["context_length"]),
+        "gpus": sorted(gpus) if isinstance(gpus, list) else gpus,
+        "port": port,
+        "vllm": vllm_settings(model.get("vllm", {}), defaults),
+        "env": {name: _env_value(value) for name, value in sorted(model.get("env", {}).items())},
+    }
+
+
+def vllm_settings(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    out = dict(settings)
+    out["gpu_memory_utilization"] = float(
+        settings.get("gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)))
+    out["tool_calling"] = settings.get("tool_calling", True)
+    if out["tool_calling"] and "tool_call_parser" not in settings:
+        out["tool_call_parser"] = DEFAULT_TOOL_CALL_PARSER
+    return dict(sorted(out.items()))
+
+
+def _env_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def assign_ports(project: str, models: dict[str, Any], router_port: int) -> dict[str, int]:
+    """Explicit ports as written; the others get a port derived from project and alias, so it
+    stays the same run after run and does not move when other models come and go (collisions,
+    rare in a 10000-port range, are settled in a fixed order)."""
+    taken = {router_port}
+    ports: dict[str, int] = {}
+    for alias, model in models.items():
+        if "port" in model:
+            ports[alias] = model["port"]
+            taken.add(model["port"])
+    slots = {a: int(hashlib.sha256(f"{project}/{a}".encode()).hexdigest(), 16) % AUTO_PORT_SPAN
+             for a in models if a not in ports}
+    for alias in sorted(slots, key=lambda a: (slots[a], a)):
+        slot = slots[alias]
+        while AUTO_PORT_BASE + slot in taken:
+            slot = (slot + 1) % AUTO_PORT_SPAN
+        ports[alias] = AUTO_PORT_BASE + slot
+        taken.add(ports[alias])
+    return ports

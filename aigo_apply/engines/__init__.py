@@ -1,0 +1,27 @@
+"""One module per serving engine: how a model's canonical spec becomes a container and a command line.
+
+`render(project, alias, spec)` is the single entry point; it re-checks every value that reaches
+a command line, so a hand-edited saved plan cannot smuggle a flag past validation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aigo_apply.engines import vllm
+from aigo_apply.model import ContainerSpec
+
+ENGINES = {"vllm": vllm}
+
+
+def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
+    engine = ENGINES.get(spec.get("engine", ""))
+    if engine is None:
+        from aigo_apply.errors import AigoError
+
+        raise AigoError(f"model '{alias}': unknown engine {spec.get('engine')!r}; known: {', '.join(ENGINES)}")
+    return engine.render(project, alias, spec)
+
+
+def container_name(project: str, alias: str) -> str:
+    return f"aigo-{project}-{alias}"

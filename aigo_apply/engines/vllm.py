@@ -1,0 +1,104 @@
+"""vLLM v0.31.0: the `vllm serve` command line and container for one model.
+
+Order of the command line (DESIGN.md section 3): model path (positional; the image's entrypoint is
+`vllm serve`), --served-model-name, --max-model-len, --gpu-memory-utilization, the tool-calling
+flags, then one flag per setting that is set (none for unset), then the fixed in-container port.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aigo_apply import labels
+from aigo_apply.defaults import VLLM_CONTAINER_PORT
+from aigo_apply.errors import AigoError
+from aigo_apply.model import ContainerSpec, Mount, SecretRef
+from aigo_apply.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names
+
+MODEL_MOUNT = "/models"
+
+# Settings that map to a flag taking a value, in command-line order.
+VALUE_FLAGS = (
+    ("reasoning_parser", "--reasoning-parser"),
+    ("moe_backend", "--moe-backend"),
+    ("mamba_backend", "--mamba-backend"),
+    ("tensor_parallel_size", "--tensor-parallel-size"),
+    ("quantization", "--quantization"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("dtype", "--dtype"),
+    ("max_num_seqs", "--max-num-seqs"),
+)
+# Boolean settings: true -> --flag, false -> --no-flag (vLLM's BooleanOptionalAction).
+BOOL_FLAGS = (
+    ("enable_prefix_caching", "--enable-prefix-caching"),
+    ("trust_remote_code", "--trust-remote-code"),
+    ("enforce_eager", "--enforce-eager"),
+)
+FIXED_FLAGS = frozenset({"--served-model-name", "--max-model-len", "--gpu-memory-utilization",
+                         "--enable-auto-tool-choice", "--tool-call-parser", "--port"})
+# A value: no whitespace, no control characters, no leading dash (it would read as a flag).
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*$")
+
+
+class UnsafeSetting(AigoError):
+    """A value that must never reach a command line (unknown name, whitespace, leading dash...)."""
+
+
+def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
+    from aigo_apply.engines import container_name
+
+    settings = spec.get("vllm", {})
+    _recheck(alias, settings)
+    model_path = f"{MODEL_MOUNT}/{alias}"
+    command = [model_path, "--served-model-name", alias,
+               "--max-model-len", str(spec["context_length"]),
+               "--gpu-memory-utilization", _number(settings["gpu_memory_utilization"])]
+    if settings.get("tool_calling"):
+        command.append("--enable-auto-tool-choice")
+    if settings.get("tool_call_parser"):
+        command += ["--tool-call-parser", settings["tool_call_parser"]]
+    for key, flag in VALUE_FLAGS:
+        if key in settings:
+            command += [flag, _number(settings[key])]
+    for key, flag in BOOL_FLAGS:
+        if key in settings:
+            command.append(flag if settings[key] else "--no-" + flag[2:])
+    command += ["--port", str(VLLM_CONTAINER_PORT)]
+    flags = FIXED_FLAGS | {f for _, f in VALUE_FLAGS} | {f for _, f in BOOL_FLAGS} | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
+    for arg in command:
+        if arg not in flags and not _SAFE_VALUE.match(arg):
+            raise UnsafeSetting(f"model '{alias}': refusing to put {arg!r} on the vLLM command line")
+
+    env = []
+    for name, value in sorted(spec.get("env", {}).items()):
+        env.append((name, SecretRef(*next(iter(value.items()))) if isinstance(value, dict) else value))
+    gpus = spec["gpus"] if isinstance(spec["gpus"], str) else tuple(spec["gpus"])
+    container = ContainerSpec(
+        name=container_name(project, alias),
+        image=spec["image"],
+        command=tuple(command),
+        env=tuple(env),
+        mounts=(Mount(spec["model_dir"], model_path, True),),
+        host_ip="127.0.0.1",
+        host_port=spec["port"],
+        container_port=VLLM_CONTAINER_PORT,
+        gpus=gpus,
+    )
+    digest = container.definition_hash()
+    return ContainerSpec(**{**container.__dict__, "labels": labels.for_engine(project, alias, "vllm", spec, digest)})
+
+
+def _recheck(alias: str, settings: dict[str, Any]) -> None:
+    """Refuse names v0.31.0 does not know, again, right before a container is made."""
+    for key, value in settings.items():
+        if key in ENUM_SETTINGS and value not in names(key):
+            raise UnsafeSetting(f"model '{alias}': vllm.{key} {value!r} is not a name vLLM v{VLLM_VERSION} accepts")
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool):
+        raise UnsafeSetting(f"expected a number or a name, got {value!r}")
+    if isinstance(value, float):
+        return format(value, "g")
+    return str(value)

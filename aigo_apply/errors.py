@@ -1,0 +1,85 @@
+"""Every error a user can meet, as one small hierarchy, with the exit code each one maps to.
+
+Adapters translate their libraries' exceptions into these in exactly one place; the CLI is the
+only boundary that turns them into text and an exit code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_CHANGES = 2
+EXIT_INTERNAL = 3
+EXIT_USAGE = 64
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One finding about the config file, located as precisely as the source allows."""
+
+    line: int
+    column: int
+    path: str
+    message: str
+    file: str = ""
+
+    def format(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+class AigoError(Exception):
+    """A failure the user can act on; `str()` is the whole message, without a traceback."""
+
+    exit_code = EXIT_ERROR
+
+    def lines(self) -> list[str]:
+        return [f"error: {self}"]
+
+
+class ConfigFileError(AigoError):
+    """The file cannot be read as YAML at all (missing, unreadable, not UTF-8, empty, syntax)."""
+
+    def __init__(self, file: str, message: str, line: int | None = None, column: int | None = None):
+        self.file, self.line, self.column = file, line, column
+        where = file if line is None else f"{file}:{line}:{column or 1}"
+        super().__init__(f"{where}: {message}")
+
+    def lines(self) -> list[str]:
+        return [f"error: {self}"]
+
+
+class ConfigInvalid(AigoError):
+    """The file is YAML but breaks the schema or a cross-field rule; carries every problem found."""
+
+    def __init__(self, file: str, problems: list[Problem]):
+        self.file = file
+        self.problems = sorted(problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        super().__init__(f"{file}: {len(problems)} {noun} found")
+
+    def lines(self) -> list[str]:
+        return [p.format() for p in self.problems] + [
+            f"error: {self}; nothing was changed. Fix the lines above and run `aigo-apply validate` again."
+        ]
+
+
+class UsageProblem(AigoError):
+    """Options that do not fit the config (e.g. --target of a model that does not exist)."""
+
+    exit_code = EXIT_USAGE
+
+
+class DockerUnavailable(AigoError):
+    """The Docker engine cannot be reached or refused a call."""
+
+
+class PlanBlocked(AigoError):
+    """The plan cannot be applied as it stands (conflicts, readiness blockers)."""
+
+
+class PlanFileError(AigoError):
+    """A saved plan file cannot be read or does not match what runs now."""

@@ -1,0 +1,95 @@
+"""The desired-state types: what aigo.yaml asks for, as plain immutable values.
+
+`spec` dicts are canonical (defaults filled, keys sorted, secrets as references) so that the same
+file always gives the same spec; they are what the labels store and what the planner compares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A secret by reference: `{from_env: NAME}` or `{from_file: PATH}`. Never holds the value."""
+
+    kind: str
+    target: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {self.kind: self.target}
+
+    def __str__(self) -> str:
+        return f"<secret {self.kind}:{self.target}>"
+
+
+EnvValue = Union[str, SecretRef]
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Exactly the container one model needs; the Docker adapter maps it 1:1 onto the API."""
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    env: tuple[tuple[str, EnvValue], ...]
+    mounts: tuple[Mount, ...]
+    host_ip: str
+    host_port: int
+    container_port: int
+    gpus: str | tuple[int, ...]  # "all", "none" or device indices
+    labels: dict[str, str] = field(default_factory=dict, compare=False)
+    ipc_mode: str = "host"
+    restart_policy: str = "unless-stopped"
+
+    def definition(self) -> dict[str, Any]:
+        """Everything that defines the container except its labels, as JSON-ready data."""
+        return {
+            "name": self.name,
+            "image": self.image,
+            "command": list(self.command),
+            "env": {k: (v.as_dict() if isinstance(v, SecretRef) else v) for k, v in self.env},
+            "mounts": [[m.source, m.target, m.read_only] for m in self.mounts],
+            "port": [self.host_ip, self.host_port, self.container_port],
+            "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
+            "ipc_mode": self.ipc_mode,
+            "restart_policy": self.restart_policy,
+        }
+
+    def definition_hash(self) -> str:
+        return "sha256:" + hashlib.sha256(canonical_json(self.definition()).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class DesiredModel:
+    alias: str
+    spec: dict[str, Any]
+    container: ContainerSpec
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    project: str
+    file: str
+    router: dict[str, Any]
+    models: dict[str, DesiredModel]
+
+    def images(self) -> set[str]:
+        return {m.container.image for m in self.models.values()}
+
+
+def canonical_json(value: Any) -> str:
+    """Compact, key-sorted JSON: equal data always gives equal text (and hash)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,152 @@
+"""The planner: desired state + observed state -> Plan. Pure: no Docker, HTTP, NVML or files
+(a test keeps its imports that way). Every action carries the reasons for it; a file that did
+not change plans to nothing but no-ops, every time, because both sides are canonical specs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from aigo_apply.errors import UsageProblem
+from aigo_apply.model import DesiredModel, DesiredState
+from aigo_apply.observed import ObservedContainer, ObservedState
+from aigo_apply.paths import dotted
+from aigo_apply.plan import Action, Blocker, Change, Plan
+
+STOPPED = ("created", "exited")
+
+
+def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable[str] = (),
+               target: Iterable[str] = ()) -> Plan:
+    replace, target = set(replace), set(target)
+    known = set(desired.models) | {c.alias for c in observed.ours if c.alias}
+    for alias in sorted(replace - set(desired.models)):
+        raise UsageProblem(f"--replace {alias}: no model '{alias}' in {desired.file}")
+    for alias in sorted(target - known):
+        raise UsageProblem(f"--target {alias}: no model '{alias}' in {desired.file} or on this machine")
+    wanted = lambda alias: not target or alias in target  # noqa: E731
+
+    by_alias: dict[str, list[ObservedContainer]] = {}
+    for container in observed.ours:
+        by_alias.setdefault(container.alias or "", []).append(container)
+
+    model_actions: list[Action] = []
+    for alias, model in sorted(desired.models.items()):
+        if wanted(alias):
+            model_actions += _model_actions(model, by_alias.get(alias, []), alias in replace)
+    for alias, containers in sorted(by_alias.items()):
+        if alias not in desired.models and wanted(alias):
+            model_actions += [_remove(c, f"model '{alias}' is no longer in {desired.file}") for c in containers]
+
+    pulls = _pulls(model_actions, observed.images)
+    blockers = _conflicts(desired, observed, target)
+    return Plan(desired.project, desired.file, observed.fingerprint(), tuple(pulls + model_actions), tuple(blockers))
+
+
+def _model_actions(model: DesiredModel, containers: list[ObservedContainer], replace: bool) -> list[Action]:
+    name = model.container.name
+    primary = next((c for c in containers if c.name == name), None)
+    extras = [_remove(c, f"leftover container of model '{model.alias}' (not its current container {name})")
+              for c in containers if c is not primary]
+    address = f"model.{model.alias}"
+    base = dict(model=model.alias, container=name, image=model.container.image, notes=model.notes)
+    if primary is None:
+        changes = tuple(Change(p, None, v, "create") for p, v in _flatten(model.spec))
+        return extras + [Action(address, "create", (f"no container {name} exists",), changes, spec=model.spec, **base)]
+    reasons, changes = _differences(model, primary, replace)
+    if reasons:
+        return extras + [Action(address, "recreate", tuple(reasons), tuple(changes), spec=model.spec, **base)]
+    if primary.state in STOPPED:
+        code = f" (exit code {primary.exit_code})" if primary.exit_code is not None else ""
+        return extras + [Action(address, "start", (f"container is {primary.state}{code}",), **base)]
+    if primary.state == "paused":
+        return extras + [Action(address, "start", ("container is paused",), **base)]
+    if primary.state == "restarting":
+        return extras + [Action(address, "noop", (
+            f"settings match, but the container is restarting after a crash; see `docker logs {name}`",), **base)]
+    return extras + [Action(address, "noop", ("settings match and the container is running",), **base)]
+
+
+def _differences(model: DesiredModel, primary: ObservedContainer, replace: bool) -> tuple[list[str], list[Change]]:
+    if replace:
+        return ["replacement requested with --replace"], []
+    if primary.state in ("dead", "removing"):
+        return [f"container is {primary.state}"], []
+    before = primary.spec
+    if before is None:
+        return ["the container has no readable spec label (made by hand or by another tool)"], []
+    if before != model.spec:
+        changes = diff_specs(before, model.spec)
+        return [f"{c.path} changed" for c in changes], changes
+    if primary.spec_hash != model.container.definition_hash():
+        return ["same settings, but this aigo-apply version defines the container differently "
+                "(command line, mounts or options)"], []
+    return [], []
+
+
+def diff_specs(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
+    """Field-level changes between two canonical specs; a list counts as one value (gpus: [0, 1] -> [0])."""
+    from deepdiff import DeepDiff  # only paid for when something differs
+
+    paths: set[tuple] = set()
+    for level in (lvl for items in DeepDiff(before, after, verbose_level=2).tree.values() for lvl in items):
+        path = tuple(level.path(output_format="list"))
+        cut = next((i for i, part in enumerate(path) if isinstance(part, int)), len(path))
+        paths.add(path[:cut])
+    return [Change(dotted(p), _get(before, p), _get(after, p), "recreate") for p in sorted(paths, key=dotted)]
+
+
+def _get(data: Any, path: tuple) -> Any:
+    for part in path:
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    return data
+
+
+def _flatten(data: dict[str, Any], prefix: tuple = ()) -> list[tuple[str, Any]]:
+    out = []
+    for key, value in sorted(data.items()):
+        if isinstance(value, dict) and not (value and set(value) <= {"from_env", "from_file"}):
+            out += _flatten(value, prefix + (key,))  # an empty mapping (no env) shows nothing
+        else:
+            out.append((dotted(prefix + (key,)), value))
+    return out
+
+
+def _remove(container: ObservedContainer, reason: str) -> Action:
+    address = f"model.{container.alias}" if container.alias else f"container.{container.name}"
+    return Action(address, "remove", (reason,), model=container.alias, container=container.name)
+
+
+def _pulls(actions: list[Action], local: dict[str, str]) -> list[Action]:
+    needed = sorted({a.image for a in actions if a.kind in ("create", "recreate") and a.image})
+    return [Action(f"image.{ref}", "pull", ("the image is not on this machine",), image=ref)
+            for ref in needed if ref not in local]
+
+
+def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str]) -> list[Blocker]:
+    """Containers that are not ours but hold one of our names or ports."""
+    blockers = []
+    models = [m for a, m in sorted(desired.models.items()) if not target or a in target]
+    for model in models:
+        name = model.container.name
+        for other in observed.others:
+            address = f"model.{model.alias}"
+            if other.name == name:
+                blockers.append(Blocker(
+                    "conflict.name", f"a container named {name} exists but is not managed by aigo-apply "
+                    f"for project '{desired.project}'", f"remove or rename it (docker rm -f {name}), or rename the model",
+                    address))
+            elif model.container.host_port in other.host_ports:
+                blockers.append(Blocker(
+                    "conflict.port", f"port {model.container.host_port} of model '{model.alias}' is published by "
+                    f"container {other.name}, which aigo-apply does not manage here",
+                    f"stop that container, or set models.{model.alias}.port to a free port", address))
+    router_port = desired.router["port"]
+    for other in observed.others:
+        if router_port in other.host_ports:
+            blockers.append(Blocker(
+                "conflict.port", f"the router's port {router_port} is published by container {other.name}",
+                "stop that container, or set router.port to a free port", "router"))
+    return blockers

@@ -1,0 +1,32 @@
+"""Builds the collaborators a command needs and runs the core: config -> desired, Docker ->
+observed, then the pure planner. Keeps the CLI to wiring and gives tests and benchmarks the same
+entry point the user has."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from aigo_apply.config import choose_file, load_config
+from aigo_apply.desired import build_desired
+from aigo_apply.model import DesiredState
+from aigo_apply.observed import ObservedState, parse_state
+from aigo_apply.plan import Plan
+from aigo_apply.planner import build_plan
+
+
+def load_desired(file: str | None) -> DesiredState:
+    return build_desired(load_config(choose_file(file)))
+
+
+def observe(project: str, runtime=None) -> ObservedState:
+    if runtime is None:
+        from aigo_apply.docker_runtime import DockerRuntime
+
+        runtime = DockerRuntime()
+    return parse_state(project, runtime.list_containers(), runtime.list_images())
+
+
+def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None) -> Plan:
+    desired = load_desired(file)
+    observed = observe(desired.project, runtime)
+    return build_plan(desired, observed, replace, target)

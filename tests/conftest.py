@@ -1,0 +1,83 @@
+"""Shared fixtures. Docker tests run against the real daemon with the local images made by
+tests/images/build.sh; in CI (CI=true) a missing daemon or image is a failure, never a skip."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+IDLE_IMAGE = ("aigo-test-idle", "1")
+
+
+def _docker_missing(reason: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"Docker tests must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def runtime():
+    from aigo_apply.docker_runtime import DockerRuntime
+    from aigo_apply.errors import DockerUnavailable
+
+    try:
+        rt = DockerRuntime()
+        rt.api.ping()
+    except (DockerUnavailable, Exception) as exc:  # noqa: BLE001
+        _docker_missing(f"no Docker engine: {exc}")
+    tags = {t for image in rt.list_images() for t in image.get("RepoTags") or []}
+    if ":".join(IDLE_IMAGE) not in tags:
+        _docker_missing("test image aigo-test-idle:1 missing; run tests/images/build.sh")
+    return rt
+
+
+@pytest.fixture
+def project(runtime):
+    """A fresh project name; every container of it is removed afterwards."""
+    from aigo_apply import labels
+
+    name = "t" + uuid.uuid4().hex[:10]
+    yield name
+    for c in runtime.api.containers(all=True, filters=labels.project_filter(name)):
+        runtime.api.remove_container(c["Id"], force=True)
+
+
+@pytest.fixture
+def foreign(runtime):
+    """Start containers that aigo-apply does not manage; removed afterwards."""
+    made = []
+
+    def start(name: str, host_port: int | None = None) -> str:
+        host_config = runtime.api.create_host_config(
+            port_bindings={9000: ("127.0.0.1", host_port)} if host_port else None)
+        cid = runtime.api.create_container(":".join(IDLE_IMAGE), name=name, host_config=host_config,
+                                           ports=[9000] if host_port else None)["Id"]
+        made.append(cid)
+        runtime.api.start(cid)
+        return cid
+
+    yield start
+    for cid in made:
+        runtime.api.remove_container(cid, force=True)
+
+
+def write_config(tmp_path: Path, text: str, name: str = "aigo.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return path
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the real `aigo-apply` entry point in a child process (real exit codes, real output)."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("AIGO_FILE", None) if env is None or "AIGO_FILE" not in env else None
+    return subprocess.run([sys.executable, "-m", "aigo_apply", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd or ROOT, timeout=60)

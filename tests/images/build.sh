@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the local test images without any container registry (DESIGN.md section 4):
+#   aigo-test-base:bookworm  a Debian minbase root made by debootstrap, with python3 and haproxy
+#   aigo-test-idle:1         an image whose entrypoint ignores its arguments and idles; it stands in
+#                            for an engine image where a test needs running, labelled containers only
+# Images are cached by tag: a second run takes seconds. Set AIGO_REBUILD_IMAGES=1 to rebuild.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+base=aigo-test-base:bookworm
+
+have() { [ -z "${AIGO_REBUILD_IMAGES:-}" ] && docker image inspect "$1" >/dev/null 2>&1; }
+
+debian_mirror() {
+  # The mirror this machine's apt already uses, so nothing else has to be reachable.
+  local uri
+  uri=$(grep -hoE '^URIs:[[:space:]]*\S+' /etc/apt/sources.list.d/*.sources 2>/dev/null \
+        | awk '{print $2}' | grep -v security | head -n1 || true)
+  if [ -z "$uri" ]; then
+    uri=$(grep -hoE '^deb[[:space:]]+\S+' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | head -n1 || true)
+  fi
+  echo "${uri:?no Debian mirror found in the apt configuration}"
+}
+
+if ! have "$base"; then
+  command -v debootstrap >/dev/null || { echo "debootstrap is missing: apt-get install debootstrap" >&2; exit 1; }
+  root=$(mktemp -d /tmp/aigo-rootfs.XXXXXX)
+  trap 'rm -rf "$root"' EXIT
+  echo "building $base with debootstrap (about a minute)" >&2
+  debootstrap --variant=minbase --include=python3,haproxy bookworm "$root" "$(debian_mirror)" >/tmp/aigo-debootstrap.log 2>&1 \
+    || { tail -n 20 /tmp/aigo-debootstrap.log >&2; exit 1; }
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  tar -C "$root" -c . | docker import - "$base" >/dev/null
+fi
+
+if ! have aigo-test-idle:1; then
+  docker build -q -t aigo-test-idle:1 -f "$here/idle.Dockerfile" "$here" >/dev/null
+fi
+echo "test images ready: $base aigo-test-idle:1" >&2

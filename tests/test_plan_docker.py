@@ -1,0 +1,138 @@
+"""`aigo-apply plan` against the real Docker daemon, over real labelled containers that the tests
+create from the desired container specs (the local idle image stands in for the engine image)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from aigo_apply.session import load_desired
+from conftest import run_cli, write_config
+
+pytestmark = pytest.mark.docker
+
+
+def config(tmp_path, project, parser="hermes", extra_model="", router_port=18000):
+    (tmp_path / "m").mkdir(exist_ok=True)
+    return write_config(tmp_path, textwrap.dedent(f"""
+        version: 1
+        project: {project}
+        engines: {{vllm: {{image: aigo-test-idle, image_tag: "1"}}}}
+        router: {{port: {router_port}}}
+        models:
+          chat:
+            source: {{path: m}}
+            context_length: 4096
+            gpus: none
+            vllm: {{tool_call_parser: {parser}}}
+          tools:
+            source: {{path: m}}
+            context_length: 8K
+            gpus: none
+        """) + extra_model)
+
+
+def materialize(runtime, path, only=None):
+    """Create and start the containers the file asks for, the way apply will."""
+    ids = {}
+    for alias, model in load_desired(str(path)).models.items():
+        if only is None or alias in only:
+            ids[alias] = runtime.create(model.container, {})
+            runtime.start(ids[alias])
+    return ids
+
+
+def plan_json(path, *extra):
+    result = run_cli("plan", "-f", str(path), "--output", "json", *extra)
+    assert result.returncode in (0, 2), result.stderr
+    return json.loads(result.stdout), result.returncode
+
+
+def test_empty_docker_plans_one_create_per_model(runtime, project, tmp_path):
+    path = config(tmp_path, project)
+    result = run_cli("plan", "-f", str(path), "--detailed-exitcode")
+    assert result.returncode == 2, result.stderr
+    assert "# model.chat will be created" in result.stdout
+    assert "# model.tools will be created" in result.stdout
+    assert "Plan: 0 to pull, 2 to create, 0 to replace, 0 to start, 0 to remove; 0 unchanged." in result.stdout
+
+
+def test_existing_containers_plan_no_changes_then_changed_parser_recreates(runtime, project, tmp_path):
+    path = config(tmp_path, project)
+    ids = materialize(runtime, path)
+    result = run_cli("plan", "-f", str(path), "--detailed-exitcode")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("No changes.")
+
+    path = config(tmp_path, project, parser="qwen3_coder")
+    plan, code = plan_json(path, "--detailed-exitcode")
+    assert code == 2
+    recreate = [a for a in plan["actions"] if a["kind"] == "recreate"]
+    assert [a["address"] for a in recreate] == ["model.chat"]
+    assert recreate[0]["reasons"] == ["vllm.tool_call_parser changed"]
+    assert recreate[0]["changes"] == [{"path": "vllm.tool_call_parser", "before": "hermes",
+                                       "after": "qwen3_coder", "effect": "recreate"}]
+    text = run_cli("plan", "-f", str(path)).stdout
+    assert "# model.chat will be replaced\n    (because vllm.tool_call_parser changed)" in text
+    assert '~ vllm.tool_call_parser: "hermes" -> "qwen3_coder"' in text
+    still = {c["Id"] for c in runtime.list_containers()}
+    assert set(ids.values()) <= still  # plan touched nothing
+
+
+def test_stopped_container_plans_start(runtime, project, tmp_path):
+    path = config(tmp_path, project)
+    ids = materialize(runtime, path)
+    runtime.stop(ids["tools"], timeout=5)
+    plan, _ = plan_json(path)
+    kinds = {a["address"]: (a["kind"], a["reasons"]) for a in plan["actions"]}
+    assert kinds["model.tools"] == ("start", ["container is exited (exit code 0)"])
+    assert kinds["model.chat"][0] == "noop"
+
+
+def test_model_removed_from_file_plans_remove(runtime, project, tmp_path):
+    extra = "  extra:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n"
+    materialize(runtime, config(tmp_path, project, extra_model=extra))
+    plan, _ = plan_json(config(tmp_path, project))
+    assert [(a["address"], a["kind"]) for a in plan["actions"] if a["kind"] != "noop"] == [("model.extra", "remove")]
+    assert plan["summary"]["remove"] == 1 and plan["summary"]["noop"] == 2
+
+
+def test_foreign_container_holding_a_port_blocks_the_plan(runtime, project, tmp_path, foreign):
+    path = config(tmp_path, project)
+    port = load_desired(str(path)).models["tools"].container.host_port
+    foreign(f"{project}-squatter", host_port=port)
+    result = run_cli("plan", "-f", str(path))
+    assert result.returncode == 1
+    assert "The plan is blocked (1):" in result.stdout
+    assert f"conflict.port: port {port} of model 'tools' is published by container {project}-squatter" in result.stdout
+    assert "set models.tools.port to a free port" in result.stdout
+
+
+def test_foreign_container_holding_our_name_blocks_the_plan(runtime, project, tmp_path, foreign):
+    path = config(tmp_path, project)
+    foreign(f"aigo-{project}-chat")
+    plan_out = run_cli("plan", "-f", str(path), "--output", "json")
+    assert plan_out.returncode == 1
+    blockers = json.loads(plan_out.stdout)["blockers"]
+    assert blockers[0]["id"] == "conflict.name" and blockers[0]["address"] == "model.chat"
+
+
+def test_saved_plan_has_fingerprint_of_what_was_observed(runtime, project, tmp_path):
+    path = config(tmp_path, project)
+    out = tmp_path / "plan.json"
+    assert run_cli("plan", "-f", str(path), "--out", str(out)).returncode == 0
+    first = json.loads(out.read_text())
+    assert first["fingerprint"].startswith("sha256:") and first["format_version"] == 1
+    materialize(runtime, path, only={"chat"})
+    run_cli("plan", "-f", str(path), "--out", str(out))
+    assert json.loads(out.read_text())["fingerprint"] != first["fingerprint"]
+
+
+def test_plan_with_docker_unreachable_is_a_clear_error(tmp_path, project):
+    path = config(tmp_path, project)
+    result = run_cli("plan", "-f", str(path), env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"})
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: cannot reach the Docker engine at unix://{tmp_path}/no.sock")
+    assert "Traceback" not in result.stderr

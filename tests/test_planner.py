@@ -1,0 +1,189 @@
+"""The pure planner, with in-memory observed states built from the desired containers themselves."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import aigo_apply.planner
+from aigo_apply.config import load_config
+from aigo_apply.desired import build_desired
+from aigo_apply.errors import UsageProblem
+from aigo_apply.observed import parse_state
+from aigo_apply.planner import build_plan
+from conftest import write_config
+
+CONFIG = """
+version: 1
+project: lab
+engines: {vllm: {image: local/engine, image_tag: "1"}}
+models:
+  alpha:
+    source: {path: /m/alpha}
+    context_length: 4096
+    gpus: none
+  beta:
+    source: {repo: org/beta, revision: v1}
+    context_length: 8K
+    gpus: none
+    vllm: {tool_call_parser: hermes, max_num_seqs: 8}
+"""
+
+
+def desired(tmp_path, text=CONFIG):
+    return build_desired(load_config(str(write_config(tmp_path, text))), models_dir=Path("/store"))
+
+
+def running(d, state="running", status="Up 1 minute", **overrides):
+    """The list-API entry Docker would return for containers made from desired state `d`."""
+    out = []
+    for alias, model in d.models.items():
+        c = model.container
+        entry = {"Id": f"id-{alias}", "Names": [f"/{c.name}"], "State": state, "Status": status,
+                 "Image": c.image, "ImageID": "sha256:img", "Labels": dict(c.labels),
+                 "Ports": [{"IP": "127.0.0.1", "PrivatePort": 8000, "PublicPort": c.host_port, "Type": "tcp"}]}
+        entry.update(overrides.get(alias, {}))
+        out.append(entry)
+    return out
+
+
+IMAGES = [{"Id": "sha256:img", "RepoTags": ["local/engine:1"]}]
+
+
+def kinds(plan):
+    return {a.address: a.kind for a in plan.actions}
+
+
+def test_empty_machine_creates_every_model_and_pulls_missing_image(tmp_path):
+    d = desired(tmp_path)
+    plan = build_plan(d, parse_state("lab", [], []))
+    assert kinds(plan) == {"image.local/engine:1": "pull", "model.alpha": "create", "model.beta": "create"}
+    create = plan.actions[1]
+    assert create.reasons == ("no container aigo-lab-alpha exists",)
+    assert {c.path: c.after for c in create.changes}["context_length"] == 4096
+    assert plan.has_changes and plan.summary["create"] == 2
+
+
+def test_unchanged_file_plans_only_noops_every_time(tmp_path):
+    d = desired(tmp_path)
+    observed = parse_state("lab", running(d), IMAGES)
+    for _ in range(3):
+        again = desired(tmp_path)
+        plan = build_plan(again, observed)
+        assert set(kinds(plan).values()) == {"noop"} and not plan.has_changes
+        assert all(a.reasons for a in plan.actions)
+
+
+def test_changed_parser_recreates_and_names_the_field(tmp_path):
+    observed = parse_state("lab", running(desired(tmp_path)), IMAGES)
+    changed = desired(tmp_path, CONFIG.replace("tool_call_parser: hermes", "tool_call_parser: qwen3_coder"))
+    plan = build_plan(changed, observed)
+    assert kinds(plan) == {"model.alpha": "noop", "model.beta": "recreate"}
+    beta = plan.actions[1]
+    assert beta.reasons == ("vllm.tool_call_parser changed",)
+    assert [c.to_dict() for c in beta.changes] == [
+        {"path": "vllm.tool_call_parser", "before": "hermes", "after": "qwen3_coder", "effect": "recreate"}]
+
+
+def test_list_change_counts_as_one_value_and_added_setting(tmp_path):
+    text = CONFIG.replace("gpus: none\n  beta", "gpus: [0, 1]\n  beta")
+    observed = parse_state("lab", running(desired(tmp_path, text)), IMAGES)
+    text2 = text.replace("gpus: [0, 1]", "gpus: [1]").replace("max_num_seqs: 8", "max_num_seqs: 8, enforce_eager: true")
+    plan = build_plan(desired(tmp_path, text2), observed)
+    changes = {c.path: (c.before, c.after) for a in plan.actions for c in a.changes}
+    assert changes == {"gpus": ([0, 1], [1]), "vllm.enforce_eager": (None, True)}
+
+
+def test_stopped_container_starts_and_says_why(tmp_path):
+    d = desired(tmp_path)
+    observed = parse_state("lab", running(d, alpha={"State": "exited", "Status": "Exited (137) 2 minutes ago"}), IMAGES)
+    plan = build_plan(d, observed)
+    assert kinds(plan)["model.alpha"] == "start"
+    assert plan.actions[0].reasons == ("container is exited (exit code 137)",)
+
+
+def test_model_removed_from_file_is_removed(tmp_path):
+    observed = parse_state("lab", running(desired(tmp_path)), IMAGES)
+    only_alpha = CONFIG[: CONFIG.index("  beta:")]
+    plan = build_plan(desired(tmp_path, only_alpha), observed)
+    assert kinds(plan) == {"model.alpha": "noop", "model.beta": "remove"}
+    assert "no longer in" in plan.actions[1].reasons[0]
+
+
+def test_replace_and_target(tmp_path):
+    d = desired(tmp_path)
+    observed = parse_state("lab", running(d), IMAGES)
+    plan = build_plan(d, observed, replace=["alpha"])
+    assert kinds(plan)["model.alpha"] == "recreate"
+    assert plan.actions[0].reasons == ("replacement requested with --replace",)
+    plan = build_plan(d, parse_state("lab", [], IMAGES), target=["beta"])
+    assert kinds(plan) == {"model.beta": "create"}
+    with pytest.raises(UsageProblem, match="--replace gamma: no model 'gamma'"):
+        build_plan(d, observed, replace=["gamma"])
+    with pytest.raises(UsageProblem, match="--target gamma"):
+        build_plan(d, observed, target=["gamma"])
+
+
+def test_definition_change_without_setting_change_recreates(tmp_path):
+    d = desired(tmp_path)
+    entries = running(d)
+    entries[0]["Labels"]["io.aigo-apply.spec-hash"] = "sha256:older"
+    plan = build_plan(d, parse_state("lab", entries, IMAGES))
+    assert kinds(plan)["model.alpha"] == "recreate"
+    assert "defines the container differently" in plan.actions[0].reasons[0]
+
+
+def test_leftover_and_unlabelled_spec(tmp_path):
+    d = desired(tmp_path)
+    entries = running(d)
+    backup = dict(entries[0], Id="id-backup", Names=["/aigo-lab-alpha-backup"])
+    entries[1]["Labels"].pop("io.aigo-apply.spec")
+    plan = build_plan(d, parse_state("lab", entries + [backup], IMAGES))
+    assert [(a.kind, a.container) for a in plan.actions] == [
+        ("remove", "aigo-lab-alpha-backup"), ("noop", "aigo-lab-alpha"), ("recreate", "aigo-lab-beta")]
+    assert "no readable spec label" in plan.actions[2].reasons[0]
+
+
+def test_foreign_name_and_port_conflicts_are_blockers(tmp_path):
+    d = desired(tmp_path)
+    port = d.models["beta"].container.host_port
+    others = [
+        {"Id": "f1", "Names": ["/aigo-lab-alpha"], "State": "running", "Labels": {}},
+        {"Id": "f2", "Names": ["/web"], "State": "running", "Labels": {},
+         "Ports": [{"IP": "0.0.0.0", "PrivatePort": 80, "PublicPort": port}]},
+        {"Id": "f3", "Names": ["/proxy"], "State": "running", "Labels": {},
+         "Ports": [{"IP": "127.0.0.1", "PrivatePort": 80, "PublicPort": 8000}]},
+    ]
+    plan = build_plan(d, parse_state("lab", others, IMAGES))
+    assert [(b.id, b.address) for b in plan.blockers] == [
+        ("conflict.name", "model.alpha"), ("conflict.port", "model.beta"), ("conflict.port", "router")]
+    assert "docker rm -f aigo-lab-alpha" in plan.blockers[0].remediation
+    assert "set models.beta.port" in plan.blockers[1].remediation
+
+
+def test_restarting_container_is_reported_not_recreated(tmp_path):
+    d = desired(tmp_path)
+    plan = build_plan(d, parse_state("lab", running(d, state="restarting"), IMAGES))
+    assert set(kinds(plan).values()) == {"noop"}
+    assert "restarting after a crash" in plan.actions[0].reasons[0]
+
+
+def test_planner_imports_stay_pure():
+    tree = ast.parse(Path(aigo_apply.planner.__file__).read_text())
+    imported = {n.module if isinstance(n, ast.ImportFrom) else a.name
+                for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    allowed = {"__future__", "typing", "deepdiff", "aigo_apply.errors", "aigo_apply.model", "aigo_apply.observed",
+               "aigo_apply.paths", "aigo_apply.plan"}
+    assert imported <= allowed, imported - allowed
+
+
+def test_planner_pulls_in_no_adapter_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, aigo_apply.planner, aigo_apply.desired, aigo_apply.render; "
+            "print(sorted(m for m in ('docker', 'requests', 'httpx', 'pynvml', 'huggingface_hub') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
