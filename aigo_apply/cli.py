@@ -31,6 +31,22 @@ def cli() -> None:
 
 @cli.command()
 @file_option
+@click.option("--project", metavar="NAME", help="Project name (default: derived from the current folder's name).")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(file: str | None, project: str | None, force: bool) -> int:
+    """Write a starter config file (./aigo.yaml unless -f/AIGO_FILE says otherwise)."""
+    from aigo_apply.config import choose_file, load_config
+    from aigo_apply.starter import project_name_for, write_starter
+
+    path = Path(choose_file(file))
+    write_starter(path, project or project_name_for(Path.cwd()), force)
+    load_config(str(path))  # what we write must validate; an invalid --project is reported here
+    click.echo(f"wrote {path}; next: edit it, then `aigo-apply validate` and `aigo-apply plan`")
+    return EXIT_OK
+
+
+@cli.command()
+@file_option
 @output_option
 def validate(file: str | None, output: str) -> int:
     """Check the config file against the schema and the cross-field rules; report every problem."""

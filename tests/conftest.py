@@ -34,8 +34,9 @@ def runtime():
     except (DockerUnavailable, Exception) as exc:  # noqa: BLE001
         _docker_missing(f"no Docker engine: {exc}")
     tags = {t for image in rt.list_images() for t in image.get("RepoTags") or []}
-    if ":".join(IDLE_IMAGE) not in tags:
-        _docker_missing("test image aigo-test-idle:1 missing; run tests/images/build.sh")
+    for image in (":".join(IDLE_IMAGE), "aigo-stub-engine:1"):
+        if image not in tags:
+            _docker_missing(f"test image {image} missing; run tests/images/build.sh")
     return rt
 
 

@@ -3,7 +3,9 @@
 #   aigo-test-base:bookworm  a Debian minbase root made by debootstrap, with python3 and haproxy
 #   aigo-test-idle:1         an image whose entrypoint ignores its arguments and idles; it stands in
 #                            for an engine image where a test needs running, labelled containers only
-# Images are cached by tag: a second run takes seconds. Set AIGO_REBUILD_IMAGES=1 to rebuild.
+#   aigo-stub-engine:1       the stub engine (stub-engine/): answers like `vllm serve`, serves no model
+# Images are cached by tag (the stub by a hash of its sources): a second run takes seconds.
+# Set AIGO_REBUILD_IMAGES=1 to rebuild.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 base=aigo-test-base:bookworm
@@ -33,6 +35,18 @@ if ! have "$base"; then
 fi
 
 if ! have aigo-test-idle:1; then
-  docker build -q -t aigo-test-idle:1 -f "$here/idle.Dockerfile" "$here" >/dev/null
+  docker build -q -t aigo-test-idle:1 -f "$here/idle.Dockerfile" "$here" >/tmp/aigo-build.log 2>&1 \
+    || { cat /tmp/aigo-build.log >&2; exit 1; }
 fi
-echo "test images ready: $base aigo-test-idle:1" >&2
+# The stub engine carries the vLLM facts file, so it refuses the same names v0.31.0 refuses.
+repo=$(cd "$here/../.." && pwd)
+stub_hash=$(cat "$here/stub-engine/"* "$repo/schemas/vllm-v0.31.0.json" | sha256sum | cut -c1-16)
+if [ -n "${AIGO_REBUILD_IMAGES:-}" ] || [ "$(docker image inspect -f '{{ index .Config.Labels "io.aigo-apply.stub-hash" }}' aigo-stub-engine:1 2>/dev/null)" != "$stub_hash" ]; then
+  ctx=$(mktemp -d /tmp/aigo-stub-ctx.XXXXXX)
+  cp "$here/stub-engine/"* "$ctx/"
+  cp "$repo/schemas/vllm-v0.31.0.json" "$ctx/vllm-facts.json"
+  docker build -q --label "io.aigo-apply.stub-hash=$stub_hash" -t aigo-stub-engine:1 "$ctx" >/tmp/aigo-build.log 2>&1 \
+    || { cat /tmp/aigo-build.log >&2; exit 1; }
+  rm -rf "$ctx"
+fi
+echo "test images ready: $base aigo-test-idle:1 aigo-stub-engine:1" >&2

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""aigo-apply's STUB ENGINE: a stand-in for `vllm serve` in tests and the demo. It serves no model.
+
+It takes the command line aigo-apply generates the way vLLM v0.31.0 reads it (positional model, then
+flags; names checked against the same v0.31.0 lists, with vLLM's startup error texts), and answers
+like vLLM's OpenAI server: nothing on the port while "loading", then /health, /v1/models,
+/v1/chat/completions (JSON and SSE) with vLLM's 400/404 error bodies. Standard library only.
+
+Behaviour for tests, through the container environment:
+  AIGO_STUB_LOAD_SECONDS   seconds of "loading" before the port opens (default 0.5)
+  AIGO_STUB_FAIL_START     exit with status 1 right after loading, as an engine that cannot start
+  AIGO_STUB_NEVER_READY    keep "loading" forever
+  AIGO_STUB_CRASH_AFTER    exit with status 1 this many seconds after becoming ready
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+FACTS = json.load(open(os.environ.get("AIGO_STUB_FACTS", "/opt/aigo-stub/vllm-facts.json")))
+_HUMAN = re.compile(r"^(\d+(?:\.\d+)?)([kmgtKMGT]?)$")
+
+
+def human_int(text: str) -> int:
+    if text.lower() in ("auto", "-1"):
+        return -1
+    match = _HUMAN.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}")
+    num, unit = match.groups()
+    if not unit:
+        return int(num)
+    power = "kmgt".index(unit.lower()) + 1
+    return int(num) * 1024**power if unit.isupper() else int(float(num) * 1000**power)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    if argv and argv[0].startswith("-") and "--served-model-name" in argv:
+        sys.exit("ValueError: `model` should be provided as the first positional argument when using `vllm serve`. "
+                 "i.e. `vllm serve <model> --<arg> <value>`.")
+    p = argparse.ArgumentParser(prog="vllm serve")
+    p.add_argument("model", nargs="?", default="Qwen/Qwen3-0.6B")
+    p.add_argument("--served-model-name", nargs="+")
+    p.add_argument("--max-model-len", type=human_int)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    p.add_argument("--enable-auto-tool-choice", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--tool-call-parser")
+    p.add_argument("--reasoning-parser", default="")
+    p.add_argument("--moe-backend", type=lambda s: s.lower().replace("-", "_"), choices=FACTS["moe_backends"])
+    p.add_argument("--mamba-backend")
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--quantization", "-q")
+    p.add_argument("--kv-cache-dtype", choices=FACTS["kv_cache_dtypes"])
+    p.add_argument("--dtype", choices=FACTS["dtypes"])
+    p.add_argument("--max-num-seqs", type=int)
+    for flag in ("--enable-prefix-caching", "--trust-remote-code", "--enforce-eager"):
+        p.add_argument(flag, action=argparse.BooleanOptionalAction)
+    p.add_argument("--host", default="")
+    p.add_argument("--port", type=int, default=8000)
+    args = p.parse_args(argv)
+    if not 0 < args.gpu_memory_utilization <= 1:
+        sys.exit("ValueError: gpu_memory_utilization must be in (0, 1]")
+    if args.enable_auto_tool_choice:
+        if not args.tool_call_parser:
+            sys.exit("TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser")
+        if args.tool_call_parser not in FACTS["tool_call_parsers"]:
+            sys.exit(f"KeyError: invalid tool call parser: {args.tool_call_parser} "
+                     f"(chose from {{ {','.join(FACTS['tool_call_parsers'])} }})")
+    if args.reasoning_parser and args.reasoning_parser not in FACTS["reasoning_parsers"]:
+        sys.exit(f"KeyError: Reasoning parser '{args.reasoning_parser}' not found. "
+                 f"Available parsers: {FACTS['reasoning_parsers']}")
+    if args.mamba_backend and args.mamba_backend.upper() not in ("TRITON", "FLASHINFER", "CPU"):
+        sys.exit(f"ValueError: Unknown Mamba SSU backend: '{args.mamba_backend.upper()}'. "
+                 "Valid options are: TRITON, FLASHINFER, CPU")
+    if args.quantization and args.quantization not in FACTS["quantization_methods"]:
+        sys.exit(f"ValueError: Unknown quantization method: {args.quantization}. "
+                 f"Must be one of {FACTS['quantization_methods']}")
+    return args
+
+
+def error(message: str, kind: str, code: int, param: str | None = None) -> tuple[int, dict]:
+    return code, {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    args: argparse.Namespace
+    names: list[str]
+
+    def log_message(self, *a) -> None:  # keep container logs for our own lines
+        pass
+
+    def _send(self, code: int, body: dict | None, content_type: str = "application/json") -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/health":
+            self._send(200, None)
+        elif self.path == "/version":
+            self._send(200, {"version": FACTS["version"]})
+        elif self.path == "/v1/models":
+            cards = [{"id": n, "object": "model", "created": int(START), "owned_by": "vllm", "root": self.args.model,
+                      "parent": None, "max_model_len": self.args.max_model_len, "permission": []} for n in self.names]
+            self._send(200, {"object": "list", "data": cards})
+        elif self.path == "/metrics":
+            data = f"vllm:num_requests_running{{model_name=\"{self.names[0]}\"}} 0\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        else:
+            self._send(*error("Not Found", "NotFoundError", 404))
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path != "/v1/chat/completions":
+            return self._send(*error("Not Found", "NotFoundError", 404))
+        if not (self.headers.get("Content-Type") or "").startswith("application/json"):
+            return self._send(*error("Unsupported Media Type: Only 'application/json' is allowed", "BadRequestError", 400))
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return self._send(*error("Invalid JSON body", "BadRequestError", 400))
+        model = body.get("model")
+        if model and model not in self.names:
+            return self._send(*error(f"The model `{model}` does not exist.", "NotFoundError", 404, "model"))
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 16
+        limit = self.args.max_model_len or 4096
+        if max_tokens > limit:
+            return self._send(*error(f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. "
+                                     f"Please request fewer output tokens.", "BadRequestError", 400, "max_tokens"))
+        if body.get("tools") and body.get("tool_choice", "auto") == "auto" and not self.args.enable_auto_tool_choice:
+            return self._send(*error('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+                                     "BadRequestError", 400))
+        words = ["stub", "reply", "from", self.names[0]][: max(1, min(int(max_tokens), 4))]
+        rid, created = "chatcmpl-" + uuid.uuid4().hex, int(time.time())
+        if body.get("stream"):
+            return self._stream(rid, created, words)
+        self._send(200, {
+            "id": rid, "object": "chat.completion", "created": created, "model": self.names[0],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": " ".join(words)},
+                         "finish_reason": "length" if len(words) >= max_tokens else "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": len(words), "total_tokens": 1 + len(words)},
+        })
+
+    def _stream(self, rid: str, created: int, words: list[str]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        delay = float(os.environ.get("AIGO_STUB_STREAM_DELAY", "0"))
+        for i, word in enumerate(words + [None]):
+            delta = {"content": (" " if i else "") + word} if word else {}
+            chunk = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.names[0],
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": None if word else "stop"}]}
+            self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+            time.sleep(delay)
+        self._chunk(b"data: [DONE]\n\n")
+        self._chunk(b"")
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+START = time.time()
+
+
+def main() -> None:
+    args = parse(sys.argv[1:])
+    names = args.served_model_name or [args.model]
+    print(f"stub engine: serving {names} from {args.model} (max_model_len={args.max_model_len}); loading...", flush=True)
+    time.sleep(float(os.environ.get("AIGO_STUB_LOAD_SECONDS", "0.5")))
+    while os.environ.get("AIGO_STUB_NEVER_READY"):
+        time.sleep(3600)
+    if os.environ.get("AIGO_STUB_FAIL_START"):
+        print("RuntimeError: stub engine told to fail at start-up (AIGO_STUB_FAIL_START)", flush=True)
+        sys.exit(1)
+    Handler.args, Handler.names = args, names
+    server = ThreadingHTTPServer((args.host or "0.0.0.0", args.port), Handler)
+    server.daemon_threads = True
+    crash = os.environ.get("AIGO_STUB_CRASH_AFTER")
+    if crash:
+        threading.Timer(float(crash), lambda: (print("stub engine: crashing as told", flush=True), os._exit(1))).start()
+    print(f"stub engine: ready on port {args.port}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Desired state -> the exact container each model needs. Golden files pin the full container
+definition (image, `vllm serve` command line, env, mounts, port, GPUs) of every example; set
+AIGO_UPDATE_GOLDEN=1 to rewrite them after an intended change, and review the diff."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from aigo_apply import labels
+from aigo_apply.config import load_config
+from aigo_apply.desired import assign_ports, build_desired
+from aigo_apply.engines import render
+from aigo_apply.engines.vllm import UnsafeSetting
+from conftest import EXAMPLES, ROOT, write_config
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def definition_of(example: str) -> dict:
+    desired = build_desired(load_config(str(EXAMPLES / example)), models_dir=Path("/store"))
+    out = {}
+    for alias, model in desired.models.items():
+        d = model.container.definition()
+        d["labels"] = sorted(model.container.labels)
+        out[alias] = d
+    return json.loads(json.dumps(out).replace(str(ROOT), "<checkout>"))
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_container_definitions_match_golden(example):
+    golden = GOLDEN / (Path(example).stem + ".json")
+    actual = definition_of(example)
+    if os.environ.get("AIGO_UPDATE_GOLDEN"):
+        golden.write_text(json.dumps(actual, indent=2) + "\n")
+    assert actual == json.loads(golden.read_text())
+
+
+def test_nemotron_command_line_maps_each_recipe_setting():
+    command = definition_of("dgx-spark-nemotron.yaml")["nemotron-30b"]["command"]
+    assert command == [
+        "/models/nemotron-30b", "--served-model-name", "nemotron-30b", "--max-model-len", "131072",
+        "--gpu-memory-utilization", "0.85", "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder",
+        "--reasoning-parser", "nemotron_v3", "--moe-backend", "flashinfer_cutlass", "--mamba-backend", "triton",
+        "--tensor-parallel-size", "1", "--trust-remote-code", "--port", "8000"]
+
+
+def test_container_shape(tmp_path):
+    d = build_desired(load_config(str(EXAMPLES / "single-gpu.yaml")), models_dir=Path("/store"))
+    c = d.models["qwen3-8b"].container
+    assert c.image == "vllm/vllm-openai:v0.31.0"
+    assert c.name == "aigo-workstation-qwen3-8b"
+    assert (c.host_ip, c.container_port, c.ipc_mode, c.gpus) == ("127.0.0.1", 8000, "host", "all")
+    assert c.mounts[0].source == "/store/Qwen--Qwen3-8B/main" and c.mounts[0].read_only
+    assert c.labels[labels.PROJECT] == "workstation" and c.labels[labels.MODEL] == "qwen3-8b"
+    assert json.loads(c.labels[labels.SPEC]) == d.models["qwen3-8b"].spec
+    # secrets are references, never values, in the spec label and the definition
+    assert json.loads(c.labels[labels.SPEC])["env"] == {"HF_TOKEN": {"from_env": "HF_TOKEN"}}
+
+
+def test_image_override_and_defaults(tmp_path):
+    base = "version: 1\nproject: p\nmodels:\n  m: {source: {path: /m}, context_length: 10, gpus: none}\n"
+    spec = lambda text: build_desired(load_config(str(write_config(tmp_path, text)))).models["m"].spec  # noqa: E731
+    assert spec(base)["image"] == "vllm/vllm-openai:v0.31.0"
+    assert spec(base + "engines: {vllm: {image_tag: v0.31.0-cu129}}\n")["image"] == "vllm/vllm-openai:v0.31.0-cu129"
+    assert spec(base + "engines: {vllm: {image: mirror.local:5000/vllm}}\n")["image"] == "mirror.local:5000/vllm:v0.31.0"
+    s = spec(base)
+    assert s["vllm"] == {"gpu_memory_utilization": 0.9, "tool_call_parser": "hermes", "tool_calling": True}
+    s = spec(base.replace("gpus: none}", "gpus: none, vllm: {tool_calling: false}}"))
+    assert s["vllm"] == {"gpu_memory_utilization": 0.9, "tool_calling": False}
+    command = render("p", "m", s).command
+    assert "--enable-auto-tool-choice" not in command and "--tool-call-parser" not in command
+    assert spec(base + "defaults: {gpu_memory_utilization: 0.5}\n")["vllm"]["gpu_memory_utilization"] == 0.5
+
+
+def test_relative_path_source_resolves_against_the_file(tmp_path):
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    text = "version: 1\nproject: p\nmodels:\n  m: {source: {path: models/m}, context_length: 10, gpus: none}\n"
+    spec = build_desired(load_config(str(write_config(tmp_path, text)))).models["m"].spec
+    assert spec["source"] == {"path": str(tmp_path / "models" / "m")} and spec["model_dir"] == str(tmp_path / "models" / "m")
+
+
+def test_auto_ports_are_stable_and_avoid_taken_ports():
+    models = {f"m{i}": {} for i in range(40)}
+    first = assign_ports("lab", models, 8000)
+    assert first == assign_ports("lab", dict(reversed(list(models.items()))), 8000)
+    assert len(set(first.values())) == 40 and all(20000 <= p < 30000 for p in first.values())
+    # adding a model never moves the existing ones (barring a hash collision with the newcomer)
+    more = assign_ports("lab", {**models, "newcomer": {}}, 8000)
+    assert {a: more[a] for a in first} == first
+    # an explicit port that sits on an automatic one pushes that one aside
+    pinned = assign_ports("lab", {**models, "pinned": {"port": first["m3"]}}, 8000)
+    assert pinned["pinned"] == first["m3"] and pinned["m3"] != first["m3"]
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"tool_call_parser": "nope"}, "vllm.tool_call_parser 'nope' is not a name vLLM v0.31.0 accepts"),
+    ({"reasoning_parser": "--api-key=x"}, "is not a name vLLM v0.31.0 accepts"),
+    ({"max_num_seqs": "8 --api-key x"}, "refusing to put '8 --api-key x' on the vLLM command line"),
+    ({"max_num_seqs": "-1"}, "refusing to put '-1'"),
+])
+def test_render_rechecks_values_before_any_container(settings, message):
+    spec = {"engine": "vllm", "image": "i:1", "model_dir": "/m", "context_length": 10, "gpus": "none", "port": 1,
+            "env": {}, "vllm": {"gpu_memory_utilization": 0.9, "tool_calling": False, **settings}}
+    with pytest.raises(UnsafeSetting, match=message):
+        render("p", "m", spec)

@@ -1,0 +1,65 @@
+"""Every example's generated command line really starts an engine: its containers are created from
+the desired specs with the stub engine image standing in for vllm/vllm-openai (and no GPU, as this
+machine has none), then each answers /v1/models with its alias over 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from aigo_apply.config import load_config
+from aigo_apply.desired import build_desired
+from aigo_apply.engines import render
+from conftest import EXAMPLES
+
+pytestmark = pytest.mark.docker
+STUB = "aigo-stub-engine:1"
+
+
+def wait_for_models(port: int, timeout: float = 20.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as response:
+                return json.load(response)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_example_command_lines_start_the_stub_engine(example, runtime, project, tmp_path):
+    desired = build_desired(load_config(str(EXAMPLES / example)), models_dir=tmp_path / "store")
+    started = {}
+    for alias, model in desired.models.items():
+        spec = {**model.spec, "image": STUB, "gpus": "none", "env": {}}
+        container = render(project, alias, spec)
+        assert container.command == model.container.command  # only image, GPUs and env were swapped
+        (tmp_path / "store").mkdir(exist_ok=True)
+        cid = runtime.create(container, {})
+        runtime.start(cid)
+        started[alias] = (cid, container.host_port)
+    for alias, (cid, port) in started.items():
+        try:
+            cards = wait_for_models(port)
+        except OSError:
+            logs = runtime.api.logs(cid, tail=20).decode(errors="replace")
+            pytest.fail(f"{alias} did not start from its command line:\n{logs}")
+        assert [c["id"] for c in cards["data"]] == [alias]
+        assert cards["data"][0]["max_model_len"] == desired.models[alias].spec["context_length"]
+
+
+def test_stub_refuses_what_vllm_refuses(runtime):
+    out = runtime.api.create_container(STUB, command=["/m", "--served-model-name", "x", "--enable-auto-tool-choice",
+                                                      "--tool-call-parser", "qwen3coder"])
+    try:
+        runtime.api.start(out["Id"])
+        assert runtime.api.wait(out["Id"], timeout=20)["StatusCode"] == 1
+        logs = runtime.api.logs(out["Id"]).decode()
+        assert "KeyError: invalid tool call parser: qwen3coder (chose from {" in logs
+    finally:
+        runtime.api.remove_container(out["Id"], force=True)

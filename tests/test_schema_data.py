@@ -1,0 +1,59 @@
+"""The schema is valid draft 2020-12, and its vLLM enumerations are exactly the facts file's lists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from aigo_apply.schema import schema
+from aigo_apply.units import parse_token_count
+from aigo_apply.vllm_facts import ENUM_SETTINGS, facts
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_schema_is_valid_draft_2020_12():
+    Draft202012Validator.check_schema(schema())
+    assert schema()["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("setting", sorted(ENUM_SETTINGS))
+def test_enumerations_match_the_vllm_facts(setting):
+    enum = schema()["$defs"]["vllmSettings"]["properties"][setting]["enum"]
+    assert enum == facts()[ENUM_SETTINGS[setting]]
+    assert len(enum) == facts().get(ENUM_SETTINGS[setting] + "_info", {}).get("count", len(enum))
+
+
+def test_facts_copy_matches_the_shared_reference_when_present():
+    shared = ROOT.parent / "shared" / "reference" / "vllm-v0.31.0.json"
+    if not shared.exists():
+        pytest.skip("no shared/ reference beside this checkout")
+    assert json.loads(shared.read_text()) == facts()
+
+
+def test_every_schema_property_has_a_description_or_reference():
+    missing = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for key, sub in node.get("properties", {}).items():
+                if not ({"description", "$ref"} & set(sub)):
+                    missing.append(".".join(path + [key]))
+                walk(sub, path + [key])
+            for key, sub in node.get("$defs", {}).items():
+                walk(sub, path + [key])
+
+    walk(schema(), [])
+    assert missing == []
+
+
+@pytest.mark.parametrize("written, tokens", sorted(facts()["flags"]["--max-model-len"]["examples"].items()))
+def test_context_length_parses_like_vllm(written, tokens):
+    if tokens == -1:
+        with pytest.raises(ValueError, match="aigo-apply needs the number"):
+            parse_token_count(written)
+    else:
+        assert parse_token_count(written) == tokens
