@@ -5,6 +5,7 @@ Ctrl-C -> 130, anything unexpected -> 3 with a short report)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -25,8 +26,11 @@ output_option = click.option(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="aigo-apply")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Run LLM serving engines on this workstation from one declared file: validate, plan, apply."""
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: colours are otherwise used on terminals only
+        ctx.color = False
 
 
 @cli.command()

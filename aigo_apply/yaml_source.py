@@ -16,6 +16,9 @@ import yaml
 from aigo_apply.errors import ConfigFileError, Problem
 from aigo_apply.paths import dotted
 
+# libyaml's parser when PyYAML has it (several times faster), the pure-Python one otherwise.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 MAX_FILE_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 
@@ -81,12 +84,12 @@ def load(path: Path, display: str | None = None) -> Source:
     """Load one YAML document with positions; raise ConfigFileError when it is not usable YAML."""
     display = display or str(path)
     text = read_text(path, display)
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        what = exc.problem or exc.context or "syntax error"
+        what = ", ".join(part for part in (exc.context, exc.problem) if part) or "syntax error"
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
         raise ConfigFileError(display, f"YAML syntax error: {what}", line, col) from None
     except yaml.YAMLError as exc:
@@ -139,8 +142,8 @@ class _Builder:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise ConfigFileError(self.file, "a mapping key must be a plain value, not a list or mapping", line, col)
             key = self.loader.construct_object(key_node, deep=True)
-            if not isinstance(key, str):
-                key = str(key).lower() if isinstance(key, bool) else str(key)
+            if not isinstance(key, str):  # `1:`, `true:`, `null:` keys, named as written in YAML
+                key = "null" if key is None else str(key).lower() if isinstance(key, bool) else str(key)
             child = path + (key,)
             if key in result:
                 first = self.marks.keys[child]

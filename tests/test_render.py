@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import click
 from jsonschema import Draft202012Validator
@@ -63,3 +69,17 @@ def test_readme_documents_every_top_level_plan_field():
     readme = (ROOT / "README.md").read_text()
     for field in PLAN_SCHEMA["required"] + PLAN_SCHEMA["$defs"]["action"]["required"]:
         assert f"`{field}`" in readme, field
+
+
+@pytest.mark.docker
+def test_colours_only_on_a_terminal_and_never_with_no_color(runtime, tmp_path):
+    if not shutil.which("script"):
+        pytest.skip("util-linux `script` is needed to give the CLI a terminal")
+    command = f"{sys.executable} -m aigo_apply plan -f {ROOT}/examples/demo.yaml"
+    on_tty = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, cwd=tmp_path)
+    assert "\x1b[" in on_tty.stdout and "will be created" in on_tty.stdout
+    piped = subprocess.run(command.split(), capture_output=True, text=True, cwd=tmp_path)
+    assert "will be created" in piped.stdout and "\x1b[" not in piped.stdout + piped.stderr
+    no_color = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True,
+                              cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"})
+    assert "will be created" in no_color.stdout and "\x1b[" not in no_color.stdout
