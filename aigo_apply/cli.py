@@ -9,6 +9,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -97,6 +98,63 @@ def plan(file: str | None, output: str, detailed_exitcode: bool, out: Path | Non
     if result.blockers:
         return EXIT_ERROR
     return EXIT_CHANGES if detailed_exitcode and result.has_changes else EXIT_OK
+
+
+def _confirm() -> "Callable[[str], bool] | None":
+    if not sys.stdin.isatty():
+        return None
+    return lambda question: click.prompt(question, default="", show_default=False).strip() == "yes"
+
+
+pull_option = click.option("--pull", type=click.Choice(["missing", "always", "never"]), default="missing",
+                           show_default=True, help="Pull images that are missing, every image used, or none.")
+yes_option = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+lock_option = click.option("--lock-timeout", type=float, default=0.0, show_default=True, metavar="SECONDS",
+                           help="How long to wait for another apply or destroy of this project to finish.")
+
+
+@cli.command()
+@click.argument("planfile", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@file_option
+@output_option
+@yes_option
+@pull_option
+@lock_option
+@click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
+@click.option("--target", "target", metavar="ALIAS", multiple=True, help="Apply only this model (repeatable).")
+def apply(planfile: Path | None, file: str | None, output: str, yes: bool, pull: str, lock_timeout: float,
+          replace: tuple[str, ...], target: tuple[str, ...]) -> int:
+    """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove."""
+    from aigo_apply.applying import ApplyOptions, run_apply
+
+    return run_apply(ApplyOptions(file, planfile, yes, pull, output, lock_timeout, replace, target, _confirm()))
+
+
+@cli.command()
+@file_option
+@output_option
+@yes_option
+@lock_option
+@click.option("--project", metavar="NAME", help="Destroy this project without reading a config file.")
+def destroy(file: str | None, output: str, yes: bool, lock_timeout: float, project: str | None) -> int:
+    """Remove every container of the project (never anything else)."""
+    from aigo_apply.applying import ApplyOptions, run_destroy
+
+    return run_destroy(ApplyOptions(file, None, yes, "never", output, lock_timeout, confirm=_confirm()), project)
+
+
+@cli.command()
+@file_option
+@output_option
+def status(file: str | None, output: str) -> int:
+    """Show each model's container state, readiness, port, image and uptime, and any drift."""
+    from aigo_apply import status as model_status
+    from aigo_apply.session import load_desired, observe
+
+    desired = load_desired(file)
+    report = model_status.collect(desired, observe(desired.project))
+    click.echo(json.dumps(report, indent=2) if output == "json" else model_status.render(report))
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> None:

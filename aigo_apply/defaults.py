@@ -16,6 +16,7 @@ VLLM_IMAGE = "vllm/vllm-openai"
 VLLM_DEFAULT_TAG = "v0.31.0"
 VLLM_CONTAINER_PORT = 8000
 DEFAULT_TOOL_CALL_PARSER = "hermes"
+DEFAULT_READY_TIMEOUT = 1800  # seconds; a large model with compilation takes many minutes
 
 AUTO_PORT_BASE, AUTO_PORT_SPAN = 20000, 10000  # below Linux's ephemeral range (32768+)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from aigo_apply import engines
 from aigo_apply.config import Config
-from aigo_apply.defaults import (AUTO_PORT_BASE, AUTO_PORT_SPAN, DEFAULT_GPU_MEMORY_UTILIZATION,
+from aigo_apply.defaults import (AUTO_PORT_BASE, AUTO_PORT_SPAN, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_READY_TIMEOUT,
                                  DEFAULT_ROUTER_BIND, DEFAULT_ROUTER_PORT, DEFAULT_TOOL_CALL_PARSER,
                                  VLLM_DEFAULT_TAG, VLLM_IMAGE, default_models_dir)
 from aigo_apply.model import DesiredModel, DesiredState
@@ -42,7 +42,8 @@ def build_desired(config: Config, models_dir: Path | None = None) -> DesiredStat
         written = models[alias]["context_length"]
         if isinstance(written, str):
             notes = (f"context_length {written!r} means {spec['context_length']} tokens",)
-        desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes)
+        timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
+        desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
     return DesiredState(data["project"], config.file, router, desired)
 
 

@@ -1,11 +1,13 @@
 """The Docker adapter: the only module that talks to the Docker engine (through the docker SDK's
-low-level API client). It maps the SDK's exceptions to ours in one place and counts its API calls,
-so benchmarks and tests can prove that reading the machine does not grow with the number of models.
+low-level API client). It maps the SDK's exceptions to ours in one place (`_errors`) and counts its
+API calls, so benchmarks and tests can prove that reading the machine does not grow with the
+number of models.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping
 
 from aigo_apply.errors import DockerUnavailable
 from aigo_apply.model import ContainerSpec
@@ -22,23 +24,25 @@ class DockerRuntime:
         if base_url:
             kwargs["base_url"] = base_url
         self.calls = 0
-        try:
-            self.api = docker.APIClient(version=API_VERSION, timeout=timeout, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the SDK raises several types for a bad DOCKER_HOST
-            raise DockerUnavailable(_explain(exc, kwargs.get("base_url"))) from None
-        self.api.hooks["response"].append(self._count)
         self.where = kwargs.get("base_url") or "unix:///var/run/docker.sock"
+        with self._errors():
+            self.api = docker.APIClient(version=API_VERSION, timeout=timeout, **kwargs)
+        self.api.hooks["response"].append(self._count)
 
     def _count(self, response: Any, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         return response
 
-    def _call(self, fn, *args, **kwargs):
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Map every failure of the SDK (and the socket under it) to DockerUnavailable."""
         import docker.errors
         import requests.exceptions
 
         try:
-            return fn(*args, **kwargs)
+            yield
+        except docker.errors.NotFound as exc:
+            raise DockerUnavailable(f"the Docker engine says: {exc.explanation or exc}") from None
         except docker.errors.APIError as exc:
             raise DockerUnavailable(f"the Docker engine refused the request: {exc.explanation or exc}") from None
         except (requests.exceptions.RequestException, docker.errors.DockerException, OSError) as exc:
@@ -47,42 +51,75 @@ class DockerRuntime:
     # -- reads ---------------------------------------------------------------------------------
     def list_containers(self) -> list[dict[str, Any]]:
         """Every container (running or not) with labels, state and ports: one API call."""
-        return self._call(self.api.containers, all=True)
+        with self._errors():
+            return self.api.containers(all=True)
 
     def list_images(self) -> list[dict[str, Any]]:
         """Every local image with its tags: one API call."""
-        return self._call(self.api.images)
+        with self._errors():
+            return self.api.images()
+
+    def state(self, container: str) -> dict[str, Any]:
+        """The container's State object (Status, Running, ExitCode, ...); {} when it is gone."""
+        import docker.errors
+
+        with self._errors():
+            try:
+                return self.api.inspect_container(container).get("State") or {}
+            except docker.errors.NotFound:
+                return {}
+
+    def logs_tail(self, container: str, lines: int = 20) -> list[str]:
+        """The last log lines of a container (stdout and stderr), or [] when it cannot be read."""
+        try:
+            with self._errors():
+                raw = self.api.logs(container, tail=lines, stdout=True, stderr=True)
+        except DockerUnavailable:
+            return []
+        return raw.decode("utf-8", errors="replace").splitlines()[-lines:]
 
     # -- writes --------------------------------------------------------------------------------
     def create(self, spec: ContainerSpec, env: Mapping[str, str]) -> str:
         """Create (not start) the container `spec` describes, with secrets already resolved in `env`."""
-        host_config = self.api.create_host_config(
-            binds={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
-            port_bindings={spec.container_port: (spec.host_ip, spec.host_port)},
-            ipc_mode=spec.ipc_mode,
-            restart_policy={"Name": spec.restart_policy},
-            device_requests=_device_requests(spec.gpus),
-        )
-        created = self._call(
-            self.api.create_container,
-            image=spec.image,
-            command=list(spec.command),
-            name=spec.name,
-            environment=dict(env),
-            labels=dict(spec.labels),
-            ports=[spec.container_port],
-            host_config=host_config,
-        )
+        with self._errors():
+            host_config = self.api.create_host_config(
+                binds={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
+                port_bindings={spec.container_port: (spec.host_ip, spec.host_port)},
+                ipc_mode=spec.ipc_mode,
+                restart_policy={"Name": spec.restart_policy},
+                device_requests=_device_requests(spec.gpus),
+            )
+            created = self.api.create_container(
+                image=spec.image, command=list(spec.command), name=spec.name, environment=dict(env),
+                labels=dict(spec.labels), ports=[spec.container_port], host_config=host_config)
         return created["Id"]
 
     def start(self, container: str) -> None:
-        self._call(self.api.start, container)
+        with self._errors():
+            self.api.start(container)
 
-    def stop(self, container: str, timeout: int = 10) -> None:
-        self._call(self.api.stop, container, timeout=timeout)
+    def stop(self, container: str, timeout: int = 30) -> None:
+        """Stop gracefully (SIGTERM, then SIGKILL after `timeout` s): vLLM frees GPU memory on TERM."""
+        with self._errors():
+            self.api.stop(container, timeout=timeout)
 
     def remove(self, container: str, force: bool = True) -> None:
-        self._call(self.api.remove_container, container, force=force)
+        with self._errors():
+            self.api.remove_container(container, force=force)
+
+    def rename(self, container: str, name: str) -> None:
+        with self._errors():
+            self.api.rename(container, name)
+
+    def pull(self, reference: str, on_event: Callable[[dict], None] | None = None) -> None:
+        """Pull `repo:tag`, passing each progress event (id, status, progressDetail) to `on_event`."""
+        repository, _, tag = reference.rpartition(":")
+        with self._errors():
+            for event in self.api.pull(repository, tag=tag, stream=True, decode=True):
+                if "error" in event:
+                    raise DockerUnavailable(f"pulling {reference} failed: {event['error']}")
+                if on_event:
+                    on_event(event)
 
 
 def _device_requests(gpus: str | tuple[int, ...]) -> list[Any] | None:

@@ -77,6 +77,7 @@ class DesiredModel:
     spec: dict[str, Any]
     container: ContainerSpec
     notes: tuple[str, ...] = ()
+    ready_timeout: float = 1800.0  # apply-time only: not part of the spec, so changing it recreates nothing
 
 
 @dataclass(frozen=True)

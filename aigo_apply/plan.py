@@ -38,13 +38,14 @@ class Action:
     model: str | None = None
     container: str | None = None
     image: str | None = None
-    spec: dict[str, Any] | None = None  # desired canonical spec, for create/recreate
+    spec: dict[str, Any] | None = None  # desired canonical spec, for start/create/recreate
     notes: tuple[str, ...] = ()
+    ready_timeout: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"address": self.address, "kind": self.kind, "reasons": list(self.reasons),
                                "changes": [c.to_dict() for c in self.changes]}
-        for key in ("model", "container", "image", "spec"):
+        for key in ("model", "container", "image", "spec", "ready_timeout"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         out["notes"] = list(self.notes)
@@ -105,7 +106,8 @@ class Plan:
             actions = tuple(
                 Action(a["address"], a["kind"], tuple(a["reasons"]),
                        tuple(Change(**c) for c in a.get("changes", [])),
-                       a.get("model"), a.get("container"), a.get("image"), a.get("spec"), tuple(a.get("notes", [])))
+                       a.get("model"), a.get("container"), a.get("image"), a.get("spec"), tuple(a.get("notes", [])),
+                       a.get("ready_timeout"))
                 for a in data["actions"]
             )
             blockers = tuple(Blocker(b["id"], b["message"], b["remediation"], b.get("address"))

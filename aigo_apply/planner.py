@@ -50,17 +50,18 @@ def _model_actions(model: DesiredModel, containers: list[ObservedContainer], rep
               for c in containers if c is not primary]
     address = f"model.{model.alias}"
     base = dict(model=model.alias, container=name, image=model.container.image, notes=model.notes)
+    waits = dict(spec=model.spec, ready_timeout=model.ready_timeout)
     if primary is None:
         changes = tuple(Change(p, None, v, "create") for p, v in _flatten(model.spec))
-        return extras + [Action(address, "create", (f"no container {name} exists",), changes, spec=model.spec, **base)]
+        return extras + [Action(address, "create", (f"no container {name} exists",), changes, **waits, **base)]
     reasons, changes = _differences(model, primary, replace)
     if reasons:
-        return extras + [Action(address, "recreate", tuple(reasons), tuple(changes), spec=model.spec, **base)]
+        return extras + [Action(address, "recreate", tuple(reasons), tuple(changes), **waits, **base)]
     if primary.state in STOPPED:
         code = f" (exit code {primary.exit_code})" if primary.exit_code is not None else ""
-        return extras + [Action(address, "start", (f"container is {primary.state}{code}",), **base)]
+        return extras + [Action(address, "start", (f"container is {primary.state}{code}",), **waits, **base)]
     if primary.state == "paused":
-        return extras + [Action(address, "start", ("container is paused",), **base)]
+        return extras + [Action(address, "start", ("container is paused",), **waits, **base)]
     if primary.state == "restarting":
         return extras + [Action(address, "noop", (
             f"settings match, but the container is restarting after a crash; see `docker logs {name}`",), **base)]
@@ -150,3 +151,9 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
                 "conflict.port", f"the router's port {router_port} is published by container {other.name}",
                 "stop that container, or set router.port to a free port", "router"))
     return blockers
+
+
+def destroy_plan(project: str, file: str, observed: ObservedState) -> Plan:
+    """Remove every container of the project (and nothing else)."""
+    actions = tuple(_remove(c, f"destroy removes every container of project '{project}'") for c in observed.ours)
+    return Plan(project, file, observed.fingerprint(), actions)

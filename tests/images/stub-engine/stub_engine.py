@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -183,6 +184,8 @@ START = time.time()
 
 
 def main() -> None:
+    # PID 1 in a container ignores signals it has no handler for: stop on SIGTERM as vLLM does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     args = parse(sys.argv[1:])
     names = args.served_model_name or [args.model]
     print(f"stub engine: serving {names} from {args.model} (max_model_len={args.max_model_len}); loading...", flush=True)

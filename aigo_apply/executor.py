@@ -1,0 +1,286 @@
+"""The executor: the only place with side effects. It never decides; it carries out a Plan's
+actions in this fixed order, journals every step, and reports progress:
+
+  1. prepare: render every container from its action's spec (re-checking each value) and resolve
+     every secret. If anything is wrong here, nothing on the machine has changed.
+  2. pull the images, before any container is stopped, so downtime never includes a pull.
+  3. remove: take the route away, then stop and remove the container.
+  4. start, create and recreate, in lanes: models whose GPUs overlap (`gpus: all` overlaps every
+     GPU model) go one after the other, each after the previous one is ready (vLLM instances
+     starting together on one GPU mis-measure each other's memory); lanes run in parallel, and a
+     `gpus: none` model is a lane of its own. Each model is ready (see readiness.py) before its
+     route is added.
+
+recreate = take the route away, stop the old container, rename it to NAME-aigo-previous, create
+and start the new one, wait until ready, add the route, remove the old one. If the new one does
+not become ready: keep its log tail, remove it, rename the old one back, start it, wait, add its
+route again, and report the failure with "previous version restored".
+
+Ctrl-C sets `interrupted`: no new step starts, a wait in progress stops, and the model being
+changed is put back the way it was (a new container removed; a renamed old one restored).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from aigo_apply import engines
+from aigo_apply.defaults import DEFAULT_READY_TIMEOUT
+from aigo_apply.errors import AigoError, PlanFileError
+from aigo_apply.journal import Journal
+from aigo_apply.model import ContainerSpec
+from aigo_apply.plan import Action, Plan
+from aigo_apply.readiness import Engine, NotReady, Waiter
+from aigo_apply.secrets import container_env
+
+BACKUP_SUFFIX = "-aigo-previous"
+MODEL_KINDS = ("start", "create", "recreate")
+
+
+class Routes(Protocol):
+    """The router's side of apply: a route is added only once a model is ready, removed first."""
+
+    def add(self, alias: str, port: int) -> None: ...
+    def remove(self, alias: str) -> None: ...
+
+
+@dataclass
+class Outcome:
+    address: str
+    kind: str
+    ok: bool
+    message: str
+    restored: bool = False
+    log_tail: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ApplyReport:
+    outcomes: list[Outcome]
+    interrupted: bool
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.ok]
+
+
+class Interrupted(AigoError):
+    exit_code = 130
+
+
+@dataclass
+class _Prepared:
+    action: Action
+    container: ContainerSpec | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Executor:
+    def __init__(self, runtime: Any, reporter: Any, journal: Journal, routes: Routes | None = None, interrupted: threading.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.runtime, self.reporter, self.journal = runtime, reporter, journal
+        self.routes = routes
+        self.interrupted = interrupted or threading.Event()
+        self.clock = clock
+
+    # -- the fixed order -----------------------------------------------------------------------
+    def run(self, plan: Plan, pulls: list[str]) -> ApplyReport:
+        prepared = [self._prepare(plan.project, a) for a in plan.actions if a.kind in ("remove",) + MODEL_KINDS]
+        self.journal.record("apply", f"project.{plan.project}", "started", fingerprint=plan.fingerprint)
+        outcomes: list[Outcome] = []
+        for image in pulls:
+            self._check_interrupt()
+            self._pull(image)
+        for item in prepared:
+            if item.action.kind == "remove":
+                self._check_interrupt()
+                outcomes.append(self._remove(item.action))
+        lanes = gpu_lanes([p for p in prepared if p.action.kind in MODEL_KINDS])
+        if lanes:
+            with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="aigo-lane") as pool:
+                for lane_outcomes in pool.map(self._run_lane, lanes):
+                    outcomes += lane_outcomes
+        interrupted = self.interrupted.is_set()
+        self.journal.record("apply", f"project.{plan.project}", "interrupted" if interrupted else "finished",
+                            failed=[o.address for o in outcomes if not o.ok])
+        return ApplyReport(outcomes, interrupted)
+
+    def _prepare(self, project: str, action: Action) -> _Prepared:
+        if action.kind == "remove":
+            return _Prepared(action)
+        if not action.spec or not action.model:
+            raise PlanFileError(f"{action.address}: the plan carries no spec for this {action.kind}; make a new plan")
+        container = engines.render(project, action.model, action.spec)
+        if action.container and container.name != action.container:
+            raise PlanFileError(f"{action.address}: the plan names container {action.container} but its spec "
+                                f"renders {container.name}; the plan was edited, make a new one")
+        env = container_env(container, action.model) if action.kind != "start" else {}
+        return _Prepared(action, container, env)
+
+    def _run_lane(self, lane: list[_Prepared]) -> list[Outcome]:
+        results = []
+        for item in lane:
+            if self.interrupted.is_set():
+                break
+            step = {"start": self._start, "create": self._create, "recreate": self._recreate}[item.action.kind]
+            try:
+                results.append(step(item))
+            except AigoError as exc:  # Docker refused something: report it for this model, go on with others
+                self._step(item.action.address, item.action.kind, "failed", str(exc))
+                results.append(Outcome(item.action.address, item.action.kind, False, str(exc)))
+        return results
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _pull(self, image: str) -> None:
+        address = f"image.{image}"
+        self.reporter.event("pull_start", address=address, image=image)
+
+        def progress(event: dict) -> None:
+            detail = event.get("progressDetail") or {}
+            if event.get("id"):
+                self.reporter.event("pull_progress", image=image, layer=event["id"], status=event.get("status", ""),
+                                    current=detail.get("current"), total=detail.get("total"))
+
+        self.runtime.pull(image, progress)
+        self.journal.record("pull", address, "ok")
+        self.reporter.event("pull_done", address=address, image=image)
+
+    def _remove(self, action: Action) -> Outcome:
+        if action.model and self.routes:
+            self.routes.remove(action.model)
+        self._step(action.address, "remove", "", f"stopping and removing {action.container}")
+        self.runtime.stop(action.container)
+        self.runtime.remove(action.container)
+        self._step(action.address, "remove", "ok", f"removed {action.container}")
+        return Outcome(action.address, "remove", True, f"removed {action.container}")
+
+    def _start(self, item: _Prepared) -> Outcome:
+        action = item.action
+        self._step(action.address, "start", "", f"starting {action.container}")
+        self.runtime.start(action.container)
+        return self._await_and_route(item, action.container, "started")
+
+    def _create(self, item: _Prepared) -> Outcome:
+        action, container = item.action, item.container
+        self._step(action.address, "create", "", f"creating {container.name} from {container.image}")
+        cid = self.runtime.create(container, item.env)
+        self.runtime.start(cid)
+        try:
+            return self._await_and_route(item, cid, "created")
+        except NotReady as exc:
+            self.runtime.remove(cid)  # never leave an engine that was not verified ready
+            if exc.interrupted:
+                self._step(action.address, "create", "interrupted", f"interrupted; removed the unready {container.name}")
+                return Outcome(action.address, "create", False, "interrupted")
+            return self._failed(action, f"{exc}; the container was removed", exc.log_tail)
+
+    def _recreate(self, item: _Prepared) -> Outcome:
+        action, container = item.action, item.container
+        name, backup = container.name, container.name + BACKUP_SUFFIX
+        if self.routes:
+            self.routes.remove(action.model)
+        self._step(action.address, "recreate", "", f"stopping {name} and keeping it as {backup}")
+        self.runtime.stop(name)
+        self.runtime.rename(name, backup)
+        self.journal.record("backup", action.address, "ok", container=backup)
+        cid = None
+        try:
+            self._step(action.address, "recreate", "", f"creating the new {name} from {container.image}")
+            cid = self.runtime.create(container, item.env)
+            self.runtime.start(cid)
+            outcome = self._await_and_route(item, cid, "replaced")
+        except (NotReady, AigoError) as exc:
+            tail = getattr(exc, "log_tail", [])
+            if cid:
+                self.runtime.remove(cid)
+            self.runtime.rename(backup, name)
+            self.runtime.start(name)
+            self.journal.record("restore", action.address, "ok", container=name)
+            if getattr(exc, "interrupted", False):
+                self._step(action.address, "recreate", "interrupted",
+                           f"interrupted; the previous {name} is back (started, route not re-added)")
+                return Outcome(action.address, "recreate", False, "interrupted", restored=True)
+            if tail:
+                self.reporter.event("log_tail", address=action.address, lines=tail)
+            self._step(action.address, "recreate", "", f"restoring the previous version of {name}")
+            previous = Engine(action.model, self._old_port(action), name,
+                              lambda: self.runtime.state(name), lambda n: self.runtime.logs_tail(name, n))
+            try:
+                self._waiter(action).wait(previous)
+                if self.routes:
+                    self.routes.add(action.model, previous.port)
+                message = f"{exc}; the previous version was restored and serves again"
+            except NotReady as again:
+                message = f"{exc}; the previous version was restarted but is not ready either ({again})"
+            self._step(action.address, "recreate", "restored", message)
+            return Outcome(action.address, "recreate", False, message, restored=True, log_tail=tail)
+        self.runtime.remove(backup)
+        self.journal.record("remove_backup", action.address, "ok", container=backup)
+        return outcome
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _await_and_route(self, item: _Prepared, container_id: str, verb: str) -> Outcome:
+        action = item.action
+        port = item.container.host_port
+        engine = Engine(action.model, port, container_id, lambda: self.runtime.state(container_id),
+                        lambda n: self.runtime.logs_tail(container_id, n))
+        seconds = self._waiter(action).wait(engine)
+        if self.routes:
+            self.routes.add(action.model, port)
+        message = f"{verb} {action.container}; ready after {seconds:.1f} s on 127.0.0.1:{port}"
+        self._step(action.address, action.kind, "ok", message)
+        return Outcome(action.address, action.kind, True, message)
+
+    def _old_port(self, action: Action) -> int:
+        changes = {c.path: c.before for c in action.changes}
+        return changes.get("port") or action.spec["port"]
+
+    def _waiter(self, action: Action) -> Waiter:
+        def progress(alias: str, elapsed: float, stage: str, log: str) -> None:
+            self.reporter.event("waiting", address=f"model.{alias}", elapsed=round(elapsed, 1), stage=stage, log=log)
+
+        timeout = action.ready_timeout or DEFAULT_READY_TIMEOUT
+        return Waiter(timeout, should_stop=self.interrupted.is_set, on_progress=progress)
+
+    def _failed(self, action: Action, message: str, tail: list[str]) -> Outcome:
+        if tail:
+            self.reporter.event("log_tail", address=action.address, lines=tail)
+        self._step(action.address, action.kind, "failed", message)
+        return Outcome(action.address, action.kind, False, message, log_tail=tail)
+
+    def _step(self, address: str, step: str, outcome: str, message: str) -> None:
+        self.journal.record(step, address, outcome or "begin", message=message)
+        self.reporter.event("step", address=address, step=step, outcome=outcome, message=message)
+
+    def _check_interrupt(self) -> None:
+        if self.interrupted.is_set():
+            raise Interrupted("interrupted")
+
+
+def gpu_lanes(items: list[_Prepared]) -> list[list[_Prepared]]:
+    """Group models so that any two sharing a GPU are in the same lane (kept in plan order)."""
+    lanes: list[tuple[set | str, list[_Prepared]]] = []
+    for item in items:
+        gpus = item.action.spec.get("gpus", "all") if item.action.spec else "all"
+        if gpus == "none":
+            lanes.append(("none", [item]))
+            continue
+        mine: set | str = "all" if gpus == "all" else set(gpus)
+        overlapping = [lane for lane in lanes if lane[0] != "none" and _overlap(lane[0], mine)]
+        merged_gpus: set | str = mine
+        members: list[_Prepared] = []
+        for lane in overlapping:
+            lanes.remove(lane)
+            merged_gpus = "all" if "all" in (lane[0], merged_gpus) else lane[0] | merged_gpus
+            members += lane[1]
+        order = {id(i): n for n, i in enumerate(items)}
+        lanes.append((merged_gpus, sorted(members + [item], key=lambda i: order[id(i)])))
+    return [members for _, members in lanes]
+
+
+def _overlap(a: set | str, b: set | str) -> bool:
+    return a == "all" or b == "all" or bool(a & b)

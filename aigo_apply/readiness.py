@@ -1,0 +1,99 @@
+"""Waits until an engine really serves: `/health` answers 200 (connection refused is normal while
+vLLM loads: it only listens once the engine is ready), the alias is listed by `/v1/models`, and a
+one-token chat completion succeeds. Polls with a capped backoff, reports progress with the elapsed
+time and the engine's latest log line, and fails at once when the container exits while loading.
+Everything goes to 127.0.0.1:PORT, the port published on the host.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from aigo_apply.errors import AigoError
+
+FIRST_DELAY, MAX_DELAY, BACKOFF = 0.05, 1.0, 1.5
+PROGRESS_EVERY = 5.0
+
+
+class NotReady(AigoError):
+    """The engine did not become ready: it exited, it timed out, or the wait was interrupted."""
+
+    def __init__(self, message: str, log_tail: list[str] | None = None, exit_code: int | None = None,
+                 interrupted: bool = False):
+        super().__init__(message)
+        self.log_tail = log_tail or []
+        self.exit_code = exit_code
+        self.interrupted = interrupted
+
+
+@dataclass
+class Engine:
+    """What the wait needs to know about one engine container."""
+
+    alias: str
+    port: int
+    container: str
+    state: Callable[[], dict]  # Docker's State object of the container ({} when gone)
+    logs: Callable[[int], list[str]]  # last N log lines
+
+
+@dataclass
+class Waiter:
+    timeout: float
+    should_stop: Callable[[], bool] = lambda: False
+    on_progress: Callable[[str, float, str, str], None] | None = None  # alias, elapsed, stage, last log line
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    request_timeout: float = 10.0
+    stages_seen: list[str] = field(default_factory=list)
+
+    def wait(self, engine: Engine) -> float:
+        """Block until `engine` is ready; return the seconds it took. Raises NotReady."""
+        import httpx
+
+        start = self.clock()
+        delay, next_report, stage = FIRST_DELAY, start + PROGRESS_EVERY, "loading"
+        base = f"http://127.0.0.1:{engine.port}"
+        with httpx.Client(timeout=self.request_timeout) as http:
+            while True:
+                if self.should_stop():
+                    raise NotReady(f"interrupted while waiting for model '{engine.alias}'", interrupted=True)
+                state = engine.state()
+                if not state or state.get("Status") in ("exited", "dead") or state.get("Restarting"):
+                    code = state.get("ExitCode") if state else None
+                    gone = "disappeared" if not state else f"exited with code {code}"
+                    raise NotReady(f"the container of model '{engine.alias}' {gone} while loading",
+                                   engine.logs(20), code)
+                stage = self._probe(http, base, engine.alias) or stage
+                if stage == "ready":
+                    return self.clock() - start
+                now = self.clock()
+                elapsed = now - start
+                if elapsed > self.timeout:
+                    raise NotReady(f"model '{engine.alias}' was not ready after {self.timeout:.0f} s "
+                                   f"(last stage: {stage}); raise models.{engine.alias}.ready_timeout if it "
+                                   "needs longer", engine.logs(20))
+                if self.on_progress and now >= next_report:
+                    lines = engine.logs(1)
+                    self.on_progress(engine.alias, elapsed, stage, lines[-1] if lines else "")
+                    next_report = now + PROGRESS_EVERY
+                self.sleep(delay)
+                delay = min(delay * BACKOFF, MAX_DELAY)
+
+    def _probe(self, http, base: str, alias: str) -> str | None:
+        """One pass over the three checks; returns how far the engine got, or None when unreachable."""
+        import httpx
+
+        try:
+            if http.get(f"{base}/health").status_code != 200:
+                return "starting"
+            models = http.get(f"{base}/v1/models")
+            if models.status_code != 200 or alias not in {m.get("id") for m in models.json().get("data", [])}:
+                return "health ok, model not listed"
+            reply = http.post(f"{base}/v1/chat/completions", json={
+                "model": alias, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1})
+            return "ready" if reply.status_code == 200 else f"test completion answered {reply.status_code}"
+        except (httpx.HTTPError, ValueError):
+            return None

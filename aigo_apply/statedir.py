@@ -1,0 +1,22 @@
+"""The per-project state directory (lock file, journal): $AIGO_STATE_DIR, else
+$XDG_STATE_HOME/aigo-apply, else ~/.local/state/aigo-apply; one folder per project.
+It holds no desired or observed state: the labels on the containers are the state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from aigo_apply.errors import AigoError
+
+
+def state_dir(project: str) -> Path:
+    root = os.environ.get("AIGO_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"), "aigo-apply")
+    path = Path(root) / project
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AigoError(f"cannot create the state directory {path}: {exc.strerror or exc}; "
+                        "set AIGO_STATE_DIR to a writable folder") from None
+    return path

@@ -1,0 +1,77 @@
+"""`aigo-apply status`: one row per model (container state, readiness, port, image, uptime) and a
+one-line drift summary from the same planner `plan` uses. Readiness here is a quick look
+(`/health` and the alias in `/v1/models` over 127.0.0.1, in parallel), never a generated token."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aigo_apply.model import DesiredState
+from aigo_apply.observed import ObservedContainer, ObservedState
+from aigo_apply.planner import build_plan
+
+PROBE_TIMEOUT = 1.0
+
+
+def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
+    plan = build_plan(desired, observed)
+    by_alias = {c.alias: c for c in observed.ours if c.alias and c.name == _name(desired, c.alias, c)}
+    aliases = sorted(set(desired.models) | {c.alias for c in observed.ours if c.alias})
+    containers = {a: by_alias.get(a) for a in aliases}
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
+        ready = dict(zip(aliases, pool.map(lambda a: _probe(a, containers[a]), aliases)))
+    rows = []
+    for alias in aliases:
+        c = containers[alias]
+        port = c.ports[0][1] if c and c.ports else (desired.models[alias].container.host_port if alias in desired.models else None)
+        rows.append({
+            "model": alias,
+            "in_file": alias in desired.models,
+            "container": c.name if c else None,
+            "state": c.state if c else "absent",
+            "ready": ready[alias],
+            "port": port,
+            "image": c.image if c else (desired.models[alias].container.image if alias in desired.models else None),
+            "uptime": c.status if c else "",
+        })
+    changing = sorted({a.model for a in plan.actions if a.kind not in ("noop", "pull") and a.model})
+    return {"project": desired.project, "config_file": desired.file, "models": rows,
+            "drift": {"models_changing": len(changing), "models": changing, "blocked": bool(plan.blockers)}}
+
+
+def _name(desired: DesiredState, alias: str, c: ObservedContainer) -> str:
+    model = desired.models.get(alias)
+    return model.container.name if model else c.name
+
+
+def _probe(alias: str, container: ObservedContainer | None) -> bool:
+    if container is None or container.state != "running" or not container.ports:
+        return False
+    import httpx
+
+    base = f"http://127.0.0.1:{container.ports[0][1]}"
+    try:
+        with httpx.Client(timeout=PROBE_TIMEOUT) as http:
+            if http.get(f"{base}/health").status_code != 200:
+                return False
+            listed = http.get(f"{base}/v1/models").json().get("data", [])
+            return alias in {m.get("id") for m in listed}
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+def render(report: dict[str, Any]) -> str:
+    header = ["MODEL", "STATE", "READY", "PORT", "IMAGE", "UPTIME"]
+    rows = [[r["model"] + ("" if r["in_file"] else " (not in file)"), r["state"], "yes" if r["ready"] else "no",
+             str(r["port"] or "-"), r["image"] or "-", r["uptime"] or "-"] for r in report["models"]]
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header] + rows]
+    drift = report["drift"]
+    if drift["models_changing"]:
+        n = drift["models_changing"]
+        lines.append(f"\nDrift: plan would change {n} model{'s' if n != 1 else ''} ({', '.join(drift['models'])}); "
+                     "run `aigo-apply plan` for details.")
+    else:
+        lines.append("\nNo drift: the machine matches the file.")
+    return "\n".join(lines)
