@@ -202,7 +202,7 @@ class Executor:
             self.journal.record("restore", action.address, "ok", container=name)
             if getattr(exc, "interrupted", False):
                 self._step(action.address, "recreate", "interrupted",
-                           f"interrupted; the previous {name} is back (started, route not re-added)")
+                           f"interrupted; the previous {name} is started again (not waited for)")
                 return Outcome(action.address, "recreate", False, "interrupted", restored=True)
             if tail:
                 self.reporter.event("log_tail", address=action.address, lines=tail)

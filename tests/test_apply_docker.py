@@ -1,0 +1,235 @@
+"""`aigo-apply apply` / `destroy` against the real Docker daemon with the stub engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+
+import pytest
+
+from aigo_apply import labels
+from conftest import ROOT, run_cli, write_config
+
+pytestmark = pytest.mark.docker
+
+
+def config(tmp_path, project, chat_env="", tools_parser="llama3_json", load="0.3", ready_timeout=60, extra=""):
+    (tmp_path / "m").mkdir(exist_ok=True)
+    return write_config(tmp_path, textwrap.dedent(f"""
+        version: 1
+        project: {project}
+        engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
+        defaults: {{ready_timeout: {ready_timeout}}}
+        models:
+          chat:
+            source: {{path: m}}
+            context_length: 4096
+            gpus: none
+            env: {{AIGO_STUB_LOAD_SECONDS: "{load}"{chat_env}}}
+          tools:
+            source: {{path: m}}
+            context_length: 8K
+            gpus: none
+            env: {{AIGO_STUB_LOAD_SECONDS: "{load}"}}
+            vllm: {{tool_call_parser: {tools_parser}}}
+        """) + extra)
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    path = tmp_path / "state"
+    monkeypatch.setenv("AIGO_STATE_DIR", str(path))
+    return {"AIGO_STATE_DIR": str(path)}
+
+
+def ids(runtime, project):
+    return {c["Labels"][labels.MODEL]: c["Id"] for c in runtime.list_containers()
+            if c["Labels"].get(labels.PROJECT) == project}
+
+
+def chat(port, alias):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", method="POST",
+                                     data=json.dumps({"model": alias, "messages": [{"role": "user", "content": "hi"}],
+                                                      "max_tokens": 2}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.load(response)
+
+
+def ports(runtime, project):
+    return {c["Labels"][labels.MODEL]: c["Ports"][0]["PublicPort"] for c in runtime.list_containers()
+            if c["Labels"].get(labels.PROJECT) == project and c["Ports"]}
+
+
+def test_apply_from_empty_then_no_changes(runtime, project, tmp_path, state):
+    path = config(tmp_path, project)
+    first = run_cli("apply", "-f", str(path), "-y", env=state)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Apply complete: 2 created." in first.stdout
+    assert "model.chat: created aigo-" in first.stdout and "ready after" in first.stdout
+    before = ids(runtime, project)
+    assert set(before) == {"chat", "tools"}
+    for alias, port in ports(runtime, project).items():
+        assert chat(port, alias)["model"] == alias
+    second = run_cli("apply", "-f", str(path), "-y", env=state)
+    assert second.returncode == 0 and second.stdout.startswith("No changes.")
+    assert ids(runtime, project) == before
+    journal = [json.loads(line) for line in (tmp_path / "state" / project / "journal.jsonl").read_text().splitlines()]
+    assert [j["outcome"] for j in journal if j["step"] == "apply"] == ["started", "finished"]
+
+
+def test_changing_a_setting_recreates_only_that_model(runtime, project, tmp_path, state):
+    assert run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env=state).returncode == 0
+    before = ids(runtime, project)
+    result = run_cli("apply", "-f", str(config(tmp_path, project, tools_parser="hermes")), "-y", env=state)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(because vllm.tool_call_parser changed)" in result.stdout and "Apply complete: 1 replaced." in result.stdout
+    after = ids(runtime, project)
+    assert after["chat"] == before["chat"] and after["tools"] != before["tools"]
+    assert not [c for c in runtime.list_containers() if c["Names"][0].endswith("-aigo-previous")]
+
+
+@pytest.mark.parametrize("behaviour, expected", [
+    ('AIGO_STUB_FAIL_START: "1"', "exited with code 1 while loading"),
+    ('AIGO_STUB_NEVER_READY: "1"', "was not ready after 3 s"),
+])
+def test_failed_recreate_restores_the_previous_container(runtime, project, tmp_path, state, behaviour, expected):
+    assert run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env=state).returncode == 0
+    before = ids(runtime, project)
+    bad = config(tmp_path, project, chat_env=", " + behaviour.replace(": ", ": ", 1), ready_timeout=3)
+    result = run_cli("apply", "-f", str(bad), "-y", env=state)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert expected in result.stderr and "the previous version was restored and serves again" in result.stderr
+    if "FAIL_START" in behaviour:
+        assert "RuntimeError: stub engine told to fail at start-up" in result.stdout  # the log tail
+    after = ids(runtime, project)
+    assert after == before  # the very same containers, the old chat one renamed back
+    assert chat(ports(runtime, project)["chat"], "chat")["model"] == "chat"
+    names = {c["Names"][0] for c in runtime.list_containers()}
+    assert f"/aigo-{project}-chat" in names and not [n for n in names if n.endswith("-aigo-previous")]
+    # the failed apply leaves the plan showing the change still to do
+    plan = run_cli("plan", "-f", str(bad), "--detailed-exitcode", env=state)
+    assert plan.returncode == 2 and "# model.chat will be replaced" in plan.stdout
+
+
+def test_second_concurrent_apply_is_refused_with_holder_details(runtime, project, tmp_path, state):
+    from aigo_apply.lock import ProjectLock
+    from aigo_apply.statedir import state_dir
+
+    path = config(tmp_path, project)
+    with ProjectLock(state_dir(project), project, "apply"):
+        refused = run_cli("apply", "-f", str(path), "-y", env=state)
+        assert refused.returncode == 1
+        assert f"project '{project}' is locked by another aigo-apply run: `aigo-apply apply` (pid {os.getpid()}" in refused.stderr
+        waited = run_cli("apply", "-f", str(path), "-y", "--lock-timeout", "0.5", env=state)
+        assert "after waiting 0.5 s" in waited.stderr
+    assert ids(runtime, project) == {}
+    assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
+
+
+def test_two_real_concurrent_applies_do_not_break_anything(runtime, project, tmp_path, state):
+    path = config(tmp_path, project, load="1.5")
+    cmd = [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y", "--lock-timeout", "60"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, **state}, cwd=ROOT) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert sorted("Apply complete" in o[0] for o in outs) == [False, True]  # one applied, the other found nothing to do
+    assert any(o[0].startswith("No changes.") for o in outs)
+    assert set(ids(runtime, project)) == {"chat", "tools"}
+
+
+@pytest.mark.parametrize("delay", [0.2, 0.9, 1.8, 3.0])
+def test_sigint_at_any_moment_then_apply_converges(runtime, project, tmp_path, state, delay):
+    assert run_cli("apply", "-f", str(config(tmp_path, project, load="1")), "-y", env=state).returncode == 0
+    changed = config(tmp_path, project, load="1", tools_parser="hermes",
+                     extra="  third:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n")
+    proc = subprocess.Popen([sys.executable, "-m", "aigo_apply", "apply", "-f", str(changed), "-y"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **state},
+                            cwd=ROOT)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    # 130 from our handler; -SIGINT when the signal lands while Python is still starting (shells show both as 130)
+    assert proc.returncode in (0, 130, -signal.SIGINT), out + err
+    assert "Traceback" not in err
+    again = run_cli("apply", "-f", str(changed), "-y", env=state)
+    assert again.returncode == 0, again.stdout + again.stderr
+    final = run_cli("plan", "-f", str(changed), "--detailed-exitcode", env=state)
+    assert final.returncode == 0 and final.stdout.startswith("No changes."), final.stdout
+    for alias, port in ports(runtime, project).items():
+        assert chat(port, alias)["model"] == alias
+
+
+def test_destroy_removes_only_the_project(runtime, project, tmp_path, state, foreign):
+    path = config(tmp_path, project)
+    assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
+    other = foreign(f"{project}-bystander")
+    result = run_cli("destroy", "-f", str(path), "-y", env=state)
+    assert result.returncode == 0 and "Destroy complete: 2 removed." in result.stdout
+    assert ids(runtime, project) == {}
+    assert other in {c["Id"] for c in runtime.list_containers()}
+    assert run_cli("destroy", "--project", project, "-y", env=state).stdout.startswith("No changes.")
+
+
+def test_without_terminal_or_yes_apply_refuses_and_changes_nothing(runtime, project, tmp_path, state):
+    result = run_cli("apply", "-f", str(config(tmp_path, project)), env=state)
+    assert result.returncode == 1
+    assert "there is no terminal to ask on; pass -y/--yes" in result.stderr
+    assert ids(runtime, project) == {}
+
+
+def test_saved_plan_applies_only_while_the_machine_is_unchanged(runtime, project, tmp_path, state):
+    path = config(tmp_path, project)
+    saved = tmp_path / "plan.json"
+    assert run_cli("plan", "-f", str(path), "--out", str(saved), env=state).returncode == 0
+    stale = tmp_path / "stale.json"
+    stale.write_text(saved.read_text())
+    result = run_cli("apply", str(saved), env=state)
+    assert result.returncode == 0 and "Apply complete: 2 created." in result.stdout, result.stdout + result.stderr
+    refused = run_cli("apply", str(stale), env=state)
+    assert refused.returncode == 1 and "the machine changed since this plan was made" in refused.stderr
+
+
+def test_saved_plan_edited_to_carry_a_bad_value_is_refused(runtime, project, tmp_path, state):
+    path = config(tmp_path, project)
+    saved = tmp_path / "plan.json"
+    run_cli("plan", "-f", str(path), "--out", str(saved), env=state)
+    data = json.loads(saved.read_text())
+    data["actions"][0]["spec"]["vllm"]["tool_call_parser"] = "hermes --api-key stolen"
+    saved.write_text(json.dumps(data))
+    result = run_cli("apply", str(saved), env=state)
+    assert result.returncode == 1
+    assert "is not a name vLLM v0.31.0 accepts" in result.stderr
+    assert ids(runtime, project) == {}
+
+
+def test_pull_never_and_missing_secret_stop_before_any_change(runtime, project, tmp_path, state):
+    path = config(tmp_path, project)
+    text = path.read_text().replace("image_tag: \"1\"", "image_tag: \"no-such-tag\"")
+    path.write_text(text)
+    result = run_cli("apply", "-f", str(path), "-y", "--pull", "never", env=state)
+    assert result.returncode == 1 and "--pull never, but aigo-stub-engine:no-such-tag is not on this machine" in result.stderr
+    path = config(tmp_path, project, chat_env=", HF_TOKEN: {from_env: AIGO_TEST_UNSET_TOKEN}")
+    result = run_cli("apply", "-f", str(path), "-y", env=state)
+    assert result.returncode == 1
+    assert "models.chat.env.HF_TOKEN: the environment variable AIGO_TEST_UNSET_TOKEN is not set" in result.stderr
+    assert ids(runtime, project) == {}
+
+
+def test_secret_reaches_the_container_but_no_label_or_output(runtime, project, tmp_path, state):
+    path = config(tmp_path, project, chat_env=", HF_TOKEN: {from_env: AIGO_TEST_TOKEN}")
+    result = run_cli("apply", "-f", str(path), "-y", "--output", "json", env={**state, "AIGO_TEST_TOKEN": "hf_s3cr3t"})
+    assert result.returncode == 0, result.stderr
+    assert "hf_s3cr3t" not in result.stdout + result.stderr
+    inspected = runtime.api.inspect_container(f"aigo-{project}-chat")
+    assert "HF_TOKEN=hf_s3cr3t" in inspected["Config"]["Env"]
+    assert "hf_s3cr3t" not in json.dumps(inspected["Config"]["Labels"])
+    events = [json.loads(line)["event"] for line in result.stdout.splitlines()]
+    assert events[0] == "plan" and events[-1] == "result"
