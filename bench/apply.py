@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""What `aigo-apply apply` adds on top of the engines' own start time, side by side in one run.
+
+The engines are stub engines with a fixed warm-up (AIGO_STUB_LOAD_SECONDS), no GPU. For 1 model and
+for 4 models (each `gpus: none`, so they start in parallel, as models on disjoint GPUs do):
+
+  direct   create + start the same containers through the Docker API and poll /health every 10 ms
+           until every engine answers: the engines' own start time, with no tool in the way;
+  apply    the real CLI, `aigo-apply apply -y` from nothing to ready (a fresh process, as a user runs it);
+  no-op    `aigo-apply apply -y` again with nothing to change.
+
+Overhead = apply - direct. Targets: under 1 s for one model, under 2 s for four, no-op under 1 s.
+
+    python bench/apply.py [--warmup 3] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from aigo_apply import labels  # noqa: E402
+from aigo_apply.docker_runtime import DockerRuntime  # noqa: E402
+from aigo_apply.session import load_desired  # noqa: E402
+
+
+def write_config(folder: Path, project: str, n: int, warmup: float) -> Path:
+    (folder / "m").mkdir(exist_ok=True)
+    lines = [f"version: 1\nproject: {project}\nengines: {{vllm: {{image: aigo-stub-engine, image_tag: \"1\"}}}}\nmodels:"]
+    for i in range(n):
+        lines.append(f"  m{i}: {{source: {{path: m}}, context_length: 4096, gpus: none, "
+                     f"env: {{AIGO_STUB_LOAD_SECONDS: \"{warmup}\"}}}}")
+    path = folder / "aigo.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cleanup(runtime: DockerRuntime, project: str) -> None:
+    for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
+        runtime.api.remove_container(c["Id"], force=True)
+
+
+def wait_health(port: int) -> None:
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.01)
+
+
+def direct(runtime: DockerRuntime, path: Path) -> float:
+    models = list(load_desired(str(path)).models.values())
+    start = time.perf_counter()
+
+    def one(model):
+        runtime.start(runtime.create(model.container, dict(model.container.env)))
+        wait_health(model.container.host_port)
+
+    with ThreadPoolExecutor(len(models)) as pool:
+        list(pool.map(one, models))
+    return time.perf_counter() - start
+
+
+def cli(path: Path, env: dict) -> float:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
+                          capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 0, done.stdout + done.stderr
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--warmup", type=float, default=3.0, help="stub engine load time in seconds")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    runtime = DockerRuntime()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "AIGO_STATE_DIR": os.path.join(tmp, "state")}
+        for n in (1, 4):
+            base, applied, noop = [], [], []
+            for _ in range(args.repeat):
+                project = "bench" + uuid.uuid4().hex[:6]
+                path = write_config(Path(tmp), project, n, args.warmup)
+                try:
+                    base.append(direct(runtime, path))
+                finally:
+                    cleanup(runtime, project)
+                try:
+                    applied.append(cli(path, env))
+                    noop.append(cli(path, env))
+                finally:
+                    cleanup(runtime, project)
+            rows.append((n, statistics.median(base), statistics.median(applied), statistics.median(noop)))
+    print(f"apply overhead, stub engines with a {args.warmup:g} s warm-up, median of {args.repeat} runs\n")
+    print("| models | direct: docker + engine ready (s) | `aigo-apply apply` (s) | overhead (s) | no-op apply (s) |")
+    print("|---:|---:|---:|---:|---:|")
+    for n, b, a, z in rows:
+        print(f"| {n} | {b:.2f} | {a:.2f} | {a - b:.2f} | {z:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
