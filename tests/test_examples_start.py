@@ -5,6 +5,7 @@ machine has none), then each answers /v1/models with its alias over 127.0.0.1.""
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.request
 
@@ -17,6 +18,12 @@ from conftest import EXAMPLES
 
 pytestmark = pytest.mark.docker
 STUB = "aigo-stub-engine:1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_for_models(port: int, timeout: float = 20.0) -> dict:
@@ -36,9 +43,10 @@ def test_example_command_lines_start_the_stub_engine(example, runtime, project, 
     desired = build_desired(load_config(str(EXAMPLES / example)), models_dir=tmp_path / "store")
     started = {}
     for alias, model in desired.models.items():
-        spec = {**model.spec, "image": STUB, "gpus": "none", "env": {}}
+        # a free port, so a demo or another project on this machine never collides with the test
+        spec = {**model.spec, "image": STUB, "gpus": "none", "env": {}, "port": free_port()}
         container = render(project, alias, spec)
-        assert container.command == model.container.command  # only image, GPUs and env were swapped
+        assert container.command == model.container.command  # only image, GPUs, env and port were swapped
         (tmp_path / "store").mkdir(exist_ok=True)
         cid = runtime.create(container, {})
         runtime.start(cid)

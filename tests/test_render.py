@@ -72,10 +72,13 @@ def test_readme_documents_every_top_level_plan_field():
 
 
 @pytest.mark.docker
-def test_colours_only_on_a_terminal_and_never_with_no_color(runtime, tmp_path):
+def test_colours_only_on_a_terminal_and_never_with_no_color(runtime, project, tmp_path):
     if not shutil.which("script"):
         pytest.skip("util-linux `script` is needed to give the CLI a terminal")
-    command = f"{sys.executable} -m aigo_apply plan -f {ROOT}/examples/demo.yaml"
+    demo = tmp_path / "demo.yaml"  # the demo under a project of its own, so a running demo does not matter
+    demo.write_text((ROOT / "examples" / "demo.yaml").read_text().replace("project: demo", f"project: {project}")
+                    .replace("demo-models/", f"{ROOT}/examples/demo-models/"))
+    command = f"{sys.executable} -m aigo_apply plan -f {demo}"
     on_tty = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, cwd=tmp_path)
     assert "\x1b[" in on_tty.stdout and "will be created" in on_tty.stdout
     piped = subprocess.run(command.split(), capture_output=True, text=True, cwd=tmp_path)
