@@ -82,10 +82,33 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
             if not opts.confirm(f"Do you want to {command} these changes? Only 'yes' will be accepted"):
                 click.echo(f"{command.capitalize()} cancelled; nothing was changed.", err=True)
                 return EXIT_ERROR
-        executor = Executor(runtime, reporter, Journal(directory))
+        executor = Executor(runtime, reporter, Journal(directory), routes=router_for(plan, observed, runtime))
         with _interrupts(executor.interrupted, opts.output == "text"):
             report = executor.run(plan, pulls)
         return _finish(report, command, reporter, opts.output)
+
+
+def router_for(plan: Plan, observed, runtime):
+    """The router adapter for this run, from the plan's router spec or the running router's label;
+    None when the project has no router (yet)."""
+    from aigo_apply.model import SecretRef
+    from aigo_apply.router import Router
+    from aigo_apply.router_render import settings_of
+    from aigo_apply.secrets import resolve
+
+    action = next((a for a in plan.actions if a.address == "router"), None)
+    spec = (action.spec if action and action.spec else None) or (observed.router.spec if observed.router else None)
+    if not spec:
+        return None
+    keys = None
+    if spec.get("api_keys") and not (action and action.kind == "remove"):
+        kind, target = next(iter(spec["api_keys"].items()))
+        raw = resolve(SecretRef(kind, target), "router.api_keys")
+        keys = [k.strip() for k in raw.replace(",", "\n").splitlines() if k.strip()]
+        if not keys:
+            raise AigoError("router.api_keys: the referenced secret holds no key (nothing was changed)")
+    return Router(runtime, Path(spec["config_dir"]), settings_of(plan.project, spec), f"aigo-{plan.project}-router",
+                  spec["image"], keys, spec.get("user"))
 
 
 def _check_saved(saved: Plan, observed) -> Plan:
@@ -121,10 +144,13 @@ def _show(plan: Plan, output: str, reporter) -> None:
 
 def _finish(report: ApplyReport, command: str, reporter, output: str) -> int:
     counts: dict[str, int] = {}
+    router = []
     for outcome in report.outcomes:
-        if outcome.ok:
+        if outcome.ok and outcome.address == "router":
+            router.append(f"router {_PAST[outcome.kind]}")
+        elif outcome.ok:
             counts[outcome.kind] = counts.get(outcome.kind, 0) + 1
-    done = ", ".join(f"{n} {_PAST[k]}" for k, n in counts.items()) or "nothing changed"
+    done = ", ".join([f"{n} {_PAST[k]}" for k, n in counts.items()] + router) or "nothing changed"
     failed = report.failed
     if output == "json":
         reporter.event("result", ok=not failed and not report.interrupted, interrupted=report.interrupted,
@@ -144,7 +170,8 @@ def _finish(report: ApplyReport, command: str, reporter, output: str) -> int:
     return EXIT_OK
 
 
-_PAST = {"create": "created", "recreate": "replaced", "start": "started", "remove": "removed"}
+_PAST = {"create": "created", "recreate": "replaced", "start": "started", "remove": "removed",
+         "reload_router": "reloaded"}
 
 
 @contextmanager

@@ -11,6 +11,10 @@ FILE_ENV = "AIGO_FILE"
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.90  # vLLM's own default is 0.92; we leave room for the desktop
 DEFAULT_ROUTER_PORT = 8000
 DEFAULT_ROUTER_BIND = "127.0.0.1"
+ROUTER_IMAGE = "haproxy"  # the official image
+ROUTER_DEFAULT_TAG = "3.2"  # an HAProxy LTS release
+ROUTER_MAX_BODY_MB = 16
+ROUTER_TIMEOUT = 600
 
 VLLM_IMAGE = "vllm/vllm-openai"
 VLLM_DEFAULT_TAG = "v0.31.0"

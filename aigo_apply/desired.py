@@ -7,6 +7,7 @@ Pure: it reads no files and calls no daemon, so the same config always gives the
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,27 +15,25 @@ from aigo_apply import engines
 from aigo_apply.config import Config
 from aigo_apply.defaults import (AUTO_PORT_BASE, AUTO_PORT_SPAN, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_READY_TIMEOUT,
                                  DEFAULT_ROUTER_BIND, DEFAULT_ROUTER_PORT, DEFAULT_TOOL_CALL_PARSER,
+                                 ROUTER_DEFAULT_TAG, ROUTER_IMAGE, ROUTER_MAX_BODY_MB, ROUTER_TIMEOUT,
                                  VLLM_DEFAULT_TAG, VLLM_IMAGE, default_models_dir)
-from aigo_apply.model import DesiredModel, DesiredState
+from aigo_apply.model import DesiredModel, DesiredRouter, DesiredState
 from aigo_apply.model_store import local_dir, repo_dir
+from aigo_apply.router_render import Route, render_files, router_container, settings_of
+from aigo_apply.statedir import state_path
 from aigo_apply.units import parse_token_count
 
 
 def build_desired(config: Config, models_dir: Path | None = None) -> DesiredState:
     data = config.data
     defaults = data.get("defaults", {})
-    router = {
-        "port": data.get("router", {}).get("port", DEFAULT_ROUTER_PORT),
-        "bind": data.get("router", {}).get("bind", DEFAULT_ROUTER_BIND),
-    }
-    if "api_keys" in data.get("router", {}):
-        router["api_keys"] = dict(data["router"]["api_keys"])
+    router_port = data.get("router", {}).get("port", DEFAULT_ROUTER_PORT)
     store = Path(defaults["models_dir"]).expanduser() if "models_dir" in defaults else (models_dir or default_models_dir())
     if not store.is_absolute():
         store = (config.base_dir / store).resolve()
     image = vllm_image(data.get("engines", {}).get("vllm", {}))
     models = data.get("models", {})
-    ports = assign_ports(data["project"], models, router["port"])
+    ports = assign_ports(data["project"], models, router_port)
     desired = {}
     for alias in sorted(models):
         spec = model_spec(models[alias], defaults, image, ports[alias], config.base_dir, store)
@@ -44,7 +43,33 @@ def build_desired(config: Config, models_dir: Path | None = None) -> DesiredStat
             notes = (f"context_length {written!r} means {spec['context_length']} tokens",)
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
         desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
-    return DesiredState(data["project"], config.file, router, desired)
+    return DesiredState(data["project"], config.file, desired_router(data, desired), desired)
+
+
+def router_spec(project: str, router: dict[str, Any]) -> dict[str, Any]:
+    """The canonical spec of the router container (API keys only as a reference)."""
+    return {
+        "image": f"{router.get('image', ROUTER_IMAGE)}:{router.get('image_tag', ROUTER_DEFAULT_TAG)}",
+        "bind": router.get("bind", DEFAULT_ROUTER_BIND),
+        "port": router.get("port", DEFAULT_ROUTER_PORT),
+        "api_keys": dict(router["api_keys"]) if "api_keys" in router else None,
+        "max_body_mb": router.get("max_body_mb", ROUTER_MAX_BODY_MB),
+        "timeout": router.get("timeout", ROUTER_TIMEOUT),
+        "config_dir": str(state_path(project) / "router"),
+        "user": f"{os.getuid()}:{os.getgid()}",
+    }
+
+
+def desired_router(data: dict[str, Any], models: dict[str, DesiredModel]) -> DesiredRouter:
+    project = data["project"]
+    spec = router_spec(project, data.get("router", {}))
+    routes = tuple(route_of(m) for _, m in sorted(models.items()))
+    files = render_files(settings_of(project, spec), list(routes))
+    return DesiredRouter(spec, router_container(project, spec), routes, files)
+
+
+def route_of(model: DesiredModel) -> Route:
+    return Route(model.alias, model.spec["port"], model.spec["context_length"], model.spec["engine"])
 
 
 def vllm_image(engine: dict[str, Any]) -> str:

@@ -81,17 +81,21 @@ class DockerRuntime:
     # -- writes --------------------------------------------------------------------------------
     def create(self, spec: ContainerSpec, env: Mapping[str, str]) -> str:
         """Create (not start) the container `spec` describes, with secrets already resolved in `env`."""
+        published = spec.host_port is not None
         with self._errors():
             host_config = self.api.create_host_config(
                 binds={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
-                port_bindings={spec.container_port: (spec.host_ip, spec.host_port)},
+                port_bindings={spec.container_port: (spec.host_ip, spec.host_port)} if published else None,
                 ipc_mode=spec.ipc_mode,
+                network_mode=spec.network_mode,
                 restart_policy={"Name": spec.restart_policy},
                 device_requests=_device_requests(spec.gpus),
             )
             created = self.api.create_container(
                 image=spec.image, command=list(spec.command), name=spec.name, environment=dict(env),
-                labels=dict(spec.labels), ports=[spec.container_port], host_config=host_config)
+                labels=dict(spec.labels), ports=[spec.container_port] if published else None,
+                entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
+                user=spec.user or "", host_config=host_config)
         return created["Id"]
 
     def start(self, container: str) -> None:
@@ -110,6 +114,34 @@ class DockerRuntime:
     def rename(self, container: str, name: str) -> None:
         with self._errors():
             self.api.rename(container, name)
+
+    def kill(self, container: str, signal: str) -> None:
+        with self._errors():
+            self.api.kill(container, signal=signal)
+
+    def exec(self, container: str, command: list[str]) -> tuple[int, str]:
+        """Run a command in a running container; returns its exit code and combined output."""
+        with self._errors():
+            exec_id = self.api.exec_create(container, command, stdout=True, stderr=True)["Id"]
+            output = self.api.exec_start(exec_id)
+            code = self.api.exec_inspect(exec_id).get("ExitCode")
+        return (code if code is not None else -1), output.decode("utf-8", errors="replace")
+
+    def run_once(self, image: str, command: list[str], entrypoint: list[str], binds: dict[str, str],
+                 user: str | None = None) -> tuple[int, str]:
+        """Run a throwaway container (no network) to completion; returns exit code and output."""
+        with self._errors():
+            host_config = self.api.create_host_config(
+                binds={src: {"bind": dst, "mode": "ro"} for src, dst in binds.items()}, network_mode="none")
+            cid = self.api.create_container(image=image, command=command, entrypoint=entrypoint,
+                                            user=user or "", host_config=host_config)["Id"]
+            try:
+                self.api.start(cid)
+                code = self.api.wait(cid, timeout=60).get("StatusCode", -1)
+                output = self.api.logs(cid, stdout=True, stderr=True).decode("utf-8", errors="replace")
+            finally:
+                self.api.remove_container(cid, force=True)
+        return code, output
 
     def pull(self, reference: str, on_event: Callable[[dict], None] | None = None) -> None:
         """Pull `repo:tag`, passing each progress event (id, status, progressDetail) to `on_event`."""

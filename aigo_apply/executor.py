@@ -28,13 +28,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from aigo_apply import engines
+from aigo_apply import engines, labels
 from aigo_apply.defaults import DEFAULT_READY_TIMEOUT
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.journal import Journal
 from aigo_apply.model import ContainerSpec
 from aigo_apply.plan import Action, Plan
 from aigo_apply.readiness import Engine, NotReady, Waiter
+from aigo_apply.router_render import Route
 from aigo_apply.secrets import container_env
 
 BACKUP_SUFFIX = "-aigo-previous"
@@ -42,10 +43,16 @@ MODEL_KINDS = ("start", "create", "recreate")
 
 
 class Routes(Protocol):
-    """The router's side of apply: a route is added only once a model is ready, removed first."""
+    """The router's side of apply (router.Router): a route is added only once a model is ready,
+    and removed before its container stops."""
 
-    def add(self, alias: str, port: int) -> None: ...
+    routes: dict[str, Route]
+
+    def add(self, route: Route) -> None: ...
     def remove(self, alias: str) -> None: ...
+    def converge(self, routes: dict[str, Route]) -> bool: ...
+    def prepare_first(self, routes: list[Route]) -> None: ...
+    def remove_files(self) -> None: ...
 
 
 @dataclass
@@ -89,12 +96,19 @@ class Executor:
 
     # -- the fixed order -----------------------------------------------------------------------
     def run(self, plan: Plan, pulls: list[str]) -> ApplyReport:
-        prepared = [self._prepare(plan.project, a) for a in plan.actions if a.kind in ("remove",) + MODEL_KINDS]
+        models = [a for a in plan.actions if a.address.startswith("model.") or a.address.startswith("container.")]
+        prepared = [self._prepare(plan.project, a) for a in models if a.kind in ("remove",) + MODEL_KINDS]
+        router_action = next((a for a in plan.actions if a.address == "router"), None)
+        router_container = self._prepare(plan.project, router_action).container if router_action and \
+            router_action.kind in ("create", "recreate") else None
         self.journal.record("apply", f"project.{plan.project}", "started", fingerprint=plan.fingerprint)
         outcomes: list[Outcome] = []
         for image in pulls:
             self._check_interrupt()
             self._pull(image)
+        if router_action and router_action.kind in ("create", "recreate", "start"):
+            self._check_interrupt()
+            outcomes.append(self._router_step(router_action, router_container, plan))
         for item in prepared:
             if item.action.kind == "remove":
                 self._check_interrupt()
@@ -104,6 +118,12 @@ class Executor:
             with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="aigo-lane") as pool:
                 for lane_outcomes in pool.map(self._run_lane, lanes):
                     outcomes += lane_outcomes
+        if router_action and router_action.kind == "remove":
+            outcomes.append(self._remove(router_action))
+            if self.routes:
+                self.routes.remove_files()
+        elif self.routes and not self.interrupted.is_set():
+            outcomes += self._converge_routes(plan)
         interrupted = self.interrupted.is_set()
         self.journal.record("apply", f"project.{plan.project}", "interrupted" if interrupted else "finished",
                             failed=[o.address for o in outcomes if not o.ok])
@@ -112,6 +132,10 @@ class Executor:
     def _prepare(self, project: str, action: Action) -> _Prepared:
         if action.kind == "remove":
             return _Prepared(action)
+        if action.address == "router":
+            from aigo_apply.router_render import router_container
+
+            return _Prepared(action, router_container(project, action.spec))
         if not action.spec or not action.model:
             raise PlanFileError(f"{action.address}: the plan carries no spec for this {action.kind}; make a new plan")
         container = engines.render(project, action.model, action.spec)
@@ -151,7 +175,7 @@ class Executor:
 
     def _remove(self, action: Action) -> Outcome:
         if action.model and self.routes:
-            self.routes.remove(action.model)
+            self._deroute(action)
         self._step(action.address, "remove", "", f"stopping and removing {action.container}")
         self.runtime.stop(action.container)
         self.runtime.remove(action.container)
@@ -160,6 +184,8 @@ class Executor:
 
     def _start(self, item: _Prepared) -> Outcome:
         action = item.action
+        if self.routes:
+            self._deroute(action)
         self._step(action.address, "start", "", f"starting {action.container}")
         self.runtime.start(action.container)
         return self._await_and_route(item, action.container, "started")
@@ -182,7 +208,7 @@ class Executor:
         action, container = item.action, item.container
         name, backup = container.name, container.name + BACKUP_SUFFIX
         if self.routes:
-            self.routes.remove(action.model)
+            self._deroute(action)
         self._step(action.address, "recreate", "", f"stopping {name} and keeping it as {backup}")
         self.runtime.stop(name)
         self.runtime.rename(name, backup)
@@ -207,12 +233,13 @@ class Executor:
             if tail:
                 self.reporter.event("log_tail", address=action.address, lines=tail)
             self._step(action.address, "recreate", "", f"restoring the previous version of {name}")
-            previous = Engine(action.model, self._old_port(action), name,
+            old = self._old_route(action)
+            previous = Engine(action.model, old.port, name,
                               lambda: self.runtime.state(name), lambda n: self.runtime.logs_tail(name, n))
             try:
                 self._waiter(action).wait(previous)
                 if self.routes:
-                    self.routes.add(action.model, previous.port)
+                    self.routes.add(old)
                 message = f"{exc}; the previous version was restored and serves again"
             except NotReady as again:
                 message = f"{exc}; the previous version was restarted but is not ready either ({again})"
@@ -230,14 +257,70 @@ class Executor:
                         lambda n: self.runtime.logs_tail(container_id, n))
         seconds = self._waiter(action).wait(engine)
         if self.routes:
-            self.routes.add(action.model, port)
+            self.routes.add(route_of(action.model, action.spec))
         message = f"{verb} {action.container}; ready after {seconds:.1f} s on 127.0.0.1:{port}"
         self._step(action.address, action.kind, "ok", message)
         return Outcome(action.address, action.kind, True, message)
 
-    def _old_port(self, action: Action) -> int:
-        changes = {c.path: c.before for c in action.changes}
-        return changes.get("port") or action.spec["port"]
+    def _old_route(self, action: Action) -> Route:
+        """The route of the container a recreate replaces (its port and length before the change)."""
+        before = {c.path: c.before for c in action.changes}
+        return Route(action.model, before.get("port") or action.spec["port"],
+                     before.get("context_length") or action.spec["context_length"], action.spec["engine"])
+
+    def _deroute(self, action: Action) -> None:
+        self.routes.remove(action.model)
+        self.journal.record("route_remove", action.address, "ok")
+
+    # -- the router ----------------------------------------------------------------------------
+    def _router_step(self, action: Action, container: ContainerSpec | None, plan: Plan) -> Outcome:
+        """Create, recreate or start the router before any model changes, so routes can follow."""
+        from aigo_apply.router import wait_serving
+
+        name = action.container
+        keep = self._routes_to_keep(plan)
+        if action.kind == "start":
+            self._step("router", "start", "", f"starting {name}")
+            self.runtime.start(name)
+        else:
+            if action.kind == "recreate":
+                self._step("router", "recreate", "", f"stopping {name}")
+                self.runtime.stop(name, timeout=10)
+                self.runtime.remove(name)
+            self.routes.prepare_first(list(keep.values()))
+            self._step("router", action.kind, "", f"creating {name} from {container.image}")
+            self.runtime.start(self.runtime.create(container, {}))
+        try:
+            wait_serving(self.routes.settings)
+        except AigoError as exc:
+            lines = self.runtime.logs_tail(name, 20)
+            if lines:
+                self.reporter.event("log_tail", address="router", lines=lines)
+            raise AigoError(f"router: {exc}") from None
+        settings = self.routes.settings
+        message = f"router serving on http://{settings.bind}:{settings.port}/v1"
+        self._step("router", action.kind, "ok", message)
+        return Outcome("router", action.kind, True, message)
+
+    def _routes_to_keep(self, plan: Plan) -> dict[str, Route]:
+        """Routes of models that stay as they are and are running: they go into a new router at once."""
+        running = {c["Labels"].get(labels.MODEL) for c in self.runtime.list_containers()
+                   if c.get("State") == "running" and c["Labels"].get(labels.PROJECT) == plan.project}
+        return {a.model: route_of(a.model, a.spec) for a in plan.actions
+                if a.kind == "noop" and a.model and a.spec and a.model in running}
+
+    def _converge_routes(self, plan: Plan) -> list[Outcome]:
+        """Last step: route exactly the models whose containers run and were routed (ready) or
+        left as they were; drop stale routes; pick up template or setting changes."""
+        running = {c["Labels"].get(labels.MODEL) for c in self.runtime.list_containers()
+                   if c.get("State") == "running" and c["Labels"].get(labels.PROJECT) == plan.project}
+        wanted = {a: r for a, r in self.routes.routes.items() if a in running}
+        wanted.update({k: v for k, v in self._routes_to_keep(plan).items() if k not in wanted})
+        if not self.routes.converge(wanted):
+            return []
+        message = f"router reloaded: routes {', '.join(sorted(wanted)) or '(none)'}"
+        self._step("router", "reload_router", "ok", message)
+        return [Outcome("router", "reload_router", True, message)]
 
     def _waiter(self, action: Action) -> Waiter:
         def progress(alias: str, elapsed: float, stage: str, log: str) -> None:
@@ -259,6 +342,10 @@ class Executor:
     def _check_interrupt(self) -> None:
         if self.interrupted.is_set():
             raise Interrupted("interrupted")
+
+
+def route_of(alias: str, spec: dict[str, Any]) -> Route:
+    return Route(alias, spec["port"], spec["context_length"], spec["engine"])
 
 
 def gpu_lanes(items: list[_Prepared]) -> list[list[_Prepared]]:

@@ -27,6 +27,7 @@ CREATED_BY = PREFIX + "created-by"  # aigo-apply version; informational, never c
 MANAGER = "aigo-apply"
 CURRENT_LABELS_VERSION = "1"
 ROLE_ENGINE = "engine"
+ROLE_ROUTER = "router"
 
 
 def project_filter(project: str) -> dict[str, list[str]]:
@@ -41,6 +42,18 @@ def for_engine(project: str, alias: str, engine: str, spec: dict[str, Any], defi
         ROLE: ROLE_ENGINE,
         MODEL: alias,
         ENGINE: engine,
+        SPEC: canonical_json(spec),
+        SPEC_HASH: definition_hash,
+        LABELS_VERSION: CURRENT_LABELS_VERSION,
+        CREATED_BY: __version__,
+    }
+
+
+def for_router(project: str, spec: dict[str, Any], definition_hash: str) -> dict[str, str]:
+    return {
+        MANAGED_BY: MANAGER,
+        PROJECT: project,
+        ROLE: ROLE_ROUTER,
         SPEC: canonical_json(spec),
         SPEC_HASH: definition_hash,
         LABELS_VERSION: CURRENT_LABELS_VERSION,

@@ -46,12 +46,15 @@ class ContainerSpec:
     env: tuple[tuple[str, EnvValue], ...]
     mounts: tuple[Mount, ...]
     host_ip: str
-    host_port: int
-    container_port: int
+    host_port: int | None  # None: nothing published (host networking)
+    container_port: int | None
     gpus: str | tuple[int, ...]  # "all", "none" or device indices
     labels: dict[str, str] = field(default_factory=dict, compare=False)
     ipc_mode: str = "host"
     restart_policy: str = "unless-stopped"
+    entrypoint: tuple[str, ...] | None = None  # None keeps the image's own
+    network_mode: str = "bridge"  # "host" for the router: it binds router.bind:router.port itself
+    user: str | None = None  # None keeps the image's own user
 
     def definition(self) -> dict[str, Any]:
         """Everything that defines the container except its labels, as JSON-ready data."""
@@ -65,6 +68,10 @@ class ContainerSpec:
             "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
             "ipc_mode": self.ipc_mode,
             "restart_policy": self.restart_policy,
+            # only when set, so that engine containers keep the definition (and hash) they had
+            **({"entrypoint": list(self.entrypoint)} if self.entrypoint is not None else {}),
+            **({"network_mode": self.network_mode} if self.network_mode != "bridge" else {}),
+            **({"user": self.user} if self.user is not None else {}),
         }
 
     def definition_hash(self) -> str:
@@ -81,14 +88,28 @@ class DesiredModel:
 
 
 @dataclass(frozen=True)
+class DesiredRouter:
+    """The router container, and the files it should serve once every desired model is ready."""
+
+    spec: dict[str, Any]
+    container: ContainerSpec
+    routes: tuple[Any, ...]  # router_render.Route, one per desired model
+    files: dict[str, str]  # rendered config folder (without the API key file)
+
+    @property
+    def port(self) -> int:
+        return self.spec["port"]
+
+
+@dataclass(frozen=True)
 class DesiredState:
     project: str
     file: str
-    router: dict[str, Any]
+    router: DesiredRouter
     models: dict[str, DesiredModel]
 
     def images(self) -> set[str]:
-        return {m.container.image for m in self.models.values()}
+        return {m.container.image for m in self.models.values()} | {self.router.container.image}
 
 
 def canonical_json(value: Any) -> str:

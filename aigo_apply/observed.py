@@ -57,6 +57,15 @@ class ObservedState:
     ours: tuple[ObservedContainer, ...]
     others: tuple[ObservedContainer, ...]
     images: dict[str, str] = field(default_factory=dict)  # local "repo:tag" -> image id
+    router_files: dict[str, str] = field(default_factory=dict)  # the router's live config folder
+
+    @property
+    def engines(self) -> tuple[ObservedContainer, ...]:
+        return tuple(c for c in self.ours if c.role != L.ROLE_ROUTER)
+
+    @property
+    def router(self) -> ObservedContainer | None:
+        return next((c for c in self.ours if c.role == L.ROLE_ROUTER), None)
 
     def fingerprint(self) -> str:
         """Changes whenever anything a plan was based on changes: our containers, the other
@@ -65,6 +74,7 @@ class ObservedState:
             "ours": sorted([c.id, c.name, c.state, c.spec_hash or "", c.image_id] for c in self.ours),
             "others": sorted([c.name, sorted(c.host_ports)] for c in self.others),
             "images": self.images,
+            "router_files": self.router_files,
         }
         return "sha256:" + hashlib.sha256(canonical_json(basis).encode()).hexdigest()
 
@@ -102,10 +112,12 @@ def parse_images(raw: list[dict[str, Any]]) -> dict[str, str]:
     return found
 
 
-def parse_state(project: str, containers: list[dict[str, Any]], images: list[dict[str, Any]]) -> ObservedState:
+def parse_state(project: str, containers: list[dict[str, Any]], images: list[dict[str, Any]],
+                router_files: dict[str, str] | None = None) -> ObservedState:
     ours, others = [], []
     for raw in containers:
         container = parse_container(raw)
         (ours if L.is_ours(container.labels, project) else others).append(container)
     key = lambda c: c.name  # noqa: E731
-    return ObservedState(project, tuple(sorted(ours, key=key)), tuple(sorted(others, key=key)), parse_images(images))
+    return ObservedState(project, tuple(sorted(ours, key=key)), tuple(sorted(others, key=key)), parse_images(images),
+                         dict(router_files or {}))

@@ -41,11 +41,12 @@ class Action:
     spec: dict[str, Any] | None = None  # desired canonical spec, for start/create/recreate
     notes: tuple[str, ...] = ()
     ready_timeout: float | None = None
+    diff: str | None = None  # router: unified diff of its config files (plan --diff)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"address": self.address, "kind": self.kind, "reasons": list(self.reasons),
                                "changes": [c.to_dict() for c in self.changes]}
-        for key in ("model", "container", "image", "spec", "ready_timeout"):
+        for key in ("model", "container", "image", "spec", "ready_timeout", "diff"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         out["notes"] = list(self.notes)
@@ -107,7 +108,7 @@ class Plan:
                 Action(a["address"], a["kind"], tuple(a["reasons"]),
                        tuple(Change(**c) for c in a.get("changes", [])),
                        a.get("model"), a.get("container"), a.get("image"), a.get("spec"), tuple(a.get("notes", [])),
-                       a.get("ready_timeout"))
+                       a.get("ready_timeout"), a.get("diff"))
                 for a in data["actions"]
             )
             blockers = tuple(Blocker(b["id"], b["message"], b["remediation"], b.get("address"))

@@ -5,6 +5,7 @@ not change plans to nothing but no-ops, every time, because both sides are canon
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Iterable
 
 from aigo_apply.errors import UsageProblem
@@ -12,6 +13,7 @@ from aigo_apply.model import DesiredModel, DesiredState
 from aigo_apply.observed import ObservedContainer, ObservedState
 from aigo_apply.paths import dotted
 from aigo_apply.plan import Action, Blocker, Change, Plan
+from aigo_apply.router_render import routes_from_models_json
 
 STOPPED = ("created", "exited")
 
@@ -19,7 +21,7 @@ STOPPED = ("created", "exited")
 def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable[str] = (),
                target: Iterable[str] = ()) -> Plan:
     replace, target = set(replace), set(target)
-    known = set(desired.models) | {c.alias for c in observed.ours if c.alias}
+    known = set(desired.models) | {c.alias for c in observed.engines if c.alias}
     for alias in sorted(replace - set(desired.models)):
         raise UsageProblem(f"--replace {alias}: no model '{alias}' in {desired.file}")
     for alias in sorted(target - known):
@@ -27,7 +29,7 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
     wanted = lambda alias: not target or alias in target  # noqa: E731
 
     by_alias: dict[str, list[ObservedContainer]] = {}
-    for container in observed.ours:
+    for container in observed.engines:
         by_alias.setdefault(container.alias or "", []).append(container)
 
     model_actions: list[Action] = []
@@ -38,9 +40,68 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
         if alias not in desired.models and wanted(alias):
             model_actions += [_remove(c, f"model '{alias}' is no longer in {desired.file}") for c in containers]
 
+    router = _router_action(desired, observed, model_actions, targeted=bool(target))
+    model_actions += router
     pulls = _pulls(model_actions, observed.images)
     blockers = _conflicts(desired, observed, target)
     return Plan(desired.project, desired.file, observed.fingerprint(), tuple(pulls + model_actions), tuple(blockers))
+
+
+def _router_action(desired: DesiredState, observed: ObservedState, model_actions: list[Action],
+                   targeted: bool) -> list[Action]:
+    """The router: created, recreated or started like an engine; reloaded when its files differ
+    from what is deployed, or when it routes to an engine that is not running (a stale route)."""
+    want, have = desired.router, observed.router
+    base = dict(container=want.container.name, image=want.container.image, spec=want.spec, ready_timeout=60.0)
+    if have is None:
+        changes = tuple(Change(p, None, v, "create") for p, v in _flatten(want.spec))
+        return [Action("router", "create", (f"no router container {want.container.name} exists",), changes, **base)]
+    before = have.spec
+    if before != want.spec or have.spec_hash != want.container.definition_hash() or have.state in ("dead", "removing"):
+        changes = diff_specs(before, want.spec) if before else []
+        changes = [Change(c.path, c.before, c.after, "router") for c in changes]
+        reasons = [f"{c.path} changed" for c in changes] or ["the router container is defined differently"]
+        return [Action("router", "recreate", tuple(reasons), tuple(changes), **base)]
+    if have.state in STOPPED + ("paused",):
+        return [Action("router", "start", (f"router container is {have.state}",), **base)]
+    if targeted:
+        return []
+    reasons = _route_reasons(desired, observed, model_actions)
+    diff = unified_diff(observed.router_files, want.files)
+    if diff and not reasons:
+        reasons = ["the router configuration differs from what this file and aigo-apply version render"]
+    if reasons:
+        return [Action("router", "reload_router", tuple(reasons), **base, notes=(), diff=diff or None)]
+    return [Action("router", "noop", ("routes match the running models",), **base)]
+
+
+def _route_reasons(desired: DesiredState, observed: ObservedState, model_actions: list[Action]) -> list[str]:
+    deployed = _deployed_routes(observed.router_files)
+    running = {c.alias for c in observed.engines if c.state == "running"}
+    reasons = []
+    for alias in sorted(set(desired.models) - set(deployed)):
+        reasons.append(f"route for model {alias} to be added")
+    for alias in sorted(set(deployed) - set(desired.models)):
+        reasons.append(f"route for model {alias} to be removed")
+    for alias in sorted(set(deployed) & set(desired.models) - running):
+        state = next((c.state for c in observed.engines if c.alias == alias), "absent")
+        reasons.append(f"stale route: model {alias} has no running container ({state})")
+    return reasons
+
+
+def _deployed_routes(files: dict[str, str]) -> list[str]:
+    return routes_from_models_json(files.get("models.json", ""))
+
+
+def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
+    """A unified diff of two config folders, file by file (what `plan --diff` shows)."""
+    out = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name, ""), after.get(name, "")
+        if a != b:
+            out += difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
+                                        f"deployed/{name}", f"desired/{name}")
+    return "".join(out)
 
 
 def _model_actions(model: DesiredModel, containers: list[ObservedContainer], replace: bool) -> list[Action]:
@@ -64,8 +125,9 @@ def _model_actions(model: DesiredModel, containers: list[ObservedContainer], rep
         return extras + [Action(address, "start", ("container is paused",), **waits, **base)]
     if primary.state == "restarting":
         return extras + [Action(address, "noop", (
-            f"settings match, but the container is restarting after a crash; see `docker logs {name}`",), **base)]
-    return extras + [Action(address, "noop", ("settings match and the container is running",), **base)]
+            f"settings match, but the container is restarting after a crash; see `docker logs {name}`",),
+            spec=model.spec, **base)]
+    return extras + [Action(address, "noop", ("settings match and the container is running",), spec=model.spec, **base)]
 
 
 def _differences(model: DesiredModel, primary: ObservedContainer, replace: bool) -> tuple[list[str], list[Change]]:
@@ -116,7 +178,8 @@ def _flatten(data: dict[str, Any], prefix: tuple = ()) -> list[tuple[str, Any]]:
 
 
 def _remove(container: ObservedContainer, reason: str) -> Action:
-    address = f"model.{container.alias}" if container.alias else f"container.{container.name}"
+    address = "router" if container.role == "router" else (
+        f"model.{container.alias}" if container.alias else f"container.{container.name}")
     return Action(address, "remove", (reason,), model=container.alias, container=container.name)
 
 
@@ -144,7 +207,7 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
                     "conflict.port", f"port {model.container.host_port} of model '{model.alias}' is published by "
                     f"container {other.name}, which aigo-apply does not manage here",
                     f"stop that container, or set models.{model.alias}.port to a free port", address))
-    router_port = desired.router["port"]
+    router_port = desired.router.port
     for other in observed.others:
         if router_port in other.host_ports:
             blockers.append(Blocker(
@@ -155,5 +218,7 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
 
 def destroy_plan(project: str, file: str, observed: ObservedState) -> Plan:
     """Remove every container of the project (and nothing else)."""
-    actions = tuple(_remove(c, f"destroy removes every container of project '{project}'") for c in observed.ours)
+    engines = [c for c in observed.ours if c.role != "router"]
+    router = [c for c in observed.ours if c.role == "router"]  # last: routes go before their engines stop
+    actions = tuple(_remove(c, f"destroy removes every container of project '{project}'") for c in engines + router)
     return Plan(project, file, observed.fingerprint(), actions)

@@ -24,7 +24,7 @@ SYMBOLS = {  # kind -> (symbol, colour, phrase)
 LEGEND = {"pull": "pull", "download": "download", "create": "create", "recreate": "replace",
           "start": "start", "remove": "remove", "reload_router": "reload"}
 SUMMARY = (("pull", "to pull"), ("create", "to create"), ("recreate", "to replace"),
-           ("start", "to start"), ("remove", "to remove"))
+           ("start", "to start"), ("remove", "to remove"), ("reload_router", "to reload"))
 
 
 def plan_text(plan: Plan) -> str:
@@ -40,7 +40,7 @@ def plan_text(plan: Plan) -> str:
     changing = [a for a in plan.actions if a.kind in SYMBOLS]
     unchanged = [a for a in plan.actions if a.kind == "noop"]
     if not changing:
-        models = len(unchanged)
+        models = len([a for a in unchanged if a.model])
         lines.append(click.style("No changes.", bold=True) + f" The containers of project '{plan.project}' match "
                      f"{plan.config_file} ({models} model{'s' if models != 1 else ''}).")
         lines += _notes(plan.actions)

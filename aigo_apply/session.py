@@ -19,11 +19,16 @@ def load_desired(file: str | None) -> DesiredState:
 
 
 def observe(project: str, runtime=None) -> ObservedState:
+    """One container list call, one image list call, and the router's live files."""
+    from aigo_apply.router import read_live
+    from aigo_apply.statedir import state_path
+
     if runtime is None:
         from aigo_apply.docker_runtime import DockerRuntime
 
         runtime = DockerRuntime()
-    return parse_state(project, runtime.list_containers(), runtime.list_images())
+    return parse_state(project, runtime.list_containers(), runtime.list_images(),
+                       read_live(state_path(project) / "router"))
 
 
 def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None) -> Plan:

@@ -10,10 +10,16 @@ from pathlib import Path
 from aigo_apply.errors import AigoError
 
 
-def state_dir(project: str) -> Path:
+def state_path(project: str) -> Path:
+    """Where the project's state folder is (not created)."""
     root = os.environ.get("AIGO_STATE_DIR") or os.path.join(
         os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"), "aigo-apply")
-    path = Path(root) / project
+    return Path(root).expanduser().resolve() / project
+
+
+def state_dir(project: str) -> Path:
+    """The project's state folder, created when missing."""
+    path = state_path(project)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -70,6 +70,19 @@ def foreign(runtime):
         runtime.api.remove_container(cid, force=True)
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def router_yaml(port: int | None = None) -> str:
+    """A router section using the local image with Debian's haproxy, on a free port."""
+    return f"router: {{image: aigo-test-base, image_tag: bookworm, port: {port or free_port()}}}"
+
+
 def write_config(tmp_path: Path, text: str, name: str = "aigo.yaml") -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")

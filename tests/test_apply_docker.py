@@ -14,17 +14,22 @@ import urllib.request
 import pytest
 
 from aigo_apply import labels
-from conftest import ROOT, run_cli, write_config
+from conftest import ROOT, free_port, router_yaml, run_cli, write_config
 
 pytestmark = pytest.mark.docker
 
 
+ROUTER_PORTS: dict[str, int] = {}
+
+
 def config(tmp_path, project, chat_env="", tools_parser="llama3_json", load="0.3", ready_timeout=60, extra=""):
+    router_port = ROUTER_PORTS.setdefault(project, free_port())  # the same port for every file of a test
     (tmp_path / "m").mkdir(exist_ok=True)
     return write_config(tmp_path, textwrap.dedent(f"""
         version: 1
         project: {project}
         engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
+        {router_yaml(router_port)}
         defaults: {{ready_timeout: {ready_timeout}}}
         models:
           chat:
@@ -50,7 +55,12 @@ def state(tmp_path, monkeypatch):
 
 def ids(runtime, project):
     return {c["Labels"][labels.MODEL]: c["Id"] for c in runtime.list_containers()
-            if c["Labels"].get(labels.PROJECT) == project}
+            if c["Labels"].get(labels.PROJECT) == project and labels.MODEL in c["Labels"]}
+
+
+def router_id(runtime, project):
+    return next((c["Id"] for c in runtime.list_containers() if c["Labels"].get(labels.PROJECT) == project
+                 and c["Labels"].get(labels.ROLE) == "router"), None)
 
 
 def chat(port, alias):
@@ -64,14 +74,14 @@ def chat(port, alias):
 
 def ports(runtime, project):
     return {c["Labels"][labels.MODEL]: c["Ports"][0]["PublicPort"] for c in runtime.list_containers()
-            if c["Labels"].get(labels.PROJECT) == project and c["Ports"]}
+            if c["Labels"].get(labels.PROJECT) == project and c["Ports"] and labels.MODEL in c["Labels"]}
 
 
 def test_apply_from_empty_then_no_changes(runtime, project, tmp_path, state):
     path = config(tmp_path, project)
     first = run_cli("apply", "-f", str(path), "-y", env=state)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "Apply complete: 2 created." in first.stdout
+    assert "Apply complete: 2 created, router created." in first.stdout
     assert "model.chat: created aigo-" in first.stdout and "ready after" in first.stdout
     before = ids(runtime, project)
     assert set(before) == {"chat", "tools"}
@@ -89,7 +99,8 @@ def test_changing_a_setting_recreates_only_that_model(runtime, project, tmp_path
     before = ids(runtime, project)
     result = run_cli("apply", "-f", str(config(tmp_path, project, tools_parser="hermes")), "-y", env=state)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "(because vllm.tool_call_parser changed)" in result.stdout and "Apply complete: 1 replaced." in result.stdout
+    assert "(because vllm.tool_call_parser changed)" in result.stdout
+    assert "Apply complete: 1 replaced." in result.stdout
     after = ids(runtime, project)
     assert after["chat"] == before["chat"] and after["tools"] != before["tools"]
     assert not [c for c in runtime.list_containers() if c["Names"][0].endswith("-aigo-previous")]
@@ -172,8 +183,9 @@ def test_destroy_removes_only_the_project(runtime, project, tmp_path, state, for
     assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
     other = foreign(f"{project}-bystander")
     result = run_cli("destroy", "-f", str(path), "-y", env=state)
-    assert result.returncode == 0 and "Destroy complete: 2 removed." in result.stdout
-    assert ids(runtime, project) == {}
+    assert result.returncode == 0 and "Destroy complete: 2 removed, router removed." in result.stdout
+    assert ids(runtime, project) == {} and router_id(runtime, project) is None
+    assert not (tmp_path / "state" / project / "router").exists()  # no route is left behind
     assert other in {c["Id"] for c in runtime.list_containers()}
     assert run_cli("destroy", "--project", project, "-y", env=state).stdout.startswith("No changes.")
 
@@ -192,7 +204,7 @@ def test_saved_plan_applies_only_while_the_machine_is_unchanged(runtime, project
     stale = tmp_path / "stale.json"
     stale.write_text(saved.read_text())
     result = run_cli("apply", str(saved), env=state)
-    assert result.returncode == 0 and "Apply complete: 2 created." in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0 and "Apply complete: 2 created, router created." in result.stdout, result.stdout + result.stderr
     refused = run_cli("apply", str(stale), env=state)
     assert refused.returncode == 1 and "the machine changed since this plan was made" in refused.stderr
 

@@ -9,18 +9,20 @@ import textwrap
 import pytest
 
 from aigo_apply.session import load_desired
-from conftest import run_cli, write_config
+from conftest import free_port, router_yaml, run_cli, write_config
+
+PORTS: dict[str, int] = {}
 
 pytestmark = pytest.mark.docker
 
 
-def config(tmp_path, project, parser="hermes", extra_model="", router_port=18000):
+def config(tmp_path, project, parser="hermes", extra_model="", router_port=None):
     (tmp_path / "m").mkdir(exist_ok=True)
     return write_config(tmp_path, textwrap.dedent(f"""
         version: 1
         project: {project}
-        engines: {{vllm: {{image: aigo-test-idle, image_tag: "1"}}}}
-        router: {{port: {router_port}}}
+        engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
+        {router_yaml(router_port or PORTS.setdefault(project, free_port()))}
         models:
           chat:
             source: {{path: m}}
@@ -35,13 +37,16 @@ def config(tmp_path, project, parser="hermes", extra_model="", router_port=18000
 
 
 def materialize(runtime, path, only=None):
-    """Create and start the containers the file asks for, the way apply will."""
-    ids = {}
-    for alias, model in load_desired(str(path)).models.items():
-        if only is None or alias in only:
-            ids[alias] = runtime.create(model.container, {})
-            runtime.start(ids[alias])
-    return ids
+    """Make the machine match the file with the real `aigo-apply apply` (engines and router)."""
+    args = ["apply", "-f", str(path), "-y"] + [a for alias in (only or []) for a in ("--target", alias)]
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {c["Labels"]["io.aigo-apply.model"]: c["Id"] for c in runtime.list_containers()
+            if c["Names"][0].startswith(f"/aigo-{path_project(path)}-") and "io.aigo-apply.model" in c["Labels"]}
+
+
+def path_project(path):
+    return next(line.split(":", 1)[1].strip() for line in path.read_text().splitlines() if line.startswith("project:"))
 
 
 def plan_json(path, *extra):
@@ -56,7 +61,8 @@ def test_empty_docker_plans_one_create_per_model(runtime, project, tmp_path):
     assert result.returncode == 2, result.stderr
     assert "# model.chat will be created" in result.stdout
     assert "# model.tools will be created" in result.stdout
-    assert "Plan: 0 to pull, 2 to create, 0 to replace, 0 to start, 0 to remove; 0 unchanged." in result.stdout
+    assert "# router will be created" in result.stdout
+    assert "Plan: 0 to pull, 3 to create, 0 to replace, 0 to start, 0 to remove, 0 to reload; 0 unchanged." in result.stdout
 
 
 def test_existing_containers_plan_no_changes_then_changed_parser_recreates(runtime, project, tmp_path):
@@ -88,6 +94,7 @@ def test_stopped_container_plans_start(runtime, project, tmp_path):
     plan, _ = plan_json(path)
     kinds = {a["address"]: (a["kind"], a["reasons"]) for a in plan["actions"]}
     assert kinds["model.tools"] == ("start", ["container is exited (exit code 0)"])
+    assert kinds["router"] == ("reload_router", ["stale route: model tools has no running container (exited)"])
     assert kinds["model.chat"][0] == "noop"
 
 
@@ -95,8 +102,11 @@ def test_model_removed_from_file_plans_remove(runtime, project, tmp_path):
     extra = "  extra:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n"
     materialize(runtime, config(tmp_path, project, extra_model=extra))
     plan, _ = plan_json(config(tmp_path, project))
-    assert [(a["address"], a["kind"]) for a in plan["actions"] if a["kind"] != "noop"] == [("model.extra", "remove")]
+    assert [(a["address"], a["kind"]) for a in plan["actions"] if a["kind"] != "noop"] == [
+        ("model.extra", "remove"), ("router", "reload_router")]
     assert plan["summary"]["remove"] == 1 and plan["summary"]["noop"] == 2
+    router = [a for a in plan["actions"] if a["address"] == "router"][0]
+    assert router["kind"] == "reload_router" and router["reasons"] == ["route for model extra to be removed"]
 
 
 def test_foreign_container_holding_a_port_blocks_the_plan(runtime, project, tmp_path, foreign):

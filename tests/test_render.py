@@ -40,7 +40,7 @@ def test_text_has_legend_reasons_changes_and_summary(tmp_path):
     assert '      ~ vllm.tool_call_parser: "hermes" -> "qwen3_coder"' in text
     assert '      + env.T: {"from_env": "T"}' in text
     assert "      note: context_length '2k' means 2000 tokens" in text
-    assert text.strip().endswith("Plan: 1 to pull, 1 to create, 2 to replace, 0 to start, 0 to remove; 0 unchanged.")
+    assert text.strip().endswith("Plan: 1 to pull, 1 to create, 2 to replace, 0 to start, 0 to remove, 0 to reload; 0 unchanged.")
 
 
 def test_no_changes_message(tmp_path):
