@@ -78,11 +78,12 @@ def validate(file: str | None, output: str) -> int:
 @file_option
 @output_option
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on error.")
+@click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff of the router's config files.")
 @click.option("--out", "out", metavar="PLANFILE", type=click.Path(dir_okay=False, path_type=Path),
               help="Save the plan (with a fingerprint of what it observed) for `aigo-apply apply PLANFILE`.")
 @click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
 @click.option("--target", "target", metavar="ALIAS", multiple=True, help="Plan only this model (repeatable).")
-def plan(file: str | None, output: str, detailed_exitcode: bool, out: Path | None,
+def plan(file: str | None, output: str, detailed_exitcode: bool, show_diff: bool, out: Path | None,
          replace: tuple[str, ...], target: tuple[str, ...]) -> int:
     """Show what apply would change on this machine, and why."""
     from aigo_apply import plan as plan_file
@@ -90,7 +91,7 @@ def plan(file: str | None, output: str, detailed_exitcode: bool, out: Path | Non
     from aigo_apply.session import make_plan
 
     result = make_plan(file, replace, target)
-    click.echo(plan_json(result) if output == "json" else plan_text(result))
+    click.echo(plan_json(result) if output == "json" else plan_text(result, show_diff))
     if out is not None:
         plan_file.save(result, out)
         if output == "text":

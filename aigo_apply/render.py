@@ -27,7 +27,7 @@ SUMMARY = (("pull", "to pull"), ("create", "to create"), ("recreate", "to replac
            ("start", "to start"), ("remove", "to remove"), ("reload_router", "to reload"))
 
 
-def plan_text(plan: Plan) -> str:
+def plan_text(plan: Plan, show_diff: bool = False) -> str:
     lines: list[str] = []
     if plan.blockers:
         lines.append(click.style(f"The plan is blocked ({len(plan.blockers)}):", fg="red", bold=True))
@@ -51,6 +51,8 @@ def plan_text(plan: Plan) -> str:
     lines.append("")
     for action in changing:
         lines += _block(action)
+        if show_diff and action.diff:
+            lines += ["      " + _diff_line(line) for line in action.diff.splitlines()]
         lines.append("")
     counts = plan.summary
     summary = ", ".join(f"{counts[k]} {words}" for k, words in SUMMARY)
@@ -79,6 +81,13 @@ def _block(action: Action) -> list[str]:
             lines.append(f"      {click.style('~', fg=colour)} {change.path}: {_value(change.before)} -> {_value(change.after)}")
     lines += [f"      note: {note}" for note in action.notes]
     return lines
+
+
+def _diff_line(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return click.style(line, bold=True)
+    colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
+    return click.style(line, fg=colour) if colour else line
 
 
 def _notes(actions: tuple[Action, ...]) -> list[str]:

@@ -36,9 +36,14 @@ def desired(tmp_path, text=CONFIG):
     return build_desired(load_config(str(write_config(tmp_path, text))), models_dir=Path("/store"))
 
 
-def running(d, state="running", status="Up 1 minute", **overrides):
-    """The list-API entry Docker would return for containers made from desired state `d`."""
+def running(d, state="running", status="Up 1 minute", router=True, **overrides):
+    """The list-API entries Docker would return for containers made from desired state `d`
+    (the engines, and the router unless router=False)."""
     out = []
+    if router:
+        r = d.router.container
+        out.append({"Id": "id-router", "Names": [f"/{r.name}"], "State": "running", "Status": "Up 1 minute",
+                    "Image": r.image, "ImageID": "sha256:img", "Labels": dict(r.labels), "Ports": []})
     for alias, model in d.models.items():
         c = model.container
         entry = {"Id": f"id-{alias}", "Names": [f"/{c.name}"], "State": state, "Status": status,
@@ -49,7 +54,13 @@ def running(d, state="running", status="Up 1 minute", **overrides):
     return out
 
 
-IMAGES = [{"Id": "sha256:img", "RepoTags": ["local/engine:1"]}]
+IMAGES = [{"Id": "sha256:img", "RepoTags": ["local/engine:1", "haproxy:3.2"]}]
+
+
+def observed(d, entries=None, files=None, images=IMAGES):
+    """What observe() would return when the machine runs `entries` and the router serves `files`."""
+    return parse_state("lab", running(d) if entries is None else entries, images,
+                       d.router.files if files is None else files)
 
 
 def kinds(plan):
@@ -59,27 +70,28 @@ def kinds(plan):
 def test_empty_machine_creates_every_model_and_pulls_missing_image(tmp_path):
     d = desired(tmp_path)
     plan = build_plan(d, parse_state("lab", [], []))
-    assert kinds(plan) == {"image.local/engine:1": "pull", "model.alpha": "create", "model.beta": "create"}
-    create = plan.actions[1]
+    assert kinds(plan) == {"image.haproxy:3.2": "pull", "image.local/engine:1": "pull", "model.alpha": "create",
+                           "model.beta": "create", "router": "create"}
+    create = plan.actions[2]
     assert create.reasons == ("no container aigo-lab-alpha exists",)
     assert {c.path: c.after for c in create.changes}["context_length"] == 4096
-    assert plan.has_changes and plan.summary["create"] == 2
+    assert plan.has_changes and plan.summary["create"] == 3
 
 
 def test_unchanged_file_plans_only_noops_every_time(tmp_path):
     d = desired(tmp_path)
-    observed = parse_state("lab", running(d), IMAGES)
+    seen = observed(d)
     for _ in range(3):
         again = desired(tmp_path)
-        plan = build_plan(again, observed)
+        plan = build_plan(again, seen)
         assert set(kinds(plan).values()) == {"noop"} and not plan.has_changes
         assert all(a.reasons for a in plan.actions)
 
 
 def test_changed_parser_recreates_and_names_the_field(tmp_path):
-    observed = parse_state("lab", running(desired(tmp_path)), IMAGES)
+    before = observed(desired(tmp_path))
     changed = desired(tmp_path, CONFIG.replace("tool_call_parser: hermes", "tool_call_parser: qwen3_coder"))
-    plan = build_plan(changed, observed)
+    plan = build_plan(changed, before, target=["alpha", "beta"])
     assert kinds(plan) == {"model.alpha": "noop", "model.beta": "recreate"}
     beta = plan.actions[1]
     assert beta.reasons == ("vllm.tool_call_parser changed",)
@@ -89,48 +101,51 @@ def test_changed_parser_recreates_and_names_the_field(tmp_path):
 
 def test_list_change_counts_as_one_value_and_added_setting(tmp_path):
     text = CONFIG.replace("gpus: none\n  beta", "gpus: [0, 1]\n  beta")
-    observed = parse_state("lab", running(desired(tmp_path, text)), IMAGES)
+    before = observed(desired(tmp_path, text))
     text2 = text.replace("gpus: [0, 1]", "gpus: [1]").replace("max_num_seqs: 8", "max_num_seqs: 8, enforce_eager: true")
-    plan = build_plan(desired(tmp_path, text2), observed)
+    plan = build_plan(desired(tmp_path, text2), before)
     changes = {c.path: (c.before, c.after) for a in plan.actions for c in a.changes}
     assert changes == {"gpus": ([0, 1], [1]), "vllm.enforce_eager": (None, True)}
 
 
 def test_stopped_container_starts_and_says_why(tmp_path):
     d = desired(tmp_path)
-    observed = parse_state("lab", running(d, alpha={"State": "exited", "Status": "Exited (137) 2 minutes ago"}), IMAGES)
-    plan = build_plan(d, observed)
+    plan = build_plan(d, observed(d, running(d, alpha={"State": "exited", "Status": "Exited (137) 2 minutes ago"})))
     assert kinds(plan)["model.alpha"] == "start"
     assert plan.actions[0].reasons == ("container is exited (exit code 137)",)
+    assert kinds(plan)["router"] == "reload_router"
+    assert plan.actions[-1].reasons == ("stale route: model alpha has no running container (exited)",)
 
 
 def test_model_removed_from_file_is_removed(tmp_path):
-    observed = parse_state("lab", running(desired(tmp_path)), IMAGES)
+    before = observed(desired(tmp_path))
     only_alpha = CONFIG[: CONFIG.index("  beta:")]
-    plan = build_plan(desired(tmp_path, only_alpha), observed)
-    assert kinds(plan) == {"model.alpha": "noop", "model.beta": "remove"}
+    plan = build_plan(desired(tmp_path, only_alpha), before)
+    assert kinds(plan) == {"model.alpha": "noop", "model.beta": "remove", "router": "reload_router"}
     assert "no longer in" in plan.actions[1].reasons[0]
+    assert plan.actions[2].reasons == ("route for model beta to be removed",)
+    assert "-beta " in plan.actions[2].diff and "+++ desired/models.map" in plan.actions[2].diff
 
 
 def test_replace_and_target(tmp_path):
     d = desired(tmp_path)
-    observed = parse_state("lab", running(d), IMAGES)
-    plan = build_plan(d, observed, replace=["alpha"])
+    seen = observed(d)
+    plan = build_plan(d, seen, replace=["alpha"])
     assert kinds(plan)["model.alpha"] == "recreate"
     assert plan.actions[0].reasons == ("replacement requested with --replace",)
-    plan = build_plan(d, parse_state("lab", [], IMAGES), target=["beta"])
+    plan = build_plan(d, observed(d, running(d, router=True)[:1]), target=["beta"])
     assert kinds(plan) == {"model.beta": "create"}
     with pytest.raises(UsageProblem, match="--replace gamma: no model 'gamma'"):
-        build_plan(d, observed, replace=["gamma"])
+        build_plan(d, seen, replace=["gamma"])
     with pytest.raises(UsageProblem, match="--target gamma"):
-        build_plan(d, observed, target=["gamma"])
+        build_plan(d, seen, target=["gamma"])
 
 
 def test_definition_change_without_setting_change_recreates(tmp_path):
     d = desired(tmp_path)
     entries = running(d)
-    entries[0]["Labels"]["io.aigo-apply.spec-hash"] = "sha256:older"
-    plan = build_plan(d, parse_state("lab", entries, IMAGES))
+    entries[1]["Labels"]["io.aigo-apply.spec-hash"] = "sha256:older"
+    plan = build_plan(d, observed(d, entries))
     assert kinds(plan)["model.alpha"] == "recreate"
     assert "defines the container differently" in plan.actions[0].reasons[0]
 
@@ -138,11 +153,12 @@ def test_definition_change_without_setting_change_recreates(tmp_path):
 def test_leftover_and_unlabelled_spec(tmp_path):
     d = desired(tmp_path)
     entries = running(d)
-    backup = dict(entries[0], Id="id-backup", Names=["/aigo-lab-alpha-backup"])
-    entries[1]["Labels"].pop("io.aigo-apply.spec")
-    plan = build_plan(d, parse_state("lab", entries + [backup], IMAGES))
+    backup = dict(entries[1], Id="id-backup", Names=["/aigo-lab-alpha-aigo-previous"])
+    entries[2]["Labels"].pop("io.aigo-apply.spec")
+    plan = build_plan(d, observed(d, entries + [backup]))
     assert [(a.kind, a.container) for a in plan.actions] == [
-        ("remove", "aigo-lab-alpha-backup"), ("noop", "aigo-lab-alpha"), ("recreate", "aigo-lab-beta")]
+        ("remove", "aigo-lab-alpha-aigo-previous"), ("noop", "aigo-lab-alpha"), ("recreate", "aigo-lab-beta"),
+        ("noop", "aigo-lab-router")]
     assert "no readable spec label" in plan.actions[2].reasons[0]
 
 
@@ -156,7 +172,7 @@ def test_foreign_name_and_port_conflicts_are_blockers(tmp_path):
         {"Id": "f3", "Names": ["/proxy"], "State": "running", "Labels": {},
          "Ports": [{"IP": "127.0.0.1", "PrivatePort": 80, "PublicPort": 8000}]},
     ]
-    plan = build_plan(d, parse_state("lab", others, IMAGES))
+    plan = build_plan(d, observed(d, others))
     assert [(b.id, b.address) for b in plan.blockers] == [
         ("conflict.name", "model.alpha"), ("conflict.port", "model.beta"), ("conflict.port", "router")]
     assert "docker rm -f aigo-lab-alpha" in plan.blockers[0].remediation
@@ -165,8 +181,8 @@ def test_foreign_name_and_port_conflicts_are_blockers(tmp_path):
 
 def test_restarting_container_is_reported_not_recreated(tmp_path):
     d = desired(tmp_path)
-    plan = build_plan(d, parse_state("lab", running(d, state="restarting"), IMAGES))
-    assert set(kinds(plan).values()) == {"noop"}
+    plan = build_plan(d, observed(d, running(d, state="restarting")))
+    assert kinds(plan)["model.alpha"] == "noop" and kinds(plan)["model.beta"] == "noop"
     assert "restarting after a crash" in plan.actions[0].reasons[0]
 
 
@@ -187,3 +203,34 @@ def test_planner_pulls_in_no_adapter_library():
             "print(sorted(m for m in ('docker', 'requests', 'httpx', 'pynvml', 'huggingface_hub') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_router_create_recreate_start_and_noop(tmp_path):
+    d = desired(tmp_path)
+    assert kinds(build_plan(d, observed(d, running(d, router=False))))["router"] == "create"
+    moved = desired(tmp_path, CONFIG + "router: {port: 9100, bind: 0.0.0.0}\n")
+    plan = build_plan(moved, observed(d))
+    router = [a for a in plan.actions if a.address == "router"][0]
+    assert router.kind == "recreate" and router.reasons == ("bind changed", "port changed")
+    assert [c.effect for c in router.changes] == ["router", "router"]
+    stopped = running(d)
+    stopped[0]["State"] = "exited"
+    assert kinds(build_plan(d, observed(d, stopped)))["router"] == "start"
+    assert kinds(build_plan(d, observed(d)))["router"] == "noop"
+
+
+def test_router_files_that_differ_plan_a_reload(tmp_path):
+    d = desired(tmp_path)
+    files = dict(d.router.files, **{"haproxy.cfg": "# an older template\n"})
+    plan = build_plan(d, observed(d, files=files))
+    router = plan.actions[-1]
+    assert router.kind == "reload_router"
+    assert router.reasons == ("the router configuration differs from what this file and aigo-apply version render",)
+    assert router.diff.startswith("--- deployed/haproxy.cfg\n+++ desired/haproxy.cfg\n")
+
+
+def test_api_key_reference_in_router_spec_never_a_value(tmp_path, monkeypatch):
+    monkeypatch.setenv("KEYS", "sk-very-secret")
+    d = desired(tmp_path, CONFIG + "router: {api_keys: {from_env: KEYS}}\n")
+    assert d.router.spec["api_keys"] == {"from_env": "KEYS"}
+    assert "sk-very-secret" not in repr(d.router) + repr(build_plan(d, observed(d)).to_dict())

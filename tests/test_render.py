@@ -20,17 +20,17 @@ from aigo_apply.plan import Plan
 from aigo_apply.planner import build_plan
 from aigo_apply.render import plan_json, plan_text
 from conftest import ROOT
-from test_planner import CONFIG, IMAGES, desired, running
+from test_planner import CONFIG, desired, observed
 
 PLAN_SCHEMA = json.loads((ROOT / "schemas" / "plan.schema.json").read_text())
 
 
 def mixed_plan(tmp_path) -> Plan:
-    observed = parse_state("lab", running(desired(tmp_path)), IMAGES)
+    before = observed(desired(tmp_path))
     text = CONFIG.replace("tool_call_parser: hermes", "tool_call_parser: qwen3_coder") + \
         "  gamma:\n    source: {path: /m/g}\n    context_length: 2k\n    gpus: none\n    env: {T: {from_env: T}}\n"
     text = text.replace("image_tag: \"1\"", "image_tag: \"2\"")
-    return build_plan(desired(tmp_path, text), observed)
+    return build_plan(desired(tmp_path, text), before)
 
 
 def test_text_has_legend_reasons_changes_and_summary(tmp_path):
@@ -40,12 +40,20 @@ def test_text_has_legend_reasons_changes_and_summary(tmp_path):
     assert '      ~ vllm.tool_call_parser: "hermes" -> "qwen3_coder"' in text
     assert '      + env.T: {"from_env": "T"}' in text
     assert "      note: context_length '2k' means 2000 tokens" in text
-    assert text.strip().endswith("Plan: 1 to pull, 1 to create, 2 to replace, 0 to start, 0 to remove, 0 to reload; 0 unchanged.")
+    assert text.strip().endswith("Plan: 1 to pull, 1 to create, 2 to replace, 0 to start, 0 to remove, 1 to reload; 0 unchanged.")
+    assert "  # router will be reloaded\n    (because route for model gamma to be added)" in text
+
+
+def test_diff_only_when_asked(tmp_path):
+    plan = mixed_plan(tmp_path)
+    assert "+++ desired/models.map" not in click.unstyle(plan_text(plan))
+    shown = click.unstyle(plan_text(plan, show_diff=True))
+    assert "      +++ desired/models.map" in shown and "      +gamma m_gamma_" in shown
 
 
 def test_no_changes_message(tmp_path):
     d = desired(tmp_path)
-    text = click.unstyle(plan_text(build_plan(d, parse_state("lab", running(d), IMAGES))))
+    text = click.unstyle(plan_text(build_plan(d, observed(d))))
     assert text.startswith("No changes. The containers of project 'lab' match ")
     assert "Symbols" not in text and "Plan:" not in text
 
@@ -56,7 +64,7 @@ def test_json_follows_the_contract_and_round_trips(tmp_path):
     errors = sorted(e.message for e in Draft202012Validator(PLAN_SCHEMA).iter_errors(data))
     assert errors == []
     assert data["summary"] == {"pull": 1, "download": 0, "create": 1, "recreate": 2, "start": 0, "remove": 0,
-                               "reload_router": 0, "noop": 0, "has_changes": True, "blocked": False}
+                               "reload_router": 1, "noop": 0, "has_changes": True, "blocked": False}
     assert Plan.from_dict(data).to_dict() == data
 
 
