@@ -158,6 +158,32 @@ def status(file: str | None, output: str) -> int:
     return EXIT_OK
 
 
+@cli.command()
+@file_option
+def watch(file: str | None) -> int:
+    """Follow Docker events: remove a dead engine's route at once, re-add it once it is ready again."""
+    from aigo_apply.applying import router_for
+    from aigo_apply.desired import route_of
+    from aigo_apply.docker_runtime import DockerRuntime
+    from aigo_apply.errors import AigoError
+    from aigo_apply.plan import Plan
+    from aigo_apply.session import load_desired, observe
+    from aigo_apply.watch import Watcher
+
+    desired = load_desired(file)
+    runtime = DockerRuntime(timeout=None)
+    observed = observe(desired.project, runtime)
+    router = router_for(Plan(desired.project, desired.file, "", ()), observed, runtime)
+    if router is None:
+        raise AigoError(f"project '{desired.project}' has no router yet; run `aigo-apply apply` first")
+    routes = {alias: route_of(m) for alias, m in desired.models.items()}
+    watcher = Watcher(runtime, router, desired.project, routes, lambda line: click.echo(line, err=False))
+    watcher.install_signals()
+    watcher.run()
+    click.echo("watch stopped")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         code = cli.main(args=argv, prog_name="aigo-apply", standalone_mode=False)

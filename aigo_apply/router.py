@@ -67,6 +67,11 @@ class Router:
         self.routes: dict[str, Route] = {r.alias: r for r in live_routes(folder)}
         self._lock = threading.Lock()
 
+    def refresh(self) -> None:
+        """Re-read the live route table (another process may have changed it)."""
+        with self._lock:
+            self.routes = {r.alias: r for r in live_routes(self.folder)}
+
     # -- the Routes protocol the executor uses --------------------------------------------------
     def add(self, route: Route) -> None:
         with self._lock:

@@ -1,0 +1,230 @@
+"""The real router: HAProxy in a container from the local image (Debian's haproxy), stub engines
+behind it, everything over 127.0.0.1. Load and fault tests are bounded in time and count."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import httpx
+import pytest
+
+from conftest import ROOT, free_port, router_yaml, run_cli, write_config
+
+pytestmark = pytest.mark.docker
+
+
+class Project:
+    """One applied project with a router on a free port; `apply(models)` converges it to a model set."""
+
+    def __init__(self, tmp_path, name, monkeypatch):
+        self.tmp, self.name, self.port = tmp_path, name, free_port()
+        self.env = {"AIGO_STATE_DIR": str(tmp_path / "state")}
+        monkeypatch.setenv("AIGO_STATE_DIR", self.env["AIGO_STATE_DIR"])
+        (tmp_path / "m").mkdir(exist_ok=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def write(self, models: dict[str, str], router_extra: str = "") -> str:
+        body = "".join(f"  {alias}:\n    source: {{path: m}}\n    context_length: 4096\n    gpus: none\n"
+                       f"    env: {{AIGO_STUB_LOAD_SECONDS: \"0.2\"{env}}}\n" for alias, env in models.items())
+        router = router_yaml(self.port)[:-1] + router_extra + "}"
+        return str(write_config(self.tmp, textwrap.dedent(f"""
+            version: 1
+            project: {self.name}
+            engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
+            {router}
+            models:
+            """) + body))
+
+    def apply(self, models: dict[str, str], router_extra: str = "", extra_env=None) -> subprocess.CompletedProcess:
+        result = run_cli("apply", "-f", self.write(models, router_extra), "-y", env={**self.env, **(extra_env or {})})
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    def models(self, headers=None) -> list[str]:
+        return sorted(m["id"] for m in httpx.get(f"{self.url}/v1/models", headers=headers, timeout=5).json()["data"])
+
+    def chat(self, model, headers=None, **extra) -> httpx.Response:
+        return httpx.post(f"{self.url}/v1/chat/completions", headers=headers, timeout=10,
+                          json={"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **extra})
+
+
+@pytest.fixture
+def proj(tmp_path, project, monkeypatch, runtime):
+    return Project(tmp_path, project, monkeypatch)
+
+
+def test_routes_by_model_lists_ready_models_and_speaks_openai_errors(proj):
+    proj.apply({"alpha": "", "beta": "", "gamma": ""})
+    assert proj.models() == ["alpha", "beta", "gamma"]
+    for alias in ("alpha", "beta", "gamma"):
+        reply = proj.chat(alias)
+        assert reply.status_code == 200 and reply.json()["model"] == alias
+    # the model field after the messages, as SDKs send it
+    late = httpx.post(f"{proj.url}/v1/chat/completions", timeout=5,
+                      content=b'{"messages": [{"role": "user", "content": "x"}], "model": "beta"}',
+                      headers={"Content-Type": "application/json"})
+    assert late.json()["model"] == "beta"
+    unknown = proj.chat("nope")
+    assert unknown.status_code == 404
+    assert unknown.json()["error"] == {"message": "The model `nope` does not exist; GET /v1/models lists the models "
+                                       "served here.", "type": "NotFoundError", "param": "model", "code": 404}
+    for body in (b"not json", b'{"messages": []}'):
+        bad = httpx.post(f"{proj.url}/v1/chat/completions", content=body, timeout=5,
+                         headers={"Content-Type": "application/json"})
+        assert bad.status_code == 400 and bad.json()["error"]["type"] == "BadRequestError"
+    assert httpx.get(f"{proj.url}/nowhere", timeout=5).status_code == 404
+    assert httpx.get(f"{proj.url}/health", timeout=5).json() == {"status": "ok"}
+    assert "haproxy_process_nbthread" in httpx.get(f"{proj.url}/metrics", timeout=5).text
+    # the engine's own errors come through unchanged
+    too_long = proj.chat("alpha", max_tokens=999999)
+    assert too_long.status_code == 400 and "cannot be greater than max_model_len=4096" in too_long.json()["error"]["message"]
+
+
+def test_streaming_passes_through_chunk_by_chunk(proj):
+    proj.apply({"alpha": ', AIGO_STUB_STREAM_DELAY: "0.3"'})
+    arrivals = []
+    start = time.monotonic()
+    with httpx.stream("POST", f"{proj.url}/v1/chat/completions", timeout=10, json={
+            "model": "alpha", "stream": True, "max_tokens": 4, "messages": []}) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                arrivals.append((time.monotonic() - start, line))
+    assert arrivals[-1][1] == "data: [DONE]" and len(arrivals) == 6
+    assert arrivals[0][0] < 0.25, arrivals  # the first event is not held back
+    assert arrivals[3][0] - arrivals[0][0] > 0.6, arrivals  # events arrive as they are produced
+
+
+def test_reload_under_load_drops_nothing_and_a_stream_survives(proj):
+    proj.apply({"steady": ', AIGO_STUB_STREAM_DELAY: "0.4"'})
+    stop, counts, failures = threading.Event(), {"ok": 0}, []
+    lock = threading.Lock()
+
+    def client():
+        with httpx.Client(timeout=10) as http:
+            for _ in range(100000):  # bounded in count as well as time
+                if stop.is_set():
+                    return
+                try:
+                    reply = http.post(f"{proj.url}/v1/chat/completions",
+                                      json={"model": "steady", "messages": [], "max_tokens": 1})
+                    with lock:
+                        if reply.status_code == 200:
+                            counts["ok"] += 1
+                        else:
+                            failures.append(reply.status_code)
+                except httpx.HTTPError as exc:
+                    with lock:
+                        failures.append(repr(exc))
+
+    stream_result = {}
+
+    def long_stream():
+        lines = []
+        with httpx.stream("POST", f"{proj.url}/v1/chat/completions", timeout=30, json={
+                "model": "steady", "stream": True, "max_tokens": 4, "messages": []}) as response:
+            lines = [ln for ln in response.iter_lines() if ln.startswith("data: ")]
+        stream_result["lines"] = lines
+
+    clients = [threading.Thread(target=client) for _ in range(20)]
+    for t in clients:
+        t.start()
+    streamer = threading.Thread(target=long_stream)
+    streamer.start()
+    deadline = time.monotonic() + 60
+    for i in range(10):  # add and remove a model 10 times while the load runs: 20 reloads
+        proj.apply({"steady": ', AIGO_STUB_STREAM_DELAY: "0.4"', "extra": ""} if i % 2 == 0 else
+                   {"steady": ', AIGO_STUB_STREAM_DELAY: "0.4"'})
+        if time.monotonic() > deadline:
+            break
+    stop.set()
+    for t in clients + [streamer]:
+        t.join(timeout=30)
+    assert failures == []
+    assert counts["ok"] > 100
+    assert stream_result["lines"][-1] == "data: [DONE]" and len(stream_result["lines"]) == 6
+    assert proj.models() == ["steady"]
+
+
+def test_stopped_engine_is_a_stale_route_that_apply_removes(proj, runtime):
+    proj.apply({"alpha": "", "beta": ""})
+    runtime.stop(f"aigo-{proj.name}-beta", timeout=5)
+    time.sleep(1.5)  # HAProxy's health check (1 s) marks it down: 503 JSON at once
+    down = proj.chat("beta")
+    assert down.status_code == 503 and down.json()["error"]["type"] == "ServiceUnavailableError"
+    plan = run_cli("plan", "-f", proj.write({"alpha": "", "beta": ""}), "--output", "json", env=proj.env)
+    router = [a for a in json.loads(plan.stdout)["actions"] if a["address"] == "router"][0]
+    assert router["reasons"] == ["stale route: model beta has no running container (exited)"]
+    assert proj.models() == ["alpha", "beta"]
+    result = run_cli("apply", "-f", proj.write({"alpha": ""}), "-y", env=proj.env)  # beta leaves the file
+    assert result.returncode == 0, result.stderr
+    assert proj.models() == ["alpha"]
+
+
+def test_watch_removes_a_killed_engines_route_within_two_seconds(proj, runtime):
+    proj.apply({"alpha": "", "beta": ""})
+    watch = subprocess.Popen([sys.executable, "-m", "aigo_apply", "watch", "-f", proj.write({"alpha": "", "beta": ""})],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env={**os.environ, **proj.env}, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 20
+        while "watching project" not in (line := watch.stdout.readline()):
+            assert time.monotonic() < deadline and line, "watch did not start"
+        killed = time.monotonic()
+        runtime.api.kill(f"aigo-{proj.name}-beta")
+        while "beta" in proj.models():
+            assert time.monotonic() - killed < 2.0, "route still there after 2 s"
+            time.sleep(0.05)
+        assert proj.models() == ["alpha"]
+        runtime.start(f"aigo-{proj.name}-beta")  # back: the route returns once it is ready
+        deadline = time.monotonic() + 15
+        while proj.models() != ["alpha", "beta"]:
+            assert time.monotonic() < deadline, "route did not come back"
+            time.sleep(0.1)
+        assert proj.chat("beta").status_code == 200
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        out, _ = watch.communicate(timeout=15)
+    assert watch.returncode == 0 and "watch stopped" in out and "Traceback" not in out
+
+
+def test_api_keys_by_reference(proj, runtime):
+    keys = {"AIGO_TEST_KEYS": "sk-one, sk-two"}
+    result = proj.apply({"alpha": ""}, router_extra=", api_keys: {from_env: AIGO_TEST_KEYS}", extra_env=keys)
+    assert "sk-one" not in result.stdout + result.stderr
+    assert proj.chat("alpha").status_code == 401
+    assert proj.chat("alpha", headers={"Authorization": "Bearer sk-wrong"}).status_code == 401
+    assert proj.chat("alpha", headers={"Authorization": "Bearer sk-two"}).status_code == 200
+    assert proj.models(headers={"Authorization": "Bearer sk-one"}) == ["alpha"]
+    assert httpx.get(f"{proj.url}/health", timeout=5).status_code == 200  # like vLLM: health needs no key
+    key_file = proj.tmp / "state" / proj.name / "router" / "live" / "api-keys"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    labels = runtime.api.inspect_container(f"aigo-{proj.name}-router")["Config"]["Labels"]
+    assert "sk-one" not in json.dumps(labels)
+
+
+def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj, monkeypatch):
+    proj.apply({"alpha": ""})
+    import aigo_apply.router as router_module
+    from aigo_apply.applying import ApplyOptions, run_apply
+
+    real = router_module.render_files
+
+    def broken(settings, routes, conf=None):
+        files = real(settings, routes, conf)
+        files["haproxy.cfg"] += "\nbackend broken\n    this-is-not-a-keyword\n"
+        return files
+
+    monkeypatch.setattr(router_module, "render_files", broken)
+    with pytest.raises(router_module.RouterError, match="failed `haproxy -c`"):
+        run_apply(ApplyOptions(file=proj.write({"alpha": "", "beta": ""}), yes=True))
+    assert proj.models() == ["alpha"]  # the old configuration still serves
+    assert proj.chat("alpha").status_code == 200
