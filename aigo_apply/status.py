@@ -10,12 +10,14 @@ from typing import Any
 from aigo_apply.model import DesiredState
 from aigo_apply.observed import ObservedContainer, ObservedState
 from aigo_apply.planner import build_plan
+from aigo_apply.router_render import routes_from_models_json
 
 PROBE_TIMEOUT = 1.0
 
 
 def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
     plan = build_plan(desired, observed)
+    routed = set(routes_from_models_json(observed.router_files.get("models.json", "")))
     by_alias = {c.alias: c for c in observed.ours if c.alias and c.name == _name(desired, c.alias, c)}
     aliases = sorted(set(desired.models) | {c.alias for c in observed.ours if c.alias})
     containers = {a: by_alias.get(a) for a in aliases}
@@ -34,10 +36,17 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
             "port": port,
             "image": c.image if c else (desired.models[alias].container.image if alias in desired.models else None),
             "uptime": c.status if c else "",
+            "route": alias in routed,
         })
     changing = sorted({a.model for a in plan.actions if a.kind not in ("noop", "pull") and a.model})
-    return {"project": desired.project, "config_file": desired.file, "models": rows,
-            "drift": {"models_changing": len(changing), "models": changing, "blocked": bool(plan.blockers)}}
+    router_action = next((a for a in plan.actions if a.address == "router"), None)
+    r = observed.router
+    router = {"container": r.name if r else None, "state": r.state if r else "absent",
+              "url": f"http://{desired.router.spec['bind']}:{desired.router.port}/v1",
+              "routes": sorted(routed), "in_sync": router_action is None or router_action.kind == "noop"}
+    return {"project": desired.project, "config_file": desired.file, "models": rows, "router": router,
+            "drift": {"models_changing": len(changing), "models": changing, "blocked": bool(plan.blockers),
+                      "router": None if router["in_sync"] else router_action.kind}}
 
 
 def _name(desired: DesiredState, alias: str, c: ObservedContainer) -> str:
@@ -62,16 +71,21 @@ def _probe(alias: str, container: ObservedContainer | None) -> bool:
 
 
 def render(report: dict[str, Any]) -> str:
-    header = ["MODEL", "STATE", "READY", "PORT", "IMAGE", "UPTIME"]
+    header = ["MODEL", "STATE", "READY", "ROUTE", "PORT", "IMAGE", "UPTIME"]
     rows = [[r["model"] + ("" if r["in_file"] else " (not in file)"), r["state"], "yes" if r["ready"] else "no",
-             str(r["port"] or "-"), r["image"] or "-", r["uptime"] or "-"] for r in report["models"]]
+             "yes" if r["route"] else "no", str(r["port"] or "-"), r["image"] or "-", r["uptime"] or "-"]
+            for r in report["models"]]
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header] + rows]
+    router = report["router"]
+    lines.append(f"\nRouter: {router['url']} ({router['state']}), routes: {', '.join(router['routes']) or 'none'}")
     drift = report["drift"]
+    if drift["router"]:
+        lines.append(f"Router drift: plan would {drift['router'].replace('_', ' ')} it; run `aigo-apply plan` for details.")
     if drift["models_changing"]:
         n = drift["models_changing"]
-        lines.append(f"\nDrift: plan would change {n} model{'s' if n != 1 else ''} ({', '.join(drift['models'])}); "
+        lines.append(f"Drift: plan would change {n} model{'s' if n != 1 else ''} ({', '.join(drift['models'])}); "
                      "run `aigo-apply plan` for details.")
-    else:
-        lines.append("\nNo drift: the machine matches the file.")
+    elif not drift["router"]:
+        lines.append("No drift: the machine matches the file.")
     return "\n".join(lines)

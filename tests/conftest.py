@@ -34,7 +34,7 @@ def runtime():
     except (DockerUnavailable, Exception) as exc:  # noqa: BLE001
         _docker_missing(f"no Docker engine: {exc}")
     tags = {t for image in rt.list_images() for t in image.get("RepoTags") or []}
-    for image in (":".join(IDLE_IMAGE), "aigo-stub-engine:1"):
+    for image in (":".join(IDLE_IMAGE), "aigo-stub-engine:1", "aigo-haproxy:bookworm"):
         if image not in tags:
             _docker_missing(f"test image {image} missing; run tests/images/build.sh")
     return rt
@@ -80,7 +80,7 @@ def free_port() -> int:
 
 def router_yaml(port: int | None = None) -> str:
     """A router section using the local image with Debian's haproxy, on a free port."""
-    return f"router: {{image: aigo-test-base, image_tag: bookworm, port: {port or free_port()}}}"
+    return f"router: {{image: aigo-haproxy, image_tag: bookworm, port: {port or free_port()}}}"
 
 
 def write_config(tmp_path: Path, text: str, name: str = "aigo.yaml") -> Path:

@@ -21,13 +21,18 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def definition_of(example: str) -> dict:
-    desired = build_desired(load_config(str(EXAMPLES / example)), models_dir=Path("/store"))
+    os.environ["AIGO_STATE_DIR"] = "/state"
+    try:
+        desired = build_desired(load_config(str(EXAMPLES / example)), models_dir=Path("/store"))
+    finally:
+        del os.environ["AIGO_STATE_DIR"]
     out = {}
-    for alias, model in desired.models.items():
-        d = model.container.definition()
-        d["labels"] = sorted(model.container.labels)
+    for alias, container in [(a, m.container) for a, m in desired.models.items()] + [("(router)", desired.router.container)]:
+        d = container.definition()
+        d["labels"] = sorted(container.labels)
         out[alias] = d
-    return json.loads(json.dumps(out).replace(str(ROOT), "<checkout>"))
+    text = json.dumps(out).replace(str(ROOT), "<checkout>").replace(f'"{os.getuid()}:{os.getgid()}"', '"<uid>:<gid>"')
+    return json.loads(text)
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
@@ -37,6 +42,14 @@ def test_container_definitions_match_golden(example):
     if os.environ.get("AIGO_UPDATE_GOLDEN"):
         golden.write_text(json.dumps(actual, indent=2) + "\n")
     assert actual == json.loads(golden.read_text())
+
+
+def test_router_container_shape():
+    router = definition_of("demo.yaml")["(router)"]
+    assert router["entrypoint"] == ["haproxy"] and router["network_mode"] == "host"
+    assert router["command"] == ["-W", "-db", "-f", "/usr/local/etc/haproxy/aigo/live/haproxy.cfg"]
+    assert router["mounts"] == [["/state/demo/router", "/usr/local/etc/haproxy/aigo", True]]
+    assert router["user"] == "<uid>:<gid>" and router["image"] == "aigo-haproxy:bookworm"
 
 
 def test_nemotron_command_line_maps_each_recipe_setting():

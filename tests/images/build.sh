@@ -3,6 +3,8 @@
 #   aigo-test-base:bookworm  a Debian minbase root made by debootstrap, with python3 and haproxy
 #   aigo-test-idle:1         an image whose entrypoint ignores its arguments and idles; it stands in
 #                            for an engine image where a test needs running, labelled containers only
+#   aigo-haproxy:bookworm    the same root under a router name: Debian's haproxy, standing in for
+#                            the official haproxy image (no registry here)
 #   aigo-stub-engine:1       the stub engine (stub-engine/): answers like `vllm serve`, serves no model
 # Images are cached by tag (the stub by a hash of its sources): a second run takes seconds.
 # Set AIGO_REBUILD_IMAGES=1 to rebuild.
@@ -34,6 +36,8 @@ if ! have "$base"; then
   tar -C "$root" -c . | docker import - "$base" >/dev/null
 fi
 
+docker tag "$base" aigo-haproxy:bookworm
+
 if ! have aigo-test-idle:1; then
   docker build -q -t aigo-test-idle:1 -f "$here/idle.Dockerfile" "$here" >/tmp/aigo-build.log 2>&1 \
     || { cat /tmp/aigo-build.log >&2; exit 1; }
@@ -49,4 +53,4 @@ if [ -n "${AIGO_REBUILD_IMAGES:-}" ] || [ "$(docker image inspect -f '{{ index .
     || { cat /tmp/aigo-build.log >&2; exit 1; }
   rm -rf "$ctx"
 fi
-echo "test images ready: $base aigo-test-idle:1 aigo-stub-engine:1" >&2
+echo "test images ready: $base aigo-haproxy:bookworm aigo-test-idle:1 aigo-stub-engine:1" >&2
