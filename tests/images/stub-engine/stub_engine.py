@@ -93,6 +93,7 @@ def error(message: str, kind: str, code: int, param: str | None = None) -> tuple
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
     args: argparse.Namespace
     names: list[str]
 
@@ -196,6 +197,7 @@ def main() -> None:
         print("RuntimeError: stub engine told to fail at start-up (AIGO_STUB_FAIL_START)", flush=True)
         sys.exit(1)
     Handler.args, Handler.names = args, names
+    ThreadingHTTPServer.request_queue_size = 1024  # many clients at once must not overflow the accept backlog
     server = ThreadingHTTPServer((args.host or "0.0.0.0", args.port), Handler)
     server.daemon_threads = True
     crash = os.environ.get("AIGO_STUB_CRASH_AFTER")

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""The router's cost, side by side in one run: the same chat completion request sent straight to a
+stub engine's port and through the router (HAProxy), at 1 and 64 connections, with wrk on 127.0.0.1.
+
+Prints a markdown table of p50 and p99 latency and throughput for each, plus the router's added p50
+and its throughput as a share of direct. Targets: added p50 under 1 ms; at 64 connections at least
+90% of direct throughput. The stub engine is a small Python server, so absolute numbers are the
+stub's; the ratios are the router's. Needs `wrk` (apt-get install wrk) and scripts/setup.
+
+    python bench/router.py [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LUA = textwrap.dedent("""
+    wrk.method = "POST"
+    wrk.headers["Content-Type"] = "application/json"
+    wrk.body = '{"messages": [{"role": "user", "content": "hi"}], "model": "bench", "max_tokens": 1}'
+""")
+
+
+def wrk(url: str, connections: int, seconds: int, script: str) -> dict:
+    out = subprocess.run(["wrk", "-t", "2" if connections > 1 else "1", "-c", str(connections), "-d", f"{seconds}s",
+                          "--latency", "-s", script, url], capture_output=True, text=True, check=True).stdout
+    def ms(label: str) -> float:
+        value, unit = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()
+        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    socket_errors = re.search(r"Socket errors: (.*)", out)
+    return {"p50": ms("50%"), "p99": ms("99%"), "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+            "errors": int(errors.group(1)) if errors else 0, "socket_errors": socket_errors.group(1) if socket_errors else ""}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=int, default=10)
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("bench/router.py needs wrk: apt-get install wrk")
+    project, router_port = "bench" + uuid.uuid4().hex[:6], 18999
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "m").mkdir()
+        config = Path(tmp) / "aigo.yaml"
+        config.write_text(textwrap.dedent(f"""
+            version: 1
+            project: {project}
+            engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
+            router: {{image: aigo-haproxy, image_tag: bookworm, port: {router_port}}}
+            models:
+              bench: {{source: {{path: m}}, context_length: 4096, gpus: none, port: 18998}}
+            """))
+        script = Path(tmp) / "chat.lua"
+        script.write_text(LUA)
+        env = {**os.environ, "AIGO_STATE_DIR": str(Path(tmp) / "state")}
+        cli = [sys.executable, "-m", "aigo_apply"]
+        subprocess.run(cli + ["apply", "-f", str(config), "-y"], check=True, capture_output=True, env=env, cwd=ROOT)
+        try:
+            rows = []
+            for connections in (1, 64):
+                direct = wrk("http://127.0.0.1:18998/v1/chat/completions", connections, args.seconds, str(script))
+                routed = wrk(f"http://127.0.0.1:{router_port}/v1/chat/completions", connections, args.seconds, str(script))
+                rows.append((connections, direct, routed))
+        finally:
+            subprocess.run(cli + ["destroy", "-f", str(config), "-y"], capture_output=True, env=env, cwd=ROOT)
+    print(f"router vs direct, stub engine, wrk {args.seconds} s per cell on 127.0.0.1\n")
+    print("| connections | path | p50 (ms) | p99 (ms) | req/s | errors |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for connections, direct, routed in rows:
+        for name, r in (("direct", direct), ("router", routed)):
+            print(f"| {connections} | {name} | {r['p50']:.2f} | {r['p99']:.2f} | {r['rps']:.0f} | "
+                  f"{r['errors']}{' ' + r['socket_errors'] if r['socket_errors'] else ''} |")
+    print()
+    for connections, direct, routed in rows:
+        print(f"- {connections} connection(s): router adds {routed['p50'] - direct['p50']:+.2f} ms at p50; "
+              f"throughput {100 * routed['rps'] / direct['rps']:.0f}% of direct")
+
+
+if __name__ == "__main__":
+    main()
