@@ -92,6 +92,8 @@ class Executor:
         self.runtime, self.reporter, self.journal = runtime, reporter, journal
         self.routes = routes
         self.interrupted = interrupted or threading.Event()
+        self._router_gate = threading.Event()  # set while the router can take route changes
+        self._router_gate.set()
         self.clock = clock
 
     # -- the fixed order -----------------------------------------------------------------------
@@ -106,9 +108,15 @@ class Executor:
         for image in pulls:
             self._check_interrupt()
             self._pull(image)
+        # The router starts alongside the models: it is up long before an engine has loaded, and
+        # every route change waits for it (the gate), so its start-up adds nothing to the apply.
+        router_future = None
         if router_action and router_action.kind in ("create", "recreate", "start"):
             self._check_interrupt()
-            outcomes.append(self._router_step(router_action, router_container, plan))
+            self._router_gate.clear()
+            router_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aigo-router")
+            router_future = router_pool.submit(self._router_step, router_action, router_container, plan)
+            router_pool.shutdown(wait=False)
         for item in prepared:
             if item.action.kind == "remove":
                 self._check_interrupt()
@@ -118,6 +126,8 @@ class Executor:
             with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="aigo-lane") as pool:
                 for lane_outcomes in pool.map(self._run_lane, lanes):
                     outcomes += lane_outcomes
+        if router_future is not None:
+            outcomes.insert(0, router_future.result())
         if router_action and router_action.kind == "remove":
             outcomes.append(self._remove(router_action))
             if self.routes:
@@ -239,7 +249,7 @@ class Executor:
             try:
                 self._waiter(action).wait(previous)
                 if self.routes:
-                    self.routes.add(old)
+                    self._route(old)
                 message = f"{exc}; the previous version was restored and serves again"
             except NotReady as again:
                 message = f"{exc}; the previous version was restarted but is not ready either ({again})"
@@ -257,7 +267,7 @@ class Executor:
                         lambda n: self.runtime.logs_tail(container_id, n))
         seconds = self._waiter(action).wait(engine)
         if self.routes:
-            self.routes.add(route_of(action.model, action.spec))
+            self._route(route_of(action.model, action.spec))
         message = f"{verb} {action.container}; ready after {seconds:.1f} s on 127.0.0.1:{port}"
         self._step(action.address, action.kind, "ok", message)
         return Outcome(action.address, action.kind, True, message)
@@ -269,12 +279,36 @@ class Executor:
                      before.get("context_length") or action.spec["context_length"], action.spec["engine"])
 
     def _deroute(self, action: Action) -> None:
+        self._wait_for_router()
         self.routes.remove(action.model)
         self.journal.record("route_remove", action.address, "ok")
 
+    def _route(self, route: Route) -> None:
+        self._wait_for_router()
+        self.routes.add(route)
+        self.journal.record("route_add", f"model.{route.alias}", "ok")
+
+    def _wait_for_router(self) -> None:
+        if not self._router_gate.wait(timeout=120):
+            raise AigoError("the router did not come up; the route was not changed")
+        if self._router_failed:
+            raise AigoError(f"the router is not serving ({self._router_failed}); the route was not changed")
+
     # -- the router ----------------------------------------------------------------------------
+    _router_failed: str = ""
+
     def _router_step(self, action: Action, container: ContainerSpec | None, plan: Plan) -> Outcome:
-        """Create, recreate or start the router before any model changes, so routes can follow."""
+        try:
+            return self._router_step_inner(action, container, plan)
+        except AigoError as exc:
+            self._router_failed = str(exc)
+            self._step("router", action.kind, "failed", str(exc))
+            return Outcome("router", action.kind, False, str(exc))
+        finally:
+            self._router_gate.set()
+
+    def _router_step_inner(self, action: Action, container: ContainerSpec | None, plan: Plan) -> Outcome:
+        """Create, recreate or start the router; route changes wait until it serves."""
         from aigo_apply.router import wait_serving
 
         name = action.container
@@ -283,11 +317,13 @@ class Executor:
             self._step("router", "start", "", f"starting {name}")
             self.runtime.start(name)
         else:
+            # a recreate checks the new files while the old router still serves; a new router's
+            # files are checked by its own start-up (a bad config makes it exit, reported below)
+            self.routes.prepare_first(list(keep.values()), check=action.kind == "recreate")
             if action.kind == "recreate":
                 self._step("router", "recreate", "", f"stopping {name}")
                 self.runtime.stop(name, timeout=10)
                 self.runtime.remove(name)
-            self.routes.prepare_first(list(keep.values()))
             self._step("router", action.kind, "", f"creating {name} from {container.image}")
             self.runtime.start(self.runtime.create(container, {}))
         try:

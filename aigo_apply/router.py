@@ -66,6 +66,8 @@ class Router:
         self.container, self.image, self.keys, self.user = container, image, keys, user
         self.routes: dict[str, Route] = {r.alias: r for r in live_routes(folder)}
         self._lock = threading.Lock()
+        self._pending: dict[str, Route] = {}
+        self._pending_lock = threading.Lock()
 
     def refresh(self) -> None:
         """Re-read the live route table (another process may have changed it)."""
@@ -74,9 +76,15 @@ class Router:
 
     # -- the Routes protocol the executor uses --------------------------------------------------
     def add(self, route: Route) -> None:
+        """Add a route. Adds that arrive while a reload runs are served by the next single reload."""
+        with self._pending_lock:
+            self._pending[route.alias] = route
         with self._lock:
-            if self.routes.get(route.alias) != route:
-                self._deploy({**self.routes, route.alias: route})
+            with self._pending_lock:
+                batch, self._pending = self._pending, {}
+            wanted = {**self.routes, **batch}
+            if batch and wanted != self.routes:
+                self._deploy(wanted)
 
     def remove(self, alias: str) -> None:
         with self._lock:
@@ -96,18 +104,19 @@ class Router:
                 return True
             return False
 
-    def prepare_first(self, routes: list[Route]) -> None:
-        """Write the first generation before the router container exists (no check by signal)."""
+    def prepare_first(self, routes: list[Route], check: bool = True) -> None:
+        """Write a generation for a router container that is about to be created (no signal)."""
         with self._lock:
-            self._deploy({r.alias: r for r in routes}, running=False)
+            self._deploy({r.alias: r for r in routes}, running=False, check=check)
 
     # -- one reload ---------------------------------------------------------------------------
-    def _deploy(self, routes: dict[str, Route], running: bool = True) -> None:
+    def _deploy(self, routes: dict[str, Route], running: bool = True, check: bool = True) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         previous = os.readlink(self.folder / "live") if (self.folder / "live").is_symlink() else None
         gen = self._write_generation(list(routes.values()))
         try:
-            self._check(gen, running)
+            if check:
+                self._check(gen, running)
         except RouterError:
             shutil.rmtree(self.folder / gen, ignore_errors=True)
             raise
@@ -184,7 +193,7 @@ class Router:
                 last = f"HTTP {reply.status_code}, models {listed}"
             except httpx.HTTPError as exc:
                 last = str(exc) or type(exc).__name__
-            time.sleep(0.05)
+            time.sleep(0.01)
         raise AigoError(f"after {VERIFY_TIMEOUT:.0f} s it still answers {last}, expected models {expected}")
 
     def _prune(self, keep: set[str | None]) -> None:

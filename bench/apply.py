@@ -38,7 +38,8 @@ from aigo_apply.session import load_desired  # noqa: E402
 
 def write_config(folder: Path, project: str, n: int, warmup: float) -> Path:
     (folder / "m").mkdir(exist_ok=True)
-    lines = [f"version: 1\nproject: {project}\nengines: {{vllm: {{image: aigo-stub-engine, image_tag: \"1\"}}}}\nmodels:"]
+    lines = [f"version: 1\nproject: {project}\nengines: {{vllm: {{image: aigo-stub-engine, image_tag: \"1\"}}}}\n"
+             f"router: {{image: aigo-haproxy, image_tag: bookworm, port: 18997}}\nmodels:"]
     for i in range(n):
         lines.append(f"  m{i}: {{source: {{path: m}}, context_length: 4096, gpus: none, "
                      f"env: {{AIGO_STUB_LOAD_SECONDS: \"{warmup}\"}}}}")

@@ -13,6 +13,7 @@ a fresh process each time, as a user runs it), the median time of the planning w
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -33,7 +34,8 @@ IMAGE, TAG = "aigo-test-idle", "1"
 
 def write_config(folder: Path, project: str, n: int) -> Path:
     (folder / "m").mkdir(exist_ok=True)
-    lines = [f"version: 1\nproject: {project}\nengines: {{vllm: {{image: {IMAGE}, image_tag: \"{TAG}\"}}}}\nmodels:"]
+    lines = [f"version: 1\nproject: {project}\nengines: {{vllm: {{image: {IMAGE}, image_tag: \"{TAG}\"}}}}\n"
+             f"router: {{image: aigo-haproxy, image_tag: bookworm, port: 18996}}\nmodels:"]
     for i in range(n):
         lines.append(f"  model-{i:03d}: {{source: {{path: m}}, context_length: 4096, gpus: none, "
                      f"vllm: {{max_num_seqs: {8 + i % 4}}}}}")
@@ -45,15 +47,20 @@ def write_config(folder: Path, project: str, n: int) -> Path:
 def measure(runtime: DockerRuntime, n: int, repeat: int) -> dict:
     project = "bench" + uuid.uuid4().hex[:6]
     with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "AIGO_STATE_DIR": os.path.join(tmp, "state")}
+        os.environ["AIGO_STATE_DIR"] = env["AIGO_STATE_DIR"]  # the in-process plans read the same state
         path = write_config(Path(tmp), project, n)
         try:
             for model in load_desired(str(path)).models.values():
                 runtime.start(runtime.create(model.container, {}))
+            # the router: made by a real apply, which finds the engines as they should be
+            subprocess.run([sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"], check=True,
+                           capture_output=True, env=env)
             cli, core, calls = [], [], []
             for _ in range(repeat):
                 start = time.perf_counter()
                 done = subprocess.run([sys.executable, "-m", "aigo_apply", "plan", "-f", str(path), "--detailed-exitcode"],
-                                      capture_output=True, text=True)
+                                      capture_output=True, text=True, env=env)
                 cli.append(time.perf_counter() - start)
                 assert done.returncode == 0 and done.stdout.startswith("No changes."), done.stdout + done.stderr
                 before = runtime.calls

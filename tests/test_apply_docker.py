@@ -122,6 +122,10 @@ def test_failed_recreate_restores_the_previous_container(runtime, project, tmp_p
     after = ids(runtime, project)
     assert after == before  # the very same containers, the old chat one renamed back
     assert chat(ports(runtime, project)["chat"], "chat")["model"] == "chat"
+    router_port = ROUTER_PORTS[project]  # and it answers through the router again
+    assert chat(router_port, "chat")["model"] == "chat"
+    listed = json.load(urllib.request.urlopen(f"http://127.0.0.1:{router_port}/v1/models", timeout=5))
+    assert sorted(m["id"] for m in listed["data"]) == ["chat", "tools"]
     names = {c["Names"][0] for c in runtime.list_containers()}
     assert f"/aigo-{project}-chat" in names and not [n for n in names if n.endswith("-aigo-previous")]
     # the failed apply leaves the plan showing the change still to do

@@ -154,9 +154,9 @@ def test_reload_under_load_drops_nothing_and_a_stream_survives(proj):
     assert proj.models() == ["steady"]
 
 
-def test_stopped_engine_is_a_stale_route_that_apply_removes(proj, runtime):
+def test_killed_engine_is_a_stale_route_that_apply_removes(proj, runtime):
     proj.apply({"alpha": "", "beta": ""})
-    runtime.stop(f"aigo-{proj.name}-beta", timeout=5)
+    runtime.kill(f"aigo-{proj.name}-beta", "SIGKILL")
     time.sleep(1.5)  # HAProxy's health check (1 s) marks it down: 503 JSON at once
     down = proj.chat("beta")
     assert down.status_code == 503 and down.json()["error"]["type"] == "ServiceUnavailableError"
@@ -164,6 +164,11 @@ def test_stopped_engine_is_a_stale_route_that_apply_removes(proj, runtime):
     router = [a for a in json.loads(plan.stdout)["actions"] if a["address"] == "router"][0]
     assert router["reasons"] == ["stale route: model beta has no running container (exited)"]
     assert proj.models() == ["alpha", "beta"]
+    # apply with the same file: the stale route goes before beta starts again, and returns once it is ready
+    again = run_cli("apply", "-f", proj.write({"alpha": "", "beta": ""}), "-y", env=proj.env)
+    assert again.returncode == 0 and "Apply complete: 1 started." in again.stdout, again.stdout + again.stderr
+    assert proj.models() == ["alpha", "beta"] and proj.chat("beta").status_code == 200
+    runtime.kill(f"aigo-{proj.name}-beta", "SIGKILL")
     result = run_cli("apply", "-f", proj.write({"alpha": ""}), "-y", env=proj.env)  # beta leaves the file
     assert result.returncode == 0, result.stderr
     assert proj.models() == ["alpha"]
