@@ -28,29 +28,16 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from aigo_apply import labels  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 from aigo_apply.docker_runtime import DockerRuntime  # noqa: E402
 from aigo_apply.session import load_desired  # noqa: E402
 
 
 def write_config(folder: Path, project: str, n: int, warmup: float) -> Path:
-    (folder / "m").mkdir(exist_ok=True)
-    lines = [f"version: 1\nproject: {project}\nengines: {{vllm: {{image: aigo-stub-engine, image_tag: \"1\"}}}}\n"
-             f"router: {{image: aigo-haproxy, image_tag: bookworm, port: 18997}}\nmodels:"]
-    for i in range(n):
-        lines.append(f"  m{i}: {{source: {{path: m}}, context_length: 4096, gpus: none, "
-                     f"env: {{AIGO_STUB_LOAD_SECONDS: \"{warmup}\"}}}}")
-    path = folder / "aigo.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def cleanup(runtime: DockerRuntime, project: str) -> None:
-    for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
-        runtime.api.remove_container(c["Id"], force=True)
+    return common.write_config(folder, project, "aigo-stub-engine:1", 18997, [
+        f"m{i}: {{source: {{path: m}}, context_length: 4096, gpus: none, env: {{AIGO_STUB_LOAD_SECONDS: \"{warmup}\"}}}}"
+        for i in range(n)])
 
 
 def wait_health(port: int) -> None:
@@ -102,12 +89,12 @@ def main() -> None:
                 try:
                     base.append(direct(runtime, path))
                 finally:
-                    cleanup(runtime, project)
+                    common.remove_project(runtime, project)
                 try:
                     applied.append(cli(path, env))
                     noop.append(cli(path, env))
                 finally:
-                    cleanup(runtime, project)
+                    common.remove_project(runtime, project)
             rows.append((n, statistics.median(base), statistics.median(applied), statistics.median(noop)))
     print(f"apply overhead, stub engines with a {args.warmup:g} s warm-up, median of {args.repeat} runs\n")
     print("| models | direct: docker + engine ready (s) | `aigo-apply apply` (s) | overhead (s) | no-op apply (s) |")

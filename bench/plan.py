@@ -22,26 +22,15 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from aigo_apply import labels  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 from aigo_apply.docker_runtime import DockerRuntime  # noqa: E402
 from aigo_apply.session import load_desired, make_plan  # noqa: E402
 
-IMAGE, TAG = "aigo-test-idle", "1"
-
-
 def write_config(folder: Path, project: str, n: int) -> Path:
-    (folder / "m").mkdir(exist_ok=True)
-    lines = [f"version: 1\nproject: {project}\nengines: {{vllm: {{image: {IMAGE}, image_tag: \"{TAG}\"}}}}\n"
-             f"router: {{image: aigo-haproxy, image_tag: bookworm, port: 18996}}\nmodels:"]
-    for i in range(n):
-        lines.append(f"  model-{i:03d}: {{source: {{path: m}}, context_length: 4096, gpus: none, "
-                     f"vllm: {{max_num_seqs: {8 + i % 4}}}}}")
-    path = folder / "aigo.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return common.write_config(folder, project, "aigo-test-idle:1", 18996, [
+        f"model-{i:03d}: {{source: {{path: m}}, context_length: 4096, gpus: none, vllm: {{max_num_seqs: {8 + i % 4}}}}}"
+        for i in range(n)])
 
 
 def measure(runtime: DockerRuntime, n: int, repeat: int) -> dict:
@@ -70,8 +59,7 @@ def measure(runtime: DockerRuntime, n: int, repeat: int) -> dict:
                 calls.append(runtime.calls - before)
                 assert not plan.has_changes
         finally:
-            for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
-                runtime.api.remove_container(c["Id"], force=True)
+            common.remove_project(runtime, project)
     return {"n": n, "cli": statistics.median(cli), "core": statistics.median(core), "calls": max(calls)}
 
 

@@ -1,0 +1,29 @@
+"""What the benchmarks share: a generated aigo.yaml with N stub or idle models on local images,
+and the removal of a benchmark project's containers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from aigo_apply import labels  # noqa: E402
+
+
+def write_config(folder: Path, project: str, engine_image: str, router_port: int, models: list[str]) -> Path:
+    """`models` are the YAML flow mappings after `source`, e.g. 'context_length: 4096, gpus: none'."""
+    (folder / "m").mkdir(exist_ok=True)
+    repo, tag = engine_image.split(":")
+    lines = [f"version: 1\nproject: {project}\nengines: {{vllm: {{image: {repo}, image_tag: \"{tag}\"}}}}\n"
+             f"router: {{image: aigo-haproxy, image_tag: bookworm, port: {router_port}}}\nmodels:"]
+    lines += [f"  {entry}" for entry in models]
+    path = folder / "aigo.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def remove_project(runtime, project: str) -> None:
+    for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
+        runtime.api.remove_container(c["Id"], force=True)
