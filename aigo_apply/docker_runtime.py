@@ -102,6 +102,10 @@ class DockerRuntime:
         with self._errors():
             self.api.start(container)
 
+    def unpause(self, container: str) -> None:
+        with self._errors():
+            self.api.unpause(container)
+
     def stop(self, container: str, timeout: int = 30) -> None:
         """Stop gracefully (SIGTERM, then SIGKILL after `timeout` s): vLLM frees GPU memory on TERM."""
         with self._errors():

@@ -197,14 +197,21 @@ class Executor:
         if self.routes:
             self._deroute(action)
         self._step(action.address, "start", "", f"starting {action.container}")
-        self.runtime.start(action.container)
+        if self.runtime.state(action.container).get("Paused"):
+            self.runtime.unpause(action.container)
+        else:
+            self.runtime.start(action.container)
         return self._await_and_route(item, action.container, "started")
 
     def _create(self, item: _Prepared) -> Outcome:
         action, container = item.action, item.container
         self._step(action.address, "create", "", f"creating {container.name} from {container.image}")
         cid = self.runtime.create(container, item.env)
-        self.runtime.start(cid)
+        try:
+            self.runtime.start(cid)
+        except AigoError as exc:  # e.g. its port is taken by a process outside Docker
+            self.runtime.remove(cid)
+            return self._failed(action, f"{exc}; the container was removed", [])
         try:
             return self._await_and_route(item, cid, "created")
         except NotReady as exc:

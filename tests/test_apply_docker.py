@@ -249,3 +249,27 @@ def test_secret_reaches_the_container_but_no_label_or_output(runtime, project, t
     assert "hf_s3cr3t" not in json.dumps(inspected["Config"]["Labels"])
     events = [json.loads(line)["event"] for line in result.stdout.splitlines()]
     assert events[0] == "plan" and events[-1] == "result"
+
+
+def test_paused_model_is_resumed_and_a_taken_port_fails_cleanly(runtime, project, tmp_path, state):
+    import socket
+
+    path = config(tmp_path, project)
+    assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
+    runtime.api.pause(f"aigo-{project}-chat")
+    resumed = run_cli("apply", "-f", str(path), "-y", env=state)
+    assert resumed.returncode == 0 and "Apply complete: 1 started." in resumed.stdout, resumed.stdout + resumed.stderr
+    assert chat(ports(runtime, project)["chat"], "chat")["model"] == "chat"
+    # a process outside Docker holds the port a new model wants
+    busy = free_port()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", busy))
+    holder.listen()
+    try:
+        extra = f"  extra:\n    source: {{path: m}}\n    context_length: 2048\n    gpus: none\n    port: {busy}\n"
+        result = run_cli("apply", "-f", str(config(tmp_path, project, extra=extra)), "-y", env=state)
+    finally:
+        holder.close()
+    assert result.returncode == 1
+    assert f"127.0.0.1:{busy}" in result.stderr and "the container was removed" in result.stderr
+    assert "extra" not in ids(runtime, project)
