@@ -184,6 +184,54 @@ def watch(file: str | None) -> int:
     return EXIT_OK
 
 
+@cli.group()
+def image() -> None:
+    """The image of an engine (vllm) or of the router: what the file resolves to, what is local."""
+
+
+@image.command("inspect")
+@click.argument("engine", metavar="ENGINE")
+@file_option
+@output_option
+def image_inspect(engine: str, file: str | None, output: str) -> int:
+    """Show imageReference, defaultTag, tagOverridden, and the local id and digest."""
+    from aigo_apply import images
+    from aigo_apply.config import choose_file, load_config
+    from aigo_apply.docker_runtime import DockerRuntime
+
+    info = images.image_object(load_config(choose_file(file)).data, engine)
+    info = images.with_local(info, DockerRuntime().inspect_image(info["imageReference"]))
+    click.echo(json.dumps(info, indent=2) if output == "json" else images.render(info))
+    return EXIT_OK
+
+
+@image.command("pull")
+@click.argument("engine", metavar="ENGINE")
+@file_option
+@output_option
+def image_pull(engine: str, file: str | None, output: str) -> int:
+    """Pull the configured image of ENGINE now, with progress."""
+    from aigo_apply import images
+    from aigo_apply.config import choose_file, load_config
+    from aigo_apply.docker_runtime import DockerRuntime
+    from aigo_apply.reporter import JsonReporter, TextReporter
+
+    reference = images.image_object(load_config(choose_file(file)).data, engine)["imageReference"]
+    reporter = JsonReporter() if output == "json" else TextReporter()
+    address = f"image.{reference}"
+    reporter.event("pull_start", address=address, image=reference)
+
+    def progress(event: dict) -> None:
+        detail = event.get("progressDetail") or {}
+        if event.get("id"):
+            reporter.event("pull_progress", image=reference, layer=event["id"], status=event.get("status", ""),
+                           current=detail.get("current"), total=detail.get("total"))
+
+    DockerRuntime().pull(reference, progress)
+    reporter.event("pull_done", address=address, image=reference)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         code = cli.main(args=argv, prog_name="aigo-apply", standalone_mode=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from aigo_apply.model_store import local_dir, repo_dir
 from aigo_apply.router_render import Route, render_files, router_container, settings_of
 from aigo_apply.statedir import state_path
 from aigo_apply.units import parse_token_count
+from aigo_apply.vllm_facts import VLLM_VERSION
 
 
 def build_desired(config: Config, models_dir: Path | None = None) -> DesiredState:
@@ -43,7 +45,22 @@ def build_desired(config: Config, models_dir: Path | None = None) -> DesiredStat
             notes = (f"context_length {written!r} means {spec['context_length']} tokens",)
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
         desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
-    return DesiredState(data["project"], config.file, desired_router(data, desired), desired)
+    warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if desired else ()
+    return DesiredState(data["project"], config.file, desired_router(data, desired), desired, warnings)
+
+
+def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
+    """Setting names are checked against v0.31.0; say so when the tag names another release."""
+    tag = engine.get("image_tag", VLLM_DEFAULT_TAG)
+    release = re.match(r"^v?(\d+\.\d+\.\d+)", tag)
+    if release and release.group(1) != VLLM_VERSION:
+        return (f"engines.vllm.image_tag {tag} is vLLM {release.group(1)}, but aigo-apply checked every setting "
+                f"name against vLLM v{VLLM_VERSION}; a release that does not know a name exits at start-up "
+                "(apply then restores the previous container)",)
+    if tag.startswith(("latest", "nightly")):
+        return (f"engines.vllm.image_tag {tag} moves over time; setting names were checked against vLLM "
+                f"v{VLLM_VERSION}, and a release that does not know a name exits at start-up",)
+    return ()
 
 
 def router_spec(project: str, router: dict[str, Any]) -> dict[str, Any]:

@@ -78,6 +78,16 @@ class DockerRuntime:
             return []
         return raw.decode("utf-8", errors="replace").splitlines()[-lines:]
 
+    def inspect_image(self, reference: str) -> dict[str, Any] | None:
+        """GET /images/{ref}/json, or None when the image is not on this machine."""
+        import docker.errors
+
+        with self._errors():
+            try:
+                return self.api.inspect_image(reference)
+            except docker.errors.ImageNotFound:
+                return None
+
     # -- writes --------------------------------------------------------------------------------
     def create(self, spec: ContainerSpec, env: Mapping[str, str]) -> str:
         """Create (not start) the container `spec` describes, with secrets already resolved in `env`."""

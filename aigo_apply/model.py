@@ -107,6 +107,7 @@ class DesiredState:
     file: str
     router: DesiredRouter
     models: dict[str, DesiredModel]
+    warnings: tuple[str, ...] = ()
 
     def images(self) -> set[str]:
         return {m.container.image for m in self.models.values()} | {self.router.container.image}

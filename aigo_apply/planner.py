@@ -44,7 +44,8 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
     model_actions += router
     pulls = _pulls(model_actions, observed.images)
     blockers = _conflicts(desired, observed, target)
-    return Plan(desired.project, desired.file, observed.fingerprint(), tuple(pulls + model_actions), tuple(blockers))
+    return Plan(desired.project, desired.file, observed.fingerprint(), tuple(pulls + model_actions), tuple(blockers),
+                desired.warnings)
 
 
 def _router_action(desired: DesiredState, observed: ObservedState, model_actions: list[Action],

@@ -120,3 +120,31 @@ def test_render_rechecks_values_before_any_container(settings, message):
             "env": {}, "vllm": {"gpu_memory_utilization": 0.9, "tool_calling": False, **settings}}
     with pytest.raises(UnsafeSetting, match=message):
         render("p", "m", spec)
+
+
+@pytest.mark.parametrize("tag, warned", [("v0.31.0", False), ("v0.31.0-cu129", False), ("v0.30.1", True),
+                                         ("0.29.0-cu126", True), ("nightly-2026", True), ("custom-build", False)])
+def test_other_release_tags_are_warned_about(tmp_path, tag, warned):
+    text = ("version: 1\nproject: p\nmodels:\n  m: {source: {path: /m}, context_length: 10, gpus: none}\n"
+            f"engines: {{vllm: {{image_tag: {tag}}}}}\n")
+    warnings = build_desired(load_config(str(write_config(tmp_path, text)))).warnings
+    assert bool(warnings) == warned
+    if warned:
+        assert "checked against vLLM v0.31.0" in warnings[0] or "checked every setting name against vLLM v0.31.0" in warnings[0]
+
+
+def test_image_object_with_and_without_override(tmp_path):
+    from aigo_apply.images import image_object
+
+    base = "version: 1\nproject: p\nmodels: {}\n"
+    plain = image_object(load_config(str(write_config(tmp_path, base))).data, "vllm")
+    assert (plain["imageReference"], plain["defaultTag"], plain["tagOverridden"]) == (
+        "vllm/vllm-openai:v0.31.0", "v0.31.0", False)
+    data = load_config(str(write_config(tmp_path, base + "engines: {vllm: {image_tag: v0.31.0-cu129}}\n"))).data
+    over = image_object(data, "vllm")
+    assert (over["imageReference"], over["defaultTag"], over["tagOverridden"]) == (
+        "vllm/vllm-openai:v0.31.0-cu129", "v0.31.0", True)
+    data = load_config(str(write_config(tmp_path, base + "engines: {vllm: {image: mirror.local/vllm}}\n"))).data
+    mirror = image_object(data, "vllm")
+    assert mirror["imageReference"] == "mirror.local/vllm:v0.31.0" and mirror["repositoryOverridden"]
+    assert not mirror["tagOverridden"]
