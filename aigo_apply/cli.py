@@ -184,6 +184,28 @@ def watch(file: str | None) -> int:
     return EXIT_OK
 
 
+@cli.command("render")
+@click.argument("alias", metavar="ALIAS")
+@file_option
+@click.option("--as", "form", type=click.Choice(["docker-run"]), default="docker-run", show_default=True,
+              help="What to render.")
+def render_cmd(alias: str, file: str | None, form: str) -> int:
+    """Print the exact `docker run` command for ALIAS (or `router`); secrets appear as references."""
+    from aigo_apply.docker_run import docker_run
+    from aigo_apply.errors import UsageProblem
+    from aigo_apply.session import load_desired
+
+    desired = load_desired(file)
+    if alias == "router":
+        container = desired.router.container
+    elif alias in desired.models:
+        container = desired.models[alias].container
+    else:
+        raise UsageProblem(f"no model '{alias}' in {desired.file}; models: {', '.join(desired.models) or 'none'}")
+    click.echo(docker_run(container))
+    return EXIT_OK
+
+
 @cli.group()
 def image() -> None:
     """The image of an engine (vllm) or of the router: what the file resolves to, what is local."""

@@ -273,3 +273,15 @@ def test_paused_model_is_resumed_and_a_taken_port_fails_cleanly(runtime, project
     assert result.returncode == 1
     assert f"127.0.0.1:{busy}" in result.stderr and "the container was removed" in result.stderr
     assert "extra" not in ids(runtime, project)
+
+
+def test_rendered_docker_run_makes_the_container_apply_would_make(runtime, project, tmp_path, state):
+    path = config(tmp_path, project, chat_env=", HF_TOKEN: {from_env: AIGO_TEST_TOKEN}")
+    command = run_cli("render", "chat", "-f", str(path), env=state).stdout
+    assert 'HF_TOKEN="$AIGO_TEST_TOKEN"' in command and "--served-model-name chat" in command
+    subprocess.run(["bash", "-c", command], check=True, capture_output=True,
+                   env={**os.environ, "AIGO_TEST_TOKEN": "hf_x"})
+    plan = json.loads(run_cli("plan", "-f", str(path), "--output", "json", env=state).stdout)
+    kinds = {a["address"]: a["kind"] for a in plan["actions"]}
+    assert kinds["model.chat"] == "noop" and kinds["model.tools"] == "create"
+    assert "HF_TOKEN=hf_x" in runtime.api.inspect_container(f"aigo-{project}-chat")["Config"]["Env"]
