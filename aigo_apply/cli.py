@@ -206,6 +206,45 @@ def render_cmd(alias: str, file: str | None, form: str) -> int:
     return EXIT_OK
 
 
+@cli.command("export")
+@click.argument("alias", metavar="ALIAS")
+@file_option
+@click.option("-o", "--out", "out", metavar="NAME.baimodel", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write here instead of printing.")
+def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
+    """Write ALIAS as a portable model definition, without this machine's settings."""
+    from aigo_apply.config import choose_file
+    from aigo_apply.portable import export_model
+
+    text = export_model(choose_file(file), alias)
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}")
+    return EXIT_OK
+
+
+@cli.command("import")
+@click.argument("definition", metavar="NAME.baimodel")
+@file_option
+@click.option("--as", "alias", metavar="ALIAS", help="Use another alias than the definition's.")
+@click.option("--write", is_flag=True, help="Add the entry to the config file (which must still validate).")
+def import_cmd(definition: str, file: str | None, alias: str | None, write: bool) -> int:
+    """Print the models: entry for a portable definition, or add it to the file with --write."""
+    from aigo_apply.config import choose_file
+    from aigo_apply.portable import add_to_file, entry_text, read_definition
+
+    name, model = read_definition(definition, alias)
+    if not write:
+        click.echo("models:\n" + entry_text(name, model), nl=False)
+        return EXIT_OK
+    target = choose_file(file)
+    add_to_file(target, name, model)
+    click.echo(f"added model '{name}' to {target}; run `aigo-apply plan` to see what it does here")
+    return EXIT_OK
+
+
 @cli.group()
 def image() -> None:
     """The image of an engine (vllm) or of the router: what the file resolves to, what is local."""
