@@ -23,7 +23,7 @@ from aigo_apply.model_store import local_dir, repo_dir
 from aigo_apply.router_render import Route, render_files, router_container, settings_of
 from aigo_apply.statedir import state_path
 from aigo_apply.units import parse_token_count
-from aigo_apply.vllm_facts import VLLM_VERSION
+from aigo_apply.vllm_facts import VLLM_VERSION, deprecated_mtp_aliases
 
 
 def build_desired(config: Config, models_dir: Path | None = None) -> DesiredState:
@@ -39,10 +39,14 @@ def build_desired(config: Config, models_dir: Path | None = None) -> DesiredStat
     desired = {}
     for alias in sorted(models):
         spec = model_spec(models[alias], defaults, image, ports[alias], config.base_dir, store)
-        notes = ()
+        notes: tuple[str, ...] = ()
         written = models[alias]["context_length"]
         if isinstance(written, str):
             notes = (f"context_length {written!r} means {spec['context_length']} tokens",)
+        method = spec["vllm"].get("speculative", {}).get("method")
+        if method in deprecated_mtp_aliases():
+            notes += (f"speculative method {method!r} is deprecated in vLLM v0.31.0, which runs it as 'mtp'; "
+                      "write method: mtp",)
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
         desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if desired else ()
@@ -105,6 +109,9 @@ def model_spec(model: dict[str, Any], defaults: dict[str, Any], image: str, port
         model_dir = local_dir(base_dir, source["path"])
         canonical_source = {"path": str(model_dir)}
     gpus = model.get("gpus", "all")
+    settings = vllm_settings(model.get("vllm", {}), defaults)
+    if "speculative" in settings:
+        settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store)
     return {
         "engine": model.get("engine", "vllm"),
         "image": image,
@@ -113,9 +120,23 @@ def model_spec(model: dict[str, Any], defaults: dict[str, Any], image: str, port
         "context_length": parse_token_count(model["context_length"]),
         "gpus": sorted(gpus) if isinstance(gpus, list) else gpus,
         "port": port,
-        "vllm": vllm_settings(model.get("vllm", {}), defaults),
+        "vllm": settings,
         "env": {name: _env_value(value) for name, value in sorted(model.get("env", {}).items())},
     }
+
+
+def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path) -> dict[str, Any]:
+    """The speculative settings with the draft model resolved to its host folder (mounted read-only)."""
+    out = {k: v for k, v in spec.items() if k != "draft"}
+    draft = spec.get("draft")
+    if draft and "repo" in draft:
+        revision = draft.get("revision", "main")
+        out["draft"] = {"repo": draft["repo"], "revision": revision,
+                        "model_dir": str(repo_dir(store, draft["repo"], revision))}
+    elif draft:
+        folder = str(local_dir(base_dir, draft["path"]))
+        out["draft"] = {"path": folder, "model_dir": folder}
+    return dict(sorted(out.items()))
 
 
 def vllm_settings(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

@@ -107,6 +107,8 @@ def _unknown_key(key: str, allowed: list[str]) -> str:
 
 def _enum_message(path: tuple, value: Any, choices: list[Any]) -> str:
     setting = path[-1] if path and path[-1] in ENUM_SETTINGS and "vllm" in path else None
+    if path[-2:] == ("speculative", "method"):
+        setting = "speculative method"
     what = f"a {setting} that vLLM v{VLLM_VERSION} knows" if setting else "one of " + ", ".join(map(str, choices))
     message = f"{_describe(value)} is not {what}"
     if isinstance(value, str):

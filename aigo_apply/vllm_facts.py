@@ -37,6 +37,15 @@ def names(setting: str) -> list[str]:
     return list(facts()[ENUM_SETTINGS[setting]])
 
 
+def speculative_methods() -> list[str]:
+    return list(facts()["speculative_methods"])
+
+
+def deprecated_mtp_aliases() -> list[str]:
+    """MTP method names v0.31.0 still accepts but rewrites to `mtp` with a deprecation warning."""
+    return list(facts()["speculative_info"]["mtp_aliases_deprecated"])
+
+
 def deprecated_quantizations() -> list[str]:
     """Quantization methods that v0.31.0 only accepts behind an extra allow flag."""
     return list(facts()["quantization_info"]["deprecated_need_allow_flag"])

@@ -285,3 +285,14 @@ def test_rendered_docker_run_makes_the_container_apply_would_make(runtime, proje
     kinds = {a["address"]: a["kind"] for a in plan["actions"]}
     assert kinds["model.chat"] == "noop" and kinds["model.tools"] == "create"
     assert "HF_TOKEN=hf_x" in runtime.api.inspect_container(f"aigo-{project}-chat")["Config"]["Env"]
+
+
+def test_speculative_draft_model_is_mounted_and_the_engine_starts(runtime, project, tmp_path, state):
+    (tmp_path / "draft").mkdir()
+    extra = ("  spec:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n"
+             "    vllm: {speculative: {method: eagle3, num_speculative_tokens: 2, draft: {path: draft}}}\n")
+    result = run_cli("apply", "-f", str(config(tmp_path, project, extra=extra)), "-y", env=state)
+    assert result.returncode == 0, result.stdout + result.stderr
+    mounts = runtime.api.inspect_container(f"aigo-{project}-spec")["Mounts"]
+    assert {(m["Destination"], m["RW"]) for m in mounts} == {("/models/spec", False), ("/models/spec.draft", False)}
+    assert chat(ROUTER_PORTS[project], "spec")["model"] == "spec"

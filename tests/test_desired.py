@@ -148,3 +148,33 @@ def test_image_object_with_and_without_override(tmp_path):
     mirror = image_object(data, "vllm")
     assert mirror["imageReference"] == "mirror.local/vllm:v0.31.0" and mirror["repositoryOverridden"]
     assert not mirror["tagOverridden"]
+
+
+def test_speculative_renders_one_json_flag_and_mounts_the_draft(tmp_path):
+    (tmp_path / "head").mkdir()
+    text = ("version: 1\nproject: p\nmodels:\n  m:\n    source: {path: /m}\n    context_length: 10\n    gpus: none\n"
+            "    vllm: {speculative: {method: eagle3, num_speculative_tokens: 3, draft: {path: head}}}\n"
+            "  n:\n    source: {path: /n}\n    context_length: 10\n    gpus: none\n"
+            "    vllm: {speculative: {method: nemotron_h_mtp}}\n")
+    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    m = desired.models["m"].container
+    flag = m.command.index("--speculative-config")
+    assert json.loads(m.command[flag + 1]) == {"method": "eagle3", "num_speculative_tokens": 3, "model": "/models/m.draft"}
+    assert [(x.source, x.target, x.read_only) for x in m.mounts][1] == (str(tmp_path / "head"), "/models/m.draft", True)
+    n = desired.models["n"]
+    assert json.loads(n.container.command[n.container.command.index("--speculative-config") + 1]) == {
+        "method": "nemotron_h_mtp"}
+    assert any("deprecated in vLLM v0.31.0, which runs it as 'mtp'" in note for note in n.notes)
+
+
+def test_speculative_method_is_checked_with_a_hint(tmp_path):
+    text = ("version: 1\nproject: p\nmodels:\n  m:\n    source: {path: /m}\n    context_length: 10\n    gpus: none\n"
+            "    vllm: {speculative: {method: eagle-3, num_speculative_tokens: 0}}\n")
+    from aigo_apply.errors import ConfigInvalid
+
+    with pytest.raises(ConfigInvalid) as info:
+        load_config(str(write_config(tmp_path, text)))
+    found = " | ".join(p.format() for p in info.value.problems)
+    assert ("models.m.vllm.speculative.method: 'eagle-3' is not a speculative method that vLLM v0.31.0 knows "
+            "(did you mean 'eagle3'?)") in found
+    assert "models.m.vllm.speculative.num_speculative_tokens: must be at least 1, not 0" in found

@@ -27,6 +27,11 @@ def test_enumerations_match_the_vllm_facts(setting):
     assert len(enum) == facts().get(ENUM_SETTINGS[setting] + "_info", {}).get("count", len(enum))
 
 
+def test_speculative_methods_match_the_vllm_facts():
+    enum = schema()["$defs"]["vllmSettings"]["properties"]["speculative"]["properties"]["method"]["enum"]
+    assert enum == facts()["speculative_methods"] and len(enum) == facts()["speculative_info"]["count"]
+
+
 def test_facts_copy_matches_the_shared_reference_when_present():
     shared = ROOT.parent / "shared" / "reference" / "vllm-v0.31.0.json"
     if not shared.exists():

@@ -7,6 +7,7 @@ flags, then one flag per setting that is set (none for unset), then the fixed in
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -14,7 +15,7 @@ from aigo_apply import labels
 from aigo_apply.defaults import VLLM_CONTAINER_PORT
 from aigo_apply.errors import AigoError
 from aigo_apply.model import ContainerSpec, Mount, SecretRef
-from aigo_apply.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names
+from aigo_apply.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names, speculative_methods
 
 MODEL_MOUNT = "/models"
 
@@ -36,7 +37,9 @@ BOOL_FLAGS = (
     ("enforce_eager", "--enforce-eager"),
 )
 FIXED_FLAGS = frozenset({"--served-model-name", "--max-model-len", "--gpu-memory-utilization",
-                         "--enable-auto-tool-choice", "--tool-call-parser", "--port"})
+                         "--enable-auto-tool-choice", "--tool-call-parser", "--port", "--speculative-config"})
+# The one JSON value we build ourselves (--speculative-config) from checked names, numbers and paths.
+_SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}$')
 # A value: no whitespace, no control characters, no leading dash (it would read as a flag).
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*$")
 
@@ -64,10 +67,15 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     for key, flag in BOOL_FLAGS:
         if key in settings:
             command.append(flag if settings[key] else "--no-" + flag[2:])
+    mounts = [Mount(spec["model_dir"], model_path, True)]
+    if "speculative" in settings:
+        config, draft_mount = _speculative(alias, settings["speculative"])
+        command += ["--speculative-config", config]
+        mounts += draft_mount
     command += ["--port", str(VLLM_CONTAINER_PORT)]
     flags = FIXED_FLAGS | {f for _, f in VALUE_FLAGS} | {f for _, f in BOOL_FLAGS} | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
     for arg in command:
-        if arg not in flags and not _SAFE_VALUE.match(arg):
+        if arg not in flags and not _SAFE_VALUE.match(arg) and not _SAFE_JSON.match(arg):
             raise UnsafeSetting(f"model '{alias}': refusing to put {arg!r} on the vLLM command line")
 
     env = []
@@ -79,7 +87,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         image=spec["image"],
         command=tuple(command),
         env=tuple(env),
-        mounts=(Mount(spec["model_dir"], model_path, True),),
+        mounts=tuple(mounts),
         host_ip="127.0.0.1",
         host_port=spec["port"],
         container_port=VLLM_CONTAINER_PORT,
@@ -94,6 +102,27 @@ def _recheck(alias: str, settings: dict[str, Any]) -> None:
     for key, value in settings.items():
         if key in ENUM_SETTINGS and value not in names(key):
             raise UnsafeSetting(f"model '{alias}': vllm.{key} {value!r} is not a name vLLM v{VLLM_VERSION} accepts")
+    speculative = settings.get("speculative")
+    if speculative is not None:
+        method, tokens = speculative.get("method"), speculative.get("num_speculative_tokens", 1)
+        if method not in speculative_methods():
+            raise UnsafeSetting(f"model '{alias}': vllm.speculative.method {method!r} is not a name vLLM "
+                                f"v{VLLM_VERSION} accepts")
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 64:
+            raise UnsafeSetting(f"model '{alias}': vllm.speculative.num_speculative_tokens {tokens!r} is not 1-64")
+
+
+def _speculative(alias: str, spec: dict[str, Any]) -> tuple[str, list[Mount]]:
+    """--speculative-config as compact JSON; a draft model is mounted read-only beside the model."""
+    config: dict[str, Any] = {"method": spec["method"]}
+    if "num_speculative_tokens" in spec:
+        config["num_speculative_tokens"] = spec["num_speculative_tokens"]
+    mounts = []
+    if "draft" in spec:
+        target = f"{MODEL_MOUNT}/{alias}.draft"
+        config["model"] = target
+        mounts.append(Mount(spec["draft"]["model_dir"], target, True))
+    return json.dumps(config, separators=(",", ":")), mounts
 
 
 def _number(value: Any) -> str:

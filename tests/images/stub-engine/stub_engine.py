@@ -64,6 +64,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-num-seqs", type=int)
     for flag in ("--enable-prefix-caching", "--trust-remote-code", "--enforce-eager"):
         p.add_argument(flag, action=argparse.BooleanOptionalAction)
+    p.add_argument("--speculative-config", "-sc", type=json.loads)
     p.add_argument("--host", default="")
     p.add_argument("--port", type=int, default=8000)
     args = p.parse_args(argv)
@@ -81,6 +82,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.mamba_backend and args.mamba_backend.upper() not in ("TRITON", "FLASHINFER", "CPU"):
         sys.exit(f"ValueError: Unknown Mamba SSU backend: '{args.mamba_backend.upper()}'. "
                  "Valid options are: TRITON, FLASHINFER, CPU")
+    spec = args.speculative_config
+    if spec is not None:
+        unknown = set(spec) - set(FACTS["speculative_info"]["all_keys"])
+        if unknown:
+            sys.exit(f"pydantic ValidationError: SpeculativeConfig: extra inputs are not permitted: {sorted(unknown)}")
+        if "method" in spec and spec["method"] not in FACTS["speculative_methods"]:
+            sys.exit(f"pydantic ValidationError: SpeculativeConfig.method: input should be one of "
+                     f"{FACTS['speculative_methods']}")
+        if "model" in spec and spec["model"].startswith("/") and not os.path.isdir(spec["model"]):
+            sys.exit(f"OSError: draft model folder {spec['model']} does not exist")
     if args.quantization and args.quantization not in FACTS["quantization_methods"]:
         sys.exit(f"ValueError: Unknown quantization method: {args.quantization}. "
                  f"Must be one of {FACTS['quantization_methods']}")
