@@ -42,24 +42,24 @@ class ApplyOptions:
 
 
 def run_apply(opts: ApplyOptions, runtime=None) -> int:
-    runtime = runtime or _docker()
+    # the file (or saved plan) is read and checked before Docker is touched at all
     if opts.planfile:
         saved = plan_file.load(opts.planfile)
         project, make = saved.project, lambda observed: _check_saved(saved, observed)
     else:
         desired = load_desired(opts.file)
         project, make = desired.project, lambda observed: build_plan(desired, observed, opts.replace, opts.target)
-    return _converge(project, "apply", make, opts, runtime, ask=not opts.planfile)
+    return _converge(project, "apply", make, opts, runtime or _docker(), ask=not opts.planfile)
 
 
 def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) -> int:
-    runtime = runtime or _docker()
     if project is None:
         desired = load_desired(opts.file)
         project, file = desired.project, desired.file
     else:
         file = opts.file or "(--project)"
-    return _converge(project, "destroy", lambda observed: destroy_plan(project, file, observed), opts, runtime, ask=True)
+    return _converge(project, "destroy", lambda observed: destroy_plan(project, file, observed), opts,
+                     runtime or _docker(), ask=True)
 
 
 def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, runtime, ask: bool) -> int:

@@ -211,3 +211,27 @@ def test_exit_codes_for_usage_and_version():
     bad = run_cli("plan", "--no-such-flag")
     assert bad.returncode == 64 and "No such option" in bad.stderr
     assert run_cli("nonsense").returncode == 64
+
+
+@pytest.mark.parametrize("command", [["validate"], ["plan"], ["apply", "-y"], ["status"], ["render", "qwen"],
+                                     ["destroy", "-y"]])
+def test_bad_values_are_refused_before_any_docker_call(tmp_path, monkeypatch, command, capsys):
+    import aigo_apply.docker_runtime
+    from aigo_apply.cli import main
+
+    calls = []
+
+    class Counting(aigo_apply.docker_runtime.DockerRuntime):
+        def __init__(self, *a, **k):
+            calls.append("constructed")
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(aigo_apply.docker_runtime, "DockerRuntime", Counting)
+    path = write_config(tmp_path, GOOD + "    vllm: {tool_call_parser: \"hermes --api-key x\", moe_backend: tritn}\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "-f", str(path)])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "models.qwen.vllm.tool_call_parser: 'hermes --api-key x' is not a tool_call_parser" in err
+    assert "models.qwen.vllm.moe_backend: 'tritn' is not a moe_backend that vLLM v0.31.0 knows (did you mean 'triton'?)" in err
+    assert calls == []  # not a single Docker call, not even a client
