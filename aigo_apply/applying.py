@@ -22,7 +22,7 @@ from aigo_apply.plan import Plan
 from aigo_apply.planner import build_plan, destroy_plan
 from aigo_apply.render import plan_json, plan_text
 from aigo_apply.reporter import JsonReporter, TextReporter
-from aigo_apply.session import load_desired, observe
+from aigo_apply.session import host_checks, load_desired, observe
 from aigo_apply.statedir import state_dir
 
 PULL_POLICIES = ("missing", "always", "never")
@@ -39,6 +39,7 @@ class ApplyOptions:
     replace: tuple[str, ...] = ()
     target: tuple[str, ...] = ()
     confirm: Callable[[str], bool] | None = None  # asks the user; None when there is no terminal
+    ignore: tuple[str, ...] = ()  # readiness check ids the user chose to ignore
 
 
 def run_apply(opts: ApplyOptions, runtime=None) -> int:
@@ -48,7 +49,10 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
         project, make = saved.project, lambda observed: _check_saved(saved, observed)
     else:
         desired = load_desired(opts.file)
-        project, make = desired.project, lambda observed: build_plan(desired, observed, opts.replace, opts.target)
+        runtime = runtime or _docker()
+        project = desired.project
+        make = lambda observed: build_plan(desired, observed, opts.replace, opts.target,  # noqa: E731
+                                           host_checks(desired, runtime), opts.ignore)
     return _converge(project, "apply", make, opts, runtime or _docker(), ask=not opts.planfile)
 
 

@@ -83,14 +83,16 @@ def validate(file: str | None, output: str) -> int:
               help="Save the plan (with a fingerprint of what it observed) for `aigo-apply apply PLANFILE`.")
 @click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
 @click.option("--target", "target", metavar="ALIAS", multiple=True, help="Plan only this model (repeatable).")
+@click.option("--ignore-readiness", "ignore", metavar="CHECK_ID", multiple=True,
+              help="Do not let this readiness check block (the plan says so).")
 def plan(file: str | None, output: str, detailed_exitcode: bool, show_diff: bool, out: Path | None,
-         replace: tuple[str, ...], target: tuple[str, ...]) -> int:
+         replace: tuple[str, ...], target: tuple[str, ...], ignore: tuple[str, ...]) -> int:
     """Show what apply would change on this machine, and why."""
     from aigo_apply import plan as plan_file
     from aigo_apply.render import plan_json, plan_text
     from aigo_apply.session import make_plan
 
-    result = make_plan(file, replace, target)
+    result = make_plan(file, replace, target, ignore=ignore)
     click.echo(plan_json(result) if output == "json" else plan_text(result, show_diff))
     if out is not None:
         plan_file.save(result, out)
@@ -123,12 +125,42 @@ lock_option = click.option("--lock-timeout", type=float, default=0.0, show_defau
 @lock_option
 @click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
 @click.option("--target", "target", metavar="ALIAS", multiple=True, help="Apply only this model (repeatable).")
+@click.option("--ignore-readiness", "ignore", metavar="CHECK_ID", multiple=True,
+              help="Do not let this readiness check block (the plan says so).")
 def apply(planfile: Path | None, file: str | None, output: str, yes: bool, pull: str, lock_timeout: float,
-          replace: tuple[str, ...], target: tuple[str, ...]) -> int:
+          replace: tuple[str, ...], target: tuple[str, ...], ignore: tuple[str, ...]) -> int:
     """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove."""
     from aigo_apply.applying import ApplyOptions, run_apply
 
-    return run_apply(ApplyOptions(file, planfile, yes, pull, output, lock_timeout, replace, target, _confirm()))
+    return run_apply(ApplyOptions(file, planfile, yes, pull, output, lock_timeout, replace, target, _confirm(),
+                                  ignore))
+
+
+@cli.command()
+@file_option
+@output_option
+@click.option("--engine", type=click.Choice(["vllm"]), default="vllm", show_default=True)
+def readiness(file: str | None, output: str, engine: str) -> int:
+    """Check this host for the file's engines: Docker, GPU plumbing, NVIDIA driver, GPUs. Exit 1 if blocked."""
+    from aigo_apply.docker_runtime import DockerRuntime
+    from aigo_apply.session import host_checks, load_desired
+
+    desired = load_desired(file)
+    checks = host_checks(desired, DockerRuntime())
+    report = {"project": desired.project, "image": desired.vllm_image, "checks": [c.to_dict() for c in checks],
+              "blocked": any(c.status == "blocking" for c in checks)}
+    if output == "json":
+        click.echo(json.dumps(report, indent=2))
+    else:
+        marks = {"ok": click.style("ok", fg="green"), "warning": click.style("warning", fg="yellow"),
+                 "blocking": click.style("blocking", fg="red", bold=True)}
+        click.echo(f"image: {desired.vllm_image['imageReference']}"
+                   + (" (tag overridden)" if desired.vllm_image["tagOverridden"] else ""))
+        for check in checks:
+            click.echo(f"  {marks[check.status]:<8} {check.id}: {check.message}")
+            if check.remediation and check.status != "ok":
+                click.echo(f"           fix: {check.remediation}")
+    return EXIT_ERROR if report["blocked"] else EXIT_OK
 
 
 @cli.command()

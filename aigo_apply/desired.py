@@ -18,6 +18,7 @@ from aigo_apply.defaults import (AUTO_PORT_BASE, AUTO_PORT_SPAN, DEFAULT_GPU_MEM
                                  DEFAULT_ROUTER_BIND, DEFAULT_ROUTER_PORT, DEFAULT_TOOL_CALL_PARSER,
                                  ROUTER_DEFAULT_TAG, ROUTER_IMAGE, ROUTER_MAX_BODY_MB, ROUTER_TIMEOUT,
                                  VLLM_DEFAULT_TAG, VLLM_IMAGE, default_models_dir)
+from aigo_apply.images import image_object
 from aigo_apply.model import DesiredModel, DesiredRouter, DesiredState
 from aigo_apply.model_store import local_dir, repo_dir
 from aigo_apply.router_render import Route, render_files, router_container, settings_of
@@ -50,7 +51,8 @@ def build_desired(config: Config, models_dir: Path | None = None) -> DesiredStat
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
         desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if desired else ()
-    return DesiredState(data["project"], config.file, desired_router(data, desired), desired, warnings)
+    return DesiredState(data["project"], config.file, desired_router(data, desired), desired, warnings,
+                        image_object(data, "vllm"))
 
 
 def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:

@@ -78,6 +78,11 @@ class DockerRuntime:
             return []
         return raw.decode("utf-8", errors="replace").splitlines()[-lines:]
 
+    def info(self) -> dict[str, Any]:
+        """GET /info: engine version, runtimes, CDI devices."""
+        with self._errors():
+            return self.api.info()
+
     def inspect_image(self, reference: str) -> dict[str, Any] | None:
         """GET /images/{ref}/json, or None when the image is not on this machine."""
         import docker.errors

@@ -108,6 +108,7 @@ class DesiredState:
     router: DesiredRouter
     models: dict[str, DesiredModel]
     warnings: tuple[str, ...] = ()
+    vllm_image: dict[str, Any] = field(default_factory=dict)  # images.image_object for the vllm engine
 
     def images(self) -> set[str]:
         return {m.container.image for m in self.models.values()} | {self.router.container.image}

@@ -19,7 +19,9 @@ STOPPED = ("created", "exited")
 
 
 def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable[str] = (),
-               target: Iterable[str] = ()) -> Plan:
+               target: Iterable[str] = (), checks: Iterable[Any] = (), ignore: Iterable[str] = ()) -> Plan:
+    """`checks` are the host readiness checks (hostcheck.Check); blocking ones become blockers
+    unless their id is in `ignore`, which the plan then states as a warning."""
     replace, target = set(replace), set(target)
     known = set(desired.models) | {c.alias for c in observed.engines if c.alias}
     for alias in sorted(replace - set(desired.models)):
@@ -44,8 +46,17 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
     model_actions += router
     pulls = _pulls(model_actions, observed.images)
     blockers = _conflicts(desired, observed, target)
+    warnings = list(desired.warnings)
+    ignore = set(ignore)
+    for check in checks:
+        if check.status == "blocking" and check.id in ignore:
+            warnings.append(f"readiness check {check.id} ignored (--ignore-readiness): {check.message}")
+        elif check.status == "blocking":
+            blockers.append(Blocker(check.id, check.message, check.remediation, "host"))
+        elif check.status == "warning":
+            warnings.append(f"{check.id}: {check.message} ({check.remediation})" if check.remediation else check.message)
     return Plan(desired.project, desired.file, observed.fingerprint(), tuple(pulls + model_actions), tuple(blockers),
-                desired.warnings)
+                tuple(warnings))
 
 
 def _router_action(desired: DesiredState, observed: ObservedState, model_actions: list[Action],

@@ -23,15 +23,30 @@ def observe(project: str, runtime=None) -> ObservedState:
     from aigo_apply.router import read_live
     from aigo_apply.statedir import state_path
 
-    if runtime is None:
-        from aigo_apply.docker_runtime import DockerRuntime
-
-        runtime = DockerRuntime()
+    runtime = runtime or _docker()
     return parse_state(project, runtime.list_containers(), runtime.list_images(),
                        read_live(state_path(project) / "router"))
 
 
-def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None) -> Plan:
+def host_checks(desired: DesiredState, runtime) -> list:
+    """The readiness checks for this host and file (Docker /info, and NVML only when a model wants a GPU)."""
+    from aigo_apply.hostcheck import gpu_needs, run_checks
+    from aigo_apply.hostfacts import docker_facts, nvml_facts
+
+    facts = {"docker": docker_facts(lambda: runtime),
+             "nvml": nvml_facts() if gpu_needs(desired)["models"] else {"available": False, "gpus": []}}
+    return run_checks(facts, desired, desired.vllm_image)
+
+
+def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None,
+              ignore: Iterable[str] = ()) -> Plan:
     desired = load_desired(file)
+    runtime = runtime or _docker()
     observed = observe(desired.project, runtime)
-    return build_plan(desired, observed, replace, target)
+    return build_plan(desired, observed, replace, target, host_checks(desired, runtime), ignore)
+
+
+def _docker():
+    from aigo_apply.docker_runtime import DockerRuntime
+
+    return DockerRuntime()
