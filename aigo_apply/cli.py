@@ -307,21 +307,11 @@ def image_pull(engine: str, file: str | None, output: str) -> int:
     from aigo_apply import images
     from aigo_apply.config import choose_file, load_config
     from aigo_apply.docker_runtime import DockerRuntime
+    from aigo_apply.executor import pull_image
     from aigo_apply.reporter import JsonReporter, TextReporter
 
     reference = images.image_object(load_config(choose_file(file)).data, engine)["imageReference"]
-    reporter = JsonReporter() if output == "json" else TextReporter()
-    address = f"image.{reference}"
-    reporter.event("pull_start", address=address, image=reference)
-
-    def progress(event: dict) -> None:
-        detail = event.get("progressDetail") or {}
-        if event.get("id"):
-            reporter.event("pull_progress", image=reference, layer=event["id"], status=event.get("status", ""),
-                           current=detail.get("current"), total=detail.get("total"))
-
-    DockerRuntime().pull(reference, progress)
-    reporter.event("pull_done", address=address, image=reference)
+    pull_image(DockerRuntime(), JsonReporter() if output == "json" else TextReporter(), reference)
     return EXIT_OK
 
 

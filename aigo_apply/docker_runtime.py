@@ -165,12 +165,16 @@ class DockerRuntime:
     def pull(self, reference: str, on_event: Callable[[dict], None] | None = None) -> None:
         """Pull `repo:tag`, passing each progress event (id, status, progressDetail) to `on_event`."""
         repository, _, tag = reference.rpartition(":")
-        with self._errors():
-            for event in self.api.pull(repository, tag=tag, stream=True, decode=True):
-                if "error" in event:
-                    raise DockerUnavailable(f"pulling {reference} failed: {event['error']}")
-                if on_event:
-                    on_event(event)
+        try:
+            with self._errors():
+                for event in self.api.pull(repository, tag=tag, stream=True, decode=True):
+                    if "error" in event:
+                        raise DockerUnavailable(event["error"])
+                    if on_event:
+                        on_event(event)
+        except DockerUnavailable as exc:
+            raise DockerUnavailable(f"pulling {reference} failed: {exc}; check the name and tag, or the registry "
+                                    "(build or load the image locally and use --pull never)") from None
 
 
 def _device_requests(gpus: str | tuple[int, ...]) -> list[Any] | None:

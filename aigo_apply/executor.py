@@ -170,18 +170,8 @@ class Executor:
 
     # -- steps ---------------------------------------------------------------------------------
     def _pull(self, image: str) -> None:
-        address = f"image.{image}"
-        self.reporter.event("pull_start", address=address, image=image)
-
-        def progress(event: dict) -> None:
-            detail = event.get("progressDetail") or {}
-            if event.get("id"):
-                self.reporter.event("pull_progress", image=image, layer=event["id"], status=event.get("status", ""),
-                                    current=detail.get("current"), total=detail.get("total"))
-
-        self.runtime.pull(image, progress)
-        self.journal.record("pull", address, "ok")
-        self.reporter.event("pull_done", address=address, image=image)
+        pull_image(self.runtime, self.reporter, image)
+        self.journal.record("pull", f"image.{image}", "ok")
 
     def _remove(self, action: Action) -> Outcome:
         if action.model and self.routes:
@@ -385,6 +375,21 @@ class Executor:
     def _check_interrupt(self) -> None:
         if self.interrupted.is_set():
             raise Interrupted("interrupted")
+
+
+def pull_image(runtime: Any, reporter: Any, image: str) -> None:
+    """Pull one image, reporting per-layer progress (rich bars on a TTY, JSON lines with -o json)."""
+    address = f"image.{image}"
+    reporter.event("pull_start", address=address, image=image)
+
+    def progress(event: dict) -> None:
+        detail = event.get("progressDetail") or {}
+        if event.get("id"):
+            reporter.event("pull_progress", image=image, layer=event["id"], status=event.get("status", ""),
+                           current=detail.get("current"), total=detail.get("total"))
+
+    runtime.pull(image, progress)
+    reporter.event("pull_done", address=address, image=image)
 
 
 def route_of(alias: str, spec: dict[str, Any]) -> Route:
