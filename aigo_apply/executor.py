@@ -260,6 +260,8 @@ class Executor:
     def _await_and_route(self, item: _Prepared, container_id: str, verb: str) -> Outcome:
         action = item.action
         port = item.container.host_port
+        if self.routes:  # check the router's next generation while the engine loads
+            threading.Thread(target=self._stage, args=(route_of(action.model, action.spec),), daemon=True).start()
         engine = Engine(action.model, port, container_id, lambda: self.runtime.state(container_id),
                         lambda n: self.runtime.logs_tail(container_id, n))
         seconds = self._waiter(action).wait(engine)
@@ -284,6 +286,13 @@ class Executor:
         self._wait_for_router()
         self.routes.add(route)
         self.journal.record("route_add", f"model.{route.alias}", "ok")
+
+    def _stage(self, route: Route) -> None:
+        try:
+            self._wait_for_router()
+            self.routes.stage(route)
+        except AigoError:
+            pass  # staging only saves time; add() does the full, reported reload
 
     def _wait_for_router(self) -> None:
         if not self._router_gate.wait(timeout=120):

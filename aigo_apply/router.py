@@ -68,6 +68,7 @@ class Router:
         self._lock = threading.Lock()
         self._pending: dict[str, Route] = {}
         self._pending_lock = threading.Lock()
+        self._staged: dict[str, tuple[str, dict[str, Route], dict[str, Route]]] = {}  # alias -> gen, base, wanted
 
     def refresh(self) -> None:
         """Re-read the live route table (another process may have changed it)."""
@@ -75,6 +76,22 @@ class Router:
             self.routes = {r.alias: r for r in live_routes(self.folder)}
 
     # -- the Routes protocol the executor uses --------------------------------------------------
+    def stage(self, route: Route) -> None:
+        """While an engine loads: write and check (`haproxy -c`) the generation that adds its route to
+        the routes in service, so that add() after readiness only swaps, signals and verifies. Purely
+        an optimisation: if anything changed meanwhile, or the check fails, add() does the full reload."""
+        with self._lock:
+            wanted = {**self.routes, route.alias: route}
+            if wanted == self.routes:
+                return
+            gen = self._write_generation(list(wanted.values()))
+            try:
+                self._check(gen, running=True)
+            except AigoError:
+                shutil.rmtree(self.folder / gen, ignore_errors=True)
+                return
+            self._staged[route.alias] = (gen, dict(self.routes), wanted)
+
     def add(self, route: Route) -> None:
         """Add a route. Adds that arrive while a reload runs are served by the next single reload."""
         with self._pending_lock:
@@ -83,6 +100,12 @@ class Router:
             with self._pending_lock:
                 batch, self._pending = self._pending, {}
             wanted = {**self.routes, **batch}
+            staged = self._staged.pop(route.alias, None)
+            if staged and staged[1] == self.routes and staged[2] == wanted:
+                self._commit(staged[0], wanted)
+                return
+            if staged:
+                shutil.rmtree(self.folder / staged[0], ignore_errors=True)
             if batch and wanted != self.routes:
                 self._deploy(wanted)
 
@@ -120,20 +143,29 @@ class Router:
         except RouterError:
             shutil.rmtree(self.folder / gen, ignore_errors=True)
             raise
-        self._point_live_at(gen)
         if running:
-            try:
-                self.runtime.kill(self.container, "SIGUSR2")
-                self._verify(sorted(routes))
-            except AigoError as exc:
-                if previous:
-                    self._point_live_at(previous)
-                    try:
-                        self.runtime.kill(self.container, "SIGUSR2")
-                    except AigoError:
-                        pass
-                raise RouterError(f"the router did not take the new routes ({exc}); the previous configuration "
-                                  "was put back") from None
+            self._commit(gen, routes)
+        else:
+            self._point_live_at(gen)
+            self.routes = routes
+            self._prune(keep={gen, previous})
+
+    def _commit(self, gen: str, routes: dict[str, Route]) -> None:
+        """Swap `live` to a checked generation, signal the master, verify; put the previous back on failure."""
+        previous = os.readlink(self.folder / "live") if (self.folder / "live").is_symlink() else None
+        self._point_live_at(gen)
+        try:
+            self.runtime.kill(self.container, "SIGUSR2")
+            self._verify(sorted(routes))
+        except AigoError as exc:
+            if previous:
+                self._point_live_at(previous)
+                try:
+                    self.runtime.kill(self.container, "SIGUSR2")
+                except AigoError:
+                    pass
+            raise RouterError(f"the router did not take the new routes ({exc}); the previous configuration "
+                              "was put back") from None
         self.routes = routes
         self._prune(keep={gen, previous})
 
@@ -197,6 +229,7 @@ class Router:
         raise AigoError(f"after {VERIFY_TIMEOUT:.0f} s it still answers {last}, expected models {expected}")
 
     def _prune(self, keep: set[str | None]) -> None:
+        keep = keep | {staged[0] for staged in self._staged.values()}
         for path in self.folder.glob("gen-*"):
             if path.name not in keep:
                 shutil.rmtree(path, ignore_errors=True)
