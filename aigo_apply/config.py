@@ -32,7 +32,44 @@ def choose_file(option: str | None) -> str:
 def load_config(file: str) -> Config:
     path = Path(file).expanduser()
     source = load(path, file)
-    problems = source.problems + schema.validate(source) + checks.check(source)
+    key = _validated_key(path)
+    known_valid = key is not None and _cache_dir() is not None and (_cache_dir() / key).exists()
+    problems = source.problems + ([] if known_valid else schema.validate(source)) + checks.check(source)
     if problems:
         raise ConfigInvalid(file, problems)
+    if key is not None and not known_valid:
+        _remember_valid(key)
     return Config(file, path.resolve().parent, source.data, source.marks)
+
+
+# Schema validation depends only on the file's bytes and the schema, so a file this version has
+# already found valid is not validated (nor jsonschema imported) again: plan stays fast. The
+# cross-field checks always run; an invalid file is never cached.
+def _cache_dir() -> Path | None:
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "aigo-apply" / "validated"
+
+
+def _validated_key(path: Path) -> str | None:
+    import hashlib
+
+    from aigo_apply import __version__
+    from aigo_apply.resources import data_dir
+
+    try:
+        digest = hashlib.sha256(path.read_bytes())
+        for name in (schema.SCHEMA_FILE, "vllm-v0.31.0.json"):
+            digest.update((data_dir("schemas") / name).read_bytes())
+    except OSError:
+        return None
+    digest.update(__version__.encode())
+    return digest.hexdigest()
+
+
+def _remember_valid(key: str) -> None:
+    folder = _cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / key).touch()
+    except OSError:
+        pass  # a cache that cannot be written only costs time

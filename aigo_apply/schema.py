@@ -12,14 +12,17 @@ import json
 from functools import cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING
 
 from aigo_apply.errors import Problem
 from aigo_apply.paths import dotted
 from aigo_apply.resources import data_dir
 from aigo_apply.vllm_facts import ENUM_SETTINGS, VLLM_VERSION
 from aigo_apply.yaml_source import Source
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 SCHEMA_FILE = "aigo.schema.json"
 
@@ -40,7 +43,9 @@ def schema() -> dict[str, Any]:
 
 
 @cache
-def _validator() -> Draft202012Validator:
+def _validator() -> "Draft202012Validator":
+    from jsonschema import Draft202012Validator  # imported only when a file must really be validated
+
     return Draft202012Validator(schema())
 
 
@@ -57,7 +62,7 @@ def validate(source: Source) -> list[Problem]:
     return sorted(set(problems))
 
 
-def _explain(error: ValidationError, path: tuple, source: Source) -> list[Problem]:
+def _explain(error: "ValidationError", path: tuple, source: Source) -> list[Problem]:
     marks, file = source.marks, source.file
     kind, value = error.validator, error.instance
 

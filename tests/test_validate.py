@@ -235,3 +235,28 @@ def test_bad_values_are_refused_before_any_docker_call(tmp_path, monkeypatch, co
     assert "models.qwen.vllm.tool_call_parser: 'hermes --api-key x' is not a tool_call_parser" in err
     assert "models.qwen.vllm.moe_backend: 'tritn' is not a moe_backend that vLLM v0.31.0 knows (did you mean 'triton'?)" in err
     assert calls == []  # not a single Docker call, not even a client
+
+
+def test_a_file_found_valid_is_not_schema_checked_again_but_an_edit_is(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    path = write_config(tmp_path, GOOD)
+
+    def validate_imports_jsonschema() -> bool:
+        run = subprocess.run([sys.executable, "-X", "importtime", "-m", "aigo_apply", "validate", "-f", str(path)],
+                             capture_output=True, text=True, env=env)
+        assert run.returncode == 0, run.stderr
+        return "| jsonschema" in run.stderr
+
+    assert validate_imports_jsonschema() is True
+    assert len(list((tmp_path / "cache" / "aigo-apply" / "validated").iterdir())) == 1
+    assert validate_imports_jsonschema() is False  # same bytes, same schema: known valid
+    path.write_text(GOOD.replace("32768", "abc"))
+    bad = run_cli("validate", "-f", str(path), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert bad.returncode == 1 and "is not a token count" in bad.stderr
+    path.write_text(GOOD.replace("context_length: 32768", "context_lenght: 32768"))
+    bad = run_cli("validate", "-f", str(path), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert bad.returncode == 1 and "unknown key 'context_lenght'" in bad.stderr
+    assert len(list((tmp_path / "cache" / "aigo-apply" / "validated").iterdir())) == 1  # invalid files never cached
