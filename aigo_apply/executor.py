@@ -132,8 +132,12 @@ class Executor:
             outcomes.append(self._remove(router_action))
             if self.routes:
                 self.routes.remove_files()
-        elif self.routes and not self.interrupted.is_set():
-            outcomes += self._converge_routes(plan)
+        elif self.routes and not self.interrupted.is_set() and not self._router_failed:
+            try:
+                outcomes += self._converge_routes(plan)
+            except AigoError as exc:  # the router keeps its previous routes; say so and fail the apply
+                self._step("router", "reload_router", "failed", str(exc))
+                outcomes.append(Outcome("router", "reload_router", False, str(exc)))
         interrupted = self.interrupted.is_set()
         self.journal.record("apply", f"project.{plan.project}", "interrupted" if interrupted else "finished",
                             failed=[o.address for o in outcomes if not o.ok])

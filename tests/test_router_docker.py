@@ -216,7 +216,7 @@ def test_api_keys_by_reference(proj, runtime):
     assert "sk-one" not in json.dumps(labels)
 
 
-def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj, monkeypatch):
+def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj, monkeypatch, capsys):
     proj.apply({"alpha": ""})
     import aigo_apply.router as router_module
     from aigo_apply.applying import ApplyOptions, run_apply
@@ -229,7 +229,8 @@ def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj,
         return files
 
     monkeypatch.setattr(router_module, "render_files", broken)
-    with pytest.raises(router_module.RouterError, match="failed `haproxy -c`"):
-        run_apply(ApplyOptions(file=proj.write({"alpha": "", "beta": ""}), yes=True))
+    assert run_apply(ApplyOptions(file=proj.write({"alpha": "", "beta": ""}), yes=True)) == 1
+    err = capsys.readouterr().err
+    assert "Apply failed:" in err and "failed `haproxy -c`; the router keeps serving the previous one" in err
     assert proj.models() == ["alpha"]  # the old configuration still serves
     assert proj.chat("alpha").status_code == 200
