@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
@@ -30,7 +30,7 @@ class Route:
         return f"m_{safe}_{hashlib.sha256(self.alias.encode()).hexdigest()[:6]}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"alias": self.alias, "port": self.port, "max_model_len": self.max_model_len, "owned_by": self.owned_by}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
