@@ -28,11 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from aigo_apply import engines, labels
+from aigo_apply import engines
 from aigo_apply.defaults import DEFAULT_READY_TIMEOUT
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.journal import Journal
 from aigo_apply.model import ContainerSpec
+from aigo_apply.observed import running_engines
 from aigo_apply.plan import Action, Plan
 from aigo_apply.readiness import Engine, NotReady, Waiter
 from aigo_apply.router_render import Route
@@ -322,7 +323,7 @@ class Executor:
         from aigo_apply.router import wait_serving
 
         name = action.container
-        keep = self._routes_to_keep(plan)
+        keep = self._routes_to_keep(plan, set(running_engines(plan.project, self.runtime.list_containers())))
         if action.kind == "start":
             self._step("router", "start", "", f"starting {name}")
             self.runtime.start(name)
@@ -348,20 +349,17 @@ class Executor:
         self._step("router", action.kind, "ok", message)
         return Outcome("router", action.kind, True, message)
 
-    def _routes_to_keep(self, plan: Plan) -> dict[str, Route]:
+    def _routes_to_keep(self, plan: Plan, running: set[str]) -> dict[str, Route]:
         """Routes of models that stay as they are and are running: they go into a new router at once."""
-        running = {c["Labels"].get(labels.MODEL) for c in self.runtime.list_containers()
-                   if c.get("State") == "running" and c["Labels"].get(labels.PROJECT) == plan.project}
         return {a.model: route_of(a.model, a.spec) for a in plan.actions
                 if a.kind == "noop" and a.model and a.spec and a.model in running}
 
     def _converge_routes(self, plan: Plan) -> list[Outcome]:
         """Last step: route exactly the models whose containers run and were routed (ready) or
         left as they were; drop stale routes; pick up template or setting changes."""
-        running = {c["Labels"].get(labels.MODEL) for c in self.runtime.list_containers()
-                   if c.get("State") == "running" and c["Labels"].get(labels.PROJECT) == plan.project}
+        running = set(running_engines(plan.project, self.runtime.list_containers()))
         wanted = {a: r for a, r in self.routes.routes.items() if a in running}
-        wanted.update({k: v for k, v in self._routes_to_keep(plan).items() if k not in wanted})
+        wanted.update({k: v for k, v in self._routes_to_keep(plan, running).items() if k not in wanted})
         if not self.routes.converge(wanted):
             return []
         message = f"router reloaded: routes {', '.join(sorted(wanted)) or '(none)'}"

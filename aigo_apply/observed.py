@@ -121,3 +121,13 @@ def parse_state(project: str, containers: list[dict[str, Any]], images: list[dic
     key = lambda c: c.name  # noqa: E731
     return ObservedState(project, tuple(sorted(ours, key=key)), tuple(sorted(others, key=key)), parse_images(images),
                          dict(router_files or {}))
+
+
+def running_engines(project: str, containers: list[dict[str, Any]]) -> dict[str, str]:
+    """alias -> container id of this project's engine containers that are running now."""
+    out = {}
+    for raw in containers:
+        c = parse_container(raw)
+        if c.state == "running" and c.alias and c.role != L.ROLE_ROUTER and L.is_ours(c.labels, project):
+            out[c.alias] = c.id
+    return out

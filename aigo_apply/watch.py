@@ -16,6 +16,7 @@ from typing import Any, Callable
 from aigo_apply import labels
 from aigo_apply.errors import AigoError
 from aigo_apply.lock import LockHeld, ProjectLock
+from aigo_apply.observed import running_engines
 from aigo_apply.readiness import Engine, NotReady, Waiter
 from aigo_apply.router import Router
 from aigo_apply.statedir import state_dir
@@ -62,9 +63,7 @@ class Watcher:
 
     def reconcile(self) -> None:
         """On start: drop routes to engines that are not running; add ready ones that are missing."""
-        running = {c["Labels"].get(labels.MODEL): c["Id"] for c in self.runtime.list_containers()
-                   if c.get("State") == "running" and labels.is_ours(c.get("Labels") or {}, self.project)
-                   and c["Labels"].get(labels.MODEL)}
+        running = running_engines(self.project, self.runtime.list_containers())
         self.router.refresh()
         for alias in sorted(set(self.router.routes) - set(running)):
             self._change("remove", alias)
