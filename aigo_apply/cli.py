@@ -336,3 +336,20 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(traceback.format_exc(limit=-8), err=True)
         code = EXIT_INTERNAL
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def entry() -> None:
+    """The console script: `main`, then leave without the interpreter's teardown. Freeing every
+    module and object at exit costs 0.1-0.2 s, a visible share of a no-op apply; by then every
+    file we wrote is closed (context managers), the lock is released and worker threads are done,
+    so only the standard streams need flushing. In-process callers (tests) use `main`."""
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`) must not turn into an error
+            pass
+    os._exit(code)

@@ -21,7 +21,7 @@ from aigo_apply.defaults import (AUTO_PORT_BASE, AUTO_PORT_SPAN, DEFAULT_GPU_MEM
 from aigo_apply.images import image_object
 from aigo_apply.model import DesiredModel, DesiredRouter, DesiredState
 from aigo_apply.model_store import local_dir, repo_dir
-from aigo_apply.router_render import Route, render_files, router_container, settings_of
+from aigo_apply.router_render import Route, render_key, router_container, settings_of
 from aigo_apply.statedir import state_path
 from aigo_apply.units import parse_token_count
 from aigo_apply.vllm_facts import VLLM_VERSION, deprecated_mtp_aliases
@@ -87,8 +87,8 @@ def desired_router(data: dict[str, Any], models: dict[str, DesiredModel]) -> Des
     project = data["project"]
     spec = router_spec(project, data.get("router", {}))
     routes = tuple(route_of(m) for _, m in sorted(models.items()))
-    files = render_files(settings_of(project, spec), list(routes))
-    return DesiredRouter(spec, router_container(project, spec), routes, files)
+    settings = settings_of(project, spec)
+    return DesiredRouter(spec, router_container(project, spec), routes, settings, render_key(settings, list(routes)))
 
 
 def route_of(model: DesiredModel) -> Route:

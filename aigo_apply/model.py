@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Union
 
 
@@ -94,7 +95,15 @@ class DesiredRouter:
     spec: dict[str, Any]
     container: ContainerSpec
     routes: tuple[Any, ...]  # router_render.Route, one per desired model
-    files: dict[str, str]  # rendered config folder (without the API key file)
+    settings: Any  # router_render.RouterSettings
+    render_key: str  # router_render.render_key of settings and routes: compared before rendering
+
+    @cached_property
+    def files(self) -> dict[str, str]:
+        """The rendered config folder (without the API key file); Jinja2 runs only when asked."""
+        from aigo_apply.router_render import render_files
+
+        return render_files(self.settings, list(self.routes))
 
     @property
     def port(self) -> int:

@@ -13,7 +13,7 @@ from aigo_apply.model import DesiredModel, DesiredState
 from aigo_apply.observed import ObservedContainer, ObservedState
 from aigo_apply.paths import dotted
 from aigo_apply.plan import Action, Blocker, Change, Plan
-from aigo_apply.router_render import routes_from_models_json
+from aigo_apply.router_render import routes_from_models_json, verified_render_key
 
 STOPPED = ("created", "exited")
 
@@ -79,7 +79,8 @@ def _router_action(desired: DesiredState, observed: ObservedState, model_actions
     if targeted:
         return []
     reasons = _route_reasons(desired, observed, model_actions)
-    diff = unified_diff(observed.router_files, want.files)
+    same = verified_render_key(observed.router_files) == want.render_key
+    diff = "" if same else unified_diff(observed.router_files, want.files)
     if diff and not reasons:
         reasons = ["the router configuration differs from what this file and aigo-apply version render"]
     if reasons:

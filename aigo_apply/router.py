@@ -25,7 +25,7 @@ from typing import Any
 
 from aigo_apply.errors import AigoError
 from aigo_apply.router_render import (KEYS_FILE, ROUTER_MOUNT, Route, RouterSettings, keys_file,
-                                      render_files, routes_from_models_json)
+                                      render_files, render_key, routes_from_models_json, verified_render_key)
 
 RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
 VERIFY_TIMEOUT = 10.0
@@ -122,7 +122,8 @@ class Router:
     def converge(self, routes: dict[str, Route]) -> bool:
         """Serve exactly `routes`, redeploying only when they or the rendered files differ."""
         with self._lock:
-            if routes != self.routes or render_files(self.settings, list(routes.values())) != read_live(self.folder):
+            deployed = verified_render_key(read_live(self.folder))
+            if routes != self.routes or deployed != render_key(self.settings, list(routes.values())):
                 self._deploy(dict(routes))
                 return True
             return False

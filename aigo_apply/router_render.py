@@ -14,6 +14,8 @@ from typing import Any
 from aigo_apply.resources import data_dir
 
 KEYS_FILE = "api-keys"
+RENDER_KEY_FILE = "render.key"  # what a generation was rendered from, and the digest of its files
+TEMPLATE = "haproxy.cfg.j2"
 
 
 @dataclass(frozen=True, order=True)
@@ -55,7 +57,7 @@ def render_files(settings: RouterSettings, routes: list[Route], conf: str | None
     """Every file of the router's config folder except the API key file, by relative name. `conf`
     is the folder the config names its files in (the live one, unless checking a new generation)."""
     routes = sorted(routes)
-    config = _env().get_template("haproxy.cfg.j2").render(
+    config = _env().get_template(TEMPLATE).render(
         project=settings.project, conf=conf or LIVE, bind=settings.bind, port=settings.port,
         api_keys=settings.api_keys, routes=routes, bufsize=settings.max_body_mb * 1024 * 1024,
         timeout_client=f"{settings.timeout_s}s", timeout_server=f"{settings.timeout_s}s", hard_stop_after="60s")
@@ -78,7 +80,43 @@ def render_files(settings: RouterSettings, routes: list[Route], conf: str | None
         files[f"errors/503-{route.backend}.http"] = (
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nCache-Control: no-cache\r\n"
             f"Connection: close\r\nContent-Length: {len(body.encode())}\r\n\r\n{body}")
+    files[RENDER_KEY_FILE] = json.dumps({"inputs": render_key(settings, routes), "files": _digest(files)}) + "\n"
     return files
+
+
+def render_key(settings: RouterSettings, routes: list[Route]) -> str:
+    """A digest of everything the rendered files depend on (settings, routes, the template and this
+    module's code), computed without Jinja2: when a deployed generation was rendered from the same
+    key and its files are untouched, plan and apply know the files match without rendering them."""
+    basis = json.dumps({"settings": asdict(settings), "routes": [r.to_dict() for r in sorted(routes)],
+                        "code": _code_digest()}, sort_keys=True)
+    return hashlib.sha256(basis.encode()).hexdigest()
+
+
+def verified_render_key(files: dict[str, str]) -> str | None:
+    """The render key a deployed folder records, or None when its files were changed since (or it
+    has no key): only then does a comparison need the files rendered again."""
+    try:
+        record = json.loads(files.get(RENDER_KEY_FILE, ""))
+        if record["files"] == _digest({k: v for k, v in files.items() if k != RENDER_KEY_FILE}):
+            return str(record["inputs"])
+    except (ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _digest(files: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+@cache
+def _code_digest() -> str:
+    from pathlib import Path
+
+    from aigo_apply import __version__
+
+    parts = [__version__.encode(), (data_dir("templates") / TEMPLATE).read_bytes(), Path(__file__).read_bytes()]
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
 
 def keys_file(keys: list[str]) -> str:

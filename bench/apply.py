@@ -80,7 +80,7 @@ def main() -> None:
     runtime = DockerRuntime()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "AIGO_STATE_DIR": os.path.join(tmp, "state")}
+        env = common.cli_env(os.path.join(tmp, "state"))
         for n in (1, 4):
             base, applied, noop = [], [], []
             for _ in range(args.repeat):

@@ -36,7 +36,7 @@ def write_config(folder: Path, project: str, n: int) -> Path:
 def measure(runtime: DockerRuntime, n: int, repeat: int) -> dict:
     project = "bench" + uuid.uuid4().hex[:6]
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "AIGO_STATE_DIR": os.path.join(tmp, "state")}
+        env = common.cli_env(os.path.join(tmp, "state"))
         os.environ["AIGO_STATE_DIR"] = env["AIGO_STATE_DIR"]  # the in-process plans read the same state
         path = write_config(Path(tmp), project, n)
         try:

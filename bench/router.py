@@ -24,6 +24,8 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 LUA = textwrap.dedent("""
     wrk.method = "POST"
     wrk.headers["Content-Type"] = "application/json"
@@ -63,7 +65,7 @@ def main() -> None:
             """))
         script = Path(tmp) / "chat.lua"
         script.write_text(LUA)
-        env = {**os.environ, "AIGO_STATE_DIR": str(Path(tmp) / "state")}
+        env = common.cli_env(str(Path(tmp) / "state"))
         cli = [sys.executable, "-m", "aigo_apply"]
         subprocess.run(cli + ["apply", "-f", str(config), "-y"], check=True, capture_output=True, env=env, cwd=ROOT)
         try:

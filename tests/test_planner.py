@@ -229,6 +229,22 @@ def test_router_files_that_differ_plan_a_reload(tmp_path):
     assert router.diff.startswith("--- deployed/haproxy.cfg\n+++ desired/haproxy.cfg\n")
 
 
+def test_untouched_deployed_files_are_trusted_by_their_render_key_without_rendering(tmp_path, monkeypatch):
+    deployed = desired(tmp_path).router.files  # what an earlier apply wrote, render.key included
+    d = desired(tmp_path)
+    monkeypatch.setattr("aigo_apply.router_render.render_files", lambda *a, **k: pytest.fail("rendered"))
+    assert kinds(build_plan(d, observed(d, files=deployed)))["router"] == "noop"
+    assert "files" not in d.router.__dict__  # the lazy render never ran
+
+
+def test_a_file_edited_behind_our_back_is_caught_despite_its_render_key(tmp_path):
+    d = desired(tmp_path)
+    files = dict(d.router.files)
+    files["models.map"] += "smuggled m_smuggled_000000\n"
+    router = build_plan(d, observed(d, files=files)).actions[-1]
+    assert router.kind == "reload_router" and "+smuggled" not in router.diff and "-smuggled" in router.diff
+
+
 def test_api_key_reference_in_router_spec_never_a_value(tmp_path, monkeypatch):
     monkeypatch.setenv("KEYS", "sk-very-secret")
     d = desired(tmp_path, CONFIG + "router: {api_keys: {from_env: KEYS}}\n")
