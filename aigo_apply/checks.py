@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from aigo_apply.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT
+from aigo_apply.engines import engine_of, weights_format
 from aigo_apply.errors import Problem
 from aigo_apply.paths import dotted
 from aigo_apply.units import parse_token_count
@@ -28,7 +29,7 @@ def check(source: Source) -> list[Problem]:
     data = source.data if isinstance(source.data, dict) else {}
     models = data.get("models") if isinstance(data.get("models"), dict) else {}
     finder = _Finder(source)
-    for rule in (_aliases, _context_lengths, _ports, _gpu_fractions, _tensor_parallel, _env, _quantization):
+    for rule in (_aliases, _context_lengths, _ports, _engines, _gpu_fractions, _tensor_parallel, _env, _quantization):
         rule(data, models, finder)
     _router_bind(data, finder)
     return finder.problems
@@ -49,9 +50,38 @@ class _Finder:
         self.problems.append(Problem(line, col, dotted(path), message, self.source.file))
 
 
-def _settings(model: Any) -> dict:
-    vllm = model.get("vllm") if isinstance(model, dict) else None
-    return vllm if isinstance(vllm, dict) else {}
+def _engine(data: dict, model: Any) -> str:
+    return engine_of(model, data.get("defaults"))
+
+
+def _settings(data: dict, model: Any) -> tuple[str, dict]:
+    """The engine that runs the model and its settings block (the other engines' blocks are ignored)."""
+    engine = _engine(data, model)
+    block = model.get(engine) if isinstance(model, dict) else None
+    return engine, block if isinstance(block, dict) else {}
+
+
+TAG_EXAMPLES = {"sglang": "v0.5.6-cu129", "llama.cpp": "server-cuda"}
+
+
+def _engines(data: dict, models: dict, f: _Finder) -> None:
+    """The engine fits the weights' format, and an engine without a built-in tag has one named."""
+    engines = data.get("engines") if isinstance(data.get("engines"), dict) else {}
+    for alias, model in models.items():
+        if not isinstance(model, dict):
+            continue
+        engine, fmt = _engine(data, model), weights_format(model.get("source"))
+        where = ("models", alias, "engine") if "engine" in model else ("models", alias)
+        if fmt == "gguf" and engine != "llama.cpp":
+            f.at_key(where, f"the model is one GGUF file, which {engine} does not serve here; "
+                            "use engine: llama.cpp (or point source at a safetensors folder or repo)")
+        elif fmt == "safetensors-repo" and engine == "llama.cpp":
+            f.at_key(where, "llama.cpp serves one .gguf file; set source.path to a .gguf file or source.file to the "
+                            ".gguf file in the repo, or use engine: vllm or sglang for a safetensors model")
+        section = engines.get(engine) if isinstance(engines.get(engine), dict) else {}
+        if engine in TAG_EXAMPLES and "image_tag" not in section:
+            f.at_key(where, f"the model runs on {engine}, which has no built-in image tag; set "
+                            f"engines.{engine}.image_tag (for example {TAG_EXAMPLES[engine]})")
 
 
 def _aliases(data: dict, models: dict, f: _Finder) -> None:
@@ -117,7 +147,10 @@ def _gpu_fractions(data: dict, models: dict, f: _Finder) -> None:
         if not isinstance(model, dict):
             continue
         gpus = _gpus_of(model)
-        fraction = _settings(model).get("gpu_memory_utilization", default_fraction)
+        engine, settings = _settings(data, model)
+        if engine == "llama.cpp":  # no memory fraction: it takes what its layers and context need
+            continue
+        fraction = settings.get("gpu_memory_utilization", default_fraction)
         if gpus == "none" or not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
             continue
         if gpus == "all" or (isinstance(gpus, list) and gpus and all(isinstance(g, int) for g in gpus)):
@@ -134,21 +167,23 @@ def _gpu_fractions(data: dict, models: dict, f: _Finder) -> None:
         parts = " + ".join(f"{a} ({fractions[a]:g})" for a in members)
         total = sum(fractions[a] for a in members)
         last = members[-1]
-        path = ("models", last, "vllm", "gpu_memory_utilization")
-        if "gpu_memory_utilization" not in _settings(models[last]):
+        engine, settings = _settings(data, models[last])
+        path = ("models", last, engine, "gpu_memory_utilization")
+        if "gpu_memory_utilization" not in settings:
             path = ("models", last)
         f.at_key(path, f"{where} would be over-committed: {parts} = {total:.2f} of its memory; "
-                       "lower vllm.gpu_memory_utilization (or defaults.gpu_memory_utilization) so the sum is at most 1.0, "
+                       f"lower {engine}.gpu_memory_utilization (or defaults.gpu_memory_utilization) so the sum is at most 1.0, "
                        "or put the models on different GPUs with `gpus:`")
 
 
 def _tensor_parallel(data: dict, models: dict, f: _Finder) -> None:
     for alias, model in models.items():
-        tp = _settings(model).get("tensor_parallel_size")
+        engine, settings = _settings(data, model)
+        tp = settings.get("tensor_parallel_size")
         if not isinstance(tp, int) or isinstance(tp, bool) or tp <= 1:
             continue
         gpus = _gpus_of(model)
-        path = ("models", alias, "vllm", "tensor_parallel_size")
+        path = ("models", alias, engine, "tensor_parallel_size")
         if gpus == "none":
             f.at_value(path, f"tensor_parallel_size {tp} needs {tp} GPUs but the model has `gpus: none`")
         elif isinstance(gpus, list) and len(gpus) < tp:
@@ -169,7 +204,8 @@ def _env(data: dict, models: dict, f: _Finder) -> None:
 def _quantization(data: dict, models: dict, f: _Finder) -> None:
     deprecated = set(deprecated_quantizations())
     for alias, model in models.items():
-        method = _settings(model).get("quantization")
+        engine, settings = _settings(data, model)
+        method = settings.get("quantization") if engine == "vllm" else None
         if method in deprecated:
             f.at_value(("models", alias, "vllm", "quantization"),
                        f"'{method}' is deprecated in vLLM v0.31.0 and only starts behind an extra allow flag, "

@@ -139,23 +139,26 @@ def apply(planfile: Path | None, file: str | None, output: str, yes: bool, pull:
 @cli.command()
 @file_option
 @output_option
-@click.option("--engine", type=click.Choice(["vllm"]), default="vllm", show_default=True)
+@click.option("--engine", type=click.Choice(["vllm", "sglang", "llama.cpp"]), default="vllm", show_default=True,
+              help="The engine whose image the report shows.")
 def readiness(file: str | None, output: str, engine: str) -> int:
     """Check this host for the file's engines: Docker, GPU plumbing, NVIDIA driver, GPUs. Exit 1 if blocked."""
     from aigo_apply.docker_runtime import DockerRuntime
+    from aigo_apply.images import image_object
     from aigo_apply.session import host_checks, load_desired
 
     desired = load_desired(file)
     checks = host_checks(desired, DockerRuntime())
-    report = {"project": desired.project, "image": desired.vllm_image, "checks": [c.to_dict() for c in checks],
+    image_info = desired.vllm_image if engine == "vllm" else image_object(load_config_data(file), engine)
+    report = {"project": desired.project, "image": image_info, "checks": [c.to_dict() for c in checks],
               "blocked": any(c.status == "blocking" for c in checks)}
     if output == "json":
         click.echo(json.dumps(report, indent=2))
     else:
         marks = {"ok": click.style("ok", fg="green"), "warning": click.style("warning", fg="yellow"),
                  "blocking": click.style("blocking", fg="red", bold=True)}
-        click.echo(f"image: {desired.vllm_image['imageReference']}"
-                   + (" (tag overridden)" if desired.vllm_image["tagOverridden"] else ""))
+        click.echo(f"image: {image_info['imageReference'] or f'(no tag: set engines.{engine}.image_tag)'}"
+                   + (" (tag overridden)" if image_info["tagOverridden"] else ""))
         for check in checks:
             click.echo(f"  {marks[check.status]:<8} {check.id}: {check.message}")
             if check.remediation and check.status != "ok":
@@ -279,7 +282,7 @@ def import_cmd(definition: str, file: str | None, alias: str | None, write: bool
 
 @cli.group()
 def image() -> None:
-    """The image of an engine (vllm) or of the router: what the file resolves to, what is local."""
+    """The image of an engine (vllm, sglang, llama.cpp) or of the router: what the file resolves to, what is local."""
 
 
 @image.command("inspect")
@@ -293,7 +296,8 @@ def image_inspect(engine: str, file: str | None, output: str) -> int:
     from aigo_apply.docker_runtime import DockerRuntime
 
     info = images.image_object(load_config(choose_file(file)).data, engine)
-    info = images.with_local(info, DockerRuntime().inspect_image(info["imageReference"]))
+    reference = info["imageReference"]
+    info = images.with_local(info, DockerRuntime().inspect_image(reference) if reference else None)
     click.echo(json.dumps(info, indent=2) if output == "json" else images.render(info))
     return EXIT_OK
 
@@ -311,8 +315,16 @@ def image_pull(engine: str, file: str | None, output: str) -> int:
     from aigo_apply.reporter import JsonReporter, TextReporter
 
     reference = images.image_object(load_config(choose_file(file)).data, engine)["imageReference"]
+    if reference is None:
+        raise AigoError(f"{engine} has no built-in image tag; set engines.{engine}.image_tag in the file first")
     pull_image(DockerRuntime(), JsonReporter() if output == "json" else TextReporter(), reference)
     return EXIT_OK
+
+
+def load_config_data(file: str | None) -> dict:
+    from aigo_apply.config import choose_file, load_config
+
+    return load_config(choose_file(file)).data
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,6 +20,10 @@ VLLM_IMAGE = "vllm/vllm-openai"
 VLLM_DEFAULT_TAG = "v0.31.0"
 VLLM_CONTAINER_PORT = 8000
 DEFAULT_TOOL_CALL_PARSER = "hermes"
+SGLANG_IMAGE = "lmsysorg/sglang"  # no built-in tag: the file must name one
+SGLANG_CONTAINER_PORT = 30000
+LLAMACPP_IMAGE = "ghcr.io/ggml-org/llama.cpp"  # no built-in tag (server-cuda, server-cuda-bNNNN, ...)
+LLAMACPP_CONTAINER_PORT = 8080
 DEFAULT_READY_TIMEOUT = 1800  # seconds; a large model with compilation takes many minutes
 
 AUTO_PORT_BASE, AUTO_PORT_SPAN = 20000, 10000  # below Linux's ephemeral range (32768+)

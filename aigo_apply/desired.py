@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply import engines
+from aigo_apply.engines import ENGINES, engine_of, weights_format
 from aigo_apply.config import Config
 from aigo_apply.defaults import (AUTO_PORT_BASE, AUTO_PORT_SPAN, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_READY_TIMEOUT,
                                  DEFAULT_ROUTER_BIND, DEFAULT_ROUTER_PORT, DEFAULT_TOOL_CALL_PARSER,
                                  ROUTER_DEFAULT_TAG, ROUTER_IMAGE, ROUTER_MAX_BODY_MB, ROUTER_TIMEOUT,
-                                 VLLM_DEFAULT_TAG, VLLM_IMAGE, default_models_dir)
-from aigo_apply.images import image_object
+                                 VLLM_DEFAULT_TAG, default_models_dir)
+from aigo_apply.images import image_object, image_reference
 from aigo_apply.model import DesiredModel, DesiredRouter, DesiredState
 from aigo_apply.model_store import local_dir, repo_dir
 from aigo_apply.router_render import Route, render_key, router_container, settings_of
@@ -34,23 +35,25 @@ def build_desired(config: Config, models_dir: Path | None = None) -> DesiredStat
     store = Path(defaults["models_dir"]).expanduser() if "models_dir" in defaults else (models_dir or default_models_dir())
     if not store.is_absolute():
         store = (config.base_dir / store).resolve()
-    image = vllm_image(data.get("engines", {}).get("vllm", {}))
     models = data.get("models", {})
     ports = assign_ports(data["project"], models, router_port)
     desired = {}
     for alias in sorted(models):
-        spec = model_spec(models[alias], defaults, image, ports[alias], config.base_dir, store)
-        notes: tuple[str, ...] = ()
+        engine = engine_of(models[alias], defaults)
+        spec = model_spec(models[alias], defaults, engine, image_reference(data, engine), ports[alias],
+                          config.base_dir, store)
+        notes = ignored_settings(models[alias], engine)
         written = models[alias]["context_length"]
         if isinstance(written, str):
-            notes = (f"context_length {written!r} means {spec['context_length']} tokens",)
-        method = spec["vllm"].get("speculative", {}).get("method")
+            notes += (f"context_length {written!r} means {spec['context_length']} tokens",)
+        method = spec.get("vllm", {}).get("speculative", {}).get("method")
         if method in deprecated_mtp_aliases():
             notes += (f"speculative method {method!r} is deprecated in vLLM v0.31.0, which runs it as 'mtp'; "
                       "write method: mtp",)
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
         desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
-    warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if desired else ()
+    uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
+    warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
     return DesiredState(data["project"], config.file, desired_router(data, desired), desired, warnings,
                         image_object(data, "vllm"))
 
@@ -95,36 +98,55 @@ def route_of(model: DesiredModel) -> Route:
     return Route(model.alias, model.spec["port"], model.spec["context_length"], model.spec["engine"])
 
 
-def vllm_image(engine: dict[str, Any]) -> str:
-    """Built-in vllm/vllm-openai:v0.31.0; `image` swaps the repository, `image_tag` the tag."""
-    return f"{engine.get('image', VLLM_IMAGE)}:{engine.get('image_tag', VLLM_DEFAULT_TAG)}"
+def ignored_settings(model: dict[str, Any], engine: str) -> tuple[str, ...]:
+    """A note for each engine's settings block that this model's engine does not read."""
+    return tuple(f"{other} settings ({', '.join(sorted(model[other]))}) are ignored: this model runs on {engine}"
+                 for other in ENGINES if other != engine and model.get(other))
 
 
-def model_spec(model: dict[str, Any], defaults: dict[str, Any], image: str, port: int,
+def model_spec(model: dict[str, Any], defaults: dict[str, Any], engine: str, image: str, port: int,
                base_dir: Path, store: Path) -> dict[str, Any]:
-    """The canonical spec of one model: every value that shapes its container, defaults filled."""
+    """The canonical spec of one model: every value that shapes its container, defaults filled.
+    Only the settings of the engine that runs it are part of it (others cannot cause a recreate)."""
     source = model["source"]
+    model_file = None
     if "repo" in source:
         canonical_source = {"repo": source["repo"], "revision": source.get("revision", "main")}
         model_dir = repo_dir(store, canonical_source["repo"], canonical_source["revision"])
+        if "file" in source:
+            canonical_source["file"] = model_file = source["file"]
     else:
         model_dir = local_dir(base_dir, source["path"])
         canonical_source = {"path": str(model_dir)}
+        if weights_format(source) == "gguf":
+            model_dir, model_file = model_dir.parent, model_dir.name
     gpus = model.get("gpus", "all")
-    settings = vllm_settings(model.get("vllm", {}), defaults)
-    if "speculative" in settings:
-        settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store)
-    return {
-        "engine": model.get("engine", "vllm"),
+    spec: dict[str, Any] = {
+        "engine": engine,
         "image": image,
         "source": canonical_source,
         "model_dir": str(model_dir),
         "context_length": parse_token_count(model["context_length"]),
         "gpus": sorted(gpus) if isinstance(gpus, list) else gpus,
         "port": port,
-        "vllm": settings,
         "env": {name: _env_value(value) for name, value in sorted(model.get("env", {}).items())},
     }
+    if model_file is not None:
+        spec["model_file"] = model_file
+    if engine == "vllm":
+        settings = vllm_settings(model.get("vllm", {}), defaults)
+        if "speculative" in settings:
+            settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store)
+        spec["vllm"] = settings
+    elif engine == "sglang":
+        settings = dict(model.get("sglang", {}))
+        settings["gpu_memory_utilization"] = float(settings.get(
+            "gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)))
+        spec["sglang"] = dict(sorted(settings.items()))
+    else:
+        spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
+    order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", engine, "env"]
+    return {key: spec[key] for key in order if key in spec}
 
 
 def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path) -> dict[str, Any]:

@@ -35,9 +35,11 @@ def docker_run(container: ContainerSpec) -> str:
             args.append(f"-e {q(f'{name}={value}')}")
     for key, value in sorted(container.labels.items()):
         args.append(f"--label {q(f'{key}={value}')}")
-    if container.entrypoint is not None:
-        args.append(f"--entrypoint {q(' '.join(container.entrypoint))}")
-    args.append(q(container.image))
+    entry_args: list[str] = []
+    if container.entrypoint is not None:  # `docker run --entrypoint` takes one program; its arguments follow the image
+        args.append(f"--entrypoint {q(container.entrypoint[0])}")
+        entry_args = list(container.entrypoint[1:])
+    args.append(q(container.image) + "".join(f" {q(a)}" for a in entry_args))
     command = list(container.command)
     while command:  # a flag and its value on one line
         arg = command.pop(0)

@@ -6,10 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from aigo_apply.defaults import ROUTER_DEFAULT_TAG, ROUTER_IMAGE, VLLM_DEFAULT_TAG, VLLM_IMAGE
+from aigo_apply.defaults import (LLAMACPP_IMAGE, ROUTER_DEFAULT_TAG, ROUTER_IMAGE, SGLANG_IMAGE, VLLM_DEFAULT_TAG,
+                                 VLLM_IMAGE)
 from aigo_apply.errors import UsageProblem
 
-BUILT_IN = {"vllm": (VLLM_IMAGE, VLLM_DEFAULT_TAG), "router": (ROUTER_IMAGE, ROUTER_DEFAULT_TAG)}
+# engine -> (repository, built-in tag); SGLang and llama.cpp have none: the file names their tag.
+BUILT_IN = {"vllm": (VLLM_IMAGE, VLLM_DEFAULT_TAG), "sglang": (SGLANG_IMAGE, None),
+            "llama.cpp": (LLAMACPP_IMAGE, None), "router": (ROUTER_IMAGE, ROUTER_DEFAULT_TAG)}
+
+
+def image_reference(data: dict[str, Any], engine: str) -> str | None:
+    """'repository:tag' for an engine from a validated config; None when its tag is not given."""
+    return image_object(data, engine)["imageReference"]
 
 
 def image_object(data: dict[str, Any], engine: str) -> dict[str, Any]:
@@ -18,13 +26,14 @@ def image_object(data: dict[str, Any], engine: str) -> dict[str, Any]:
         raise UsageProblem(f"unknown engine {engine!r}; known here: {', '.join(BUILT_IN)}")
     section = data.get("router", {}) if engine == "router" else data.get("engines", {}).get(engine, {})
     repo, tag = BUILT_IN[engine]
+    chosen = section.get("image_tag", tag)
     return {
         "engine": engine,
-        "imageReference": f"{section.get('image', repo)}:{section.get('image_tag', tag)}",
+        "imageReference": f"{section.get('image', repo)}:{chosen}" if chosen else None,
         "repository": section.get("image", repo),
         "defaultTag": tag,
-        "tag": section.get("image_tag", tag),
-        "tagOverridden": "image_tag" in section and section["image_tag"] != tag,
+        "tag": chosen,
+        "tagOverridden": tag is not None and "image_tag" in section and section["image_tag"] != tag,
         "repositoryOverridden": "image" in section and section["image"] != repo,
     }
 
@@ -42,10 +51,10 @@ def with_local(image: dict[str, Any], inspected: dict[str, Any] | None) -> dict[
 
 
 def render(image: dict[str, Any]) -> str:
+    default = image["defaultTag"] or "(none built in: the file names the tag)"
     lines = [f"engine:          {image['engine']}",
-             f"imageReference:  {image['imageReference']}",
-             f"defaultTag:      {image['defaultTag']}" + ("" if not image["tagOverridden"] else
-                                                          f"  (overridden: {image['tag']})"),
+             f"imageReference:  {image['imageReference'] or '(no tag given)'}",
+             f"defaultTag:      {default}" + ("" if not image["tagOverridden"] else f"  (overridden: {image['tag']})"),
              f"tagOverridden:   {str(image['tagOverridden']).lower()}",
              f"present locally: {'yes' if image['present'] else 'no (apply pulls it; or aigo-apply image pull)'}"]
     if image["present"]:

@@ -1,6 +1,6 @@
 """Portable model definitions (`.baimodel`): `aigo-apply export ALIAS` writes one model as the file
 has it, minus the settings that belong to a machine (GPU memory fraction, tensor parallelism, MoE
-and Mamba kernels, GPU selection, port); `aigo-apply import` prints the YAML entry for another file,
+and Mamba kernels, llama.cpp's GPU layers, GPU selection, port); `aigo-apply import` prints the YAML entry for another file,
 or adds it there with --write (refusing an alias that exists, and writing only a file that validates)."""
 
 from __future__ import annotations
@@ -19,16 +19,22 @@ from aigo_apply.yaml_source import load
 
 FORMAT = "aigo-apply/model/1"
 HOST_FIELDS = ("gpus", "port")
-HOST_VLLM_FIELDS = ("gpu_memory_utilization", "tensor_parallel_size", "moe_backend", "mamba_backend")
+HOST_ENGINE_FIELDS = {  # per engine settings block: what depends on the machine's GPUs
+    "vllm": ("gpu_memory_utilization", "tensor_parallel_size", "moe_backend", "mamba_backend"),
+    "sglang": ("gpu_memory_utilization", "tensor_parallel_size"),
+    "llama.cpp": ("gpu_layers", "tensor_parallel_size"),
+}
+HOST_VLLM_FIELDS = HOST_ENGINE_FIELDS["vllm"]
 
 
 def portable(model: dict[str, Any]) -> dict[str, Any]:
     """The model entry without the host-dependent settings."""
     out = {k: copy.deepcopy(v) for k, v in model.items() if k not in HOST_FIELDS}
-    if "vllm" in out:
-        out["vllm"] = {k: v for k, v in out["vllm"].items() if k not in HOST_VLLM_FIELDS}
-        if not out["vllm"]:
-            del out["vllm"]
+    for engine, fields in HOST_ENGINE_FIELDS.items():
+        if isinstance(out.get(engine), dict):
+            out[engine] = {k: v for k, v in out[engine].items() if k not in fields}
+            if not out[engine]:
+                del out[engine]
     return out
 
 

@@ -1,7 +1,8 @@
 """Waits until an engine really serves: `/health` answers 200 (connection refused is normal while
-vLLM loads: it only listens once the engine is ready), the alias is listed by `/v1/models`, and a
-one-token chat completion succeeds. Polls with a capped backoff, reports progress with the elapsed
-time and the engine's latest log line, and fails at once when the container exits while loading.
+vLLM loads: it only listens once the engine is ready; llama.cpp answers 503 meanwhile), the alias is
+listed by `/v1/models`, and a one-token chat completion succeeds. Polls with a capped backoff,
+reports progress with the elapsed time and the engine's latest log line, and fails at once when the
+container exits while loading.
 Everything goes to 127.0.0.1:PORT, the port published on the host.
 """
 

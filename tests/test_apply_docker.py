@@ -296,3 +296,44 @@ def test_speculative_draft_model_is_mounted_and_the_engine_starts(runtime, proje
     mounts = runtime.api.inspect_container(f"aigo-{project}-spec")["Mounts"]
     assert {(m["Destination"], m["RW"]) for m in mounts} == {("/models/spec", False), ("/models/spec.draft", False)}
     assert chat(ROUTER_PORTS[project], "spec")["model"] == "spec"
+
+
+def test_sglang_and_llamacpp_models_start_wait_and_route_beside_vllm(runtime, project, tmp_path, state):
+    """The stub image stands in for all three engines (its sglang shim and /app/llama-server), so the
+    generated entry points and command lines really start, readiness waits through llama.cpp's 503
+    "Loading model" phase, and one router serves every alias."""
+    router_port = free_port()
+    (tmp_path / "m").mkdir()
+    (tmp_path / "gguf").mkdir()
+    (tmp_path / "gguf" / "tiny-Q4_K_M.gguf").write_bytes(b"GGUF")
+    stub = '{image: aigo-stub-engine, image_tag: "1"}'
+    path = write_config(tmp_path, f"""
+        version: 1
+        project: {project}
+        engines: {{vllm: {stub}, sglang: {stub}, llama.cpp: {stub}}}
+        {router_yaml(router_port)}
+        defaults: {{ready_timeout: 60, engine_by_format: {{safetensors-repo: sglang}}}}
+        models:
+          v: {{engine: vllm, source: {{path: m}}, context_length: 4096, gpus: none}}
+          s: {{source: {{path: m}}, context_length: 8192, gpus: none, vllm: {{tool_call_parser: qwen3_coder}}}}
+          g:
+            source: {{path: gguf/tiny-Q4_K_M.gguf}}
+            context_length: 2048
+            gpus: none
+            env: {{AIGO_STUB_LOAD_SECONDS: "1.5"}}
+        """)
+    planned = run_cli("plan", "-f", str(path), env=state)
+    assert "note: vllm settings (tool_call_parser) are ignored: this model runs on sglang" in planned.stdout
+    result = run_cli("apply", "-f", str(path), "-y", env=state)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for alias in ("v", "s", "g"):
+        assert chat(router_port, alias)["model"] == alias
+    inspected = {a: runtime.api.inspect_container(f"aigo-{project}-{a}") for a in ("s", "g")}
+    assert inspected["s"]["Config"]["Entrypoint"] == ["python3", "-m", "sglang.launch_server"]
+    assert inspected["g"]["Config"]["Entrypoint"] == ["/app/llama-server"]
+    assert inspected["g"]["Config"]["Labels"][labels.ENGINE] == "llama.cpp"
+    assert [(m["Destination"], m["RW"]) for m in inspected["g"]["Mounts"]] == [("/models/g", False)]
+    logs = runtime.api.logs(f"aigo-{project}-g").decode()
+    assert "stub engine (llama.cpp): serving ['g'] from /models/g/tiny-Q4_K_M.gguf" in logs
+    again = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
+    assert again.returncode == 0, again.stdout

@@ -148,6 +148,12 @@ def test_image_object_with_and_without_override(tmp_path):
     mirror = image_object(data, "vllm")
     assert mirror["imageReference"] == "mirror.local/vllm:v0.31.0" and mirror["repositoryOverridden"]
     assert not mirror["tagOverridden"]
+    untagged = image_object(data, "sglang")  # no built-in tag: nothing to pull until the file names one
+    assert (untagged["imageReference"], untagged["defaultTag"], untagged["tagOverridden"]) == (None, None, False)
+    data = load_config(str(write_config(tmp_path, base + "engines: {llama.cpp: {image_tag: server-cuda}}\n"))).data
+    tagged = image_object(data, "llama.cpp")
+    assert (tagged["imageReference"], tagged["defaultTag"], tagged["tagOverridden"]) == (
+        "ghcr.io/ggml-org/llama.cpp:server-cuda", None, False)
 
 
 def test_speculative_renders_one_json_flag_and_mounts_the_draft(tmp_path):
@@ -178,3 +184,74 @@ def test_speculative_method_is_checked_with_a_hint(tmp_path):
     assert ("models.m.vllm.speculative.method: 'eagle-3' is not a speculative method that vLLM v0.31.0 knows "
             "(did you mean 'eagle3'?)") in found
     assert "models.m.vllm.speculative.num_speculative_tokens: must be at least 1, not 0" in found
+
+
+ENGINES_FILE = """
+version: 1
+project: lab
+engines:
+  sglang: {image_tag: v0.5.6}
+  llama.cpp: {image: registry.local:5000/llama.cpp, image_tag: server-cuda-b6000}
+models:
+  main: {source: {repo: Qwen/Qwen3-8B}, context_length: 8192, gpus: [2], vllm: {tool_call_parser: qwen3_xml}}
+  sg:
+    engine: sglang
+    source: {path: m}
+    context_length: 16k
+    gpus: [0, 1]
+    sglang: {tensor_parallel_size: 2, trust_remote_code: true}
+    vllm: {tool_call_parser: qwen3_xml, max_num_seqs: 8}
+  quant: {source: {repo: Qwen/Qwen3-4B-GGUF, revision: v1, file: q4/Qwen3-4B-Q4_K_M.gguf}, context_length: 4096,
+          gpus: [0, 1], llama.cpp: {tensor_parallel_size: 2, gpu_layers: 30}}
+  cpu: {source: {path: gguf/tiny.gguf}, context_length: 2048, gpus: none}
+"""
+
+
+def test_each_engine_has_its_own_launch_line_and_notes_ignored_settings(tmp_path):
+    desired = build_desired(load_config(str(write_config(tmp_path, ENGINES_FILE))), models_dir=Path("/store"))
+    m = desired.models
+    assert {a: x.spec["engine"] for a, x in m.items()} == {"main": "vllm", "sg": "sglang", "quant": "llama.cpp",
+                                                          "cpu": "llama.cpp"}
+    assert m["sg"].container.entrypoint == ("python3", "-m", "sglang.launch_server")
+    assert m["sg"].container.image == "lmsysorg/sglang:v0.5.6"
+    assert list(m["sg"].container.command) == [
+        "--model-path", "/models/sg", "--served-model-name", "sg", "--context-length", "16000",
+        "--mem-fraction-static", "0.9", "--tp-size", "2", "--trust-remote-code", "--host", "0.0.0.0", "--port", "30000"]
+    assert m["sg"].container.container_port == 30000 and m["sg"].container.host_ip == "127.0.0.1"
+    assert m["sg"].notes == ("vllm settings (max_num_seqs, tool_call_parser) are ignored: this model runs on sglang",
+                             "context_length '16k' means 16000 tokens")
+    assert "vllm" not in m["sg"].spec  # ignored settings never cause a recreate
+    quant = m["quant"].container
+    assert quant.image == "registry.local:5000/llama.cpp:server-cuda-b6000" and quant.entrypoint == ("/app/llama-server",)
+    assert list(quant.command) == [
+        "--model", "/models/quant/q4/Qwen3-4B-Q4_K_M.gguf", "--alias", "quant", "--ctx-size", "4096",
+        "--n-gpu-layers", "30", "--split-mode", "row", "--jinja", "--host", "0.0.0.0", "--port", "8080"]
+    assert quant.mounts[0].source == "/store/Qwen--Qwen3-4B-GGUF/v1" and quant.mounts[0].read_only
+    cpu = m["cpu"].container
+    assert cpu.command[:2] == ("--model", "/models/cpu/tiny.gguf")
+    assert cpu.command[cpu.command.index("--n-gpu-layers") + 1] == "0"
+    assert cpu.mounts[0].source == str(tmp_path / "gguf") and cpu.gpus == "none"
+    assert json.loads(cpu.labels[labels.SPEC])["engine"] == "llama.cpp" and cpu.labels[labels.ENGINE] == "llama.cpp"
+    assert [r.owned_by for r in desired.router.routes] == ["llama.cpp", "vllm", "llama.cpp", "sglang"]
+
+
+def test_engine_by_format_chooses_the_engine_of_a_model_that_names_none(tmp_path):
+    text = ENGINES_FILE.replace("models:\n", "defaults: {engine_by_format: {safetensors-repo: sglang}}\nmodels:\n", 1)
+    desired = build_desired(load_config(str(write_config(tmp_path, text))), models_dir=Path("/store"))
+    assert desired.models["main"].spec["engine"] == "sglang"
+    assert desired.models["main"].notes == ("vllm settings (tool_call_parser) are ignored: this model runs on sglang",)
+    assert desired.warnings == ()  # no model runs on vLLM: no vLLM tag warning either
+
+
+@pytest.mark.parametrize("engine, spec_patch, message", [
+    ("sglang", {"sglang": {"gpu_memory_utilization": 1.5}}, "is not a fraction"),
+    ("sglang", {"context_length": "8192 --evil"}, "refusing to put '8192 --evil' on the SGLang command line"),
+    ("llama.cpp", {"model_file": "../../etc/passwd.gguf"}, "is not a .gguf file inside the model folder"),
+    ("llama.cpp", {"model_file": "x.bin"}, "is not a .gguf file inside the model folder"),
+    ("llama.cpp", {"llama.cpp": {"gpu_layers": "1 --x"}}, "refusing to put '1 --x' on the llama.cpp command line"),
+])
+def test_other_engines_recheck_values_before_any_container(tmp_path, engine, spec_patch, message):
+    desired = build_desired(load_config(str(write_config(tmp_path, ENGINES_FILE))), models_dir=Path("/store"))
+    alias = {"sglang": "sg", "llama.cpp": "quant"}[engine]
+    with pytest.raises(UnsafeSetting, match=message.replace("(", r"\(").replace(")", r"\)")):
+        render("lab", alias, {**desired.models[alias].spec, **spec_patch})

@@ -1,6 +1,7 @@
 """Every example's generated command line really starts an engine: its containers are created from
-the desired specs with the stub engine image standing in for vllm/vllm-openai (and no GPU, as this
-machine has none), then each answers /v1/models with its alias over 127.0.0.1."""
+the desired specs with the stub engine image standing in for vllm/vllm-openai, lmsysorg/sglang and
+the llama.cpp server image (and no GPU, as this machine has none), then each answers /v1/models with
+its alias over 127.0.0.1 and reports the context length it was given."""
 
 from __future__ import annotations
 
@@ -45,8 +46,15 @@ def test_example_command_lines_start_the_stub_engine(example, runtime, project, 
     for alias, model in desired.models.items():
         # a free port, so a demo or another project on this machine never collides with the test
         spec = {**model.spec, "image": STUB, "gpus": "none", "env": {}, "port": free_port()}
+        if "model_file" in spec:  # llama.cpp loads one .gguf file: give it one (empty; the stub loads nothing)
+            spec["model_dir"] = str(tmp_path / alias)
+            (tmp_path / alias / spec["model_file"]).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / alias / spec["model_file"]).write_bytes(b"GGUF")
         container = render(project, alias, spec)
-        assert container.command == model.container.command  # only image, GPUs, env and port were swapped
+        expected = list(model.container.command)
+        if model.spec["engine"] == "llama.cpp":  # without GPUs, llama.cpp offloads no layer
+            expected[expected.index("--n-gpu-layers") + 1] = "0"
+        assert list(container.command) == expected  # only image, GPUs, env, port (and the gguf folder) were swapped
         (tmp_path / "store").mkdir(exist_ok=True)
         cid = runtime.create(container, {})
         runtime.start(cid)
@@ -58,7 +66,12 @@ def test_example_command_lines_start_the_stub_engine(example, runtime, project, 
             logs = runtime.api.logs(cid, tail=20).decode(errors="replace")
             pytest.fail(f"{alias} did not start from its command line:\n{logs}")
         assert [c["id"] for c in cards["data"]] == [alias]
-        assert cards["data"][0]["max_model_len"] == desired.models[alias].spec["context_length"]
+        wanted = desired.models[alias].spec["context_length"]
+        if desired.models[alias].spec["engine"] == "llama.cpp":  # llama-server reports n_ctx in /props
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/props", timeout=2) as response:
+                assert json.load(response)["default_generation_settings"]["n_ctx"] == wanted
+        else:
+            assert cards["data"][0]["max_model_len"] == wanted
 
 
 def test_stub_refuses_what_vllm_refuses(runtime):

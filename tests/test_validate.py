@@ -148,7 +148,7 @@ def test_context_length_forms(tmp_path, snippet, expected):
     ("    vllm: {tool_call_parser: \"--evil\"}", "is not a tool_call_parser that vLLM v0.31.0 knows"),
     ("    vllm: {reasoning_parser: hermes}", "is not a reasoning_parser that vLLM v0.31.0 knows"),
     ("    vllm: {extra_args: \"--foo\"}", "unknown key 'extra_args'"),
-    ("    source: {repo: a/b, path: /x}", "needs either `repo` (with an optional `revision`) or `path`, not both"),
+    ("    source: {repo: a/b, path: /x}", "needs either `repo` (with an optional `revision` and `file`) or `path`, not both"),
     ("    engine: tgi", "'tgi' is not one of vllm"),
 ])
 def test_model_level_problems(tmp_path, snippet, expected):

@@ -11,13 +11,11 @@ import json
 import re
 from typing import Any
 
-from aigo_apply import labels
 from aigo_apply.defaults import VLLM_CONTAINER_PORT
-from aigo_apply.errors import AigoError
-from aigo_apply.model import ContainerSpec, Mount, SecretRef
+from aigo_apply.engines.common import MODEL_MOUNT, UnsafeSetting, check_command, engine_container
+from aigo_apply.engines.common import number as _number
+from aigo_apply.model import ContainerSpec, Mount
 from aigo_apply.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names, speculative_methods
-
-MODEL_MOUNT = "/models"
 
 # Settings that map to a flag taking a value, in command-line order.
 VALUE_FLAGS = (
@@ -40,17 +38,9 @@ FIXED_FLAGS = frozenset({"--served-model-name", "--max-model-len", "--gpu-memory
                          "--enable-auto-tool-choice", "--tool-call-parser", "--port", "--speculative-config"})
 # The one JSON value we build ourselves (--speculative-config) from checked names, numbers and paths.
 _SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}$')
-# A value: no whitespace, no control characters, no leading dash (it would read as a flag).
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*$")
-
-
-class UnsafeSetting(AigoError):
-    """A value that must never reach a command line (unknown name, whitespace, leading dash...)."""
 
 
 def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
-    from aigo_apply.engines import container_name
-
     settings = spec.get("vllm", {})
     _recheck(alias, settings)
     model_path = f"{MODEL_MOUNT}/{alias}"
@@ -74,27 +64,8 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         mounts += draft_mount
     command += ["--port", str(VLLM_CONTAINER_PORT)]
     flags = FIXED_FLAGS | {f for _, f in VALUE_FLAGS} | {f for _, f in BOOL_FLAGS} | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
-    for arg in command:
-        if arg not in flags and not _SAFE_VALUE.match(arg) and not _SAFE_JSON.match(arg):
-            raise UnsafeSetting(f"model '{alias}': refusing to put {arg!r} on the vLLM command line")
-
-    env = []
-    for name, value in sorted(spec.get("env", {}).items()):
-        env.append((name, SecretRef(*next(iter(value.items()))) if isinstance(value, dict) else value))
-    gpus = spec["gpus"] if isinstance(spec["gpus"], str) else tuple(spec["gpus"])
-    container = ContainerSpec(
-        name=container_name(project, alias),
-        image=spec["image"],
-        command=tuple(command),
-        env=tuple(env),
-        mounts=tuple(mounts),
-        host_ip="127.0.0.1",
-        host_port=spec["port"],
-        container_port=VLLM_CONTAINER_PORT,
-        gpus=gpus,
-    )
-    digest = container.definition_hash()
-    return ContainerSpec(**{**container.__dict__, "labels": labels.for_engine(project, alias, "vllm", spec, digest)})
+    check_command("vLLM", alias, command, flags, _SAFE_JSON)
+    return engine_container(project, alias, spec, command, mounts, VLLM_CONTAINER_PORT)
 
 
 def _recheck(alias: str, settings: dict[str, Any]) -> None:
@@ -123,11 +94,3 @@ def _speculative(alias: str, spec: dict[str, Any]) -> tuple[str, list[Mount]]:
         config["model"] = target
         mounts.append(Mount(spec["draft"]["model_dir"], target, True))
     return json.dumps(config, separators=(",", ":")), mounts
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, bool):
-        raise UnsafeSetting(f"expected a number or a name, got {value!r}")
-    if isinstance(value, float):
-        return format(value, "g")
-    return str(value)

@@ -6,6 +6,12 @@ flags; names checked against the same v0.31.0 lists, with vLLM's startup error t
 like vLLM's OpenAI server: nothing on the port while "loading", then /health, /v1/models,
 /v1/chat/completions (JSON and SSE) with vLLM's 400/404 error bodies. Standard library only.
 
+Two more dialects stand in for the other engines, reached the way their images are started:
+  `python3 -m sglang.launch_server --model-path ...`  SGLang's flags (a shim package in the image);
+  `/app/llama-server --model FILE.gguf ...`           llama.cpp's flags; the port answers 503
+                                                      "Loading model" while loading, as llama-server does,
+                                                      and the .gguf file must exist.
+
 Behaviour for tests, through the container environment:
   AIGO_STUB_LOAD_SECONDS   seconds of "loading" before the port opens (default 0.5)
   AIGO_STUB_FAIL_START     exit with status 1 right after loading, as an engine that cannot start
@@ -41,6 +47,42 @@ def human_int(text: str) -> int:
         return int(num)
     power = "kmgt".index(unit.lower()) + 1
     return int(num) * 1024**power if unit.isupper() else int(float(num) * 1000**power)
+
+
+def parse_sglang(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python3 -m sglang.launch_server")
+    p.add_argument("--model-path", required=True)
+    p.add_argument("--served-model-name")
+    p.add_argument("--context-length", type=int)
+    p.add_argument("--mem-fraction-static", type=float)
+    p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    args = p.parse_args(argv)
+    if args.mem_fraction_static is not None and not 0 < args.mem_fraction_static <= 1:
+        sys.exit(f"ValueError: mem_fraction_static must be in (0, 1], got {args.mem_fraction_static}")
+    if not os.path.isdir(args.model_path):
+        sys.exit(f"OSError: {args.model_path} is not a local folder and the hub is offline")
+    return argparse.Namespace(model=args.model_path, served_model_name=[args.served_model_name or args.model_path],
+                              max_model_len=args.context_length, host=args.host, port=args.port,
+                              enable_auto_tool_choice=True, owned_by="sglang")
+
+
+def parse_llamacpp(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="llama-server")
+    p.add_argument("-m", "--model", required=True)
+    p.add_argument("-a", "--alias")
+    p.add_argument("-c", "--ctx-size", type=int, default=0)
+    p.add_argument("-ngl", "--n-gpu-layers", type=lambda v: v if v in ("auto", "all") else int(v), default="auto")
+    p.add_argument("-sm", "--split-mode", choices=["none", "layer", "row"], default="layer")
+    p.add_argument("--jinja", action="store_true")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    args = p.parse_args(argv)
+    return argparse.Namespace(model=args.model, served_model_name=[args.alias or args.model],
+                              max_model_len=args.ctx_size or 4096, host=args.host, port=args.port,
+                              enable_auto_tool_choice=args.jinja, owned_by="llamacpp")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -95,6 +137,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.quantization and args.quantization not in FACTS["quantization_methods"]:
         sys.exit(f"ValueError: Unknown quantization method: {args.quantization}. "
                  f"Must be one of {FACTS['quantization_methods']}")
+    args.owned_by = "vllm"
     return args
 
 
@@ -107,6 +150,7 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
     args: argparse.Namespace
     names: list[str]
+    loading = False  # llama.cpp dialect: the port is open while the model loads, answering 503
 
     def log_message(self, *a) -> None:  # keep container logs for our own lines
         pass
@@ -119,15 +163,28 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _loading(self) -> bool:
+        if self.loading:
+            self._send(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
+        return self.loading
+
     def do_GET(self) -> None:  # noqa: N802
+        if self._loading():
+            return
         if self.path == "/health":
             self._send(200, None)
         elif self.path == "/version":
             self._send(200, {"version": FACTS["version"]})
         elif self.path == "/v1/models":
-            cards = [{"id": n, "object": "model", "created": int(START), "owned_by": "vllm", "root": self.args.model,
-                      "parent": None, "max_model_len": self.args.max_model_len, "permission": []} for n in self.names]
+            cards = [{"id": n, "object": "model", "created": int(START), "owned_by": self.args.owned_by,
+                      "root": self.args.model, "parent": None, "max_model_len": self.args.max_model_len,
+                      "permission": []} for n in self.names]
+            if self.args.owned_by == "llamacpp":  # llama-server's cards carry no max_model_len; /props has n_ctx
+                cards = [{"id": n, "object": "model", "created": int(START), "owned_by": "llamacpp"} for n in self.names]
             self._send(200, {"object": "list", "data": cards})
+        elif self.path == "/props" and self.args.owned_by == "llamacpp":
+            self._send(200, {"default_generation_settings": {"n_ctx": self.args.max_model_len},
+                             "model_path": self.args.model, "total_slots": 1})
         elif self.path == "/metrics":
             data = f"vllm:num_requests_running{{model_name=\"{self.names[0]}\"}} 0\n".encode()
             self.send_response(200)
@@ -141,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
+        if self._loading():
+            return
         if self.path != "/v1/chat/completions":
             return self._send(*error("Not Found", "NotFoundError", 404))
         if not (self.headers.get("Content-Type") or "").startswith("application/json"):
@@ -195,27 +254,43 @@ class Handler(BaseHTTPRequestHandler):
 START = time.time()
 
 
-def main() -> None:
+def main(dialect: str = "vllm") -> None:
     # PID 1 in a container ignores signals it has no handler for: stop on SIGTERM as vLLM does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    args = parse(sys.argv[1:])
+    args = {"vllm": parse, "sglang": parse_sglang, "llama.cpp": parse_llamacpp}[dialect](sys.argv[1:])
     names = args.served_model_name or [args.model]
-    print(f"stub engine: serving {names} from {args.model} (max_model_len={args.max_model_len}); loading...", flush=True)
+    print(f"stub engine ({dialect}): serving {names} from {args.model} (max_model_len={args.max_model_len}); "
+          "loading...", flush=True)
+    Handler.args, Handler.names = args, names
+    ThreadingHTTPServer.request_queue_size = 1024  # many clients at once must not overflow the accept backlog
+    server = None
+    if dialect == "llama.cpp":  # llama-server listens first and answers 503 until the model is loaded
+        Handler.loading = True
+        server = serve(args)
     time.sleep(float(os.environ.get("AIGO_STUB_LOAD_SECONDS", "0.5")))
     while os.environ.get("AIGO_STUB_NEVER_READY"):
         time.sleep(3600)
     if os.environ.get("AIGO_STUB_FAIL_START"):
         print("RuntimeError: stub engine told to fail at start-up (AIGO_STUB_FAIL_START)", flush=True)
         sys.exit(1)
-    Handler.args, Handler.names = args, names
-    ThreadingHTTPServer.request_queue_size = 1024  # many clients at once must not overflow the accept backlog
-    server = ThreadingHTTPServer((args.host or "0.0.0.0", args.port), Handler)
-    server.daemon_threads = True
+    if dialect == "llama.cpp" and not os.path.isfile(args.model):
+        print(f"error: failed to load model '{args.model}'", flush=True)
+        sys.exit(1)
+    Handler.loading = False
+    server = server or serve(args)
     crash = os.environ.get("AIGO_STUB_CRASH_AFTER")
     if crash:
         threading.Timer(float(crash), lambda: (print("stub engine: crashing as told", flush=True), os._exit(1))).start()
     print(f"stub engine: ready on port {args.port}", flush=True)
-    server.serve_forever()
+    while True:
+        time.sleep(3600)
+
+
+def serve(args: argparse.Namespace) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((args.host or "0.0.0.0", args.port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 if __name__ == "__main__":
