@@ -52,8 +52,13 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
         runtime = runtime or _docker()
         project = desired.project
         make = lambda observed: build_plan(desired, observed, opts.replace, opts.target,  # noqa: E731
-                                           host_checks(desired, runtime), opts.ignore)
+                                           *_host(desired, runtime, observed, opts.ignore))
     return _converge(project, "apply", make, opts, runtime or _docker(), ask=not opts.planfile)
+
+
+def _host(desired, runtime, observed, ignore):
+    checks, ledger = host_checks(desired, runtime, observed)
+    return checks, ignore, ledger
 
 
 def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) -> int:

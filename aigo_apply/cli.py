@@ -147,11 +147,13 @@ def readiness(file: str | None, output: str, engine: str) -> int:
     from aigo_apply.images import image_object
     from aigo_apply.session import host_checks, load_desired
 
+    from aigo_apply.gpu_ledger import render as ledger_lines
+
     desired = load_desired(file)
-    checks = host_checks(desired, DockerRuntime())
+    checks, ledger = host_checks(desired, DockerRuntime())
     image_info = desired.vllm_image if engine == "vllm" else image_object(load_config_data(file), engine)
     report = {"project": desired.project, "image": image_info, "checks": [c.to_dict() for c in checks],
-              "blocked": any(c.status == "blocking" for c in checks)}
+              "gpu_ledger": ledger, "blocked": any(c.status == "blocking" for c in checks)}
     if output == "json":
         click.echo(json.dumps(report, indent=2))
     else:
@@ -163,6 +165,8 @@ def readiness(file: str | None, output: str, engine: str) -> int:
             click.echo(f"  {marks[check.status]:<8} {check.id}: {check.message}")
             if check.remediation and check.status != "ok":
                 click.echo(f"           fix: {check.remediation}")
+        for line in ledger_lines(ledger):
+            click.echo("  " + line)
     return EXIT_ERROR if report["blocked"] else EXIT_OK
 
 

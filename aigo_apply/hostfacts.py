@@ -5,7 +5,10 @@ that judge it (hostcheck.py) are pure and tested on recorded facts."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_CONTAINER_ID = re.compile(r"(?:docker[-/]|/libpod-|crio-|containerd[-/])?([0-9a-f]{64})")
 
 
 def docker_facts(runtime_factory) -> dict[str, Any]:
@@ -58,13 +61,16 @@ def nvml_facts() -> dict[str, Any]:
                 total, used = int(memory.total), int(memory.used)
             except pynvml.NVMLError:  # e.g. unified memory (GB10) reports no framebuffer
                 total, used = None, None
+            unified = total is None
+            if unified:  # the GPU shares the host's memory: count that
+                total, used = host_memory()
             try:
-                procs = [{"pid": p.pid, "used": int(p.usedGpuMemory or 0)}
+                procs = [process_facts(p.pid, int(p.usedGpuMemory or 0))
                          for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
             except pynvml.NVMLError:
                 procs = []
             gpus.append({"index": index, "name": name if isinstance(name, str) else name.decode(),
-                         "memory_total": total, "memory_used": used, "processes": procs})
+                         "memory_total": total, "memory_used": used, "unified_memory": unified, "processes": procs})
         driver = pynvml.nvmlSystemGetDriverVersion()
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
         return {"available": True, "problem": None, "driver": driver if isinstance(driver, str) else driver.decode(),
@@ -76,3 +82,40 @@ def nvml_facts() -> dict[str, Any]:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
+
+
+def process_facts(pid: int, used: int) -> dict[str, Any]:
+    """A GPU process: its name, and the container it runs in (from /proc/PID/cgroup), so the ledger
+    can tell this project's engines from everything else holding GPU memory."""
+    def read(name: str) -> str:
+        try:
+            with open(f"/proc/{pid}/{name}", encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    return {"pid": pid, "used": used, "name": read("comm").strip(), "container_id": container_id_from_cgroup(read("cgroup"))}
+
+
+def container_id_from_cgroup(text: str) -> str | None:
+    """The 64-hex container id in a /proc/PID/cgroup file (cgroup v1 `/docker/ID`, v2
+    `docker-ID.scope`, Podman `libpod-ID`), or None for a process outside containers."""
+    for line in text.splitlines():
+        match = _CONTAINER_ID.search(line.rsplit(":", 1)[-1])
+        if match:
+            return match.group(1)
+    return None
+
+
+def host_memory() -> tuple[int | None, int | None]:
+    """(total, in use) of host memory from /proc/meminfo, for GPUs with unified memory."""
+    values = {}
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                values[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None, None
+    total, available = values.get("MemTotal"), values.get("MemAvailable")
+    return total, (total - available if total is not None and available is not None else None)

@@ -19,9 +19,11 @@ STOPPED = ("created", "exited")
 
 
 def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable[str] = (),
-               target: Iterable[str] = (), checks: Iterable[Any] = (), ignore: Iterable[str] = ()) -> Plan:
+               target: Iterable[str] = (), checks: Iterable[Any] = (), ignore: Iterable[str] = (),
+               gpu_ledger: Iterable[dict[str, Any]] = ()) -> Plan:
     """`checks` are the host readiness checks (hostcheck.Check); blocking ones become blockers
-    unless their id is in `ignore`, which the plan then states as a warning."""
+    unless their id is in `ignore`, which the plan then states as a warning. `gpu_ledger` (built by
+    gpu_ledger.build, its verdicts already among the checks) is carried into the plan as it is."""
     replace, target = set(replace), set(target)
     known = set(desired.models) | {c.alias for c in observed.engines if c.alias}
     for alias in sorted(replace - set(desired.models)):
@@ -56,7 +58,7 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
         elif check.status == "warning":
             warnings.append(f"{check.id}: {check.message} ({check.remediation})" if check.remediation else check.message)
     return Plan(desired.project, desired.file, observed.fingerprint(), tuple(pulls + model_actions), tuple(blockers),
-                tuple(warnings))
+                tuple(warnings), tuple(gpu_ledger))
 
 
 def _router_action(desired: DesiredState, observed: ObservedState, model_actions: list[Action],

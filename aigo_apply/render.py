@@ -37,6 +37,9 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
         lines.append("")
     for warning in plan.warnings:
         lines.append(click.style("Warning: ", fg="yellow", bold=True) + warning)
+    ledger = _ledger(plan.gpu_ledger)
+    if ledger:
+        lines += [click.style("GPU memory (estimates per GPU):", bold=True)] + ["  " + line for line in ledger] + [""]
     changing = [a for a in plan.actions if a.kind in SYMBOLS]
     unchanged = [a for a in plan.actions if a.kind == "noop"]
     if not changing:
@@ -59,6 +62,12 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
     lines.append(click.style("Plan: ", bold=True) + f"{summary}; {len(unchanged)} unchanged.")
     lines += _notes(plan.actions)
     return "\n".join(lines)
+
+
+def _ledger(rows) -> list[str]:
+    from aigo_apply.gpu_ledger import render
+
+    return render(list(rows)) if rows else []
 
 
 def _sym(kind: str) -> str:

@@ -28,14 +28,25 @@ def observe(project: str, runtime=None) -> ObservedState:
                        read_live(state_path(project) / "router"))
 
 
-def host_checks(desired: DesiredState, runtime) -> list:
-    """The readiness checks for this host and file (Docker /info, and NVML only when a model wants a GPU)."""
+def host_checks(desired: DesiredState, runtime, observed: ObservedState | None = None) -> tuple[list, list]:
+    """The readiness checks for this host and file, and the per-GPU memory ledger: Docker /info,
+    and (only when a model wants a GPU) NVML and the model files the VRAM estimate reads."""
+    from aigo_apply import gpu_ledger
     from aigo_apply.hostcheck import gpu_needs, run_checks
     from aigo_apply.hostfacts import docker_facts, nvml_facts
 
+    wants_gpu = bool(gpu_needs(desired)["models"])
     facts = {"docker": docker_facts(lambda: runtime),
-             "nvml": nvml_facts() if gpu_needs(desired)["models"] else {"available": False, "gpus": []}}
-    return run_checks(facts, desired, desired.vllm_image)
+             "nvml": nvml_facts() if wants_gpu else {"available": False, "gpus": []}}
+    checks = run_checks(facts, desired, desired.vllm_image)
+    if not facts["nvml"].get("available"):
+        return checks, []
+    from aigo_apply.model_facts import model_facts
+
+    ours = {c.id for c in (observed or observe(desired.project, runtime)).ours}
+    files = {alias: model_facts(m.spec) for alias, m in desired.models.items() if m.spec["gpus"] != "none"}
+    ledger = gpu_ledger.build(desired, facts["nvml"], files, ours)
+    return checks + gpu_ledger.checks(ledger), ledger
 
 
 def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None,
@@ -43,7 +54,8 @@ def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[st
     desired = load_desired(file)
     runtime = runtime or _docker()
     observed = observe(desired.project, runtime)
-    return build_plan(desired, observed, replace, target, host_checks(desired, runtime), ignore)
+    checks, ledger = host_checks(desired, runtime, observed)
+    return build_plan(desired, observed, replace, target, checks, ignore, ledger)
 
 
 def _docker():

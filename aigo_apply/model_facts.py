@@ -1,0 +1,68 @@
+"""Reads what the VRAM estimate needs from a model's files on this host: config.json and the
+safetensors headers (only the first bytes of each file: the JSON header with every tensor's byte
+range), or a GGUF file's size. Returns plain data and never raises: a model not downloaded yet, or a
+folder without weights, is "unknown" with the reason, which the plan shows as a warning."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from aigo_apply.vram import weights_from_headers
+
+MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
+
+
+def read_safetensors_header(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        if length > MAX_HEADER:
+            raise ValueError(f"{path.name}: header of {length} bytes is not a safetensors header")
+        return json.loads(f.read(length))
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The safetensors files an engine loads: those the index names when there is one (some repos
+    also carry a consolidated copy of the same weights), else every *.safetensors in the folder."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        names = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
+        return [folder / n for n in names]
+    return sorted(folder.glob("*.safetensors"))
+
+
+def model_facts(spec: dict[str, Any]) -> dict[str, Any]:
+    """{weights: bytes | None, config: dict | None, found: how, problem: why unknown}."""
+    folder = Path(spec["model_dir"])
+    out: dict[str, Any] = {"weights": None, "config": None, "found": None, "problem": None}
+    if "model_file" in spec:
+        path = folder / spec["model_file"]
+        try:
+            out.update(weights=path.stat().st_size, found="size of the .gguf file")
+        except OSError:
+            out["problem"] = f"{path} is not on this machine yet"
+        return out
+    if not folder.is_dir():
+        out["problem"] = f"{folder} is not on this machine yet (its size is unknown until it is downloaded)"
+        return out
+    try:
+        out["config"] = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        out["problem"] = f"no readable config.json in {folder} ({exc.__class__.__name__})"
+    try:
+        files = weight_files(folder)
+        if files:
+            out["weights"] = weights_from_headers([read_safetensors_header(p) for p in files])
+            out["found"] = f"safetensors headers of {len(files)} file{'s' if len(files) != 1 else ''}"
+        else:
+            bins = sorted(folder.glob("*.bin")) + sorted(folder.glob("*.pt"))
+            if bins:
+                out.update(weights=sum(p.stat().st_size for p in bins), found="size of the .bin files")
+            else:
+                out["problem"] = out["problem"] or f"no weight files in {folder}"
+    except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+        out["problem"] = f"cannot read the weights' headers in {folder}: {exc}"
+        out["weights"] = None
+    return out

@@ -1,0 +1,172 @@
+"""How much GPU memory one model needs, estimated from facts read before planning: the weights' bytes
+(safetensors headers, or the hub's parameter counts), the KV cache per token from config.json, and a
+stated overhead. Pure: numbers in, numbers out, so tests can check every figure by hand.
+
+Per GPU, for a model split over `tp` GPUs:
+  weights   weight bytes / tp
+  kv        bytes per token per GPU x the longest sequence (max_model_len): the engine must hold at
+            least one full-length sequence. Standard attention: 2 (K and V) x attention layers x
+            ceil(KV heads / tp) x head size x KV dtype bytes. MLA (DeepSeek-style, `kv_lora_rank`): one
+            latent of kv_lora_rank + qk_rope_head_dim per layer, the same on every GPU. Sliding-window
+            layers hold at most their window. Hybrid Mamba models (Nemotron-H `hybrid_override_pattern`,
+            Jamba `attn_layer_period`, `layer_types`): only attention layers have a KV cache; the Mamba
+            layers add a fixed state per sequence (SSM state in float32 unless the config names another
+            dtype, as vLLM v0.31.0 does for Nemotron-H, plus the convolution state in the model dtype).
+  overhead  OVERHEAD_BYTES: CUDA context, activations and CUDA graphs, a round figure, not a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+GIB = 1024**3
+OVERHEAD_BYTES = int(1.5 * GIB)
+TIGHT = 0.90  # an estimate above this share of the budget is a tight fit
+
+# Bytes per element of vLLM v0.31.0's --kv-cache-dtype names ("auto": the model's dtype). Quantized
+# formats leave out their small per-block scales.
+KV_DTYPE_BYTES = {
+    "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
+    "fp8_per_token_head": 1, "int8_per_token_head": 1, "int4_per_token_head": 0.5, "nvfp4": 0.5,
+    "nvfp4_4over6": 0.5, "nvfp4_ds_mla": 0.5, "turboquant_3bit_nc": 3 / 8, "turboquant_4bit_nc": 0.5,
+    "turboquant_k3v4_nc": 7 / 16, "turboquant_k8v4": 0.75,
+}
+MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+# safetensors dtypes (hub metadata gives parameter counts per dtype)
+SAFETENSORS_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
+                           "I16": 2, "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1,
+                           "BOOL": 1, "F6_E2M3": 0.75, "F6_E3M2": 0.75, "F4": 0.5}
+ATTENTION_LAYER_TYPES = {"full_attention", "attention", "sliding_attention", "chunked_attention"}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Bytes one model needs on each of its GPUs (None where unknown), and how they were found."""
+
+    weights: int | None
+    kv_cache: int | None
+    mamba_state: int
+    overhead: int
+    kv_bytes_per_token: float | None
+    tokens: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int | None:
+        if self.weights is None or self.kv_cache is None:
+            return None
+        return self.weights + self.kv_cache + self.mamba_state + self.overhead
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "notes": list(self.notes), "total": self.total}
+
+
+def weights_from_headers(headers: list[dict[str, Any]]) -> int:
+    """Bytes of every tensor in safetensors headers (the JSON at the head of each file)."""
+    total = 0
+    for header in headers:
+        for name, tensor in header.items():
+            if name != "__metadata__":
+                begin, end = tensor["data_offsets"]
+                total += end - begin
+    return total
+
+
+def weights_from_parameter_counts(counts: dict[str, int]) -> int:
+    """Bytes from the hub's safetensors metadata: parameters per dtype."""
+    return int(sum(n * SAFETENSORS_DTYPE_BYTES.get(dtype, 2) for dtype, n in counts.items()))
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Multimodal configs keep the language model's numbers under text_config / llm_config."""
+    for key in ("text_config", "llm_config", "language_config"):
+        inner = config.get(key)
+        if isinstance(inner, dict) and "num_hidden_layers" in inner and "num_hidden_layers" not in config:
+            return {**config, **inner}
+    return config
+
+
+def model_dtype_bytes(config: dict[str, Any], dtype_setting: str | None = None) -> int:
+    name = dtype_setting if dtype_setting and dtype_setting != "auto" else (config.get("torch_dtype") or config.get("dtype"))
+    return MODEL_DTYPE_BYTES.get(str(name), 2)
+
+
+def layer_kinds(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(kind of each layer: 'attention' | 'sliding' | 'mamba' | 'linear' | 'mlp', notes)."""
+    layers = int(config.get("num_hidden_layers") or config.get("n_layer") or config.get("num_layers") or 0)
+    pattern = config.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
+        return [{"M": "mamba", "*": "attention"}.get(ch, "mlp") for ch in pattern], ["Nemotron-H layer pattern"]
+    types = config.get("layer_types")
+    if isinstance(types, list) and types:
+        kinds = []
+        for t in types:
+            t = str(t)
+            kinds.append("sliding" if t == "sliding_attention" else "attention" if t in ATTENTION_LAYER_TYPES
+                         else "mamba" if "mamba" in t else "linear")
+        return kinds, ["layer_types"]
+    period, offset = config.get("attn_layer_period"), config.get("attn_layer_offset")
+    if isinstance(period, int) and period > 0 and isinstance(offset, int):  # Jamba
+        return ["attention" if i % period == offset else "mamba" for i in range(layers)], ["Jamba attention period"]
+    interval = config.get("full_attention_interval")
+    if isinstance(interval, int) and interval > 0:  # Qwen3-Next: every Nth layer full attention
+        return ["attention" if (i + 1) % interval == 0 else "linear" for i in range(layers)], \
+            ["linear-attention layers' state not counted"]
+    return ["attention"] * layers, []
+
+
+def mamba_state_bytes(config: dict[str, Any], mamba_layers: int, tp: int, dtype_bytes: int) -> int:
+    """Per-sequence state of the Mamba layers on one GPU (0 when the config lacks the sizes)."""
+    if not mamba_layers:
+        return 0
+    ssm_bytes = MODEL_DTYPE_BYTES.get(str(config.get("mamba_ssm_cache_dtype")), 4)
+    heads, head_dim = config.get("mamba_num_heads"), config.get("mamba_head_dim")
+    d_state = config.get("ssm_state_size") or config.get("mamba_d_state") or config.get("state_size")
+    if heads and head_dim and d_state:  # Mamba2 (Nemotron-H)
+        inner = heads * head_dim
+        groups = config.get("n_groups") or config.get("mamba_n_groups") or 1
+        kernel = config.get("conv_kernel") or config.get("mamba_d_conv") or 4
+        ssm = inner * d_state * ssm_bytes
+        conv = (inner + 2 * groups * d_state) * (kernel - 1) * dtype_bytes
+    elif d_state and config.get("hidden_size"):  # Mamba1 (Jamba)
+        inner = (config.get("mamba_expand") or 2) * config["hidden_size"]
+        kernel = config.get("mamba_d_conv") or 4
+        ssm, conv = inner * d_state * ssm_bytes, inner * (kernel - 1) * dtype_bytes
+    else:
+        return 0
+    return math.ceil(mamba_layers * (ssm + conv) / tp)
+
+
+def estimate(config: dict[str, Any] | None, weight_bytes: int | None, max_model_len: int, tp: int = 1,
+             kv_cache_dtype: str | None = None, dtype: str | None = None) -> Estimate:
+    """The estimate for one model on each of its `tp` GPUs."""
+    tp = max(1, tp)
+    weights = None if weight_bytes is None else math.ceil(weight_bytes / tp)
+    if not config:
+        return Estimate(weights, None, 0, OVERHEAD_BYTES, None, max_model_len, ("no config.json: KV cache unknown",))
+    config = text_config(config)
+    model_bytes = model_dtype_bytes(config, dtype)
+    kv_bytes = model_bytes if not kv_cache_dtype or kv_cache_dtype == "auto" else KV_DTYPE_BYTES.get(kv_cache_dtype, 2)
+    kinds, notes = layer_kinds(config)
+    attention = kinds.count("attention")
+    sliding = kinds.count("sliding")
+    window = config.get("sliding_window") if isinstance(config.get("sliding_window"), int) else None
+    if config.get("kv_lora_rank"):  # MLA: one compressed latent per token and layer, not split by TP
+        per_layer = (config["kv_lora_rank"] + (config.get("qk_rope_head_dim") or 0)) * kv_bytes
+        notes = notes + ["MLA latent cache"]
+    else:
+        heads = config.get("num_attention_heads") or 1
+        kv_heads = config.get("num_key_value_heads") or config.get("num_kv_heads") or heads
+        head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads)
+        per_layer = 2 * math.ceil(kv_heads / tp) * head_dim * kv_bytes
+    per_token = per_layer * (attention + sliding)
+    sliding_tokens = min(window, max_model_len) if window else max_model_len
+    kv = math.ceil(per_layer * (attention * max_model_len + sliding * sliding_tokens))
+    state = mamba_state_bytes(config, kinds.count("mamba"), tp, model_bytes)
+    return Estimate(weights, kv, state, OVERHEAD_BYTES, per_token, max_model_len, tuple(notes))
+
+
+def gib(value: float | None) -> str:
+    return "?" if value is None else f"{value / GIB:.1f} GiB"

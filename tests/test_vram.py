@@ -1,0 +1,261 @@
+"""The VRAM estimate and the per-GPU ledger, checked against figures computed by hand: weights from
+real safetensors files (written with the safetensors library), KV cache from config.json, host
+facts recorded from real machines (tests/fixtures/hosts)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import safetensors
+
+from aigo_apply import gpu_ledger
+from aigo_apply.config import load_config
+from aigo_apply.desired import build_desired
+from aigo_apply.hostfacts import container_id_from_cgroup
+from aigo_apply.model_facts import model_facts
+from aigo_apply.model_store import repo_dir
+from aigo_apply.planner import build_plan
+from aigo_apply.observed import parse_state
+from aigo_apply.vram import GIB, OVERHEAD_BYTES, estimate
+from conftest import EXAMPLES, write_config
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+TINY_CONFIG = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 3, "torch_dtype": "bfloat16",
+               "vocab_size": 100, "intermediate_size": 96}
+# name -> (safetensors dtype, shape); two shards, as a real checkpoint has
+SHARDS = {
+    "model-00001-of-00002.safetensors": {"model.embed_tokens.weight": ("bfloat16", [100, 64]),
+                                         "model.layers.0.mlp.up_proj.weight": ("bfloat16", [96, 64])},
+    "model-00002-of-00002.safetensors": {"model.norm.weight": ("float32", [64]),
+                                         "lm_head.weight": ("bfloat16", [100, 64])},
+}
+BYTES = {"bfloat16": 2, "float32": 4}
+
+
+def nvml(name: str) -> dict:
+    return json.loads((HOSTS / f"{name}.json").read_text())["nvml"]
+
+
+def make_tiny_model(folder: Path, config: dict | None = None) -> int:
+    """A real (tiny) safetensors checkpoint; returns its weight bytes computed by hand."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config or TINY_CONFIG))
+    weight_map, total = {}, 0
+    for shard, tensors in SHARDS.items():
+        data = {}
+        for name, (dtype, shape) in tensors.items():
+            size = math.prod(shape) * BYTES[dtype]
+            data[name] = {"dtype": dtype, "shape": shape, "data": bytes(size)}
+            weight_map[name], total = shard, total + size
+        safetensors.serialize_file(data, str(folder / shard), {"format": "pt"})
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    # a consolidated copy of the same weights, as some repos carry: the index says it is not loaded
+    safetensors.serialize_file({"all": {"dtype": "bfloat16", "shape": [total // 2], "data": bytes(total)}},
+                               str(folder / "consolidated.safetensors"), {"format": "pt"})
+    return total
+
+
+def test_weights_come_from_the_safetensors_headers_of_the_indexed_files(tmp_path):
+    expected = (100 * 64 + 96 * 64 + 100 * 64) * 2 + 64 * 4
+    assert make_tiny_model(tmp_path / "m") == expected
+    facts = model_facts({"model_dir": str(tmp_path / "m")})
+    assert facts["weights"] == expected and facts["found"] == "safetensors headers of 2 files"
+    assert facts["config"]["num_hidden_layers"] == 3
+
+
+def test_kv_cache_per_token_by_hand_and_split_by_tensor_parallelism():
+    est = estimate(TINY_CONFIG, 1000, 4096)
+    per_token = 2 * 3 * 2 * 16 * 2  # K and V x layers x KV heads x head size x bf16
+    assert est.kv_bytes_per_token == per_token and est.kv_cache == per_token * 4096
+    assert est.total == 1000 + per_token * 4096 + OVERHEAD_BYTES
+    tp2 = estimate(TINY_CONFIG, 1000, 4096, tp=2)
+    assert tp2.weights == 500 and tp2.kv_bytes_per_token == per_token / 2
+    tp4 = estimate(TINY_CONFIG, 1000, 4096, tp=4)  # 2 KV heads over 4 GPUs: each GPU keeps one
+    assert tp4.kv_bytes_per_token == per_token / 2
+    fp8 = estimate(TINY_CONFIG, 1000, 4096, kv_cache_dtype="fp8")
+    assert fp8.kv_bytes_per_token == per_token / 2
+
+
+def test_mla_sliding_window_and_hybrid_mamba_layouts():
+    mla = {"num_hidden_layers": 61, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_attention_heads": 128,
+           "num_key_value_heads": 128, "hidden_size": 7168, "torch_dtype": "bfloat16"}
+    assert estimate(mla, 0, 1000).kv_bytes_per_token == 61 * (512 + 64) * 2
+    assert estimate(mla, 0, 1000, tp=8).kv_bytes_per_token == 61 * (512 + 64) * 2  # the latent is not split
+
+    sliding = {**TINY_CONFIG, "num_hidden_layers": 4, "sliding_window": 128,
+               "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}
+    per_layer = 2 * 2 * 16 * 2
+    assert estimate(sliding, 0, 1000).kv_cache == per_layer * (2 * 1000 + 2 * 128)
+
+    nemotron_h = {**TINY_CONFIG, "num_hidden_layers": 9, "hybrid_override_pattern": "M-M*-M-M*",
+                  "mamba_num_heads": 8, "mamba_head_dim": 16, "ssm_state_size": 32, "n_groups": 2, "conv_kernel": 4}
+    est = estimate(nemotron_h, 0, 1000)
+    assert est.kv_bytes_per_token == 2 * 2 * 2 * 16 * 2  # only the two attention layers ("*")
+    ssm = 8 * 16 * 32 * 4  # float32 SSM state, vLLM's default for Nemotron-H
+    conv = (8 * 16 + 2 * 2 * 32) * (4 - 1) * 2
+    assert est.mamba_state == 4 * (ssm + conv)
+
+    jamba = {**TINY_CONFIG, "num_hidden_layers": 8, "attn_layer_period": 4, "attn_layer_offset": 2,
+             "mamba_d_state": 16, "mamba_expand": 2, "mamba_d_conv": 4}
+    est = estimate(jamba, 0, 1000)
+    assert est.kv_bytes_per_token == 2 * 2 * 2 * 16 * 2  # layers 2 and 6
+    assert est.mamba_state == 6 * (128 * 16 * 4 + 128 * 3 * 2)
+
+
+def test_processes_are_told_apart_by_their_container():
+    cid = "ab" * 32
+    assert container_id_from_cgroup(f"0::/system.slice/docker-{cid}.scope\n") == cid
+    assert container_id_from_cgroup(f"12:memory:/docker/{cid}\n11:cpu:/docker/{cid}\n") == cid
+    assert container_id_from_cgroup("0::/user.slice/user-1000.slice/session-2.scope\n") is None
+
+
+def example_desired(example: str, store: Path):
+    desired = build_desired(load_config(str(EXAMPLES / example)), models_dir=store)
+    facts = {}
+    for alias, model in desired.models.items():
+        source = model.spec["source"]
+        make_tiny_model(repo_dir(store, source["repo"], source["revision"]))
+        facts[alias] = model_facts(model.spec)
+    return desired, facts
+
+
+def test_ledger_of_the_single_gpu_example_on_an_rtx_5090(tmp_path):
+    desired, facts = example_desired("single-gpu.yaml", tmp_path)
+    rows = gpu_ledger.build(desired, nvml("rtx5090"), facts, ours=set())
+    (row,) = rows
+    total = 34190917632
+    assert (row["memory_total"], row["memory_held_by_others"], row["memory_free"]) == (
+        total, 1073741824, total - 1073741824)
+    (m,) = row["models"]
+    weights = (100 * 64 + 96 * 64 + 100 * 64) * 2 + 64 * 4
+    kv = 2 * 3 * 2 * 16 * 2 * 32768  # context_length 32K = 32768 tokens
+    assert m["fraction"] == 0.85 and m["budget"] == int(0.85 * total)
+    assert (m["estimate"]["weights"], m["estimate"]["kv_cache"], m["estimate"]["total"]) == (
+        weights, kv, weights + kv + OVERHEAD_BYTES)
+    assert m["verdict"] == "ok" and row["verdict"] == "ok"
+    assert [c.status for c in gpu_ledger.checks(rows)] == ["ok", "ok"]
+    assert row["other_processes"] == [{"pid": 2211, "name": "Xorg", "used": 536870912}]
+
+
+def test_ledger_of_the_two_model_example_shares_one_rtx_pro_6000(tmp_path):
+    desired, facts = example_desired("two-models-one-gpu.yaml", tmp_path)
+    (row,) = gpu_ledger.build(desired, nvml("rtx-pro-6000"), facts, ours=set())
+    total = 102642810880
+    assert [(m["alias"], m["fraction"], m["budget"]) for m in row["models"]] == [
+        ("chat", 0.45, int(0.45 * total)), ("coder", 0.5, int(0.5 * total))]
+    assert row["fraction_sum"] == 0.95 and row["budget_sum"] == int(0.45 * total) + int(0.5 * total)
+    assert row["verdict"] == "ok" and [m["verdict"] for m in row["models"]] == ["ok", "ok"]
+    # fractions adding up to exactly 1.0 pass validation, but the driver holds 0.7 GiB: the second
+    # engine would find less free memory than its budget and exit at start-up; the ledger says so first
+    full = nvml("rtx-pro-6000")
+    desired.models["coder"].spec["vllm"]["gpu_memory_utilization"] = 0.55
+    (row,) = gpu_ledger.build(desired, full, facts, ours=set())
+    assert row["fraction_sum"] == 1.0
+    assert row["verdict"] == "blocking" and "only 94.9 GiB is free (0.7 GiB held by other processes" in row["message"]
+
+
+def test_ledger_on_gb10_unified_memory_warns_instead_of_blocking(tmp_path):
+    desired, facts = example_desired("dgx-spark-nemotron.yaml", tmp_path)
+    rows = gpu_ledger.build(desired, nvml("gb10"), facts, ours=set())
+    assert rows[0]["unified_memory"] and rows[0]["models"][0]["budget"] == int(0.85 * 128526266368)
+    assert rows[0]["verdict"] == "ok"
+    crowded = nvml("gb10")
+    crowded["gpus"][0]["memory_used"] = 40 * GIB  # the desktop and other programs share the memory
+    rows = gpu_ledger.build(desired, crowded, facts, ours=set())
+    assert rows[0]["verdict"] == "warning"
+
+
+TWO_GPU = """
+version: 1
+project: lab
+models:
+  big:
+    source: {path: big}
+    context_length: 131072
+    gpus: [0]
+  split:
+    source: {path: small}
+    context_length: 4096
+    gpus: [1]
+    vllm: {gpu_memory_utilization: 0.5}
+"""
+
+
+def test_verdicts_and_checks_for_fit_free_memory_and_unknown_sizes(tmp_path):
+    big = {**TINY_CONFIG, "num_hidden_layers": 64, "num_key_value_heads": 8, "head_dim": 128}
+    make_tiny_model(tmp_path / "big", big)
+    make_tiny_model(tmp_path / "small")
+    desired = build_desired(load_config(str(write_config(tmp_path, TWO_GPU))))
+    facts = {a: model_facts(m.spec) for a, m in desired.models.items()}
+    host = nvml("two-gpu-r570")
+    stranger, ours = "cd" * 32, "ef" * 32
+    host["gpus"][1].update(memory_used=18 * GIB, processes=[
+        {"pid": 77, "used": 10 * GIB, "name": "python3", "container_id": stranger},
+        {"pid": 88, "used": 8 * GIB, "name": "vllm", "container_id": ours}])
+    rows = gpu_ledger.build(desired, host, facts, ours={ours})
+    big_row, split_row = rows
+    # 2 x 64 layers x 8 KV heads x 128 x 2 bytes = 256 KiB per token; 131072 tokens = 32 GiB > 0.9 x 24 GiB
+    assert big_row["models"][0]["estimate"]["kv_cache"] == 256 * 1024 * 131072
+    assert big_row["models"][0]["verdict"] == "blocking"
+    # GPU 1: our own engine's 8 GiB will be freed by the plan; the stranger's 10 GiB stays
+    assert split_row["memory_held_by_others"] == 10 * GIB
+    assert split_row["models"][0]["verdict"] == "ok" and split_row["verdict"] == "ok"
+    checks = gpu_ledger.checks(rows)
+    fit = [c for c in checks if c.id == "gpu.fit" and c.status == "blocking"]
+    assert len(fit) == 1 and fit[0].message.startswith("model big needs ~33.5 GiB on GPU 0 (weights 0.0 GiB + KV "
+                                                       "cache 32.0 GiB for one 131072-token sequence")
+    assert fit[0].remediation.startswith("lower context_length")
+
+    host["gpus"][1]["processes"][0]["used"] = host["gpus"][1]["memory_used"] = 20 * GIB
+    host["gpus"][1]["processes"].pop()
+    rows = gpu_ledger.build(desired, host, facts, ours={ours})
+    assert rows[1]["verdict"] == "blocking" and "pid 77 python3 20.0 GiB" in rows[1]["message"]
+
+    facts["split"] = model_facts({"model_dir": str(tmp_path / "absent")})
+    rows = gpu_ledger.build(desired, nvml("two-gpu-r570"), facts, ours=set())
+    unknown = [c for c in gpu_ledger.checks(rows) if c.status == "warning"]
+    assert len(unknown) == 1 and "size unknown" in unknown[0].message and "is not on this machine" in unknown[0].message
+
+
+def test_blocking_fit_reaches_the_plan_and_can_be_ignored(tmp_path):
+    big = {**TINY_CONFIG, "num_hidden_layers": 64, "num_key_value_heads": 8, "head_dim": 128}
+    make_tiny_model(tmp_path / "big", big)
+    make_tiny_model(tmp_path / "small")
+    desired = build_desired(load_config(str(write_config(tmp_path, TWO_GPU))))
+    facts = {a: model_facts(m.spec) for a, m in desired.models.items()}
+    rows = gpu_ledger.build(desired, nvml("two-gpu-r570"), facts, ours=set())
+    observed = parse_state("lab", [], [])
+    plan = build_plan(desired, observed, checks=gpu_ledger.checks(rows), gpu_ledger=rows)
+    assert [b.id for b in plan.blockers] == ["gpu.fit"] and plan.to_dict()["gpu_ledger"][0]["index"] == 0
+    waived = build_plan(desired, observed, checks=gpu_ledger.checks(rows), ignore=["gpu.fit"], gpu_ledger=rows)
+    assert not waived.blockers and any("readiness check gpu.fit ignored" in w for w in waived.warnings)
+    import jsonschema
+
+    from aigo_apply.render import plan_json, plan_text
+
+    schema = json.loads((Path(__file__).parent.parent / "schemas" / "plan.schema.json").read_text())
+    jsonschema.validate(json.loads(plan_json(plan)), schema)
+    text = plan_text(plan)
+    assert "GPU memory (estimates per GPU):" in text and "big" in text and "[blocking]" in text
+
+
+@pytest.mark.parametrize("engine_block, expected_gpus", [("gpus: all", [0, 1]), ("gpus: [1]", [1])])
+def test_llamacpp_models_spread_over_their_gpus_and_get_no_budget(tmp_path, engine_block, expected_gpus):
+    (tmp_path / "q.gguf").write_bytes(b"x" * 4096)
+    text = f"""
+    version: 1
+    project: lab
+    engines: {{llama.cpp: {{image_tag: server-cuda}}}}
+    models:
+      q: {{source: {{path: q.gguf}}, context_length: 4096, {engine_block}}}
+    """
+    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    rows = gpu_ledger.build(desired, nvml("two-gpu-r570"), {"q": model_facts(desired.models["q"].spec)}, set())
+    on = [r["index"] for r in rows if r["models"]]
+    assert on == expected_gpus
+    m = rows[on[0]]["models"][0]
+    assert m["budget"] is None and m["estimate"]["weights"] == 4096 // len(expected_gpus) and m["verdict"] == "ok"
