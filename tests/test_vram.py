@@ -259,3 +259,26 @@ def test_llamacpp_models_spread_over_their_gpus_and_get_no_budget(tmp_path, engi
     assert on == expected_gpus
     m = rows[on[0]]["models"][0]
     assert m["budget"] is None and m["estimate"]["weights"] == 4096 // len(expected_gpus) and m["verdict"] == "ok"
+
+
+def test_tight_fit_warns_and_every_remediation_is_exact(tmp_path):
+    # 60 layers x 2 x 2 KV heads x 16 x 2 bytes = 7680 bytes per token; 1M tokens = 7.3 GiB + 1.5 GiB overhead,
+    # against 0.40 x 24 GiB = 9.6 GiB: above 90% of the budget
+    make_tiny_model(tmp_path / "m", {**TINY_CONFIG, "num_hidden_layers": 60})
+    text = "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 1000000, gpus: [0], " \
+           "vllm: {gpu_memory_utilization: 0.40}}\n"
+    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    facts = {"m": model_facts(desired.models["m"].spec)}
+    fit = gpu_ledger.checks(gpu_ledger.build(desired, nvml("two-gpu-r570"), facts, set()))[0]
+    assert (fit.id, fit.status) == ("gpu.fit", "warning") and fit.message.endswith(" - a tight fit")
+    assert fit.remediation == ("lower context_length, raise its gpu_memory_utilization, spread it over more GPUs "
+                               "with tensor_parallel_size, or use a smaller or quantized checkpoint")
+    assert gpu_ledger.UNKNOWN_FIX == ("put the model's files on this machine (config.json and weights) so the estimate "
+                                      "can run; or --ignore-readiness gpu.fit if you know it fits")
+    host = nvml("two-gpu-r570")
+    host["gpus"][0].update(memory_used=20 * GIB, processes=[{"pid": 5, "used": 20 * GIB, "name": "game",
+                                                             "container_id": None}])
+    memory = [c for c in gpu_ledger.checks(gpu_ledger.build(desired, host, facts, set())) if c.id == "gpu.memory"][0]
+    assert memory.status == "blocking"
+    assert memory.remediation == ("stop the processes holding the GPU (see nvidia-smi), or lower the models' "
+                                  "gpu_memory_utilization so their budgets fit in the free memory")
