@@ -8,8 +8,9 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
-import safetensors
+from safetensors.numpy import save_file
 
 from aigo_apply import gpu_ledger
 from aigo_apply.config import load_config
@@ -24,16 +25,16 @@ from conftest import EXAMPLES, write_config
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 TINY_CONFIG = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
-               "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 3, "torch_dtype": "bfloat16",
+               "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 3, "torch_dtype": "float16",
                "vocab_size": 100, "intermediate_size": 96}
 # name -> (safetensors dtype, shape); two shards, as a real checkpoint has
 SHARDS = {
-    "model-00001-of-00002.safetensors": {"model.embed_tokens.weight": ("bfloat16", [100, 64]),
-                                         "model.layers.0.mlp.up_proj.weight": ("bfloat16", [96, 64])},
+    "model-00001-of-00002.safetensors": {"model.embed_tokens.weight": ("float16", [100, 64]),
+                                         "model.layers.0.mlp.up_proj.weight": ("float16", [96, 64])},
     "model-00002-of-00002.safetensors": {"model.norm.weight": ("float32", [64]),
-                                         "lm_head.weight": ("bfloat16", [100, 64])},
+                                         "lm_head.weight": ("float16", [100, 64])},
 }
-BYTES = {"bfloat16": 2, "float32": 4}
+BYTES = {"float16": 2, "float32": 4}
 
 
 def nvml(name: str) -> dict:
@@ -48,14 +49,12 @@ def make_tiny_model(folder: Path, config: dict | None = None) -> int:
     for shard, tensors in SHARDS.items():
         data = {}
         for name, (dtype, shape) in tensors.items():
-            size = math.prod(shape) * BYTES[dtype]
-            data[name] = {"dtype": dtype, "shape": shape, "data": bytes(size)}
-            weight_map[name], total = shard, total + size
-        safetensors.serialize_file(data, str(folder / shard), {"format": "pt"})
+            data[name] = np.zeros(shape, dtype=dtype)
+            weight_map[name], total = shard, total + math.prod(shape) * BYTES[dtype]
+        save_file(data, str(folder / shard), {"format": "pt"})
     (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     # a consolidated copy of the same weights, as some repos carry: the index says it is not loaded
-    safetensors.serialize_file({"all": {"dtype": "bfloat16", "shape": [total // 2], "data": bytes(total)}},
-                               str(folder / "consolidated.safetensors"), {"format": "pt"})
+    save_file({"all": np.zeros([total // 2], dtype="float16")}, str(folder / "consolidated.safetensors"))
     return total
 
 
@@ -69,7 +68,7 @@ def test_weights_come_from_the_safetensors_headers_of_the_indexed_files(tmp_path
 
 def test_kv_cache_per_token_by_hand_and_split_by_tensor_parallelism():
     est = estimate(TINY_CONFIG, 1000, 4096)
-    per_token = 2 * 3 * 2 * 16 * 2  # K and V x layers x KV heads x head size x bf16
+    per_token = 2 * 3 * 2 * 16 * 2  # K and V x layers x KV heads x head size x fp16
     assert est.kv_bytes_per_token == per_token and est.kv_cache == per_token * 4096
     assert est.total == 1000 + per_token * 4096 + OVERHEAD_BYTES
     tp2 = estimate(TINY_CONFIG, 1000, 4096, tp=2)
