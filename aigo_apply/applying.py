@@ -22,7 +22,7 @@ from aigo_apply.plan import Plan
 from aigo_apply.planner import build_plan, destroy_plan
 from aigo_apply.render import plan_json, plan_text
 from aigo_apply.reporter import JsonReporter, TextReporter
-from aigo_apply.session import host_checks, load_desired, observe
+from aigo_apply.session import host_checks, load_desired, observe, remote_info
 from aigo_apply.statedir import state_dir
 
 PULL_POLICIES = ("missing", "always", "never")
@@ -53,12 +53,13 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
         project = desired.project
         make = lambda observed: build_plan(desired, observed, opts.replace, opts.target,  # noqa: E731
                                            *_host(desired, runtime, observed, opts.ignore))
-    return _converge(project, "apply", make, opts, runtime or _docker(), ask=not opts.planfile)
+        return _converge(project, "apply", make, opts, runtime, ask=True, desired=desired)
+    return _converge(project, "apply", make, opts, runtime or _docker(), ask=False)
 
 
 def _host(desired, runtime, observed, ignore):
     checks, ledger = host_checks(desired, runtime, observed)
-    return checks, ignore, ledger
+    return checks, ignore, ledger, remote_info(desired, observed)
 
 
 def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) -> int:
@@ -71,11 +72,12 @@ def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) ->
                      runtime or _docker(), ask=True)
 
 
-def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, runtime, ask: bool) -> int:
+def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, runtime, ask: bool,
+              desired=None) -> int:
     reporter = JsonReporter() if opts.output == "json" else TextReporter()
     directory = state_dir(project)
     with ProjectLock(directory, project, command, opts.lock_timeout):
-        observed = observe(project, runtime)
+        observed = observe(project, runtime, desired)
         plan: Plan = make(observed)
         _show(plan, opts.output, reporter)
         if plan.blockers:

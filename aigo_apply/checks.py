@@ -22,6 +22,7 @@ from aigo_apply.yaml_source import Source
 
 ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MIN_CONTEXT, MAX_CONTEXT = 1, 16 * 1024 * 1024
+HUB_TOKEN_NAMES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_API_TOKEN"})
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
 
 
@@ -196,7 +197,12 @@ def _env(data: dict, models: dict, f: _Finder) -> None:
         if not isinstance(env, dict):
             continue
         for name, value in env.items():
-            if isinstance(value, str) and value and SECRET_NAME_RE.search(name):
+            if name in HUB_TOKEN_NAMES:
+                f.at_key(("models", alias, "env", name),
+                         "engine containers never get a Hugging Face token: aigo-apply downloads models on this host "
+                         "(with HF_TOKEN from its environment or `hf auth login`) and the engine runs offline "
+                         "(HF_HUB_OFFLINE=1); remove this entry")
+            elif isinstance(value, str) and value and SECRET_NAME_RE.search(name):
                 f.at_value(("models", alias, "env", name),
                            f"{name} looks like a secret written in clear; pass it by reference, e.g. {name}: {{from_env: {name}}}")
 

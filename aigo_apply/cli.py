@@ -325,6 +325,39 @@ def image_pull(engine: str, file: str | None, output: str) -> int:
     return EXIT_OK
 
 
+@cli.group()
+def models() -> None:
+    """The model store on this host: download ahead of time, list what is stored."""
+
+
+@models.command("pull")
+@click.argument("aliases", metavar="[ALIAS]...", nargs=-1)
+@file_option
+@output_option
+def models_pull(aliases: tuple[str, ...], file: str | None, output: str) -> int:
+    """Download the files of the named models (default: all) from Hugging Face, resumably."""
+    from aigo_apply.reporter import JsonReporter, TextReporter
+    from aigo_apply.session import load_desired
+    from aigo_apply.store_commands import pull
+
+    pull(load_desired(file), aliases, JsonReporter() if output == "json" else TextReporter())
+    return EXIT_OK
+
+
+@models.command("list")
+@file_option
+@output_option
+def models_list(file: str | None, output: str) -> int:
+    """List the downloaded models (repo, revision, commit, size, which models use them)."""
+    from aigo_apply.session import load_desired
+    from aigo_apply.store_commands import listing, render
+
+    desired = load_desired(file)
+    rows = listing(desired, desired.models_dir)
+    click.echo(json.dumps(rows, indent=2) if output == "json" else render(rows))
+    return EXIT_OK
+
+
 def load_config_data(file: str | None) -> dict:
     from aigo_apply.config import choose_file, load_config
 

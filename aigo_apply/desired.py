@@ -55,7 +55,7 @@ def build_desired(config: Config, models_dir: Path | None = None) -> DesiredStat
     uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
     return DesiredState(data["project"], config.file, desired_router(data, desired), desired, warnings,
-                        image_object(data, "vllm"))
+                        image_object(data, "vllm"), store)
 
 
 def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:

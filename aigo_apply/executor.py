@@ -3,7 +3,8 @@ actions in this fixed order, journals every step, and reports progress:
 
   1. prepare: render every container from its action's spec (re-checking each value) and resolve
      every secret. If anything is wrong here, nothing on the machine has changed.
-  2. pull the images, before any container is stopped, so downtime never includes a pull.
+  2. pull the images and download the models (into the model store on the host), before any
+     container is stopped, so downtime never includes a pull or a download.
   3. remove: take the route away, then stop and remove the container.
   4. start, create and recreate, in lanes: models whose GPUs overlap (`gpus: all` overlaps every
      GPU model) go one after the other, each after the previous one is ready (vLLM instances
@@ -22,6 +23,7 @@ changed is put back the way it was (a new container removed; a renamed old one r
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -89,8 +91,9 @@ class _Prepared:
 
 class Executor:
     def __init__(self, runtime: Any, reporter: Any, journal: Journal, routes: Routes | None = None, interrupted: threading.Event | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, fetch: Callable[..., dict] | None = None):
         self.runtime, self.reporter, self.journal = runtime, reporter, journal
+        self.fetch = fetch  # downloads a model folder (hf.download unless a test passes another)
         self.routes = routes
         self.interrupted = interrupted or threading.Event()
         self._router_gate = threading.Event()  # set while the router can take route changes
@@ -109,6 +112,10 @@ class Executor:
         for image in pulls:
             self._check_interrupt()
             self._pull(image)
+        for action in plan.actions:
+            if action.kind == "download":
+                self._check_interrupt()
+                self._download(action)
         # The router starts alongside the models: it is up long before an engine has loaded, and
         # every route change waits for it (the gate), so its start-up adds nothing to the apply.
         router_future = None
@@ -177,6 +184,37 @@ class Executor:
     def _pull(self, image: str) -> None:
         pull_image(self.runtime, self.reporter, image)
         self.journal.record("pull", f"image.{image}", "ok")
+
+    def _download(self, action: Action) -> None:
+        """Fetch one model folder from the Hub (skipped when it is complete already: a saved plan
+        may be older than the folder). A failure stops the apply before any container changed."""
+        from pathlib import Path
+
+        from aigo_apply.model_store import is_complete, read_marker
+
+        spec = check_download(action)
+        dest = Path(spec["dest"])
+        if is_complete(read_marker(dest), spec["file"]):
+            self._step(action.address, "download", "ok", "already on this machine")
+            return
+        size = f" ({spec['bytes'] / 1e9:.1f} GB)" if spec.get("bytes") else ""
+        self.reporter.event("download_start", address=action.address, total=spec.get("bytes"),
+                            message=f"downloading into {dest}{size}")
+        self.journal.record("download", action.address, "begin")
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            now = self.clock()
+            if now - last[0] >= 0.25 or done >= total:
+                last[0] = now
+                self.reporter.event("download_progress", address=action.address, done=done, total=total)
+
+        fetch = self.fetch or _hub_download
+        marker = fetch(spec["repo"], spec["revision"], dest, spec["file"], progress)
+        self.journal.record("download", action.address, "ok", commit=marker.get("commit"))
+        self.reporter.event("download_done", address=action.address,
+                            message=f"downloaded {len(marker.get('files', {}))} files at commit "
+                                    f"{str(marker.get('commit'))[:12]}")
 
     def _remove(self, action: Action) -> Outcome:
         if action.model and self.routes:
@@ -386,6 +424,37 @@ class Executor:
     def _check_interrupt(self) -> None:
         if self.interrupted.is_set():
             raise Interrupted("interrupted")
+
+
+def _hub_download(repo: str, revision: str, dest, file, progress) -> dict:
+    from aigo_apply.hf import download
+
+    return download(repo, revision, dest, file, progress)
+
+
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_REVISION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,127}$")
+
+
+def check_download(action: Action) -> dict[str, Any]:
+    """A download's spec, re-checked like a command line: a hand-edited saved plan must not point a
+    download at another folder or smuggle a strange repo, revision or file name in."""
+    from aigo_apply.model_store import repo_dir
+
+    spec = action.spec or {}
+    repo, revision, file, dest = spec.get("repo"), spec.get("revision"), spec.get("file"), spec.get("dest")
+    ok = (isinstance(repo, str) and _REPO.match(repo) and isinstance(revision, str) and _REVISION.match(revision)
+          and ".." not in revision.split("/") and isinstance(dest, str)
+          and (file is None or (isinstance(file, str) and file.endswith(".gguf") and ".." not in file.split("/")
+                                and not file.startswith("/"))))
+    if ok:
+        from pathlib import PurePosixPath
+
+        layout = repo_dir(PurePosixPath("/"), repo, revision)  # the folder must end as the store lays it out
+        ok = PurePosixPath(dest).is_absolute() and PurePosixPath(dest).parts[-2:] == layout.parts[-2:]
+    if not ok:
+        raise PlanFileError(f"{action.address}: the plan's download is not one aigo-apply makes; make a new plan")
+    return spec
 
 
 def pull_image(runtime: Any, reporter: Any, image: str) -> None:

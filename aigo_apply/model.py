@@ -118,6 +118,7 @@ class DesiredState:
     models: dict[str, DesiredModel]
     warnings: tuple[str, ...] = ()
     vllm_image: dict[str, Any] = field(default_factory=dict)  # images.image_object for the vllm engine
+    models_dir: Any = None  # pathlib.Path of the model store (defaults.models_dir)
 
     def images(self) -> set[str]:
         return {m.container.image for m in self.models.values()} | {self.router.container.image}

@@ -1,9 +1,34 @@
-"""Where a model's files live on the host. A repo source maps to one folder per repo and revision
-under the models directory; a path source is used as it is (relative to the config file)."""
+"""Where a model's files live on the host, and which of a repo's files an engine needs.
+
+A repo source maps to one folder per repo and revision under the models directory; a path source is
+used as it is (relative to the config file). A downloaded folder holds a marker file written only
+after every selected file arrived and was verified: its presence is what "downloaded" means, so an
+interrupted download is never mistaken for a complete one. Pure apart from reading that marker.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from typing import Any
+
+from aigo_apply.errors import AigoError
+
+MARKER = ".aigo-download.json"
+# Besides the weights: what vLLM, SGLang and transformers read to serve a model.
+ENGINE_FILES = frozenset({
+    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model",
+    "special_tokens_map.json", "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "chat_template.json",
+    "chat_template.jinja", "preprocessor_config.json", "processor_config.json", "tiktoken.model",
+    "model.safetensors.index.json", "pytorch_model.bin.index.json", "params.json",
+})
+ENGINE_SUFFIXES = (".jinja", ".tiktoken", ".py")  # chat templates, tiktoken vocabularies, trust_remote_code modules
+_SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-\d{5}-of-(?P<count>\d{5})\.gguf$")
+
+
+class UnsupportedModel(AigoError):
+    """The repo or folder holds nothing an engine can serve."""
 
 
 def repo_dir(models_dir: Path, repo: str, revision: str) -> Path:
@@ -13,3 +38,80 @@ def repo_dir(models_dir: Path, repo: str, revision: str) -> Path:
 
 def local_dir(base_dir: Path, path: str) -> Path:
     return (base_dir / Path(path).expanduser()).resolve()
+
+
+def classify(paths: list[str]) -> str:
+    """'safetensors-repo' (config.json with safetensors or .bin weights), 'gguf', or 'unsupported'."""
+    top = [p for p in paths if "/" not in p]
+    if "config.json" in top and any(p.endswith((".safetensors", ".bin")) for p in top):
+        return "safetensors-repo"
+    if any(p.endswith(".gguf") for p in paths):
+        return "gguf"
+    return "unsupported"
+
+
+def select_files(repo: str, paths: list[str], file: str | None = None) -> list[str]:
+    """The files of a repo an engine needs. A GGUF `file`: that file (all parts of a split file).
+    Else the top-level weights (the shards the index names, safetensors preferred over .bin), the
+    config, tokenizer and chat template files. Raises UnsupportedModel naming what was found."""
+    if file is not None:
+        split = _SPLIT_GGUF.match(file)
+        wanted = [p for p in paths if p == file or (split and _SPLIT_GGUF.match(p)
+                                                   and _SPLIT_GGUF.match(p).group("stem") == split.group("stem"))]
+        if file not in paths:
+            ggufs = sorted(p for p in paths if p.endswith(".gguf"))[:8]
+            raise UnsupportedModel(f"{repo} has no file {file}" + (f"; its .gguf files: {', '.join(ggufs)}" if ggufs
+                                                                     else "; it has no .gguf file at all"))
+        return sorted(wanted)
+    kind = classify(paths)
+    if kind != "safetensors-repo":
+        found = ", ".join(sorted(paths)[:8]) or "no files"
+        hint = " (a GGUF repo: name the file with source.file and run it on llama.cpp)" if kind == "gguf" else ""
+        raise UnsupportedModel(f"{repo} is not a model vLLM or SGLang can serve: it needs config.json and "
+                               f".safetensors (or .bin) weights at its top level; found {found}{hint}")
+    top = [p for p in paths if "/" not in p]
+    weights = [p for p in top if p.endswith(".safetensors")] or [p for p in top if p.endswith(".bin")]
+    index_name = "model.safetensors.index.json" if weights[0].endswith(".safetensors") else "pytorch_model.bin.index.json"
+    if index_name in top:  # the index names the shards the engine loads (a consolidated copy is skipped)
+        weights = [w for w in weights if not w.startswith("consolidated")]
+    extras = [p for p in top if p in ENGINE_FILES or p.endswith(ENGINE_SUFFIXES)]
+    return sorted(set(weights) | set(extras))
+
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def is_complete(marker: dict[str, Any] | None, file: str | None = None) -> bool:
+    """Whether a folder's marker says it holds what a model needs (`file`, for a GGUF model)."""
+    if not marker or not isinstance(marker.get("files"), dict):
+        return False
+    return file in marker["files"] if file is not None else bool(marker.get("complete_repo"))
+
+
+def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every Hub download the models' specs name (weights and speculative draft models), one per
+    repo, revision, file and folder, with the aliases that need it. Pure."""
+    found: dict[tuple, dict[str, Any]] = {}
+    for alias, spec in sorted(specs.items()):
+        sources = [(spec.get("source", {}), spec.get("model_dir"))]
+        draft = spec.get("vllm", {}).get("speculative", {}).get("draft")
+        if draft:
+            sources.append((draft, draft.get("model_dir")))
+        for source, dest in sources:
+            if "repo" not in source or not dest:
+                continue
+            key = (source["repo"], source.get("revision", "main"), source.get("file"), dest)
+            entry = found.setdefault(key, {"repo": key[0], "revision": key[1], "file": key[2], "dest": dest,
+                                           "models": []})
+            entry["models"].append(alias)
+    return list(found.values())
+
+
+def read_markers(specs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The markers of every folder the models download into ({} where there is none)."""
+    return {d["dest"]: read_marker(Path(d["dest"])) or {} for d in downloads(specs)}

@@ -58,6 +58,9 @@ class ObservedState:
     others: tuple[ObservedContainer, ...]
     images: dict[str, str] = field(default_factory=dict)  # local "repo:tag" -> image id
     router_files: dict[str, str] = field(default_factory=dict)  # the router's live config folder
+    # downloaded model folders: path -> what its completion marker says ({} for none); only the
+    # folders the file names are looked at
+    model_files: dict[str, dict] = field(default_factory=dict)
 
     @property
     def engines(self) -> tuple[ObservedContainer, ...]:
@@ -75,7 +78,7 @@ class ObservedState:
             "others": sorted([c.name, sorted(c.host_ports)] for c in self.others),
             "images": self.images,
             "router_files": self.router_files,
-        }
+        }  # model_files are left out: a download step checks its folder again before fetching
         return "sha256:" + hashlib.sha256(canonical_json(basis).encode()).hexdigest()
 
 
@@ -113,14 +116,14 @@ def parse_images(raw: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def parse_state(project: str, containers: list[dict[str, Any]], images: list[dict[str, Any]],
-                router_files: dict[str, str] | None = None) -> ObservedState:
+                router_files: dict[str, str] | None = None, model_files: dict[str, dict] | None = None) -> ObservedState:
     ours, others = [], []
     for raw in containers:
         container = parse_container(raw)
         (ours if L.is_ours(container.labels, project) else others).append(container)
     key = lambda c: c.name  # noqa: E731
     return ObservedState(project, tuple(sorted(ours, key=key)), tuple(sorted(others, key=key)), parse_images(images),
-                         dict(router_files or {}))
+                         dict(router_files or {}), dict(model_files or {}))
 
 
 def running_engines(project: str, containers: list[dict[str, Any]]) -> dict[str, str]:

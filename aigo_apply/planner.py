@@ -13,6 +13,7 @@ from aigo_apply.model import DesiredModel, DesiredState
 from aigo_apply.observed import ObservedContainer, ObservedState
 from aigo_apply.paths import dotted
 from aigo_apply.plan import Action, Blocker, Change, Plan
+from aigo_apply.model_store import downloads, is_complete
 from aigo_apply.router_render import routes_from_models_json, verified_render_key
 
 STOPPED = ("created", "exited")
@@ -20,10 +21,12 @@ STOPPED = ("created", "exited")
 
 def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable[str] = (),
                target: Iterable[str] = (), checks: Iterable[Any] = (), ignore: Iterable[str] = (),
-               gpu_ledger: Iterable[dict[str, Any]] = ()) -> Plan:
+               gpu_ledger: Iterable[dict[str, Any]] = (), remote: dict[tuple, dict[str, Any]] | None = None) -> Plan:
     """`checks` are the host readiness checks (hostcheck.Check); blocking ones become blockers
     unless their id is in `ignore`, which the plan then states as a warning. `gpu_ledger` (built by
-    gpu_ledger.build, its verdicts already among the checks) is carried into the plan as it is."""
+    gpu_ledger.build, its verdicts already among the checks) is carried into the plan as it is.
+    `remote` is what the Hub said about each missing download, by (repo, revision, file): its
+    commit and size, or the error (a gated or missing repo blocks the plan)."""
     replace, target = set(replace), set(target)
     known = set(desired.models) | {c.alias for c in observed.engines if c.alias}
     for alias in sorted(replace - set(desired.models)):
@@ -49,6 +52,10 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
     pulls = _pulls(model_actions, observed.images)
     blockers = _conflicts(desired, observed, target)
     warnings = list(desired.warnings)
+    fetches, hub_blockers, hub_warnings = _downloads(desired, observed, model_actions, remote or {})
+    pulls += fetches
+    blockers += hub_blockers
+    warnings += hub_warnings
     ignore = set(ignore)
     for check in checks:
         if check.status == "blocking" and check.id in ignore:
@@ -202,6 +209,43 @@ def _pulls(actions: list[Action], local: dict[str, str]) -> list[Action]:
     needed = sorted({a.image for a in actions if a.kind in ("create", "recreate") and a.image})
     return [Action(f"image.{ref}", "pull", ("the image is not on this machine",), image=ref)
             for ref in needed if ref not in local]
+
+
+def _downloads(desired: DesiredState, observed: ObservedState, model_actions: list[Action],
+               remote: dict[tuple, dict[str, Any]]) -> tuple[list[Action], list[Blocker], list[str]]:
+    """A `download` for every model folder that is not complete on this machine and that a model
+    being created, replaced or started needs; it runs before any container is stopped."""
+    acting = {a.model for a in model_actions if a.kind in ("create", "recreate", "start") and a.model}
+    actions, blockers, warnings = [], [], []
+    for need in downloads({alias: m.spec for alias, m in desired.models.items()}):
+        if is_complete(observed.model_files.get(need["dest"]), need["file"]) or not acting & set(need["models"]):
+            continue
+        what = f"{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need["file"] else "")
+        info = remote.get((need["repo"], need["revision"], need["file"]), {})
+        first = f"model.{need['models'][0]}"
+        if "error" in info:
+            if info.get("access"):
+                blockers.append(Blocker("hub.access", info["error"], info.get("fix", ""), first))
+            else:
+                warnings.append(f"{what}: the Hub could not tell its size ({info['error']})")
+            reason = f"{what} is not on this machine (size unknown)"
+        elif info:
+            count = len(info["files"])
+            reason = (f"{what} is not on this machine: {count} file{'s' if count != 1 else ''}, "
+                      f"{_size(info['bytes'])}, commit {info['commit'][:12]}")
+        else:
+            reason = f"{what} is not on this machine"
+        spec = {k: need[k] for k in ("repo", "revision", "file", "dest", "models")}
+        spec.update({k: info[k] for k in ("commit", "bytes") if k in info})
+        actions.append(Action(f"download.{what}", "download", (reason,), spec=spec))
+    return actions, blockers, warnings
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str]) -> list[Blocker]:

@@ -23,8 +23,8 @@ SYMBOLS = {  # kind -> (symbol, colour, phrase)
 }
 LEGEND = {"pull": "pull", "download": "download", "create": "create", "recreate": "replace",
           "start": "start", "remove": "remove", "reload_router": "reload"}
-SUMMARY = (("pull", "to pull"), ("create", "to create"), ("recreate", "to replace"),
-           ("start", "to start"), ("remove", "to remove"), ("reload_router", "to reload"))
+SUMMARY = (("pull", "to pull"), ("download", "to download"), ("create", "to create"),
+           ("recreate", "to replace"), ("start", "to start"), ("remove", "to remove"), ("reload_router", "to reload"))
 
 
 def plan_text(plan: Plan, show_diff: bool = False) -> str:
@@ -58,7 +58,7 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
             lines += ["      " + _diff_line(line) for line in action.diff.splitlines()]
         lines.append("")
     counts = plan.summary
-    summary = ", ".join(f"{counts[k]} {words}" for k, words in SUMMARY)
+    summary = ", ".join(f"{counts[k]} {words}" for k, words in SUMMARY if k != "download" or counts[k])
     lines.append(click.style("Plan: ", bold=True) + f"{summary}; {len(unchanged)} unchanged.")
     lines += _notes(plan.actions)
     return "\n".join(lines)

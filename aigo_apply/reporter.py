@@ -81,6 +81,27 @@ class TextReporter:
         progress.update(layers[layer], description=f"{layer[:12]} {status}", completed=current or 0,
                         total=total or None)
 
+    def _on_download_start(self, address: str, message: str, total: int | None = None, **_: Any) -> None:
+        if sys.stdout.isatty() and total:
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+            progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                                transient=True)
+            progress.start()
+            self._pulls[address] = {"progress": progress, "task": progress.add_task(address, total=total)}
+        self._line(address, message)
+
+    def _on_download_progress(self, address: str, done: int, total: int, **_: Any) -> None:
+        state = self._pulls.get(address)
+        if state:
+            state["progress"].update(state["task"], completed=done, total=total)
+
+    def _on_download_done(self, address: str, message: str, **_: Any) -> None:
+        state = self._pulls.pop(address, {})
+        if "progress" in state:
+            state["progress"].stop()
+        self._line(address, message, "green")
+
     def _on_pull_done(self, address: str, image: str, **_: Any) -> None:
         state = self._pulls.pop(image, {})
         if "progress" in state:

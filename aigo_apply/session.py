@@ -18,14 +18,48 @@ def load_desired(file: str | None) -> DesiredState:
     return build_desired(load_config(choose_file(file)))
 
 
-def observe(project: str, runtime=None) -> ObservedState:
-    """One container list call, one image list call, and the router's live files."""
+def observe(project: str, runtime=None, desired: DesiredState | None = None) -> ObservedState:
+    """One container list call, one image list call, the router's live files, and (with
+    `desired`) the download markers of the model folders the file names."""
+    from aigo_apply.model_store import read_markers
     from aigo_apply.router import read_live
     from aigo_apply.statedir import state_path
 
     runtime = runtime or _docker()
+    markers = read_markers({a: m.spec for a, m in desired.models.items()}) if desired else {}
     return parse_state(project, runtime.list_containers(), runtime.list_images(),
-                       read_live(state_path(project) / "router"))
+                       read_live(state_path(project) / "router"), markers)
+
+
+def remote_info(desired: DesiredState, observed: ObservedState) -> dict[tuple, dict]:
+    """What the Hub says about each download the plan may need (commit, files, bytes, or the
+    error), asked in parallel only for folders that are not complete here. Never raises."""
+    from aigo_apply.model_store import downloads, is_complete
+
+    missing = {(d["repo"], d["revision"], d["file"]) for d in downloads({a: m.spec for a, m in desired.models.items()})
+               if not is_complete(observed.model_files.get(d["dest"]), d["file"])}
+    if not missing:
+        return {}
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aigo_apply.errors import AigoError
+    from aigo_apply.hf import HubError, remote
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return {key: {"error": "HF_HUB_OFFLINE is set", "access": False} for key in missing}
+
+    def ask(key):
+        try:
+            found = remote(*key)
+            return key, {"commit": found.commit, "bytes": found.bytes, "files": sorted(found.files)}
+        except HubError as exc:
+            return key, {"error": exc.message, "fix": exc.fix, "access": exc.access}
+        except AigoError as exc:  # e.g. a repo with nothing an engine can serve
+            return key, {"error": str(exc), "access": True}
+
+    with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
+        return dict(pool.map(ask, sorted(missing, key=repr)))
 
 
 def host_checks(desired: DesiredState, runtime, observed: ObservedState | None = None) -> tuple[list, list]:
@@ -53,9 +87,9 @@ def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[st
               ignore: Iterable[str] = ()) -> Plan:
     desired = load_desired(file)
     runtime = runtime or _docker()
-    observed = observe(desired.project, runtime)
+    observed = observe(desired.project, runtime, desired)
     checks, ledger = host_checks(desired, runtime, observed)
-    return build_plan(desired, observed, replace, target, checks, ignore, ledger)
+    return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote_info(desired, observed))
 
 
 def _docker():

@@ -232,20 +232,20 @@ def test_pull_never_and_missing_secret_stop_before_any_change(runtime, project, 
     path.write_text(text)
     result = run_cli("apply", "-f", str(path), "-y", "--pull", "never", env=state)
     assert result.returncode == 1 and "--pull never, but aigo-stub-engine:no-such-tag is not on this machine" in result.stderr
-    path = config(tmp_path, project, chat_env=", HF_TOKEN: {from_env: AIGO_TEST_UNSET_TOKEN}")
+    path = config(tmp_path, project, chat_env=", MY_TOKEN: {from_env: AIGO_TEST_UNSET_TOKEN}")
     result = run_cli("apply", "-f", str(path), "-y", env=state)
     assert result.returncode == 1
-    assert "models.chat.env.HF_TOKEN: the environment variable AIGO_TEST_UNSET_TOKEN is not set" in result.stderr
+    assert "models.chat.env.MY_TOKEN: the environment variable AIGO_TEST_UNSET_TOKEN is not set" in result.stderr
     assert ids(runtime, project) == {}
 
 
 def test_secret_reaches_the_container_but_no_label_or_output(runtime, project, tmp_path, state):
-    path = config(tmp_path, project, chat_env=", HF_TOKEN: {from_env: AIGO_TEST_TOKEN}")
+    path = config(tmp_path, project, chat_env=", MY_TOKEN: {from_env: AIGO_TEST_TOKEN}")
     result = run_cli("apply", "-f", str(path), "-y", "--output", "json", env={**state, "AIGO_TEST_TOKEN": "hf_s3cr3t"})
     assert result.returncode == 0, result.stderr
     assert "hf_s3cr3t" not in result.stdout + result.stderr
     inspected = runtime.api.inspect_container(f"aigo-{project}-chat")
-    assert "HF_TOKEN=hf_s3cr3t" in inspected["Config"]["Env"]
+    assert "MY_TOKEN=hf_s3cr3t" in inspected["Config"]["Env"]
     assert "hf_s3cr3t" not in json.dumps(inspected["Config"]["Labels"])
     events = [json.loads(line)["event"] for line in result.stdout.splitlines()]
     assert events[0] == "plan" and events[-1] == "result"
@@ -276,15 +276,15 @@ def test_paused_model_is_resumed_and_a_taken_port_fails_cleanly(runtime, project
 
 
 def test_rendered_docker_run_makes_the_container_apply_would_make(runtime, project, tmp_path, state):
-    path = config(tmp_path, project, chat_env=", HF_TOKEN: {from_env: AIGO_TEST_TOKEN}")
+    path = config(tmp_path, project, chat_env=", MY_TOKEN: {from_env: AIGO_TEST_TOKEN}")
     command = run_cli("render", "chat", "-f", str(path), env=state).stdout
-    assert 'HF_TOKEN="$AIGO_TEST_TOKEN"' in command and "--served-model-name chat" in command
+    assert 'MY_TOKEN="$AIGO_TEST_TOKEN"' in command and "--served-model-name chat" in command
     subprocess.run(["bash", "-c", command], check=True, capture_output=True,
                    env={**os.environ, "AIGO_TEST_TOKEN": "hf_x"})
     plan = json.loads(run_cli("plan", "-f", str(path), "--output", "json", env=state).stdout)
     kinds = {a["address"]: a["kind"] for a in plan["actions"]}
     assert kinds["model.chat"] == "noop" and kinds["model.tools"] == "create"
-    assert "HF_TOKEN=hf_x" in runtime.api.inspect_container(f"aigo-{project}-chat")["Config"]["Env"]
+    assert "MY_TOKEN=hf_x" in runtime.api.inspect_container(f"aigo-{project}-chat")["Config"]["Env"]
 
 
 def test_speculative_draft_model_is_mounted_and_the_engine_starts(runtime, project, tmp_path, state):

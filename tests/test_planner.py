@@ -11,6 +11,7 @@ import aigo_apply.planner
 from aigo_apply.config import load_config
 from aigo_apply.desired import build_desired
 from aigo_apply.errors import UsageProblem
+from aigo_apply.model_store import downloads
 from aigo_apply.observed import parse_state
 from aigo_apply.planner import build_plan
 from conftest import write_config
@@ -57,10 +58,13 @@ def running(d, state="running", status="Up 1 minute", router=True, **overrides):
 IMAGES = [{"Id": "sha256:img", "RepoTags": ["local/engine:1", "haproxy:3.2"]}]
 
 
-def observed(d, entries=None, files=None, images=IMAGES):
-    """What observe() would return when the machine runs `entries` and the router serves `files`."""
+def observed(d, entries=None, files=None, images=IMAGES, downloaded=True):
+    """What observe() would return when the machine runs `entries`, the router serves `files`, and
+    (with `downloaded`) every model folder the file names is complete."""
+    markers = {n["dest"]: {"commit": "c0ffee", "files": {n["file"] or "config.json": 1}, "complete_repo": True}
+               for n in downloads({a: m.spec for a, m in d.models.items()})} if downloaded else {}
     return parse_state("lab", running(d) if entries is None else entries, images,
-                       d.router.files if files is None else files)
+                       d.router.files if files is None else files, markers)
 
 
 def kinds(plan):
@@ -71,8 +75,9 @@ def test_empty_machine_creates_every_model_and_pulls_missing_image(tmp_path):
     d = desired(tmp_path)
     plan = build_plan(d, parse_state("lab", [], []))
     assert kinds(plan) == {"image.haproxy:3.2": "pull", "image.local/engine:1": "pull", "model.alpha": "create",
-                           "model.beta": "create", "router": "create"}
-    create = plan.actions[2]
+                           "model.beta": "create", "router": "create", "download.org/beta@v1": "download"}
+    assert [a.kind for a in plan.actions[:3]] == ["pull", "pull", "download"]  # before anything else
+    create = next(a for a in plan.actions if a.address == "model.alpha")
     assert create.reasons == ("no container aigo-lab-alpha exists",)
     assert {c.path: c.after for c in create.changes}["context_length"] == 4096
     assert plan.has_changes and plan.summary["create"] == 3
@@ -191,7 +196,8 @@ def test_planner_imports_stay_pure():
     imported = {n.module if isinstance(n, ast.ImportFrom) else a.name
                 for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     allowed = {"__future__", "typing", "difflib", "deepdiff", "aigo_apply.errors", "aigo_apply.model",
-               "aigo_apply.observed", "aigo_apply.paths", "aigo_apply.plan", "aigo_apply.router_render"}
+               "aigo_apply.observed", "aigo_apply.paths", "aigo_apply.plan", "aigo_apply.router_render",
+               "aigo_apply.model_store"}  # its pure helpers only: which downloads the specs name
     assert imported <= allowed, imported - allowed
 
 
@@ -250,3 +256,26 @@ def test_api_key_reference_in_router_spec_never_a_value(tmp_path, monkeypatch):
     d = desired(tmp_path, CONFIG + "router: {api_keys: {from_env: KEYS}}\n")
     assert d.router.spec["api_keys"] == {"from_env": "KEYS"}
     assert "sk-very-secret" not in repr(d.router) + repr(build_plan(d, observed(d)).to_dict())
+
+
+def test_missing_model_files_are_downloaded_first_with_size_and_commit(tmp_path):
+    d = desired(tmp_path)
+    remote = {("org/beta", "v1", None): {"commit": "a" * 40, "bytes": 16_400_000_000, "files": ["config.json", "m.safetensors"]}}
+    plan = build_plan(d, observed(d, downloaded=False, entries=[]), remote=remote)
+    download = next(a for a in plan.actions if a.kind == "download")
+    assert download.reasons == ("org/beta@v1 is not on this machine: 2 files, 16.4 GB, commit aaaaaaaaaaaa",)
+    assert download.spec["dest"].endswith("/org--beta/v1") and download.spec["models"] == ["beta"]
+    # a model that keeps running needs no download even when its folder is gone
+    assert "download" not in kinds(build_plan(d, observed(d, downloaded=False), remote=remote)).values()
+
+
+def test_gated_repo_blocks_the_plan_and_an_unreachable_hub_warns(tmp_path):
+    d = desired(tmp_path)
+    gated = {("org/beta", "v1", None): {"error": "org/beta@v1: the repo is gated", "fix": "request access",
+                                         "access": True}}
+    plan = build_plan(d, observed(d, downloaded=False, entries=[]), remote=gated)
+    assert [(b.id, b.message, b.remediation, b.address) for b in plan.blockers] == [
+        ("hub.access", "org/beta@v1: the repo is gated", "request access", "model.beta")]
+    offline = {("org/beta", "v1", None): {"error": "cannot reach the Hub", "access": False}}
+    plan = build_plan(d, observed(d, downloaded=False, entries=[]), remote=offline)
+    assert not plan.blockers and "org/beta@v1: the Hub could not tell its size (cannot reach the Hub)" in plan.warnings

@@ -135,8 +135,10 @@ def test_context_length_forms(tmp_path, snippet, expected):
 
 
 @pytest.mark.parametrize("snippet, expected", [
-    ("    env: {HF_TOKEN: hf_abcdef}", "HF_TOKEN looks like a secret written in clear; pass it by reference"),
-    ("    env: {HF_TOKEN: {from_env: HF_TOKEN, x: 1}}", "must be a plain value on one line, or a secret reference"),
+    ("    env: {MY_TOKEN: abcdef}", "MY_TOKEN looks like a secret written in clear; pass it by reference"),
+    ("    env: {MY_TOKEN: {from_env: MY_TOKEN, x: 1}}", "must be a plain value on one line, or a secret reference"),
+    ("    env: {HF_TOKEN: {from_env: HF_TOKEN}}", "models.qwen.env.HF_TOKEN: engine containers never get a Hugging "
+                                                "Face token: aigo-apply downloads models on this host"),
     ("    env: {BAD-NAME: x}", "'BAD-NAME' is not a valid environment variable name"),
     ("    env: {LOG: \"a\\nb\"}", "must be a plain value on one line"),
     ("    vllm: {quantization: fbgemm_fp8}", "'fbgemm_fp8' is deprecated in vLLM v0.31.0"),

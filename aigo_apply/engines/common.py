@@ -11,6 +11,9 @@ from aigo_apply.errors import AigoError
 from aigo_apply.model import ContainerSpec, Mount, SecretRef
 
 MODEL_MOUNT = "/models"
+# Models are downloaded on the host before the engine starts: the engine must never reach the Hub
+# (nor need a token). A model's own env may override it, visibly, in the file.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
 # A value: no whitespace, no control characters, no leading dash (it would read as a flag).
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*$")
 
@@ -45,7 +48,7 @@ def engine_container(project: str, alias: str, spec: dict[str, Any], command: li
                      container_port: int, entrypoint: tuple[str, ...] | None = None) -> ContainerSpec:
     """The container for one model: published on 127.0.0.1 only, secrets kept as references."""
     env = []
-    for name, value in sorted(spec.get("env", {}).items()):
+    for name, value in sorted({**OFFLINE_ENV, **spec.get("env", {})}.items()):
         env.append((name, SecretRef(*next(iter(value.items()))) if isinstance(value, dict) else value))
     gpus = spec["gpus"] if isinstance(spec["gpus"], str) else tuple(spec["gpus"])
     container = ContainerSpec(

@@ -1,0 +1,184 @@
+"""The Hugging Face adapter: the one module that talks to the Hub (through huggingface_hub, at
+HF_ENDPOINT when set). It resolves a revision to a commit, lists the files an engine needs with
+their sizes, and downloads them into the model store on the host, resumably, verifying every
+large file's SHA-256 against the Hub's record before it marks the folder complete.
+
+The token comes from HF_TOKEN or huggingface_hub's token file (`hf auth login`), is used here on the
+host only, and is never printed, stored or passed to a container. Every Hub error becomes an
+AigoError that says what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from aigo_apply.errors import AigoError
+from aigo_apply.model_store import MARKER, read_marker, select_files
+
+INFO_TIMEOUT = 10.0
+
+
+class HubError(AigoError):
+    """The Hub refused or could not be reached: what happened, and the step that fixes it.
+    `access` marks the errors no retry can fix (gated, private, missing repo or revision)."""
+
+    def __init__(self, message: str, fix: str = "", access: bool = False):
+        super().__init__(f"{message}; {fix}" if fix else message)
+        self.message, self.fix, self.access = message, fix, access
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A repo revision as the Hub describes it: the commit and the files an engine needs."""
+
+    repo: str
+    revision: str
+    commit: str
+    files: dict[str, int]  # path -> bytes, only the selected files
+    sha256: dict[str, str]  # path -> SHA-256 of LFS files (the weights)
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.files.values())
+
+
+def token() -> str | None:
+    from huggingface_hub import get_token
+
+    return get_token()
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def remote(repo: str, revision: str, file: str | None = None, timeout: float = INFO_TIMEOUT) -> Remote:
+    """Resolve `revision` and list the files to download, with sizes. Raises HubError."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    api = HfApi(endpoint=_endpoint(), token=token())
+    with _errors(repo, revision):
+        info = api.repo_info(repo, revision=revision, timeout=timeout)
+        entries = [f for f in api.list_repo_tree(repo, revision=info.sha, recursive=True) if isinstance(f, RepoFile)]
+    sizes = {f.path: int(f.size) for f in entries}
+    wanted = select_files(repo, sorted(sizes), file)
+    sha = {f.path: f.lfs.sha256 for f in entries if f.lfs is not None and f.path in wanted}
+    return Remote(repo, revision, str(info.sha), {p: sizes[p] for p in wanted}, sha)
+
+
+def download(repo: str, revision: str, dest: Path, file: str | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Download what the engine needs of repo@revision into `dest` and mark it complete.
+    Resumes a partial download (huggingface_hub keeps .incomplete files under dest/.cache)."""
+    from huggingface_hub import snapshot_download
+
+    found = remote(repo, revision, file)
+    dest.mkdir(parents=True, exist_ok=True)
+    bar = _Progress(found.bytes, progress)
+    with _errors(repo, revision):
+        snapshot_download(repo, revision=found.commit, local_dir=str(dest), allow_patterns=sorted(found.files),
+                          token=token(), endpoint=_endpoint(), tqdm_class=bar.factory)
+    for path, size in found.files.items():
+        actual = (dest / path).stat().st_size if (dest / path).is_file() else None
+        if actual != size:
+            raise HubError(f"{repo}@{revision}: {path} has {actual} bytes after the download, the Hub says {size}; "
+                           "run the command again to fetch it anew")
+    previous = read_marker(dest) or {}
+    verified = dict(previous.get("sha256", {})) if previous.get("commit") == found.commit else {}
+    for path, digest in found.sha256.items():
+        if verified.get(path) != digest:
+            if _sha256(dest / path) != digest:
+                (dest / path).unlink()
+                raise HubError(f"{repo}@{revision}: {path} does not match the Hub's SHA-256 (a damaged download); "
+                               "it was deleted: run the command again")
+            verified[path] = digest
+    files = dict(previous.get("files", {})) if previous.get("commit") == found.commit else {}  # other GGUF files
+    files.update(found.files)
+    marker = {"repo": repo, "revision": revision, "commit": found.commit, "files": files, "sha256": verified,
+              "complete_repo": file is None or bool(previous.get("complete_repo") and previous.get("commit") == found.commit),
+              "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    tmp = dest / (MARKER + ".tmp")
+    tmp.write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(dest / MARKER)
+    return marker
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(8 * 1024 * 1024), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _Progress:
+    """Collects the byte count of huggingface_hub's snapshot_download: `factory` is a silent tqdm
+    class (tqdm's whole interface, no output) that forwards the "Reconstructing" bar's bytes."""
+
+    def __init__(self, total: int, sink: Callable[[int, int], None] | None):
+        import threading
+
+        from tqdm import tqdm
+
+        self.total_bytes, self.done, self.sink, self.lock = total, 0, sink, threading.Lock()
+        owner = self
+
+        class Bar(tqdm):
+            def __init__(self, *args, **kwargs):
+                self._counts = str(kwargs.get("desc", "")).startswith("Reconstructing")
+                kwargs["disable"] = True
+                super().__init__(*args, **kwargs)
+
+            def update(self, n=1):
+                if self._counts and owner.sink is not None and n:
+                    with owner.lock:
+                        owner.done += int(n)
+                        owner.sink(owner.done, owner.total_bytes)
+                return super().update(n)
+
+        self.factory = Bar
+
+
+class _errors:
+    """Turns huggingface_hub's exceptions into HubError with the step that fixes them."""
+
+    def __init__(self, repo: str, revision: str):
+        self.repo, self.revision = repo, revision
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None or isinstance(exc, AigoError):
+            return False
+        from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
+                                            RepositoryNotFoundError, RevisionNotFoundError)
+
+        where = f"{self.repo}@{self.revision}"
+        page = f"{_endpoint()}/{self.repo}"
+        if isinstance(exc, GatedRepoError):
+            raise HubError(f"{where}: the repo is gated and this machine's token has no access",
+                           f"request access on {page}, then make a token available on this host: export "
+                           "HF_TOKEN=hf_... or `hf auth login` (the token stays on the host: containers never get it)",
+                           access=True) from None
+        if isinstance(exc, RevisionNotFoundError):
+            raise HubError(f"{where}: the revision does not exist",
+                           f"check source.revision (a branch, tag or commit of {page})", access=True) from None
+        if isinstance(exc, RepositoryNotFoundError):
+            raise HubError(f"{where}: no such repo, or it is private and this machine's token cannot see it",
+                           "check source.repo, or export HF_TOKEN=hf_... with access to it", access=True) from None
+        if isinstance(exc, HfHubHTTPError):
+            status = exc.response.status_code if exc.response is not None else "?"
+            raise HubError(f"{where}: the Hub answered HTTP {status}", "try again later") from None
+        if isinstance(exc, (LocalEntryNotFoundError, OSError)) or "httpx" in type(exc).__module__:
+            raise HubError(f"{where}: cannot reach the Hub at {_endpoint()} ({type(exc).__name__})",
+                           "check the network (or HF_ENDPOINT), then run the command again: a partial download "
+                           "resumes") from None
+        return False

@@ -1,0 +1,128 @@
+"""Models from Hugging Face, end to end: the real huggingface_hub client downloads from a local
+stand-in for the Hub (tests/hub.py, HF_ENDPOINT on 127.0.0.1) into the model store on the host, and
+the stub engine container gets the folder read-only, offline, with no token anywhere."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from aigo_apply import labels
+from conftest import free_port, router_yaml, run_cli, write_config
+from hub import Hub
+
+pytestmark = pytest.mark.docker
+
+CONFIG = json.dumps({"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2}).encode()
+
+
+def tiny_files(seed: bytes = b"a") -> dict[str, bytes]:
+    """A repo as the Hub holds it: weights over 10 MiB (huggingface_hub's chunk size, so a cut
+    connection leaves a partial file to resume), config, tokenizer, and files an engine never reads."""
+    return {"config.json": CONFIG, "model.safetensors": seed * 12_000_000, "tokenizer.json": b"{}",
+            "tokenizer_config.json": b"{}", "README.md": b"# tiny", "original/consolidated.pth": b"x" * 1000}
+
+
+@pytest.fixture
+def hub():
+    with Hub() as server:
+        yield server
+
+
+@pytest.fixture
+def env(tmp_path, hub):
+    return {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf-home"), "AIGO_STATE_DIR": str(tmp_path / "state"),
+            "HF_HUB_DISABLE_TELEMETRY": "1", "HF_TOKEN": ""}
+
+
+def config(tmp_path, project, source: str, router_port: int) -> str:
+    return str(write_config(tmp_path, textwrap.dedent(f"""
+        version: 1
+        project: {project}
+        engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
+        {router_yaml(router_port)}
+        defaults: {{models_dir: store, ready_timeout: 60}}
+        models:
+          tiny:
+            source: {source}
+            context_length: 4096
+            gpus: none
+            env: {{AIGO_STUB_LOAD_SECONDS: "0.2"}}
+        """)))
+
+
+def test_apply_downloads_on_the_host_and_the_engine_runs_offline_without_a_token(runtime, project, tmp_path, hub, env):
+    commit = hub.add("org/tiny", tiny_files())
+    path = config(tmp_path, project, "{repo: org/tiny}", free_port())
+    planned = run_cli("plan", "-f", path, env=env)
+    assert f"org/tiny@main is not on this machine: 4 files, 12.0 MB, commit {commit[:12]}" in planned.stdout
+    result = run_cli("apply", "-f", path, "-y", env={**env, "HF_TOKEN": "hf_never_shown"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = tmp_path / "store" / "org--tiny" / "main"
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
+        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]  # no README, no original/
+    inspected = runtime.api.inspect_container(f"aigo-{project}-tiny")
+    assert [(m["Source"], m["Destination"], m["RW"]) for m in inspected["Mounts"]] == [(str(folder), "/models/tiny", False)]
+    assert "HF_HUB_OFFLINE=1" in inspected["Config"]["Env"]
+    assert not [e for e in inspected["Config"]["Env"] if e.startswith(("HF_TOKEN", "HUGGING_FACE"))]
+    everything = json.dumps(inspected) + result.stdout + result.stderr + planned.stdout
+    assert "hf_never_shown" not in everything
+    assert json.loads(inspected["Config"]["Labels"][labels.SPEC])["source"] == {"repo": "org/tiny", "revision": "main"}
+
+    hub.requests.clear()
+    again = run_cli("apply", "-f", path, "-y", env=env)
+    assert again.returncode == 0 and "No changes." in again.stdout
+    assert hub.requests == []  # a second apply asks the Hub nothing at all
+    listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)
+    assert [(r["repo"], r["revision"], r["commit"], r["files"], r["used_by"]) for r in listed] == [
+        ("org/tiny", "main", commit, 4, ["tiny"])]
+
+
+def test_models_pull_resumes_a_cut_download_and_a_second_pull_fetches_nothing(tmp_path, hub, env, project):
+    hub.add("org/tiny", tiny_files())
+    hub.cut_once["model.safetensors"] = 11_000_000
+    path = config(tmp_path, project, "{repo: org/tiny}", free_port())
+    result = run_cli("models", "pull", "-f", path, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ranges = [r for _, r in hub.file_gets("model.safetensors")]
+    assert ranges[0] is None and ranges[1].startswith("bytes=") and int(ranges[1][6:-1]) > 0  # resumed, not restarted
+    assert (tmp_path / "store" / "org--tiny" / "main" / "model.safetensors").read_bytes() == b"a" * 12_000_000
+    hub.requests.clear()
+    again = run_cli("models", "pull", "-f", path, env=env)
+    assert again.returncode == 0 and "already on this machine" in again.stdout and hub.file_gets() == []
+
+
+def test_a_pinned_commit_stays_put_when_the_branch_moves(tmp_path, hub, env, project):
+    first = hub.add("org/tiny", tiny_files(b"a"))
+    hub.add("org/tiny", tiny_files(b"b"))  # main moves on
+    path = config(tmp_path, project, f"{{repo: org/tiny, revision: {first}}}", free_port())
+    assert run_cli("models", "pull", "-f", path, env=env).returncode == 0
+    folder = tmp_path / "store" / "org--tiny" / first
+    assert (folder / "model.safetensors").read_bytes()[:1] == b"a"
+    assert json.loads((folder / ".aigo-download.json").read_text())["commit"] == first
+
+
+def test_a_gated_repo_blocks_the_plan_with_the_fix_and_a_token_opens_it(runtime, project, tmp_path, hub, env):
+    hub.add("org/gated", tiny_files(), gated_token="hf_granted")
+    path = config(tmp_path, project, "{repo: org/gated}", free_port())
+    blocked = run_cli("plan", "-f", path, env=env)
+    assert blocked.returncode == 1
+    assert "x hub.access: org/gated@main: the repo is gated and this machine's token has no access" in blocked.stdout
+    assert f"fix: request access on {hub.endpoint}/org/gated, then make a token available on this host: " \
+           "export HF_TOKEN=hf_... or `hf auth login`" in blocked.stdout
+    refused = run_cli("apply", "-f", path, "-y", env=env)
+    assert refused.returncode == 1 and not runtime.api.containers(all=True, filters=labels.project_filter(project))
+    wrong = run_cli("models", "pull", "-f", path, env={**env, "HF_TOKEN": "hf_wrong"})
+    assert wrong.returncode == 1 and "the repo is gated" in wrong.stderr and "hf_wrong" not in wrong.stderr
+    assert run_cli("models", "pull", "-f", path, env={**env, "HF_TOKEN": "hf_granted"}).returncode == 0
+
+
+def test_a_repo_without_weights_is_refused_with_what_was_found(tmp_path, hub, env, project):
+    hub.add("org/docs", {"README.md": b"hi", "notes.txt": b"x"})
+    path = config(tmp_path, project, "{repo: org/docs}", free_port())
+    result = run_cli("models", "pull", "-f", path, env=env)
+    assert result.returncode == 1
+    assert "org/docs is not a model vLLM or SGLang can serve: it needs config.json and .safetensors (or .bin) " \
+           "weights at its top level; found README.md, notes.txt" in result.stderr
