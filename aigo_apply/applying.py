@@ -58,8 +58,9 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
 
 
 def _host(desired, runtime, observed, ignore):
-    checks, ledger = host_checks(desired, runtime, observed)
-    return checks, ignore, ledger, remote_info(desired, observed)
+    remote = remote_info(desired, observed)
+    checks, ledger = host_checks(desired, runtime, observed, remote)
+    return checks, ignore, ledger, remote
 
 
 def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) -> int:

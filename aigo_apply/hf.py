@@ -42,6 +42,7 @@ class Remote:
     commit: str
     files: dict[str, int]  # path -> bytes, only the selected files
     sha256: dict[str, str]  # path -> SHA-256 of LFS files (the weights)
+    config: dict[str, Any] | None = None  # config.json, when asked for (the VRAM estimate reads it)
 
     @property
     def bytes(self) -> int:
@@ -58,8 +59,10 @@ def _endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 
 
-def remote(repo: str, revision: str, file: str | None = None, timeout: float = INFO_TIMEOUT) -> Remote:
-    """Resolve `revision` and list the files to download, with sizes. Raises HubError."""
+def remote(repo: str, revision: str, file: str | None = None, timeout: float = INFO_TIMEOUT,
+           with_config: bool = False) -> Remote:
+    """Resolve `revision` and list the files to download, with sizes (and config.json's content
+    with `with_config`). Raises HubError."""
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoFile
 
@@ -70,7 +73,19 @@ def remote(repo: str, revision: str, file: str | None = None, timeout: float = I
     sizes = {f.path: int(f.size) for f in entries}
     wanted = select_files(repo, sorted(sizes), file)
     sha = {f.path: f.lfs.sha256 for f in entries if f.lfs is not None and f.path in wanted}
-    return Remote(repo, revision, str(info.sha), {p: sizes[p] for p in wanted}, sha)
+    config = None
+    if with_config and "config.json" in wanted:
+        from huggingface_hub.utils import build_hf_headers, get_session
+
+        with _errors(repo, revision):
+            reply = get_session().get(f"{_endpoint()}/{repo}/resolve/{info.sha}/config.json", timeout=timeout,
+                                      headers=build_hf_headers(token=token()), follow_redirects=True)
+            reply.raise_for_status()
+            try:
+                config = json.loads(reply.content)
+            except ValueError:
+                config = None
+    return Remote(repo, revision, str(info.sha), {p: sizes[p] for p in wanted}, sha, config)
 
 
 def download(repo: str, revision: str, dest: Path, file: str | None = None,

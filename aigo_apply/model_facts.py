@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.model_store import MARKER
 from aigo_apply.vram import weights_from_headers
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
@@ -33,10 +34,14 @@ def weight_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.safetensors"))
 
 
-def model_facts(spec: dict[str, Any]) -> dict[str, Any]:
-    """{weights: bytes | None, config: dict | None, found: how, problem: why unknown}."""
+def model_facts(spec: dict[str, Any], remote: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{weights: bytes | None, config: dict | None, found: how, problem: why unknown}. For a model
+    not downloaded yet, `remote` (what the Hub said: file sizes, config.json) stands in."""
     folder = Path(spec["model_dir"])
     out: dict[str, Any] = {"weights": None, "config": None, "found": None, "problem": None}
+    if remote and "weights" in remote and not (folder / MARKER).is_file():
+        return {"weights": remote["weights"], "config": remote.get("config"), "problem": None,
+                "found": "file sizes on the Hub (not downloaded yet)"}
     if "model_file" in spec:
         path = folder / spec["model_file"]
         try:

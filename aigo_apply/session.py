@@ -51,8 +51,10 @@ def remote_info(desired: DesiredState, observed: ObservedState) -> dict[tuple, d
 
     def ask(key):
         try:
-            found = remote(*key)
-            return key, {"commit": found.commit, "bytes": found.bytes, "files": sorted(found.files)}
+            found = remote(*key, with_config=True)
+            weights = sum(n for p, n in found.files.items() if p.endswith((".safetensors", ".bin", ".gguf")))
+            return key, {"commit": found.commit, "bytes": found.bytes, "files": sorted(found.files),
+                         "weights": weights, "config": found.config}
         except HubError as exc:
             return key, {"error": exc.message, "fix": exc.fix, "access": exc.access}
         except AigoError as exc:  # e.g. a repo with nothing an engine can serve
@@ -62,9 +64,11 @@ def remote_info(desired: DesiredState, observed: ObservedState) -> dict[tuple, d
         return dict(pool.map(ask, sorted(missing, key=repr)))
 
 
-def host_checks(desired: DesiredState, runtime, observed: ObservedState | None = None) -> tuple[list, list]:
+def host_checks(desired: DesiredState, runtime, observed: ObservedState | None = None,
+                remote: dict[tuple, dict] | None = None) -> tuple[list, list]:
     """The readiness checks for this host and file, and the per-GPU memory ledger: Docker /info,
-    and (only when a model wants a GPU) NVML and the model files the VRAM estimate reads."""
+    and (only when a model wants a GPU) NVML and the model files the VRAM estimate reads; for a
+    model not downloaded yet, what the Hub said (`remote`: file sizes and config.json)."""
     from aigo_apply import gpu_ledger
     from aigo_apply.hostcheck import gpu_needs, run_checks
     from aigo_apply.hostfacts import docker_facts, nvml_facts
@@ -78,9 +82,15 @@ def host_checks(desired: DesiredState, runtime, observed: ObservedState | None =
     from aigo_apply.model_facts import model_facts
 
     ours = {c.id for c in (observed or observe(desired.project, runtime)).ours}
-    files = {alias: model_facts(m.spec) for alias, m in desired.models.items() if m.spec["gpus"] != "none"}
+    files = {alias: model_facts(m.spec, (remote or {}).get(_remote_key(m.spec)))
+             for alias, m in desired.models.items() if m.spec["gpus"] != "none"}
     ledger = gpu_ledger.build(desired, facts["nvml"], files, ours)
     return checks + gpu_ledger.checks(ledger), ledger
+
+
+def _remote_key(spec: dict) -> tuple | None:
+    source = spec.get("source", {})
+    return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
 
 def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None,
@@ -88,8 +98,9 @@ def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[st
     desired = load_desired(file)
     runtime = runtime or _docker()
     observed = observe(desired.project, runtime, desired)
-    checks, ledger = host_checks(desired, runtime, observed)
-    return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote_info(desired, observed))
+    remote = remote_info(desired, observed)
+    checks, ledger = host_checks(desired, runtime, observed, remote)
+    return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote)
 
 
 def _docker():

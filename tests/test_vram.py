@@ -281,3 +281,23 @@ def test_tight_fit_warns_and_every_remediation_is_exact(tmp_path):
     assert memory.status == "blocking"
     assert memory.remediation == ("stop the processes holding the GPU (see nvidia-smi), or lower the models' "
                                   "gpu_memory_utilization so their budgets fit in the free memory")
+
+
+def test_a_model_not_downloaded_yet_is_estimated_from_what_the_hub_says(tmp_path, monkeypatch):
+    from aigo_apply.session import _remote_key, remote_info
+    from hub import Hub
+
+    text = "version: 1\nproject: lab\ndefaults: {models_dir: store}\nmodels:\n" \
+           "  m: {source: {repo: org/tiny}, context_length: 4096, gpus: [0]}\n"
+    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    with Hub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+        hub.add("org/tiny", {"config.json": json.dumps(TINY_CONFIG).encode(), "model.safetensors": b"w" * 5000,
+                             "README.md": b"x" * 999})
+        remote = remote_info(desired, parse_state("lab", [], []))
+    facts = {"m": model_facts(desired.models["m"].spec, remote[_remote_key(desired.models["m"].spec)])}
+    assert facts["m"]["found"] == "file sizes on the Hub (not downloaded yet)"
+    (row, _) = gpu_ledger.build(desired, nvml("two-gpu-r570"), facts, set())
+    est = row["models"][0]["estimate"]
+    assert (est["weights"], est["kv_cache"]) == (5000, 2 * 3 * 2 * 16 * 2 * 4096)
