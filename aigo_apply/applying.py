@@ -22,7 +22,7 @@ from aigo_apply.plan import Plan
 from aigo_apply.planner import build_plan, destroy_plan
 from aigo_apply.render import plan_json, plan_text
 from aigo_apply.reporter import JsonReporter, TextReporter
-from aigo_apply.session import host_checks, load_desired, observe, remote_info
+from aigo_apply.session import checkpoints, host_checks, load_desired, observe, remote_info
 from aigo_apply.statedir import state_dir
 
 PULL_POLICIES = ("missing", "always", "never")
@@ -60,7 +60,7 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
 def _host(desired, runtime, observed, ignore):
     remote = remote_info(desired, observed)
     checks, ledger = host_checks(desired, runtime, observed, remote)
-    return checks, ignore, ledger, remote
+    return checks, ignore, ledger, remote, checkpoints(desired, remote)
 
 
 def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) -> int:

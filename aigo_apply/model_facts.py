@@ -34,7 +34,22 @@ def weight_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.safetensors"))
 
 
-def model_facts(spec: dict[str, Any], remote: dict[str, Any] | None = None) -> dict[str, Any]:
+def read_config(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def quant_method(config: dict[str, Any] | None) -> str | None:
+    """The method of a pre-quantized checkpoint (AWQ, GPTQ, FP8, NVFP4...), from config.json."""
+    section = (config or {}).get("quantization_config")
+    method = section.get("quant_method") if isinstance(section, dict) else None
+    return str(method) if method else None
+
+
+def model_facts(spec: dict[str, Any], remote: dict[str, Any] | None = None, weights_too: bool = True) -> dict[str, Any]:
     """{weights: bytes | None, config: dict | None, found: how, problem: why unknown}. For a model
     not downloaded yet, `remote` (what the Hub said: file sizes, config.json) stands in."""
     folder = Path(spec["model_dir"])
@@ -42,6 +57,9 @@ def model_facts(spec: dict[str, Any], remote: dict[str, Any] | None = None) -> d
     if remote and "weights" in remote and not (folder / MARKER).is_file():
         return {"weights": remote["weights"], "config": remote.get("config"), "problem": None,
                 "found": "file sizes on the Hub (not downloaded yet)"}
+    if weights_too is False:
+        out["config"] = read_config(folder)
+        return out
     if "model_file" in spec:
         path = folder / spec["model_file"]
         try:

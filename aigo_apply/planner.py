@@ -21,12 +21,14 @@ STOPPED = ("created", "exited")
 
 def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable[str] = (),
                target: Iterable[str] = (), checks: Iterable[Any] = (), ignore: Iterable[str] = (),
-               gpu_ledger: Iterable[dict[str, Any]] = (), remote: dict[tuple, dict[str, Any]] | None = None) -> Plan:
+               gpu_ledger: Iterable[dict[str, Any]] = (), remote: dict[tuple, dict[str, Any]] | None = None,
+               checkpoints: dict[str, dict[str, Any]] | None = None) -> Plan:
     """`checks` are the host readiness checks (hostcheck.Check); blocking ones become blockers
     unless their id is in `ignore`, which the plan then states as a warning. `gpu_ledger` (built by
     gpu_ledger.build, its verdicts already among the checks) is carried into the plan as it is.
     `remote` is what the Hub said about each missing download, by (repo, revision, file): its
-    commit and size, or the error (a gated or missing repo blocks the plan)."""
+    commit and size, or the error (a gated or missing repo blocks the plan). `checkpoints` is what
+    each model's config.json says about it (`quant_method` of a pre-quantized checkpoint)."""
     replace, target = set(replace), set(target)
     known = set(desired.models) | {c.alias for c in observed.engines if c.alias}
     for alias in sorted(replace - set(desired.models)):
@@ -47,10 +49,11 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
         if alias not in desired.models and wanted(alias):
             model_actions += [_remove(c, f"model '{alias}' is no longer in {desired.file}") for c in containers]
 
+    model_actions, quant_blockers = _checkpoint_notes(desired, model_actions, checkpoints or {})
     router = _router_action(desired, observed, model_actions, targeted=bool(target))
     model_actions += router
     pulls = _pulls(model_actions, observed.images)
-    blockers = _conflicts(desired, observed, target)
+    blockers = _conflicts(desired, observed, target) + quant_blockers
     warnings = list(desired.warnings)
     fetches, hub_blockers, hub_warnings = _downloads(desired, observed, model_actions, remote or {})
     pulls += fetches
@@ -209,6 +212,35 @@ def _pulls(actions: list[Action], local: dict[str, str]) -> list[Action]:
     needed = sorted({a.image for a in actions if a.kind in ("create", "recreate") and a.image})
     return [Action(f"image.{ref}", "pull", ("the image is not on this machine",), image=ref)
             for ref in needed if ref not in local]
+
+
+def _quant_family(method: str) -> str:
+    """awq_marlin and auto_awq are kernels for an awq checkpoint; modelopt_fp4 for a modelopt one..."""
+    return method.lower().removeprefix("auto_").replace("-", "_").split("_")[0]
+
+
+def _checkpoint_notes(desired: DesiredState, actions: list[Action],
+                      checkpoints: dict[str, dict[str, Any]]) -> tuple[list[Action], list[Blocker]]:
+    """Say when a checkpoint is pre-quantized; block a quantization setting that contradicts it."""
+    import dataclasses
+
+    out, blockers = [], []
+    for action in actions:
+        method = checkpoints.get(action.model or "", {}).get("quant_method") if action.kind != "remove" else None
+        if not method:
+            out.append(action)
+            continue
+        model = desired.models[action.model]
+        setting = model.spec.get("vllm", {}).get("quantization") if model.spec["engine"] == "vllm" else None
+        note = f"pre-quantized checkpoint ({method}, from config.json); the engine reads its quantization from it"
+        out.append(dataclasses.replace(action, notes=tuple(action.notes) + (note,)))
+        if setting and _quant_family(setting) != _quant_family(method):
+            blockers.append(Blocker(
+                "model.quantization", f"models.{action.model}.vllm.quantization is '{setting}', but the checkpoint is "
+                f"quantized with '{method}' (config.json quantization_config.quant_method); vLLM would refuse it",
+                f"remove vllm.quantization (vLLM then uses the checkpoint's own method), or name a {method} kernel",
+                action.address))
+    return out, blockers
 
 
 def _downloads(desired: DesiredState, observed: ObservedState, model_actions: list[Action],

@@ -100,7 +100,20 @@ def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[st
     observed = observe(desired.project, runtime, desired)
     remote = remote_info(desired, observed)
     checks, ledger = host_checks(desired, runtime, observed, remote)
-    return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote)
+    return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote, checkpoints(desired, remote))
+
+
+def checkpoints(desired: DesiredState, remote: dict[tuple, dict] | None = None) -> dict[str, dict]:
+    """What each model's config.json says about its checkpoint (local, else as the Hub has it)."""
+    from aigo_apply.model_facts import model_facts, quant_method
+
+    out = {}
+    for alias, model in desired.models.items():
+        if "model_file" in model.spec:
+            continue
+        facts = model_facts(model.spec, (remote or {}).get(_remote_key(model.spec)), weights_too=False)
+        out[alias] = {"quant_method": quant_method(facts.get("config"))}
+    return out
 
 
 def _docker():

@@ -195,7 +195,7 @@ def test_planner_imports_stay_pure():
     tree = ast.parse(Path(aigo_apply.planner.__file__).read_text())
     imported = {n.module if isinstance(n, ast.ImportFrom) else a.name
                 for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-    allowed = {"__future__", "typing", "difflib", "deepdiff", "aigo_apply.errors", "aigo_apply.model",
+    allowed = {"__future__", "typing", "dataclasses", "difflib", "deepdiff", "aigo_apply.errors", "aigo_apply.model",
                "aigo_apply.observed", "aigo_apply.paths", "aigo_apply.plan", "aigo_apply.router_render",
                "aigo_apply.model_store"}  # its pure helpers only: which downloads the specs name
     assert imported <= allowed, imported - allowed
@@ -279,3 +279,19 @@ def test_gated_repo_blocks_the_plan_and_an_unreachable_hub_warns(tmp_path):
     offline = {("org/beta", "v1", None): {"error": "cannot reach the Hub", "access": False}}
     plan = build_plan(d, observed(d, downloaded=False, entries=[]), remote=offline)
     assert not plan.blockers and "org/beta@v1: the Hub could not tell its size (cannot reach the Hub)" in plan.warnings
+
+
+def test_pre_quantized_checkpoints_get_a_note_and_a_contradicting_setting_blocks(tmp_path):
+    d = desired(tmp_path)
+    plan = build_plan(d, observed(d, entries=[]), checkpoints={"alpha": {"quant_method": "awq"}})
+    alpha = next(a for a in plan.actions if a.address == "model.alpha")
+    assert alpha.notes[-1] == "pre-quantized checkpoint (awq, from config.json); the engine reads its quantization from it"
+    assert not plan.blockers
+    text = CONFIG.replace("  alpha:\n", "  alpha:\n    vllm: {quantization: gptq_marlin}\n", 1)
+    d = desired(tmp_path, text)
+    plan = build_plan(d, observed(d, entries=[]), checkpoints={"alpha": {"quant_method": "awq"}})
+    assert [(b.id, b.address) for b in plan.blockers] == [("model.quantization", "model.alpha")]
+    assert plan.blockers[0].message.startswith("models.alpha.vllm.quantization is 'gptq_marlin', but the checkpoint "
+                                               "is quantized with 'awq'")
+    d = desired(tmp_path, CONFIG.replace("  alpha:\n", "  alpha:\n    vllm: {quantization: awq_marlin}\n", 1))
+    assert not build_plan(d, observed(d, entries=[]), checkpoints={"alpha": {"quant_method": "awq"}}).blockers

@@ -301,3 +301,12 @@ def test_a_model_not_downloaded_yet_is_estimated_from_what_the_hub_says(tmp_path
     (row, _) = gpu_ledger.build(desired, nvml("two-gpu-r570"), facts, set())
     est = row["models"][0]["estimate"]
     assert (est["weights"], est["kv_cache"]) == (5000, 2 * 3 * 2 * 16 * 2 * 4096)
+
+
+def test_checkpoints_read_the_quantization_of_a_local_folder(tmp_path):
+    from aigo_apply.session import checkpoints
+
+    make_tiny_model(tmp_path / "m", {**TINY_CONFIG, "quantization_config": {"quant_method": "awq", "bits": 4}})
+    text = "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 4096, gpus: none}\n"
+    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    assert checkpoints(desired) == {"m": {"quant_method": "awq"}}
