@@ -22,7 +22,8 @@ from aigo_apply.plan import Plan
 from aigo_apply.planner import build_plan, destroy_plan
 from aigo_apply.render import plan_json, plan_text
 from aigo_apply.reporter import JsonReporter, TextReporter
-from aigo_apply.session import checkpoints, host_checks, load_desired, observe, remote_info
+from aigo_apply import lockfile
+from aigo_apply.session import checkpoints, host_checks, load_desired, lock_checks, observe, remote_info
 from aigo_apply.statedir import state_dir
 
 PULL_POLICIES = ("missing", "always", "never")
@@ -40,6 +41,7 @@ class ApplyOptions:
     target: tuple[str, ...] = ()
     confirm: Callable[[str], bool] | None = None  # asks the user; None when there is no terminal
     ignore: tuple[str, ...] = ()  # readiness check ids the user chose to ignore
+    locked: bool = False  # install exactly what aigo.lock records
 
 
 def run_apply(opts: ApplyOptions, runtime=None) -> int:
@@ -49,18 +51,31 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
         project, make = saved.project, lambda observed: _check_saved(saved, observed)
     else:
         desired = load_desired(opts.file)
+        lock = lockfile.read(lockfile.path_for(desired.file))
+        if opts.locked and lock is None:
+            raise AigoError(f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
+                            "without --locked to write it (nothing was changed)")
         runtime = runtime or _docker()
         project = desired.project
         make = lambda observed: build_plan(desired, observed, opts.replace, opts.target,  # noqa: E731
-                                           *_host(desired, runtime, observed, opts.ignore))
+                                           *_host(desired, runtime, observed, opts, lock))
         return _converge(project, "apply", make, opts, runtime, ask=True, desired=desired)
     return _converge(project, "apply", make, opts, runtime or _docker(), ask=False)
 
 
-def _host(desired, runtime, observed, ignore):
-    remote = remote_info(desired, observed)
+def _host(desired, runtime, observed, opts, lock):
+    remote = remote_info(desired, observed, lock if opts.locked else None)
     checks, ledger = host_checks(desired, runtime, observed, remote)
-    return checks, ignore, ledger, remote, checkpoints(desired, remote)
+    checks += lock_checks(desired, observed, lock, opts.locked)
+    return checks, opts.ignore, ledger, remote, checkpoints(desired, remote)
+
+
+def record_lock(desired, runtime) -> None:
+    """After a successful apply: aigo.lock records the images and model commits now installed."""
+    from aigo_apply.model_store import read_markers
+
+    data = lockfile.build(desired, runtime.list_images(), read_markers({a: m.spec for a, m in desired.models.items()}))
+    lockfile.write(lockfile.path_for(desired.file), data)
 
 
 def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) -> int:
@@ -85,6 +100,8 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
             raise PlanBlocked(f"{command} refused: the plan is blocked ({len(plan.blockers)} problem"
                               f"{'s' if len(plan.blockers) != 1 else ''} above); nothing was changed")
         if not plan.has_changes:
+            if desired is not None and command == "apply" and not opts.target:
+                record_lock(desired, runtime)
             return EXIT_OK
         pulls = choose_pulls(plan, observed.images, opts.pull)
         if ask and not opts.yes:
@@ -97,7 +114,10 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
         executor = Executor(runtime, reporter, Journal(directory), routes=router_for(plan, observed, runtime))
         with _interrupts(executor.interrupted, opts.output == "text"):
             report = executor.run(plan, pulls)
-        return _finish(report, command, reporter, opts.output)
+        code = _finish(report, command, reporter, opts.output)
+        if code == EXIT_OK and desired is not None and command == "apply" and not opts.target:
+            record_lock(desired, runtime)
+        return code
 
 
 def router_for(plan: Plan, observed, runtime):

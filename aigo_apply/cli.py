@@ -127,13 +127,17 @@ lock_option = click.option("--lock-timeout", type=float, default=0.0, show_defau
 @click.option("--target", "target", metavar="ALIAS", multiple=True, help="Apply only this model (repeatable).")
 @click.option("--ignore-readiness", "ignore", metavar="CHECK_ID", multiple=True,
               help="Do not let this readiness check block (the plan says so).")
+@click.option("--locked", is_flag=True, help="Install exactly the model commits and images aigo.lock records.")
 def apply(planfile: Path | None, file: str | None, output: str, yes: bool, pull: str, lock_timeout: float,
-          replace: tuple[str, ...], target: tuple[str, ...], ignore: tuple[str, ...]) -> int:
-    """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove."""
+          replace: tuple[str, ...], target: tuple[str, ...], ignore: tuple[str, ...], locked: bool) -> int:
+    """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove.
+    A successful apply writes aigo.lock next to the file."""
     from aigo_apply.applying import ApplyOptions, run_apply
 
+    if locked and planfile:
+        raise click.UsageError("--locked applies the file; a saved plan already says what it installs")
     return run_apply(ApplyOptions(file, planfile, yes, pull, output, lock_timeout, replace, target, _confirm(),
-                                  ignore))
+                                  ignore, locked))
 
 
 @cli.command()

@@ -194,7 +194,8 @@ class Executor:
 
         spec = check_download(action)
         dest = Path(spec["dest"])
-        if is_complete(read_marker(dest), spec["file"]):
+        marker = read_marker(dest)
+        if is_complete(marker, spec["file"]) and (not spec.get("pin") or marker.get("commit") == spec["pin"]):
             self._step(action.address, "download", "ok", "already on this machine")
             return
         size = f" ({spec['bytes'] / 1e9:.1f} GB)" if spec.get("bytes") else ""
@@ -210,7 +211,7 @@ class Executor:
                 self.reporter.event("download_progress", address=action.address, done=done, total=total)
 
         fetch = self.fetch or _hub_download
-        marker = fetch(spec["repo"], spec["revision"], dest, spec["file"], progress)
+        marker = fetch(spec["repo"], spec["revision"], dest, spec["file"], progress, spec.get("pin"))
         self.journal.record("download", action.address, "ok", commit=marker.get("commit"))
         self.reporter.event("download_done", address=action.address,
                             message=f"downloaded {len(marker.get('files', {}))} files at commit "
@@ -426,10 +427,10 @@ class Executor:
             raise Interrupted("interrupted")
 
 
-def _hub_download(repo: str, revision: str, dest, file, progress) -> dict:
+def _hub_download(repo: str, revision: str, dest, file, progress, pin=None) -> dict:
     from aigo_apply.hf import download
 
-    return download(repo, revision, dest, file, progress)
+    return download(repo, revision, dest, file, progress, pin)
 
 
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -443,7 +444,8 @@ def check_download(action: Action) -> dict[str, Any]:
 
     spec = action.spec or {}
     repo, revision, file, dest = spec.get("repo"), spec.get("revision"), spec.get("file"), spec.get("dest")
-    ok = (isinstance(repo, str) and _REPO.match(repo) and isinstance(revision, str) and _REVISION.match(revision)
+    pin = spec.get("pin")
+    ok = (pin is None or (isinstance(pin, str) and re.fullmatch(r"[0-9a-f]{40}", pin) is not None)) and (isinstance(repo, str) and _REPO.match(repo) and isinstance(revision, str) and _REVISION.match(revision)
           and ".." not in revision.split("/") and isinstance(dest, str)
           and (file is None or (isinstance(file, str) and file.endswith(".gguf") and ".." not in file.split("/")
                                 and not file.startswith("/"))))

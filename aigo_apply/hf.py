@@ -88,24 +88,52 @@ def remote(repo: str, revision: str, file: str | None = None, timeout: float = I
     return Remote(repo, revision, str(info.sha), {p: sizes[p] for p in wanted}, sha, config)
 
 
+def resolve(repo: str, revision: str, timeout: float = INFO_TIMEOUT) -> str:
+    """The commit `revision` names on the Hub now."""
+    from huggingface_hub import HfApi
+
+    with _errors(repo, revision):
+        return str(HfApi(endpoint=_endpoint(), token=token()).repo_info(repo, revision=revision, timeout=timeout).sha)
+
+
 def download(repo: str, revision: str, dest: Path, file: str | None = None,
-             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Download what the engine needs of repo@revision into `dest` and mark it complete.
-    Resumes a partial download (huggingface_hub keeps .incomplete files under dest/.cache)."""
+             progress: Callable[[int, int], None] | None = None, pin: str | None = None) -> dict[str, Any]:
+    """Download what the engine needs of repo@revision (at commit `pin` when given: aigo.lock) into
+    `dest` and mark it complete. Resumes a partial download (huggingface_hub keeps .incomplete
+    files under .cache/). When `dest` holds another commit, the new one is assembled beside it and
+    swapped in whole, so no folder ever mixes two commits."""
+    import shutil
+
     from huggingface_hub import snapshot_download
 
-    found = remote(repo, revision, file)
-    dest.mkdir(parents=True, exist_ok=True)
+    found = remote(repo, pin or revision, file)
+    previous = read_marker(dest) or {}
+    target = dest
+    if previous.get("commit") and previous["commit"] != found.commit:
+        target = dest.with_name(f"{dest.name}.{found.commit[:12]}.partial")
+        previous = {}
+    target.mkdir(parents=True, exist_ok=True)
     bar = _Progress(found.bytes, progress)
     with _errors(repo, revision):
-        snapshot_download(repo, revision=found.commit, local_dir=str(dest), allow_patterns=sorted(found.files),
+        snapshot_download(repo, revision=found.commit, local_dir=str(target), allow_patterns=sorted(found.files),
                           token=token(), endpoint=_endpoint(), tqdm_class=bar.factory)
-    for path, size in found.files.items():
+    marker = _verify_and_mark(repo, revision, target, found, file, previous)
+    if target != dest:
+        old = dest.with_name(f"{dest.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        dest.rename(old)
+        target.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+    return marker
+
+
+def _verify_and_mark(repo: str, revision: str, dest: Path, found: Remote, file: str | None,
+                     previous: dict[str, Any]) -> dict[str, Any]:
+    for path, size in found.files.items():  # every file arrived whole, and the weights are the Hub's
         actual = (dest / path).stat().st_size if (dest / path).is_file() else None
         if actual != size:
             raise HubError(f"{repo}@{revision}: {path} has {actual} bytes after the download, the Hub says {size}; "
                            "run the command again to fetch it anew")
-    previous = read_marker(dest) or {}
     verified = dict(previous.get("sha256", {})) if previous.get("commit") == found.commit else {}
     for path, digest in found.sha256.items():
         if verified.get(path) != digest:

@@ -55,6 +55,7 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
     pulls = _pulls(model_actions, observed.images)
     blockers = _conflicts(desired, observed, target) + quant_blockers
     warnings = list(desired.warnings)
+    model_actions = _lock_moves(desired, observed, model_actions, remote or {})
     fetches, hub_blockers, hub_warnings = _downloads(desired, observed, model_actions, remote or {})
     pulls += fetches
     blockers += hub_blockers
@@ -250,14 +251,16 @@ def _downloads(desired: DesiredState, observed: ObservedState, model_actions: li
     acting = {a.model for a in model_actions if a.kind in ("create", "recreate", "start") and a.model}
     actions, blockers, warnings = [], [], []
     for need in downloads({alias: m.spec for alias, m in desired.models.items()}):
-        if is_complete(observed.model_files.get(need["dest"]), need["file"]) or not acting & set(need["models"]):
+        info = remote.get((need["repo"], need["revision"], need["file"]), {})
+        marker = observed.model_files.get(need["dest"])
+        pinned_here = not info.get("pin") or (marker or {}).get("commit") == info["pin"]
+        if (is_complete(marker, need["file"]) and pinned_here) or not acting & set(need["models"]):
             continue
         what = f"{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need["file"] else "")
-        info = remote.get((need["repo"], need["revision"], need["file"]), {})
         first = f"model.{need['models'][0]}"
         if "error" in info:
             if info.get("access"):
-                blockers.append(Blocker("hub.access", info["error"], info.get("fix", ""), first))
+                blockers.append(Blocker(info.get("blocker", "hub.access"), info["error"], info.get("fix", ""), first))
             else:
                 warnings.append(f"{what}: the Hub could not tell its size ({info['error']})")
             reason = f"{what} is not on this machine (size unknown)"
@@ -267,10 +270,34 @@ def _downloads(desired: DesiredState, observed: ObservedState, model_actions: li
                       f"{_size(info['bytes'])}, commit {info['commit'][:12]}")
         else:
             reason = f"{what} is not on this machine"
+        if info.get("pin"):
+            reason += " (the commit aigo.lock records)"
         spec = {k: need[k] for k in ("repo", "revision", "file", "dest", "models")}
-        spec.update({k: info[k] for k in ("commit", "bytes") if k in info})
+        spec.update({k: info[k] for k in ("commit", "bytes", "pin") if k in info})
         actions.append(Action(f"download.{what}", "download", (reason,), spec=spec))
     return actions, blockers, warnings
+
+
+def _lock_moves(desired: DesiredState, observed: ObservedState, actions: list[Action],
+                remote: dict[tuple, dict[str, Any]]) -> list[Action]:
+    """With `apply --locked`, a model whose folder holds another commit than aigo.lock records is
+    replaced once the recorded commit is downloaded (its files change under it)."""
+    import dataclasses
+
+    moving: dict[str, str] = {}
+    for need in downloads({alias: m.spec for alias, m in desired.models.items()}):
+        pin = remote.get((need["repo"], need["revision"], need["file"]), {}).get("pin")
+        here = (observed.model_files.get(need["dest"]) or {}).get("commit")
+        if pin and here and here != pin:
+            moving.update({alias: pin for alias in need["models"]})
+    out = []
+    for action in actions:
+        if action.model in moving and action.kind in ("noop", "start"):
+            reason = f"its model files move to commit {moving[action.model][:12]} (aigo.lock)"
+            action = dataclasses.replace(action, kind="recreate", reasons=(reason,), changes=(),
+                                         ready_timeout=desired.models[action.model].ready_timeout)
+        out.append(action)
+    return out
 
 
 def _size(n: int) -> str:

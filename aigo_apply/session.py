@@ -31,15 +31,31 @@ def observe(project: str, runtime=None, desired: DesiredState | None = None) -> 
                        read_live(state_path(project) / "router"), markers)
 
 
-def remote_info(desired: DesiredState, observed: ObservedState) -> dict[tuple, dict]:
+def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | None = None) -> dict[tuple, dict]:
     """What the Hub says about each download the plan may need (commit, files, bytes, or the
-    error), asked in parallel only for folders that are not complete here. Never raises."""
+    error), asked in parallel only for folders that are not complete here. With `lock` (apply
+    --locked) every download is pinned to the commit aigo.lock records. Never raises."""
+    from aigo_apply.lockfile import key
     from aigo_apply.model_store import downloads, is_complete
 
-    missing = {(d["repo"], d["revision"], d["file"]) for d in downloads({a: m.spec for a, m in desired.models.items()})
-               if not is_complete(observed.model_files.get(d["dest"]), d["file"])}
+    missing, pins, out = set(), {}, {}
+    for d in downloads({a: m.spec for a, m in desired.models.items()}):
+        marker = observed.model_files.get(d["dest"]) or {}
+        k = (d["repo"], d["revision"], d["file"])
+        if lock is not None:
+            entry = lock["models"].get(key(d))
+            if entry is None:
+                out[k] = {"error": f"{key(d)} is not in aigo.lock", "access": True, "blocker": "lock.missing",
+                          "fix": "apply without --locked once to record it (or remove the model)"}
+                continue
+            pins[k] = entry["commit"]
+            if marker.get("commit") == entry["commit"] and is_complete(marker, d["file"]):
+                continue
+            missing.add(k)
+        elif not is_complete(marker, d["file"]):
+            missing.add(k)
     if not missing:
-        return {}
+        return out
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -50,18 +66,60 @@ def remote_info(desired: DesiredState, observed: ObservedState) -> dict[tuple, d
         return {key: {"error": "HF_HUB_OFFLINE is set", "access": False} for key in missing}
 
     def ask(key):
+        repo, revision, file = key
         try:
-            found = remote(*key, with_config=True)
+            found = remote(repo, pins.get(key, revision), file, with_config=True)
             weights = sum(n for p, n in found.files.items() if p.endswith((".safetensors", ".bin", ".gguf")))
             return key, {"commit": found.commit, "bytes": found.bytes, "files": sorted(found.files),
-                         "weights": weights, "config": found.config}
+                         "weights": weights, "config": found.config, **({"pin": pins[key]} if key in pins else {})}
         except HubError as exc:
             return key, {"error": exc.message, "fix": exc.fix, "access": exc.access}
         except AigoError as exc:  # e.g. a repo with nothing an engine can serve
             return key, {"error": str(exc), "access": True}
 
     with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
-        return dict(pool.map(ask, sorted(missing, key=repr)))
+        return {**out, **dict(pool.map(ask, sorted(missing, key=repr)))}
+
+
+def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | None, locked: bool) -> list:
+    """Drift from aigo.lock (warnings; the Hub is asked where each branch or tag points now), and
+    with --locked an image that differs from the recorded one (blocking: it names the pull)."""
+    if lock is None:
+        return []
+    import os
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aigo_apply.hostcheck import Check
+    from aigo_apply.lockfile import drift, key
+    from aigo_apply.model_store import downloads
+
+    moving = {key(d): d for d in downloads({a: m.spec for a, m in desired.models.items()})
+              if key(d) in lock["models"] and not re.fullmatch(r"[0-9a-f]{40}", d["revision"])}
+    hub: dict[str, str] = {}
+    if moving and os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("1", "true", "yes", "on"):
+        from aigo_apply.errors import AigoError
+        from aigo_apply.hf import resolve
+
+        def ask(item):
+            try:
+                return item[0], resolve(item[1]["repo"], item[1]["revision"], timeout=5.0)
+            except AigoError:
+                return item[0], None
+
+        with ThreadPoolExecutor(max_workers=min(8, len(moving))) as pool:
+            hub = {k: v for k, v in pool.map(ask, moving.items()) if v}
+    checks = [Check("lock.drift", "warning", f"aigo.lock: {line}")
+              for line in drift(lock, desired, observed.images, observed.model_files, hub)]
+    if locked:
+        for ref, entry in sorted(lock["images"].items()):
+            local = observed.images.get(ref)
+            if ref in desired.images() and local != entry.get("id"):
+                fix = (f"docker pull {entry['digest']} && docker tag {entry['digest']} {ref}" if entry.get("digest")
+                       else f"rebuild or re-tag {ref} as {entry.get('id', '')[:19]} (it has no registry digest)")
+                checks.append(Check("lock.image", "blocking", f"image {ref} is {str(local)[:19] if local else 'missing'}, "
+                                    f"aigo.lock records {str(entry.get('id'))[:19]}", fix))
+    return checks
 
 
 def host_checks(desired: DesiredState, runtime, observed: ObservedState | None = None,
@@ -100,6 +158,9 @@ def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[st
     observed = observe(desired.project, runtime, desired)
     remote = remote_info(desired, observed)
     checks, ledger = host_checks(desired, runtime, observed, remote)
+    from aigo_apply.lockfile import path_for, read
+
+    checks += lock_checks(desired, observed, read(path_for(desired.file)), locked=False)
     return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote, checkpoints(desired, remote))
 
 

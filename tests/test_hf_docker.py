@@ -74,7 +74,11 @@ def test_apply_downloads_on_the_host_and_the_engine_runs_offline_without_a_token
     hub.requests.clear()
     again = run_cli("apply", "-f", path, "-y", env=env)
     assert again.returncode == 0 and "No changes." in again.stdout
-    assert hub.requests == []  # a second apply asks the Hub nothing at all
+    # a second apply downloads nothing; it only asks where `main` points now, to report drift from aigo.lock
+    assert hub.file_gets() == [] and [p for _, p, _ in hub.requests] == ["/api/models/org/tiny/revision/main"]
+    lock = json.loads((tmp_path / "aigo.lock").read_text())
+    assert lock["models"] == {"org/tiny@main": {"commit": commit, "models": ["tiny"]}}
+    assert lock["images"]["aigo-stub-engine:1"]["id"].startswith("sha256:")
     listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)
     assert [(r["repo"], r["revision"], r["commit"], r["files"], r["used_by"]) for r in listed] == [
         ("org/tiny", "main", commit, 4, ["tiny"])]
@@ -126,3 +130,44 @@ def test_a_repo_without_weights_is_refused_with_what_was_found(tmp_path, hub, en
     assert result.returncode == 1
     assert "org/docs is not a model vLLM or SGLang can serve: it needs config.json and .safetensors (or .bin) " \
            "weights at its top level; found README.md, notes.txt" in result.stderr
+
+
+def test_lock_records_the_commit_plan_reports_a_moved_branch_and_locked_apply_installs_the_recorded_one(
+        runtime, project, tmp_path, hub, env):
+    first = hub.add("org/tiny", tiny_files(b"a"))
+    path = config(tmp_path, project, "{repo: org/tiny}", free_port())
+    assert run_cli("apply", "-f", path, "-y", env=env).returncode == 0
+    lock_text = (tmp_path / "aigo.lock").read_text()
+    assert json.loads(lock_text)["models"]["org/tiny@main"]["commit"] == first
+
+    moved = hub.add("org/tiny", tiny_files(b"b"))  # someone pushes to main
+    planned = run_cli("plan", "-f", path, env=env)
+    assert (f"aigo.lock: org/tiny@main now points to commit {moved[:12]} on the Hub; aigo.lock records "
+            f"{first[:12]}") in planned.stdout
+
+    # a fresh machine set up from the config repo: nothing downloaded, no containers
+    runtime.api.remove_container(f"aigo-{project}-tiny", force=True)
+    import shutil
+
+    shutil.rmtree(tmp_path / "store")
+    hub.requests.clear()
+    locked = run_cli("apply", "-f", path, "-y", "--locked", env=env)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    folder = tmp_path / "store" / "org--tiny" / "main"
+    assert (folder / "model.safetensors").read_bytes()[:1] == b"a"  # the recorded commit, not the moved branch
+    assert all(f"/resolve/{first}/" in p for p, _ in hub.file_gets())
+    assert (tmp_path / "aigo.lock").read_text() == lock_text  # nothing new to record
+
+    # the config repo's lock moves on (recorded elsewhere): a locked apply swaps the folder to that
+    # commit whole and replaces the engine that used the old files
+    old_id = runtime.api.inspect_container(f"aigo-{project}-tiny")["Id"]
+    (tmp_path / "aigo.lock").write_text(lock_text.replace(first, moved))
+    planned = run_cli("plan", "-f", path, env=env)
+    assert f"org/tiny@main on this machine is commit {first[:12]}, aigo.lock records {moved[:12]}" in planned.stdout
+    relocked = run_cli("apply", "-f", path, "-y", "--locked", env=env)
+    assert relocked.returncode == 0, relocked.stdout + relocked.stderr
+    assert f"(because its model files move to commit {moved[:12]} (aigo.lock))" in relocked.stdout
+    assert (folder / "model.safetensors").read_bytes()[:1] == b"b"
+    assert json.loads((folder / ".aigo-download.json").read_text())["commit"] == moved
+    assert not list(folder.parent.glob("main.*"))  # no staging or old folder left behind
+    assert runtime.api.inspect_container(f"aigo-{project}-tiny")["Id"] != old_id
