@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from pathlib import Path
 from collections import defaultdict
 from typing import Any
 
@@ -32,6 +33,7 @@ def check(source: Source) -> list[Problem]:
     finder = _Finder(source)
     for rule in (_aliases, _context_lengths, _ports, _engines, _gpu_fractions, _tensor_parallel, _env, _quantization):
         rule(data, models, finder)
+    _host_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)
     _router_bind(data, finder)
     return finder.problems
 
@@ -216,6 +218,57 @@ def _quantization(data: dict, models: dict, f: _Finder) -> None:
             f.at_value(("models", alias, "vllm", "quantization"),
                        f"'{method}' is deprecated in vLLM v0.31.0 and only starts behind an extra allow flag, "
                        "which aigo-apply does not set; leave quantization unset to use the checkpoint's own method")
+
+
+SYSTEM_DIRS = ("/etc", "/proc", "/sys", "/dev", "/boot", "/run", "/var/run", "/var/lib/docker", "/usr", "/bin",
+               "/sbin", "/lib", "/root/.ssh")
+PRIVATE_HOME_DIRS = (".ssh", ".gnupg", ".aws", ".docker", ".kube", ".config", ".local/share/keyrings")
+
+
+def _unsafe_mount(path: Path) -> str | None:
+    """Why mounting `path` into an engine container would expose the host, or None when it is fine."""
+    text = str(path)
+    if text == "/":
+        return "the whole filesystem"
+    for system in SYSTEM_DIRS:
+        if text == system or text.startswith(system + "/"):
+            return f"the system folder {system}"
+    home = Path.home().resolve()
+    if path == home:
+        return "your whole home folder"
+    for private in PRIVATE_HOME_DIRS:
+        secret = home / private
+        if path == secret or secret in path.parents:
+            return f"the private folder ~/{private}"
+    return None
+
+
+def _host_paths(data: dict, models: dict, f: _Finder, base: Path) -> None:
+    """A model folder is mounted into a container: it must be a model's folder, not the host's
+    secrets or system (a config from a shared repo must not mount ~/.ssh or /etc)."""
+    places = []
+    for alias, model in models.items():
+        if not isinstance(model, dict):
+            continue
+        source = model.get("source")
+        if isinstance(source, dict) and isinstance(source.get("path"), str):
+            places.append((("models", alias, "source", "path"), source["path"]))
+        spec = model.get("vllm", {}).get("speculative") if isinstance(model.get("vllm"), dict) else None
+        draft = spec.get("draft") if isinstance(spec, dict) else None
+        if isinstance(draft, dict) and isinstance(draft.get("path"), str):
+            places.append((("models", alias, "vllm", "speculative", "draft", "path"), draft["path"]))
+    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+    if isinstance(defaults.get("models_dir"), str):
+        places.append((("defaults", "models_dir"), defaults["models_dir"]))
+    for where, raw in places:
+        try:
+            resolved = (base / Path(raw).expanduser()).resolve()
+        except (OSError, RuntimeError, ValueError):
+            continue
+        why = _unsafe_mount(resolved)
+        if why:
+            f.at_value(where, f"{raw!r} is {why} ({resolved}); engines get this folder mounted, so it must be "
+                              "the model's own folder: point it there")
 
 
 def _router_bind(data: dict, f: _Finder) -> None:

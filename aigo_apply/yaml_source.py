@@ -57,7 +57,8 @@ class Source:
 def read_text(path: Path, display: str) -> str:
     """Read the file as UTF-8 text, turning every OS-level failure into one clear line."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:  # never more than the limit (+1 to know it was exceeded): /dev/zero stays harmless
+            raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigFileError(display, "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE") from None
     except IsADirectoryError:
@@ -67,7 +68,7 @@ def read_text(path: Path, display: str) -> str:
     except OSError as exc:
         raise ConfigFileError(display, f"cannot be read: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE_BYTES:
-        raise ConfigFileError(display, f"is {len(raw)} bytes; aigo.yaml files are limited to {MAX_FILE_BYTES} bytes")
+        raise ConfigFileError(display, f"is larger than {MAX_FILE_BYTES} bytes (1 MiB), the limit for aigo.yaml files")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -75,5 +75,5 @@ def test_alias_bomb_stops_early(tmp_path):
 def test_huge_file_refused(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text("# " + "x" * (1024 * 1024 + 10) + "\nversion: 1\n")
-    with pytest.raises(ConfigFileError, match="limited to"):
+    with pytest.raises(ConfigFileError, match="the limit for aigo.yaml files"):
         load(path)
