@@ -84,8 +84,14 @@ def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) ->
         project, file = desired.project, desired.file
     else:
         file = opts.file or "(--project)"
-    return _converge(project, "destroy", lambda observed: destroy_plan(project, file, observed), opts,
-                     runtime or _docker(), ask=True)
+    runtime = runtime or _docker()
+    code = _converge(project, "destroy", lambda observed: destroy_plan(project, file, observed), opts, runtime, ask=True)
+    if code == EXIT_OK:
+        from aigo_apply.engines.common import cache_volume
+
+        if runtime.remove_volume(cache_volume(project)) and opts.output == "text":
+            click.echo(f"removed the cache volume {cache_volume(project)}")
+    return code
 
 
 def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, runtime, ask: bool,

@@ -130,6 +130,19 @@ class DockerRuntime:
         with self._errors():
             self.api.remove_container(container, force=force)
 
+    def remove_volume(self, name: str) -> bool:
+        """Remove a named volume; False when there is none."""
+        import docker.errors
+
+        try:
+            self.api.remove_volume(name, force=True)
+        except docker.errors.NotFound:
+            return False
+        except Exception:  # noqa: BLE001 - mapped to our error in one place
+            with self._errors():
+                raise
+        return True
+
     def rename(self, container: str, name: str) -> None:
         with self._errors():
             self.api.rename(container, name)

@@ -47,7 +47,8 @@ class ProjectLock:
             os.pwrite(fd, json.dumps(info).encode(), 0)
         except OSError as exc:
             os.close(fd)
-            raise AigoError(f"cannot write the lock file {self.path}: {exc.strerror or exc}") from None
+            raise AigoError(f"cannot write the lock file {self.path}: {exc.strerror or exc}; free space there or set "
+                            "AIGO_STATE_DIR to another folder (nothing was changed)") from None
         self._fd = fd
         return self
 

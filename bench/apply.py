@@ -77,6 +77,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3.0, help="stub engine load time in seconds")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    print(run(args.warmup, args.repeat))
+
+
+def run(warmup: float = 3.0, repeat: int = 3) -> str:
+    args = argparse.Namespace(warmup=warmup, repeat=repeat)
     runtime = DockerRuntime()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,11 +101,11 @@ def main() -> None:
                 finally:
                     common.remove_project(runtime, project)
             rows.append((n, statistics.median(base), statistics.median(applied), statistics.median(noop)))
-    print(f"apply overhead, stub engines with a {args.warmup:g} s warm-up, median of {args.repeat} runs\n")
-    print("| models | direct: docker + engine ready (s) | `aigo-apply apply` (s) | overhead (s) | no-op apply (s) |")
-    print("|---:|---:|---:|---:|---:|")
-    for n, b, a, z in rows:
-        print(f"| {n} | {b:.2f} | {a:.2f} | {a - b:.2f} | {z:.2f} |")
+    lines = [f"apply overhead, stub engines with a {args.warmup:g} s warm-up, median of {args.repeat} runs", "",
+             "| models | direct: docker + engine ready (s) | `aigo-apply apply` (s) | overhead (s) | no-op apply (s) |",
+             "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {n} | {b:.2f} | {a:.2f} | {a - b:.2f} | {z:.2f} |" for n, b, a, z in rows]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

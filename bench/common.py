@@ -38,5 +38,8 @@ def write_config(folder: Path, project: str, engine_image: str, router_port: int
 
 
 def remove_project(runtime, project: str) -> None:
+    from aigo_apply.engines.common import cache_volume
+
     for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
         runtime.api.remove_container(c["Id"], force=True)
+    runtime.remove_volume(cache_volume(project))

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""How long `aigo-apply plan` takes, and how many Docker API calls it makes, with N models whose
-containers are all running (the local idle image stands in for the engine; nothing needs a GPU).
+"""How long `aigo-apply plan` and a no-op `aigo-apply apply` take, and how many Docker API calls a
+plan makes, with N models whose containers are all running (the local idle image stands in for the
+engine; nothing needs a GPU), side by side with Debian's docker-compose converging an equivalent
+compose file (same image, command, published ports, N containers) with nothing to change.
 
-Prints a markdown table: for each N, the median wall time of the real CLI (`aigo-apply plan`,
-a fresh process each time, as a user runs it), the median time of the planning work in-process
-(load + validate + observe + plan), and the Docker API calls per plan, which must not grow with N.
+Prints a markdown table: for each N, the median wall time of the real CLI (a fresh process each
+time, as a user runs it), the planning work in-process (load + validate + observe + plan), the
+no-op apply, `docker-compose up -d` with nothing to change, and the Docker API calls per plan,
+which must not grow with N.
 
     python bench/plan.py                 # N = 1, 10, 50, 5 runs each
     python bench/plan.py --sizes 1,50,200 --repeat 9
@@ -13,7 +16,9 @@ a fresh process each time, as a user runs it), the median time of the planning w
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,8 +50,16 @@ def measure(runtime: DockerRuntime, n: int, repeat: int) -> dict:
             # the router: made by a real apply, which finds the engines as they should be
             subprocess.run([sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"], check=True,
                            capture_output=True, env=env)
-            cli, core, calls = [], [], []
+            compose = Compose(Path(tmp), project, load_desired(str(path))) if shutil.which("docker-compose") else None
+            cli, core, calls, noop, peer = [], [], [], [], []
             for _ in range(repeat):
+                start = time.perf_counter()
+                done = subprocess.run([sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
+                                      capture_output=True, text=True, env=env)
+                noop.append(time.perf_counter() - start)
+                assert done.returncode == 0 and "No changes." in done.stdout, done.stdout + done.stderr
+                if compose:
+                    peer.append(compose.up())
                 start = time.perf_counter()
                 done = subprocess.run([sys.executable, "-m", "aigo_apply", "plan", "-f", str(path), "--detailed-exitcode"],
                                       capture_output=True, text=True, env=env)
@@ -60,7 +73,56 @@ def measure(runtime: DockerRuntime, n: int, repeat: int) -> dict:
                 assert not plan.has_changes
         finally:
             common.remove_project(runtime, project)
-    return {"n": n, "cli": statistics.median(cli), "core": statistics.median(core), "calls": max(calls)}
+            if compose:
+                compose.down()
+    return {"n": n, "cli": statistics.median(cli), "core": statistics.median(core), "calls": max(calls),
+            "noop": statistics.median(noop), "compose": statistics.median(peer) if peer else None}
+
+
+class Compose:
+    """The same N containers declared for docker-compose (v1, Debian's package): image, command,
+    127.0.0.1 ports, ipc and restart policy as aigo-apply makes them, on ports of their own."""
+
+    def __init__(self, folder: Path, project: str, desired):
+        self.file, self.project = folder / "docker-compose.yml", project + "c"
+        services = {}
+        for i, model in enumerate(desired.models.values()):
+            c = model.container
+            services[f"s{i:03d}"] = {"image": c.image, "command": list(c.command), "ipc": "host",
+                                     "restart": "unless-stopped", "ports": [f"127.0.0.1:{30000 + i}:{c.container_port}"]}
+        self.file.write_text(json.dumps({"version": "2.4", "services": services}))
+        subprocess.run(self._cmd("up", "-d"), check=True, capture_output=True)
+
+    def _cmd(self, *args: str) -> list[str]:
+        return ["docker-compose", "-p", self.project, "-f", str(self.file), *args]
+
+    def up(self) -> float:
+        start = time.perf_counter()
+        done = subprocess.run(self._cmd("up", "-d"), capture_output=True, text=True)
+        elapsed = time.perf_counter() - start
+        assert done.returncode == 0 and "Creating" not in done.stderr and "Recreating" not in done.stderr, done.stderr
+        return elapsed
+
+    def down(self) -> None:
+        subprocess.run(self._cmd("down", "-t", "1"), capture_output=True)
+
+
+def run(sizes: str = "1,10,50", repeat: int = 5) -> str:
+    """The markdown table (and a failure line when API calls grow with N)."""
+    runtime = DockerRuntime()
+    rows = [measure(runtime, int(n), repeat) for n in sizes.split(",")]
+    lines = [f"plan and no-op apply with N running models vs `docker-compose up -d` with nothing to change, "
+             f"median of {repeat} runs", "",
+             "| models | `aigo-apply plan` (s) | plan work in-process (s) | no-op `aigo-apply apply` (s) | "
+             "no-op `docker-compose up -d` (s) | apply / compose | Docker API calls per plan |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        peer = f"{r['compose']:.3f}" if r["compose"] is not None else "n/a"
+        ratio = f"{r['noop'] / r['compose']:.2f}" if r["compose"] else "n/a"
+        lines.append(f"| {r['n']} | {r['cli']:.3f} | {r['core']:.3f} | {r['noop']:.3f} | {peer} | {ratio} | {r['calls']} |")
+    if len({r["calls"] for r in rows}) != 1:
+        lines.append("\nFAIL: the number of Docker API calls grows with the number of models")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -68,15 +130,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,10,50")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    runtime = DockerRuntime()
-    rows = [measure(runtime, int(n), args.repeat) for n in args.sizes.split(",")]
-    print(f"plan with N running models, median of {args.repeat} runs\n")
-    print("| models | `aigo-apply plan` wall (s) | plan work in-process (s) | Docker API calls per plan |")
-    print("|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['n']} | {r['cli']:.3f} | {r['core']:.3f} | {r['calls']} |")
-    if len({r["calls"] for r in rows}) != 1:
-        sys.exit("FAIL: the number of Docker API calls grows with the number of models")
+    text = run(args.sizes, args.repeat)
+    print(text)
+    if "FAIL" in text:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

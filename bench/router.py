@@ -20,7 +20,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +53,22 @@ def main() -> None:
     args = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("bench/router.py needs wrk: apt-get install wrk")
+    print(run(args.seconds))
+
+
+def reload_loop(container: str, stop: threading.Event, every: float = 0.5) -> int:
+    """Reload the router (SIGUSR2 to the HAProxy master, as every route change does) until `stop`."""
+    from aigo_apply.docker_runtime import DockerRuntime
+
+    runtime, count = DockerRuntime(), 0
+    while not stop.wait(every):
+        runtime.kill(container, "SIGUSR2")
+        count += 1
+    return count
+
+
+def run(seconds: int = 10) -> str:
+    args = argparse.Namespace(seconds=seconds)
     project, router_port = "bench" + uuid.uuid4().hex[:6], 18999
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "m").mkdir()
@@ -74,19 +92,26 @@ def main() -> None:
                 direct = wrk("http://127.0.0.1:18998/v1/chat/completions", connections, args.seconds, str(script))
                 routed = wrk(f"http://127.0.0.1:{router_port}/v1/chat/completions", connections, args.seconds, str(script))
                 rows.append((connections, direct, routed))
+            stop = threading.Event()
+            with ThreadPoolExecutor(1) as pool:
+                reloads = pool.submit(reload_loop, f"aigo-{project}-router", stop)
+                under_reloads = wrk(f"http://127.0.0.1:{router_port}/v1/chat/completions", 64, args.seconds, str(script))
+                stop.set()
+                reload_count = reloads.result()
         finally:
             subprocess.run(cli + ["destroy", "-f", str(config), "-y"], capture_output=True, env=env, cwd=ROOT)
-    print(f"router vs direct, stub engine, wrk {args.seconds} s per cell on 127.0.0.1\n")
-    print("| connections | path | p50 (ms) | p99 (ms) | req/s | errors |")
-    print("|---:|---|---:|---:|---:|---:|")
+    lines = [f"router vs direct, stub engine, wrk {args.seconds} s per cell on 127.0.0.1", "",
+             "| connections | path | p50 (ms) | p99 (ms) | req/s | errors |", "|---:|---|---:|---:|---:|---:|"]
+    cells = [(c, name, r) for c, direct, routed in rows for name, r in (("direct", direct), ("router", routed))]
+    cells.append((64, f"router, reloaded every 0.5 s ({reload_count} reloads)", under_reloads))
+    for connections, name, r in cells:
+        lines.append(f"| {connections} | {name} | {r['p50']:.2f} | {r['p99']:.2f} | {r['rps']:.0f} | "
+                     f"{r['errors']}{' ' + r['socket_errors'] if r['socket_errors'] else ''} |")
+    lines.append("")
     for connections, direct, routed in rows:
-        for name, r in (("direct", direct), ("router", routed)):
-            print(f"| {connections} | {name} | {r['p50']:.2f} | {r['p99']:.2f} | {r['rps']:.0f} | "
-                  f"{r['errors']}{' ' + r['socket_errors'] if r['socket_errors'] else ''} |")
-    print()
-    for connections, direct, routed in rows:
-        print(f"- {connections} connection(s): router adds {routed['p50'] - direct['p50']:+.2f} ms at p50; "
-              f"throughput {100 * routed['rps'] / direct['rps']:.0f}% of direct")
+        lines.append(f"- {connections} connection(s): router adds {routed['p50'] - direct['p50']:+.2f} ms at p50; "
+                     f"throughput {100 * routed['rps'] / direct['rps']:.0f}% of direct")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -42,13 +42,15 @@ def runtime():
 
 @pytest.fixture
 def project(runtime):
-    """A fresh project name; every container of it is removed afterwards."""
+    """A fresh project name; every container of it, and its cache volume, is removed afterwards."""
     from aigo_apply import labels
+    from aigo_apply.engines.common import cache_volume
 
     name = "t" + uuid.uuid4().hex[:10]
     yield name
     for c in runtime.api.containers(all=True, filters=labels.project_filter(name)):
         runtime.api.remove_container(c["Id"], force=True)
+    runtime.remove_volume(cache_volume(name))
 
 
 @pytest.fixture

@@ -294,7 +294,8 @@ def test_speculative_draft_model_is_mounted_and_the_engine_starts(runtime, proje
     result = run_cli("apply", "-f", str(config(tmp_path, project, extra=extra)), "-y", env=state)
     assert result.returncode == 0, result.stdout + result.stderr
     mounts = runtime.api.inspect_container(f"aigo-{project}-spec")["Mounts"]
-    assert {(m["Destination"], m["RW"]) for m in mounts} == {("/models/spec", False), ("/models/spec.draft", False)}
+    assert {(m["Destination"], m["RW"]) for m in mounts} == {("/models/spec", False), ("/models/spec.draft", False),
+                                                       ("/root/.cache", True)}
     assert chat(ROUTER_PORTS[project], "spec")["model"] == "spec"
 
 
@@ -337,3 +338,18 @@ def test_sglang_and_llamacpp_models_start_wait_and_route_beside_vllm(runtime, pr
     assert "stub engine (llama.cpp): serving ['g'] from /models/g/tiny-Q4_K_M.gguf" in logs
     again = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
     assert again.returncode == 0, again.stdout
+
+
+def test_compile_cache_volume_outlives_a_recreate_and_goes_with_destroy(runtime, project, tmp_path, state):
+    assert run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env=state).returncode == 0
+    volume = f"aigo-{project}-cache"
+    mounts = runtime.api.inspect_container(f"aigo-{project}-chat")["Mounts"]
+    assert [(m["Type"], m["Name"], m["Destination"], m["RW"]) for m in mounts if m["Type"] == "volume"] == [
+        ("volume", volume, "/root/.cache", True)]
+    assert runtime.exec(f"aigo-{project}-chat", ["touch", "/root/.cache/compiled-graph"])[0] == 0
+    changed = config(tmp_path, project, chat_env=", LOG_LEVEL: debug")
+    result = run_cli("apply", "-f", str(changed), "-y", env=state)
+    assert result.returncode == 0 and "1 replaced" in result.stdout, result.stdout + result.stderr
+    assert runtime.exec(f"aigo-{project}-chat", ["ls", "/root/.cache/compiled-graph"])[0] == 0  # the new one sees it
+    assert run_cli("destroy", "-f", str(changed), "-y", env=state).returncode == 0
+    assert volume not in [v["Name"] for v in runtime.api.volumes().get("Volumes") or []]

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import textwrap
 
+import numpy as np
 import pytest
+from safetensors.numpy import save
 
 from aigo_apply import labels
 from conftest import free_port, router_yaml, run_cli, write_config
@@ -18,10 +20,12 @@ pytestmark = pytest.mark.docker
 CONFIG = json.dumps({"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2}).encode()
 
 
-def tiny_files(seed: bytes = b"a") -> dict[str, bytes]:
-    """A repo as the Hub holds it: weights over 10 MiB (huggingface_hub's chunk size, so a cut
-    connection leaves a partial file to resume), config, tokenizer, and files an engine never reads."""
-    return {"config.json": CONFIG, "model.safetensors": seed * 12_000_000, "tokenizer.json": b"{}",
+def tiny_files(seed: int = 1) -> dict[str, bytes]:
+    """A repo as the Hub holds it: real safetensors weights over 10 MiB (huggingface_hub's chunk size,
+    so a cut connection leaves a partial file to resume), config, tokenizer, and files an engine
+    never reads. `seed` makes commits differ."""
+    weights = save({"model.embed_tokens.weight": np.full((3_000_000,), seed, dtype=np.float32)}, {"format": "pt"})
+    return {"config.json": CONFIG, "model.safetensors": weights, "tokenizer.json": b"{}",
             "tokenizer_config.json": b"{}", "README.md": b"# tiny", "original/consolidated.pth": b"x" * 1000}
 
 
@@ -64,7 +68,8 @@ def test_apply_downloads_on_the_host_and_the_engine_runs_offline_without_a_token
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
         "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]  # no README, no original/
     inspected = runtime.api.inspect_container(f"aigo-{project}-tiny")
-    assert [(m["Source"], m["Destination"], m["RW"]) for m in inspected["Mounts"]] == [(str(folder), "/models/tiny", False)]
+    assert [(m["Source"], m["Destination"], m["RW"]) for m in inspected["Mounts"] if m["Type"] == "bind"] == [
+        (str(folder), "/models/tiny", False)]
     assert "HF_HUB_OFFLINE=1" in inspected["Config"]["Env"]
     assert not [e for e in inspected["Config"]["Env"] if e.startswith(("HF_TOKEN", "HUGGING_FACE"))]
     everything = json.dumps(inspected) + result.stdout + result.stderr + planned.stdout
@@ -92,19 +97,23 @@ def test_models_pull_resumes_a_cut_download_and_a_second_pull_fetches_nothing(tm
     assert result.returncode == 0, result.stdout + result.stderr
     ranges = [r for _, r in hub.file_gets("model.safetensors")]
     assert ranges[0] is None and ranges[1].startswith("bytes=") and int(ranges[1][6:-1]) > 0  # resumed, not restarted
-    assert (tmp_path / "store" / "org--tiny" / "main" / "model.safetensors").read_bytes() == b"a" * 12_000_000
+    folder = tmp_path / "store" / "org--tiny" / "main"
+    assert (folder / "model.safetensors").read_bytes() == tiny_files()["model.safetensors"]
+    from aigo_apply.model_facts import model_facts
+
+    assert model_facts({"model_dir": str(folder)})["weights"] == 12_000_000  # a real checkpoint: its header reads
     hub.requests.clear()
     again = run_cli("models", "pull", "-f", path, env=env)
     assert again.returncode == 0 and "already on this machine" in again.stdout and hub.file_gets() == []
 
 
 def test_a_pinned_commit_stays_put_when_the_branch_moves(tmp_path, hub, env, project):
-    first = hub.add("org/tiny", tiny_files(b"a"))
-    hub.add("org/tiny", tiny_files(b"b"))  # main moves on
+    first = hub.add("org/tiny", tiny_files(1))
+    hub.add("org/tiny", tiny_files(2))  # main moves on
     path = config(tmp_path, project, f"{{repo: org/tiny, revision: {first}}}", free_port())
     assert run_cli("models", "pull", "-f", path, env=env).returncode == 0
     folder = tmp_path / "store" / "org--tiny" / first
-    assert (folder / "model.safetensors").read_bytes()[:1] == b"a"
+    assert (folder / "model.safetensors").read_bytes() == tiny_files(1)["model.safetensors"]
     assert json.loads((folder / ".aigo-download.json").read_text())["commit"] == first
 
 
@@ -134,13 +143,13 @@ def test_a_repo_without_weights_is_refused_with_what_was_found(tmp_path, hub, en
 
 def test_lock_records_the_commit_plan_reports_a_moved_branch_and_locked_apply_installs_the_recorded_one(
         runtime, project, tmp_path, hub, env):
-    first = hub.add("org/tiny", tiny_files(b"a"))
+    first = hub.add("org/tiny", tiny_files(1))
     path = config(tmp_path, project, "{repo: org/tiny}", free_port())
     assert run_cli("apply", "-f", path, "-y", env=env).returncode == 0
     lock_text = (tmp_path / "aigo.lock").read_text()
     assert json.loads(lock_text)["models"]["org/tiny@main"]["commit"] == first
 
-    moved = hub.add("org/tiny", tiny_files(b"b"))  # someone pushes to main
+    moved = hub.add("org/tiny", tiny_files(2))  # someone pushes to main
     planned = run_cli("plan", "-f", path, env=env)
     assert (f"aigo.lock: org/tiny@main now points to commit {moved[:12]} on the Hub; aigo.lock records "
             f"{first[:12]}") in planned.stdout
@@ -154,7 +163,7 @@ def test_lock_records_the_commit_plan_reports_a_moved_branch_and_locked_apply_in
     locked = run_cli("apply", "-f", path, "-y", "--locked", env=env)
     assert locked.returncode == 0, locked.stdout + locked.stderr
     folder = tmp_path / "store" / "org--tiny" / "main"
-    assert (folder / "model.safetensors").read_bytes()[:1] == b"a"  # the recorded commit, not the moved branch
+    assert (folder / "model.safetensors").read_bytes() == tiny_files(1)["model.safetensors"]  # the recorded commit
     assert all(f"/resolve/{first}/" in p for p, _ in hub.file_gets())
     assert (tmp_path / "aigo.lock").read_text() == lock_text  # nothing new to record
 
@@ -167,7 +176,7 @@ def test_lock_records_the_commit_plan_reports_a_moved_branch_and_locked_apply_in
     relocked = run_cli("apply", "-f", path, "-y", "--locked", env=env)
     assert relocked.returncode == 0, relocked.stdout + relocked.stderr
     assert f"(because its model files move to commit {moved[:12]} (aigo.lock))" in relocked.stdout
-    assert (folder / "model.safetensors").read_bytes()[:1] == b"b"
+    assert (folder / "model.safetensors").read_bytes() == tiny_files(2)["model.safetensors"]
     assert json.loads((folder / ".aigo-download.json").read_text())["commit"] == moved
     assert not list(folder.parent.glob("main.*"))  # no staging or old folder left behind
     assert runtime.api.inspect_container(f"aigo-{project}-tiny")["Id"] != old_id

@@ -18,6 +18,18 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*$")
 
 
+CACHE_DIR = "/root/.cache"  # vLLM's torch.compile and kernel caches, Triton's, FlashInfer's
+
+
+def cache_volume(project: str) -> str:
+    return f"aigo-{project}-cache"
+
+
+def cache_mount(project: str) -> Mount:
+    """The project's persistent cache volume: a replaced engine finds its compiled graphs again."""
+    return Mount(cache_volume(project), CACHE_DIR, False)
+
+
 class UnsafeSetting(AigoError):
     """A value that must never reach a command line (unknown name, whitespace, leading dash...)."""
 

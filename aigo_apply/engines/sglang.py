@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from aigo_apply.defaults import SGLANG_CONTAINER_PORT
-from aigo_apply.engines.common import MODEL_MOUNT, UnsafeSetting, check_command, engine_container, number
+from aigo_apply.engines.common import (MODEL_MOUNT, UnsafeSetting, cache_mount, check_command, engine_container,
+                                       number)
 from aigo_apply.model import ContainerSpec, Mount
 
 ENTRYPOINT = ("python3", "-m", "sglang.launch_server")
@@ -32,5 +33,6 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         command.append("--trust-remote-code")
     command += ["--host", "0.0.0.0", "--port", str(SGLANG_CONTAINER_PORT)]
     check_command("SGLang", alias, command, FLAGS)
-    return engine_container(project, alias, spec, command, [Mount(spec["model_dir"], model_path, True)],
+    return engine_container(project, alias, spec, command,
+                            [Mount(spec["model_dir"], model_path, True), cache_mount(project)],
                             SGLANG_CONTAINER_PORT, ENTRYPOINT)

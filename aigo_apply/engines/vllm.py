@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from aigo_apply.defaults import VLLM_CONTAINER_PORT
-from aigo_apply.engines.common import MODEL_MOUNT, UnsafeSetting, check_command, engine_container
+from aigo_apply.engines.common import MODEL_MOUNT, UnsafeSetting, cache_mount, check_command, engine_container
 from aigo_apply.engines.common import number as _number
 from aigo_apply.model import ContainerSpec, Mount
 from aigo_apply.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names, speculative_methods
@@ -65,7 +65,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     command += ["--port", str(VLLM_CONTAINER_PORT)]
     flags = FIXED_FLAGS | {f for _, f in VALUE_FLAGS} | {f for _, f in BOOL_FLAGS} | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
     check_command("vLLM", alias, command, flags, _SAFE_JSON)
-    return engine_container(project, alias, spec, command, mounts, VLLM_CONTAINER_PORT)
+    return engine_container(project, alias, spec, command, mounts + [cache_mount(project)], VLLM_CONTAINER_PORT)
 
 
 def _recheck(alias: str, settings: dict[str, Any]) -> None:

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Every benchmark in one run, side by side: CLI start-up, plan and no-op apply vs docker-compose
+for N = 1, 10, 50, 200, apply overhead on top of the engines' own start time, and the router vs
+direct (and under reloads). Prints markdown, writes bench/results.md, and puts the same tables in
+the README's Performance section (between its bench markers).
+
+    python bench/run.py            # the full run (about 5 minutes on 2 cores)
+    python bench/run.py --quick    # fewer sizes and repeats, for a smoke test
+
+Needs the local images (scripts/setup), Debian's docker-compose for the peer column and wrk for the
+router table; a missing tool leaves its column or table out and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import common  # noqa: E402
+
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def startup(repeat: int) -> str:
+    """Median wall time of a fresh `aigo-apply --version` and `aigo-apply validate`."""
+    import tempfile
+
+    env = common.cli_env(tempfile.mkdtemp(prefix="aigo-bench-"))
+    rows = []
+    for label, args in (("`aigo-apply --version`", ["--version"]),
+                        ("`aigo-apply validate -f examples/demo.yaml`", ["validate", "-f", "examples/demo.yaml"])):
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "aigo_apply", *args], check=True, capture_output=True, env=env, cwd=ROOT)
+            times.append(time.perf_counter() - start)
+        rows.append(f"| {label} | {statistics.median(times):.3f} |")
+    return "\n".join([f"CLI start-up, median of {repeat} fresh processes", "", "| command | wall (s) |", "|---|---:|"] + rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-readme", action="store_true", help="do not update the README")
+    args = parser.parse_args()
+    import apply as apply_bench
+    import plan as plan_bench
+    import router as router_bench
+
+    sizes, repeat = ("1,10", 3) if args.quick else ("1,10,50,200", 5)
+    command = "python bench/run.py" + (" --quick" if args.quick else "")
+    parts = [startup(10 if not args.quick else 3), plan_bench.run(sizes, repeat)]
+    if not shutil.which("docker-compose"):
+        parts.append("(docker-compose is not installed: the peer column is n/a; apt-get install docker-compose)")
+    parts.append(apply_bench.run(3.0, 5 if not args.quick else 2))
+    if shutil.which("wrk"):
+        parts.append(router_bench.run(10 if not args.quick else 3))
+    else:
+        parts.append("(wrk is not installed: no router table; apt-get install wrk)")
+    machine = f"{platform.machine()}, {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores, " \
+              f"Python {platform.python_version()}"
+    body = "\n\n".join(parts)
+    text = f"Made by `{command}` on {time.strftime('%Y-%m-%d')} ({machine}).\n\n{body}\n"
+    (HERE / "results.md").write_text("# Benchmark results\n\n" + text)
+    print(text)
+    readme = ROOT / "README.md"
+    content = readme.read_text()
+    if not args.no_readme and START in content and END in content:
+        head, rest = content.split(START, 1)
+        readme.write_text(head + START + "\n" + text + END + rest.split(END, 1)[1])
+
+
+if __name__ == "__main__":
+    main()

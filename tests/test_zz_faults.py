@@ -1,0 +1,126 @@
+"""Fault tests against the real daemon, each bounded in time and stopping by itself: SIGINT at every
+step of an apply (read from the apply journal as it is written), a full disk under the state
+directory, and the Docker daemon restarted during `status` and during `apply`. Named to run last:
+the daemon restart touches every container on the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from test_apply_docker import chat, config, ports
+
+pytestmark = pytest.mark.docker
+
+
+def journal_lines(state_dir: Path, project: str) -> list[dict]:
+    path = state_dir / project / "journal.jsonl"
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def converged(runtime, project, path, state) -> None:
+    again = run_cli("apply", "-f", str(path), "-y", env=state)
+    assert again.returncode == 0, again.stdout + again.stderr
+    final = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
+    assert final.returncode == 0 and final.stdout.startswith("No changes."), final.stdout
+    for alias, port in ports(runtime, project).items():
+        assert chat(port, alias)["model"] == alias
+
+
+def test_sigint_at_every_step_of_an_apply_then_apply_converges(runtime, project, tmp_path):
+    state = {"AIGO_STATE_DIR": str(tmp_path / "state")}
+    path = config(tmp_path, project, load="0.5", extra="  third:\n    source: {path: m}\n    context_length: 2048\n"
+                                                       "    gpus: none\n")
+    # how many journal steps a full apply from nothing writes
+    assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
+    steps = len(journal_lines(tmp_path / "state", project))
+    assert steps >= 8
+    for index in range(1, steps):
+        assert run_cli("destroy", "-f", str(path), "-y", env=state).returncode == 0
+        (tmp_path / "state" / project / "journal.jsonl").unlink(missing_ok=True)
+        proc = subprocess.Popen([sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, **state}, cwd=ROOT)
+        deadline = time.monotonic() + 30
+        while len(journal_lines(tmp_path / "state", project)) < index and proc.poll() is None:
+            assert time.monotonic() < deadline, f"step {index} never came"
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode in (0, 130), (index, out, err)
+        assert "Traceback" not in err, err
+        converged(runtime, project, path, state)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mount"), reason="mounting a small tmpfs needs root")
+def test_a_full_state_directory_is_a_clear_error_and_changes_nothing(runtime, project, tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], check=True)
+    try:
+        subprocess.run(["dd", "if=/dev/zero", f"of={full / 'filler'}", "bs=4k"], capture_output=True)
+        result = run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env={"AIGO_STATE_DIR": str(full)})
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "No space left on device" in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert "AIGO_STATE_DIR" in result.stderr  # the message says how to point it elsewhere
+        assert not runtime.api.containers(all=True, filters={"label": f"io.aigo-apply.project={project}"})
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=False)
+
+
+def _own_dockerd() -> bool:
+    """Only restart a daemon this test run may restart: root, dockerd started by scripts/setup."""
+    if os.geteuid() != 0 or not shutil.which("dockerd"):
+        return False
+    if subprocess.run(["systemctl", "is-active", "--quiet", "docker"], capture_output=True).returncode == 0:
+        return False
+    return subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True).returncode == 0
+
+
+def restart_dockerd() -> None:
+    subprocess.run(["pkill", "-TERM", "-x", "dockerd"], check=False)
+    deadline = time.monotonic() + 60
+    while subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "dockerd did not stop"
+        time.sleep(0.2)
+    subprocess.Popen(["dockerd"], stdout=open("/tmp/aigo-dockerd.log", "a"), stderr=subprocess.STDOUT,
+                     start_new_session=True)
+    while subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline, "dockerd did not come back"
+        time.sleep(0.3)
+
+
+@pytest.mark.skipif(not _own_dockerd(), reason="restarts the Docker daemon: only where the tests started it")
+def test_docker_daemon_restarts_during_status_and_apply(runtime, project, tmp_path):
+    state = {"AIGO_STATE_DIR": str(tmp_path / "state")}
+    path = config(tmp_path, project, load="3")
+    assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
+    subprocess.run(["pkill", "-TERM", "-x", "dockerd"], check=False)
+    time.sleep(1.0)
+    status = run_cli("status", "-f", str(path), env=state)  # the daemon is going or gone
+    assert status.returncode == 1 and "Traceback" not in status.stderr, status.stdout + status.stderr
+    assert "Docker" in status.stderr
+    restart_dockerd()
+
+    changed = config(tmp_path, project, load="3", tools_parser="hermes")
+    proc = subprocess.Popen([sys.executable, "-m", "aigo_apply", "apply", "-f", str(changed), "-y"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **state},
+                            cwd=ROOT)
+    time.sleep(1.5)  # the new engine is loading
+    restart_dockerd()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 1), out + err
+    assert "Traceback" not in err and "internal error" not in err, err
+    converged(runtime, project, changed, state)
