@@ -68,7 +68,9 @@ def test_sigint_at_every_step_of_an_apply_then_apply_converges(runtime, project,
 def test_a_full_state_directory_is_a_clear_error_and_changes_nothing(runtime, project, tmp_path):
     full = tmp_path / "full"
     full.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], check=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
     try:
         subprocess.run(["dd", "if=/dev/zero", f"of={full / 'filler'}", "bs=4k"], capture_output=True)
         result = run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env={"AIGO_STATE_DIR": str(full)})
