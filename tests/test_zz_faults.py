@@ -36,7 +36,15 @@ def converged(runtime, project, path, state) -> None:
     final = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
     assert final.returncode == 0 and final.stdout.startswith("No changes."), final.stdout
     for alias, port in ports(runtime, project).items():
-        assert chat(port, alias)["model"] == alias
+        # after a daemon restart Docker restarts the engines (unless-stopped), which load again first
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert chat(port, alias)["model"] == alias
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"{alias} did not serve again within 30 s"
+                time.sleep(0.2)
 
 
 def test_sigint_at_every_step_of_an_apply_then_apply_converges(runtime, project, tmp_path):
