@@ -74,7 +74,7 @@ def record_lock(desired, runtime) -> None:
     """After a successful apply: aigo.lock records the images and model commits now installed."""
     from aigo_apply.model_store import read_markers
 
-    data = lockfile.build(desired, runtime.list_images(), read_markers({a: m.spec for a, m in desired.models.items()}))
+    data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
     lockfile.write(lockfile.path_for(desired.file), data)
 
 

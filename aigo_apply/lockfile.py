@@ -51,7 +51,7 @@ def build(desired, images: list[dict[str, Any]], markers: dict[str, dict[str, An
             digest = next((d for d in image.get("RepoDigests") or [] if d.startswith(repo + "@")), None)
             locked_images[ref] = {"id": image.get("Id"), "digest": digest}
     locked_models = {}
-    for need in downloads({a: m.spec for a, m in desired.models.items()}):
+    for need in downloads(desired.specs()):
         marker = markers.get(need["dest"]) or {}
         if marker.get("commit"):
             locked_models[key(need)] = {"commit": marker["commit"], "models": sorted(need["models"])}
@@ -91,7 +91,7 @@ def drift(lock: dict[str, Any], desired, images: dict[str, str], markers: dict[s
         if local and entry.get("id") and local != entry["id"]:
             out.append(f"image {ref} is now {local[:19]}, aigo.lock records {entry['id'][:19]}"
                        + (f" ({entry['digest']})" if entry.get("digest") else ""))
-    for need in downloads({a: m.spec for a, m in desired.models.items()}):
+    for need in downloads(desired.specs()):
         entry = lock["models"].get(key(need))
         if not entry:
             continue

@@ -120,6 +120,10 @@ class DesiredState:
     vllm_image: dict[str, Any] = field(default_factory=dict)  # images.image_object for the vllm engine
     models_dir: Any = None  # pathlib.Path of the model store (defaults.models_dir)
 
+    def specs(self) -> dict[str, dict[str, Any]]:
+        """alias -> canonical spec: what the model-store and lock helpers read."""
+        return {alias: model.spec for alias, model in self.models.items()}
+
     def images(self) -> set[str]:
         return {m.container.image for m in self.models.values()} | {self.router.container.image}
 

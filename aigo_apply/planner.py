@@ -250,7 +250,7 @@ def _downloads(desired: DesiredState, observed: ObservedState, model_actions: li
     being created, replaced or started needs; it runs before any container is stopped."""
     acting = {a.model for a in model_actions if a.kind in ("create", "recreate", "start") and a.model}
     actions, blockers, warnings = [], [], []
-    for need in downloads({alias: m.spec for alias, m in desired.models.items()}):
+    for need in downloads(desired.specs()):
         info = remote.get((need["repo"], need["revision"], need["file"]), {})
         marker = observed.model_files.get(need["dest"])
         pinned_here = not info.get("pin") or (marker or {}).get("commit") == info["pin"]
@@ -285,7 +285,7 @@ def _lock_moves(desired: DesiredState, observed: ObservedState, actions: list[Ac
     import dataclasses
 
     moving: dict[str, str] = {}
-    for need in downloads({alias: m.spec for alias, m in desired.models.items()}):
+    for need in downloads(desired.specs()):
         pin = remote.get((need["repo"], need["revision"], need["file"]), {}).get("pin")
         here = (observed.model_files.get(need["dest"]) or {}).get("commit")
         if pin and here and here != pin:

@@ -26,7 +26,7 @@ def observe(project: str, runtime=None, desired: DesiredState | None = None) -> 
     from aigo_apply.statedir import state_path
 
     runtime = runtime or _docker()
-    markers = read_markers({a: m.spec for a, m in desired.models.items()}) if desired else {}
+    markers = read_markers(desired.specs()) if desired else {}
     return parse_state(project, runtime.list_containers(), runtime.list_images(),
                        read_live(state_path(project) / "router"), markers)
 
@@ -39,7 +39,7 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
     from aigo_apply.model_store import downloads, is_complete
 
     missing, pins, out = set(), {}, {}
-    for d in downloads({a: m.spec for a, m in desired.models.items()}):
+    for d in downloads(desired.specs()):
         marker = observed.model_files.get(d["dest"]) or {}
         k = (d["repo"], d["revision"], d["file"])
         if lock is not None:
@@ -94,7 +94,7 @@ def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | Non
     from aigo_apply.lockfile import drift, key
     from aigo_apply.model_store import downloads
 
-    moving = {key(d): d for d in downloads({a: m.spec for a, m in desired.models.items()})
+    moving = {key(d): d for d in downloads(desired.specs())
               if key(d) in lock["models"] and not re.fullmatch(r"[0-9a-f]{40}", d["revision"])}
     hub: dict[str, str] = {}
     if moving and os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("1", "true", "yes", "on"):

@@ -37,7 +37,7 @@ def pull(desired, aliases: tuple[str, ...], reporter) -> list[dict[str, Any]]:
 def listing(desired, store: Path) -> list[dict[str, Any]]:
     """What the store holds (every completed folder), and the file's models that are missing."""
     users: dict[str, list[str]] = {}
-    for need in downloads({a: m.spec for a, m in desired.models.items()}):
+    for need in downloads(desired.specs()):
         users.setdefault(need["dest"], []).extend(need["models"])
     rows = []
     for marker_path in sorted(store.glob(f"*/*/{MARKER}")):
