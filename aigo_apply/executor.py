@@ -194,8 +194,7 @@ class Executor:
 
         spec = check_download(action)
         dest = Path(spec["dest"])
-        marker = read_marker(dest)
-        if is_complete(marker, spec["file"]) and (not spec.get("pin") or marker.get("commit") == spec["pin"]):
+        if is_complete(read_marker(dest), spec["file"], spec.get("pin")):
             self._step(action.address, "download", "ok", "already on this machine")
             return
         size = f" ({spec['bytes'] / 1e9:.1f} GB)" if spec.get("bytes") else ""

@@ -86,9 +86,12 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
         return None
 
 
-def is_complete(marker: dict[str, Any] | None, file: str | None = None) -> bool:
-    """Whether a folder's marker says it holds what a model needs (`file`, for a GGUF model)."""
+def is_complete(marker: dict[str, Any] | None, file: str | None = None, commit: str | None = None) -> bool:
+    """Whether a folder's marker says it holds what a model needs (`file`, for a GGUF model), and,
+    when `commit` is given (aigo.lock's pin), at that commit."""
     if not marker or not isinstance(marker.get("files"), dict):
+        return False
+    if commit is not None and marker.get("commit") != commit:
         return False
     return file in marker["files"] if file is not None else bool(marker.get("complete_repo"))
 

@@ -252,9 +252,8 @@ def _downloads(desired: DesiredState, observed: ObservedState, model_actions: li
     actions, blockers, warnings = [], [], []
     for need in downloads(desired.specs()):
         info = remote.get((need["repo"], need["revision"], need["file"]), {})
-        marker = observed.model_files.get(need["dest"])
-        pinned_here = not info.get("pin") or (marker or {}).get("commit") == info["pin"]
-        if (is_complete(marker, need["file"]) and pinned_here) or not acting & set(need["models"]):
+        if is_complete(observed.model_files.get(need["dest"]), need["file"], info.get("pin")) or \
+                not acting & set(need["models"]):
             continue
         what = f"{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need["file"] else "")
         first = f"model.{need['models'][0]}"

@@ -49,7 +49,7 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
                           "fix": "apply without --locked once to record it (or remove the model)"}
                 continue
             pins[k] = entry["commit"]
-            if marker.get("commit") == entry["commit"] and is_complete(marker, d["file"]):
+            if is_complete(marker, d["file"], entry["commit"]):
                 continue
             missing.add(k)
         elif not is_complete(marker, d["file"]):
