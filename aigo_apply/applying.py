@@ -19,11 +19,11 @@ from aigo_apply.executor import ApplyReport, Executor
 from aigo_apply.journal import Journal
 from aigo_apply.lock import ProjectLock
 from aigo_apply.plan import Plan
-from aigo_apply.planner import build_plan, destroy_plan
+from aigo_apply.planner import destroy_plan
 from aigo_apply.render import plan_json, plan_text
 from aigo_apply.reporter import JsonReporter, TextReporter
 from aigo_apply import lockfile
-from aigo_apply.session import checkpoints, host_checks, load_desired, lock_checks, observe, remote_info
+from aigo_apply.session import load_desired, observe, plan_for
 from aigo_apply.statedir import state_dir
 
 PULL_POLICIES = ("missing", "always", "never")
@@ -57,17 +57,10 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
                             "without --locked to write it (nothing was changed)")
         runtime = runtime or _docker()
         project = desired.project
-        make = lambda observed: build_plan(desired, observed, opts.replace, opts.target,  # noqa: E731
-                                           *_host(desired, runtime, observed, opts, lock))
+        make = lambda observed: plan_for(desired, observed, runtime, opts.replace, opts.target,  # noqa: E731
+                                         opts.ignore, lock, opts.locked)
         return _converge(project, "apply", make, opts, runtime, ask=True, desired=desired)
     return _converge(project, "apply", make, opts, runtime or _docker(), ask=False)
-
-
-def _host(desired, runtime, observed, opts, lock):
-    remote = remote_info(desired, observed, lock if opts.locked else None)
-    checks, ledger = host_checks(desired, runtime, observed, remote)
-    checks += lock_checks(desired, observed, lock, opts.locked)
-    return checks, opts.ignore, ledger, remote, checkpoints(desired, remote)
 
 
 def record_lock(desired, runtime) -> None:

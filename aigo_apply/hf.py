@@ -49,6 +49,11 @@ class Remote:
         return sum(self.files.values())
 
 
+def offline() -> bool:
+    """HF_HUB_OFFLINE as huggingface_hub reads it: then the Hub is not asked at all."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def token() -> str | None:
     from huggingface_hub import get_token
 

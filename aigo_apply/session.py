@@ -56,13 +56,12 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
             missing.add(k)
     if not missing:
         return out
-    import os
     from concurrent.futures import ThreadPoolExecutor
 
     from aigo_apply.errors import AigoError
-    from aigo_apply.hf import HubError, remote
+    from aigo_apply.hf import HubError, offline, remote
 
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+    if offline():
         return {key: {"error": "HF_HUB_OFFLINE is set", "access": False} for key in missing}
 
     def ask(key):
@@ -86,7 +85,6 @@ def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | Non
     with --locked an image that differs from the recorded one (blocking: it names the pull)."""
     if lock is None:
         return []
-    import os
     import re
     from concurrent.futures import ThreadPoolExecutor
 
@@ -97,7 +95,9 @@ def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | Non
     moving = {key(d): d for d in downloads(desired.specs())
               if key(d) in lock["models"] and not re.fullmatch(r"[0-9a-f]{40}", d["revision"])}
     hub: dict[str, str] = {}
-    if moving and os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("1", "true", "yes", "on"):
+    from aigo_apply.hf import offline
+
+    if moving and not offline():
         from aigo_apply.errors import AigoError
         from aigo_apply.hf import resolve
 
@@ -153,14 +153,23 @@ def _remote_key(spec: dict) -> tuple | None:
 
 def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None,
               ignore: Iterable[str] = ()) -> Plan:
+    from aigo_apply.lockfile import path_for, read
+
     desired = load_desired(file)
     runtime = runtime or _docker()
     observed = observe(desired.project, runtime, desired)
-    remote = remote_info(desired, observed)
-    checks, ledger = host_checks(desired, runtime, observed, remote)
-    from aigo_apply.lockfile import path_for, read
+    return plan_for(desired, observed, runtime, replace, target, ignore, read(path_for(desired.file)))
 
-    checks += lock_checks(desired, observed, read(path_for(desired.file)), locked=False)
+
+def plan_for(desired: DesiredState, observed: ObservedState, runtime, replace: Iterable[str] = (),
+             target: Iterable[str] = (), ignore: Iterable[str] = (), lock: dict | None = None,
+             locked: bool = False) -> Plan:
+    """Everything a plan is made of, gathered in one order for `plan` and `apply` alike: the Hub
+    (for missing or, with `locked`, pinned downloads), host checks and the GPU ledger, drift from
+    aigo.lock, what the checkpoints' configs say; then the pure planner."""
+    remote = remote_info(desired, observed, lock if locked else None)
+    checks, ledger = host_checks(desired, runtime, observed, remote)
+    checks += lock_checks(desired, observed, lock, locked)
     return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote, checkpoints(desired, remote))
 
 
