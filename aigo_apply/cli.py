@@ -148,10 +148,9 @@ def apply(planfile: Path | None, file: str | None, output: str, yes: bool, pull:
 def readiness(file: str | None, output: str, engine: str) -> int:
     """Check this host for the file's engines: Docker, GPU plumbing, NVIDIA driver, GPUs. Exit 1 if blocked."""
     from aigo_apply.docker_runtime import DockerRuntime
+    from aigo_apply.gpu_ledger import render as ledger_lines
     from aigo_apply.images import image_object
     from aigo_apply.session import host_checks, load_desired
-
-    from aigo_apply.gpu_ledger import render as ledger_lines
 
     desired = load_desired(file)
     checks, ledger = host_checks(desired, DockerRuntime())
@@ -300,10 +299,9 @@ def image() -> None:
 def image_inspect(engine: str, file: str | None, output: str) -> int:
     """Show imageReference, defaultTag, tagOverridden, and the local id and digest."""
     from aigo_apply import images
-    from aigo_apply.config import choose_file, load_config
     from aigo_apply.docker_runtime import DockerRuntime
 
-    info = images.image_object(load_config(choose_file(file)).data, engine)
+    info = images.image_object(load_config_data(file), engine)
     reference = info["imageReference"]
     info = images.with_local(info, DockerRuntime().inspect_image(reference) if reference else None)
     click.echo(json.dumps(info, indent=2) if output == "json" else images.render(info))
@@ -317,12 +315,11 @@ def image_inspect(engine: str, file: str | None, output: str) -> int:
 def image_pull(engine: str, file: str | None, output: str) -> int:
     """Pull the configured image of ENGINE now, with progress."""
     from aigo_apply import images
-    from aigo_apply.config import choose_file, load_config
     from aigo_apply.docker_runtime import DockerRuntime
     from aigo_apply.executor import pull_image
     from aigo_apply.reporter import JsonReporter, TextReporter
 
-    reference = images.image_object(load_config(choose_file(file)).data, engine)["imageReference"]
+    reference = images.image_object(load_config_data(file), engine)["imageReference"]
     if reference is None:
         raise AigoError(f"{engine} has no built-in image tag; set engines.{engine}.image_tag in the file first")
     pull_image(DockerRuntime(), JsonReporter() if output == "json" else TextReporter(), reference)

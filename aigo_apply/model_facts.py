@@ -35,11 +35,16 @@ def weight_files(folder: Path) -> list[Path]:
 
 
 def read_config(folder: Path) -> dict[str, Any] | None:
+    return _load_config(folder)[0]
+
+
+def _load_config(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(config.json, None), or (None, why it cannot be read)."""
     try:
         data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as exc:
+        return None, f"no readable config.json in {folder} ({exc.__class__.__name__})"
+    return (data, None) if isinstance(data, dict) else (None, f"config.json in {folder} is not a JSON object")
 
 
 def quant_method(config: dict[str, Any] | None) -> str | None:
@@ -70,10 +75,7 @@ def model_facts(spec: dict[str, Any], remote: dict[str, Any] | None = None, weig
     if not folder.is_dir():
         out["problem"] = f"{folder} is not on this machine yet (its size is unknown until it is downloaded)"
         return out
-    try:
-        out["config"] = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        out["problem"] = f"no readable config.json in {folder} ({exc.__class__.__name__})"
+    out["config"], out["problem"] = _load_config(folder)
     try:
         files = weight_files(folder)
         if files:
