@@ -184,12 +184,18 @@ models:
 """
 
 
-def test_verdicts_and_checks_for_fit_free_memory_and_unknown_sizes(tmp_path):
+def two_gpu_models(tmp_path):
+    """TWO_GPU with real checkpoints: `big` claims 64 layers x 8 KV heads x 128 in its config, so one
+    full sequence of KV cache cannot fit; `small` is the tiny model."""
     big = {**TINY_CONFIG, "num_hidden_layers": 64, "num_key_value_heads": 8, "head_dim": 128}
     make_tiny_model(tmp_path / "big", big)
     make_tiny_model(tmp_path / "small")
     desired = build_desired(load_config(str(write_config(tmp_path, TWO_GPU))))
-    facts = {a: model_facts(m.spec) for a, m in desired.models.items()}
+    return desired, {a: model_facts(m.spec) for a, m in desired.models.items()}
+
+
+def test_verdicts_and_checks_for_fit_free_memory_and_unknown_sizes(tmp_path):
+    desired, facts = two_gpu_models(tmp_path)
     host = nvml("two-gpu-r570")
     stranger, ours = "cd" * 32, "ef" * 32
     host["gpus"][1].update(memory_used=18 * GIB, processes=[
@@ -221,11 +227,7 @@ def test_verdicts_and_checks_for_fit_free_memory_and_unknown_sizes(tmp_path):
 
 
 def test_blocking_fit_reaches_the_plan_and_can_be_ignored(tmp_path):
-    big = {**TINY_CONFIG, "num_hidden_layers": 64, "num_key_value_heads": 8, "head_dim": 128}
-    make_tiny_model(tmp_path / "big", big)
-    make_tiny_model(tmp_path / "small")
-    desired = build_desired(load_config(str(write_config(tmp_path, TWO_GPU))))
-    facts = {a: model_facts(m.spec) for a, m in desired.models.items()}
+    desired, facts = two_gpu_models(tmp_path)
     rows = gpu_ledger.build(desired, nvml("two-gpu-r570"), facts, ours=set())
     observed = parse_state("lab", [], [])
     plan = build_plan(desired, observed, checks=gpu_ledger.checks(rows), gpu_ledger=rows)
