@@ -432,22 +432,24 @@ def _hub_download(repo: str, revision: str, dest, file, progress, pin=None) -> d
     return download(repo, revision, dest, file, progress, pin)
 
 
-_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-_REVISION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,127}$")
-
-
 def check_download(action: Action) -> dict[str, Any]:
     """A download's spec, re-checked like a command line: a hand-edited saved plan must not point a
-    download at another folder or smuggle a strange repo, revision or file name in."""
+    download at another folder or smuggle a strange repo, revision or file name in. The repo,
+    revision and file must match the very patterns the file's schema allows."""
     from aigo_apply.model_store import repo_dir
+    from aigo_apply.schema import schema
 
+    allowed = schema()["$defs"]["source"]["properties"]
     spec = action.spec or {}
     repo, revision, file, dest = spec.get("repo"), spec.get("revision"), spec.get("file"), spec.get("dest")
     pin = spec.get("pin")
-    ok = (pin is None or (isinstance(pin, str) and re.fullmatch(r"[0-9a-f]{40}", pin) is not None)) and (isinstance(repo, str) and _REPO.match(repo) and isinstance(revision, str) and _REVISION.match(revision)
-          and ".." not in revision.split("/") and isinstance(dest, str)
-          and (file is None or (isinstance(file, str) and file.endswith(".gguf") and ".." not in file.split("/")
-                                and not file.startswith("/"))))
+
+    def fits(value: Any, key: str) -> bool:
+        return isinstance(value, str) and re.search(allowed[key]["pattern"], value) is not None
+
+    ok = (fits(repo, "repo") and fits(revision, "revision") and ".." not in revision.split("/")
+          and (file is None or fits(file, "file")) and isinstance(dest, str)
+          and (pin is None or (isinstance(pin, str) and re.fullmatch(r"[0-9a-f]{40}", pin) is not None)))
     if ok:
         from pathlib import PurePosixPath
 

@@ -5,15 +5,17 @@ not change plans to nothing but no-ops, every time, because both sides are canon
 
 from __future__ import annotations
 
+import dataclasses
+
 import difflib
 from typing import Any, Iterable
 
 from aigo_apply.errors import UsageProblem
 from aigo_apply.model import DesiredModel, DesiredState
+from aigo_apply.model_store import downloads, is_complete
 from aigo_apply.observed import ObservedContainer, ObservedState
 from aigo_apply.paths import dotted
 from aigo_apply.plan import Action, Blocker, Change, Plan
-from aigo_apply.model_store import downloads, is_complete
 from aigo_apply.router_render import routes_from_models_json, verified_render_key
 
 STOPPED = ("created", "exited")
@@ -223,8 +225,6 @@ def _quant_family(method: str) -> str:
 def _checkpoint_notes(desired: DesiredState, actions: list[Action],
                       checkpoints: dict[str, dict[str, Any]]) -> tuple[list[Action], list[Blocker]]:
     """Say when a checkpoint is pre-quantized; block a quantization setting that contradicts it."""
-    import dataclasses
-
     out, blockers = [], []
     for action in actions:
         method = checkpoints.get(action.model or "", {}).get("quant_method") if action.kind != "remove" else None
@@ -281,8 +281,6 @@ def _lock_moves(desired: DesiredState, observed: ObservedState, actions: list[Ac
                 remote: dict[tuple, dict[str, Any]]) -> list[Action]:
     """With `apply --locked`, a model whose folder holds another commit than aigo.lock records is
     replaced once the recorded commit is downloaded (its files change under it)."""
-    import dataclasses
-
     moving: dict[str, str] = {}
     for need in downloads(desired.specs()):
         pin = remote.get((need["repo"], need["revision"], need["file"]), {}).get("pin")

@@ -13,6 +13,7 @@ from aigo_apply.desired import build_desired
 from aigo_apply.errors import UsageProblem
 from aigo_apply.model_store import downloads
 from aigo_apply.observed import parse_state
+from aigo_apply.plan import Action
 from aigo_apply.planner import build_plan
 from conftest import write_config
 
@@ -295,3 +296,20 @@ def test_pre_quantized_checkpoints_get_a_note_and_a_contradicting_setting_blocks
                                                "is quantized with 'awq'")
     d = desired(tmp_path, CONFIG.replace("  alpha:\n", "  alpha:\n    vllm: {quantization: awq_marlin}\n", 1))
     assert not build_plan(d, observed(d, entries=[]), checkpoints={"alpha": {"quant_method": "awq"}}).blockers
+
+
+@pytest.mark.parametrize("edit", [
+    {"repo": "org/x; rm -rf ~"}, {"revision": "--upload-pack=evil"}, {"revision": "main/../.."},
+    {"file": "../../etc/passwd.gguf"}, {"file": "x.bin"}, {"dest": "/home/me/.ssh"}, {"dest": "relative/org--beta/v1"},
+    {"pin": "not-a-commit"},
+])
+def test_a_saved_plans_download_is_checked_again_before_it_runs(tmp_path, edit):
+    from aigo_apply.errors import PlanFileError
+    from aigo_apply.executor import check_download
+
+    d = desired(tmp_path)
+    download = next(a for a in build_plan(d, observed(d, downloaded=False, entries=[])).actions if a.kind == "download")
+    assert check_download(download) == download.spec  # as planned: fine
+    edited = Action(download.address, "download", download.reasons, spec={**download.spec, **edit})
+    with pytest.raises(PlanFileError, match="the plan's download is not one aigo-apply makes"):
+        check_download(edited)
