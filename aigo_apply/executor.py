@@ -188,33 +188,12 @@ class Executor:
     def _download(self, action: Action) -> None:
         """Fetch one model folder from the Hub (skipped when it is complete already: a saved plan
         may be older than the folder). A failure stops the apply before any container changed."""
-        from pathlib import Path
-
-        from aigo_apply.model_store import is_complete, read_marker
-
-        spec = check_download(action)
-        dest = Path(spec["dest"])
-        if is_complete(read_marker(dest), spec["file"], spec.get("pin")):
-            self._step(action.address, "download", "ok", "already on this machine")
-            return
-        size = f" ({spec['bytes'] / 1e9:.1f} GB)" if spec.get("bytes") else ""
-        self.reporter.event("download_start", address=action.address, total=spec.get("bytes"),
-                            message=f"downloading into {dest}{size}")
-        self.journal.record("download", action.address, "begin")
-        last = [0.0]
-
-        def progress(done: int, total: int) -> None:
-            now = self.clock()
-            if now - last[0] >= 0.25 or done >= total:
-                last[0] = now
-                self.reporter.event("download_progress", address=action.address, done=done, total=total)
-
-        fetch = self.fetch or _hub_download
-        marker = fetch(spec["repo"], spec["revision"], dest, spec["file"], progress, spec.get("pin"))
-        self.journal.record("download", action.address, "ok", commit=marker.get("commit"))
-        self.reporter.event("download_done", address=action.address,
-                            message=f"downloaded {len(marker.get('files', {}))} files at commit "
-                                    f"{str(marker.get('commit'))[:12]}")
+        marker = download_folder(action.address, check_download(action), self.reporter, self.fetch, self.clock,
+                                 begin=lambda: self.journal.record("download", action.address, "begin"))
+        if marker is None:
+            self.journal.record("download", action.address, "ok", message="already on this machine")
+        else:
+            self.journal.record("download", action.address, "ok", commit=marker.get("commit"))
 
     def _remove(self, action: Action) -> Outcome:
         if action.model and self.routes:
@@ -424,6 +403,37 @@ class Executor:
     def _check_interrupt(self) -> None:
         if self.interrupted.is_set():
             raise Interrupted("interrupted")
+
+
+def download_folder(address: str, spec: dict[str, Any], reporter: Any, fetch: Callable[..., dict] | None = None,
+                    clock: Callable[[], float] = time.monotonic, begin: Callable[[], None] | None = None) -> dict | None:
+    """One model folder from the Hub with progress (`apply` and `models pull` alike): None when the
+    folder is complete already (at `pin`, when aigo.lock pins it), else the new completion marker."""
+    from pathlib import Path
+
+    from aigo_apply.model_store import is_complete, read_marker
+
+    dest = Path(spec["dest"])
+    if is_complete(read_marker(dest), spec.get("file"), spec.get("pin")):
+        reporter.event("step", address=address, step="download", outcome="ok",
+                       message=f"already on this machine ({dest})")
+        return None
+    size = f" ({spec['bytes'] / 1e9:.1f} GB)" if spec.get("bytes") else ""
+    reporter.event("download_start", address=address, total=spec.get("bytes"), message=f"downloading into {dest}{size}")
+    if begin:
+        begin()
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = clock()
+        if now - last[0] >= 0.25 or done >= total:
+            last[0] = now
+            reporter.event("download_progress", address=address, done=done, total=total)
+
+    marker = (fetch or _hub_download)(spec["repo"], spec["revision"], dest, spec.get("file"), progress, spec.get("pin"))
+    reporter.event("download_done", address=address,
+                   message=f"downloaded {len(marker.get('files', {}))} files at commit {str(marker.get('commit'))[:12]}")
+    return marker
 
 
 def _hub_download(repo: str, revision: str, dest, file, progress, pin=None) -> dict:

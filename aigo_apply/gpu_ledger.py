@@ -10,6 +10,7 @@ first tensor_parallel_size of those, llama.cpp spreads its layers over all of th
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from aigo_apply.hostcheck import Check
@@ -33,7 +34,7 @@ def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int):
     settings = _settings(spec)
     if spec["engine"] == "llama.cpp":  # layers spread over the GPUs; the KV size needs GGUF metadata
         est = estimate(None, facts.get("weights"), spec["context_length"], max(1, gpus))
-        return est.__class__(**{**est.__dict__, "kv_cache": 0, "notes": ("KV cache of GGUF models not estimated",)})
+        return dataclasses.replace(est, kv_cache=0, notes=("KV cache of GGUF models not estimated",))
     return estimate(facts.get("config"), facts.get("weights"), spec["context_length"],
                     settings.get("tensor_parallel_size", 1), settings.get("kv_cache_dtype"), settings.get("dtype"))
 

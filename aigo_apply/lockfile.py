@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.errors import AigoError
-from aigo_apply.model_store import downloads
+from aigo_apply.model_store import downloads, label
 
 FORMAT = 1
 NAME = "aigo.lock"
@@ -54,12 +54,8 @@ def build(desired, images: list[dict[str, Any]], markers: dict[str, dict[str, An
     for need in downloads(desired.specs()):
         marker = markers.get(need["dest"]) or {}
         if marker.get("commit"):
-            locked_models[key(need)] = {"commit": marker["commit"], "models": sorted(need["models"])}
+            locked_models[label(need)] = {"commit": marker["commit"], "models": sorted(need["models"])}
     return {"version": FORMAT, "project": desired.project, "images": locked_images, "models": locked_models}
-
-
-def key(need: dict[str, Any]) -> str:
-    return f"{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need.get("file") else "")
 
 
 def write(path: Path, data: dict[str, Any]) -> bool:
@@ -92,14 +88,14 @@ def drift(lock: dict[str, Any], desired, images: dict[str, str], markers: dict[s
             out.append(f"image {ref} is now {local[:19]}, aigo.lock records {entry['id'][:19]}"
                        + (f" ({entry['digest']})" if entry.get("digest") else ""))
     for need in downloads(desired.specs()):
-        entry = lock["models"].get(key(need))
+        entry = lock["models"].get(label(need))
         if not entry:
             continue
         here = (markers.get(need["dest"]) or {}).get("commit")
         if here and here != entry["commit"]:
-            out.append(f"{key(need)} on this machine is commit {here[:12]}, aigo.lock records {entry['commit'][:12]}")
-        now = hub_commits.get(key(need))
+            out.append(f"{label(need)} on this machine is commit {here[:12]}, aigo.lock records {entry['commit'][:12]}")
+        now = hub_commits.get(label(need))
         if now and now != entry["commit"]:
-            out.append(f"{key(need)} now points to commit {now[:12]} on the Hub; aigo.lock records "
+            out.append(f"{label(need)} now points to commit {now[:12]} on the Hub; aigo.lock records "
                        f"{entry['commit'][:12]} (`apply --locked` installs the recorded one)")
     return out

@@ -115,6 +115,11 @@ def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
+def label(need: dict[str, Any]) -> str:
+    """repo@revision (and /file for a GGUF model): how plans, `models pull` and aigo.lock name a download."""
+    return f"{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need.get("file") else "")
+
+
 def read_markers(specs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The markers of every folder the models download into ({} where there is none)."""
     return {d["dest"]: read_marker(Path(d["dest"])) or {} for d in downloads(specs)}

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from aigo_apply.errors import UsageProblem
 from aigo_apply.model import DesiredModel, DesiredState
-from aigo_apply.model_store import downloads, is_complete
+from aigo_apply.model_store import downloads, is_complete, label
 from aigo_apply.observed import ObservedContainer, ObservedState
 from aigo_apply.paths import dotted
 from aigo_apply.plan import Action, Blocker, Change, Plan
@@ -255,7 +255,7 @@ def _downloads(desired: DesiredState, observed: ObservedState, model_actions: li
         if is_complete(observed.model_files.get(need["dest"]), need["file"], info.get("pin")) or \
                 not acting & set(need["models"]):
             continue
-        what = f"{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need["file"] else "")
+        what = label(need)
         first = f"model.{need['models'][0]}"
         if "error" in info:
             if info.get("access"):

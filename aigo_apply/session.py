@@ -35,17 +35,16 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
     """What the Hub says about each download the plan may need (commit, files, bytes, or the
     error), asked in parallel only for folders that are not complete here. With `lock` (apply
     --locked) every download is pinned to the commit aigo.lock records. Never raises."""
-    from aigo_apply.lockfile import key
-    from aigo_apply.model_store import downloads, is_complete
+    from aigo_apply.model_store import downloads, is_complete, label
 
     missing, pins, out = set(), {}, {}
     for d in downloads(desired.specs()):
         marker = observed.model_files.get(d["dest"]) or {}
         k = (d["repo"], d["revision"], d["file"])
         if lock is not None:
-            entry = lock["models"].get(key(d))
+            entry = lock["models"].get(label(d))
             if entry is None:
-                out[k] = {"error": f"{key(d)} is not in aigo.lock", "access": True, "blocker": "lock.missing",
+                out[k] = {"error": f"{label(d)} is not in aigo.lock", "access": True, "blocker": "lock.missing",
                           "fix": "apply without --locked once to record it (or remove the model)"}
                 continue
             pins[k] = entry["commit"]
@@ -89,11 +88,11 @@ def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | Non
     from concurrent.futures import ThreadPoolExecutor
 
     from aigo_apply.hostcheck import Check
-    from aigo_apply.lockfile import drift, key
-    from aigo_apply.model_store import downloads
+    from aigo_apply.lockfile import drift
+    from aigo_apply.model_store import downloads, label
 
-    moving = {key(d): d for d in downloads(desired.specs())
-              if key(d) in lock["models"] and not re.fullmatch(r"[0-9a-f]{40}", d["revision"])}
+    moving = {label(d): d for d in downloads(desired.specs())
+              if label(d) in lock["models"] and not re.fullmatch(r"[0-9a-f]{40}", d["revision"])}
     hub: dict[str, str] = {}
     from aigo_apply.hf import offline
 

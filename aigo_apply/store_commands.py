@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.errors import UsageProblem
-from aigo_apply.model_store import MARKER, downloads, is_complete, read_marker
+from aigo_apply.model_store import MARKER, downloads, label, read_marker
 
 
 def pull(desired, aliases: tuple[str, ...], reporter) -> list[dict[str, Any]]:
@@ -15,22 +15,14 @@ def pull(desired, aliases: tuple[str, ...], reporter) -> list[dict[str, Any]]:
     unknown = sorted(set(aliases) - set(desired.models))
     if unknown:
         raise UsageProblem(f"no model {', '.join(unknown)} in {desired.file}; models: {', '.join(desired.models)}")
-    from aigo_apply.hf import download
+    from aigo_apply.executor import download_folder
 
     wanted = set(aliases) or set(desired.models)
     done = []
-    for need in downloads({a: m.spec for a, m in desired.models.items() if a in wanted}):
-        what = f"download.{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need["file"] else "")
-        dest = Path(need["dest"])
-        if is_complete(read_marker(dest), need["file"]):
-            reporter.event("step", address=what, message=f"already on this machine ({dest})", outcome="ok")
-            continue
-        reporter.event("download_start", address=what, message=f"downloading into {dest}")
-        marker = download(need["repo"], need["revision"], dest, need["file"],
-                          lambda d, t, a=what: reporter.event("download_progress", address=a, done=d, total=t))
-        reporter.event("download_done", address=what,
-                       message=f"downloaded {len(marker['files'])} files at commit {marker['commit'][:12]}")
-        done.append(marker)
+    for need in downloads({a: spec for a, spec in desired.specs().items() if a in wanted}):
+        marker = download_folder(f"download.{label(need)}", need, reporter)
+        if marker is not None:
+            done.append(marker)
     return done
 
 
