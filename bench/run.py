@@ -63,7 +63,7 @@ def main() -> None:
         parts.append("(docker-compose is not installed: the peer column is n/a; apt-get install docker-compose)")
     parts.append(apply_bench.run(3.0, 5 if not args.quick else 2))
     if shutil.which("wrk"):
-        parts.append(router_bench.run(10 if not args.quick else 3))
+        parts.append(router_bench.run(*((5, 5) if not args.quick else (3, 1))))
     else:
         parts.append("(wrk is not installed: no router table; apt-get install wrk)")
     machine = f"{platform.machine()}, {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores, " \

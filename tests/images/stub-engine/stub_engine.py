@@ -17,6 +17,9 @@ Behaviour for tests, through the container environment:
   AIGO_STUB_FAIL_START     exit with status 1 right after loading, as an engine that cannot start
   AIGO_STUB_NEVER_READY    keep "loading" forever
   AIGO_STUB_CRASH_AFTER    exit with status 1 this many seconds after becoming ready
+  AIGO_STUB_STREAM_DELAY   seconds between the events of a streamed reply (default 0)
+  AIGO_STUB_REPLY_SECONDS  seconds each chat completion holds its request before answering, without
+                           using the CPU, as a real engine's GPU time does (default 0: answer at once)
 """
 
 from __future__ import annotations
@@ -219,6 +222,8 @@ class Handler(BaseHTTPRequestHandler):
         if body.get("tools") and body.get("tool_choice", "auto") == "auto" and not self.args.enable_auto_tool_choice:
             return self._send(*error('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
                                      "BadRequestError", 400))
+        if REPLY_SECONDS:
+            time.sleep(REPLY_SECONDS)
         words = ["stub", "reply", "from", self.names[0]][: max(1, min(int(max_tokens), 4))]
         rid, created = "chatcmpl-" + uuid.uuid4().hex, int(time.time())
         if body.get("stream"):
@@ -252,6 +257,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 START = time.time()
+REPLY_SECONDS = float(os.environ.get("AIGO_STUB_REPLY_SECONDS") or 0)
 
 
 def main(dialect: str = "vllm") -> None:
