@@ -20,6 +20,7 @@ Behaviour for tests, through the container environment:
   AIGO_STUB_STREAM_DELAY   seconds between the events of a streamed reply (default 0)
   AIGO_STUB_REPLY_SECONDS  seconds each chat completion holds its request before answering, without
                            using the CPU, as a real engine's GPU time does (default 0: answer at once)
+  AIGO_STUB_HEALTH_SECONDS seconds /health takes to answer once ready, as a busy engine's may (default 0)
 """
 
 from __future__ import annotations
@@ -175,6 +176,7 @@ class Handler(BaseHTTPRequestHandler):
         if self._loading():
             return
         if self.path == "/health":
+            time.sleep(HEALTH_SECONDS)
             self._send(200, None)
         elif self.path == "/version":
             self._send(200, {"version": FACTS["version"]})
@@ -258,6 +260,7 @@ class Handler(BaseHTTPRequestHandler):
 
 START = time.time()
 REPLY_SECONDS = float(os.environ.get("AIGO_STUB_REPLY_SECONDS") or 0)
+HEALTH_SECONDS = float(os.environ.get("AIGO_STUB_HEALTH_SECONDS") or 0)
 
 
 def main(dialect: str = "vllm") -> None:
