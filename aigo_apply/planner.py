@@ -46,7 +46,7 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
     model_actions: list[Action] = []
     for alias, model in sorted(desired.models.items()):
         if wanted(alias):
-            model_actions += _model_actions(model, by_alias.get(alias, []), alias in replace)
+            model_actions += _model_actions(model, by_alias.get(alias, []), alias in replace, observed.images)
     for alias, containers in sorted(by_alias.items()):
         if alias not in desired.models and wanted(alias):
             model_actions += [_remove(c, f"model '{alias}' is no longer in {desired.file}") for c in containers]
@@ -84,11 +84,14 @@ def _router_action(desired: DesiredState, observed: ObservedState, model_actions
         changes = tuple(Change(p, None, v, "create") for p, v in _flatten(want.spec))
         return [Action("router", "create", (f"no router container {want.container.name} exists",), changes, **base)]
     before = have.spec
+    moved_reasons, moved = _image_moved(want.container.image, have, observed.images, "router")
     if before != want.spec or have.spec_hash != want.container.definition_hash() or have.state in ("dead", "removing"):
         changes = diff_specs(before, want.spec) if before else []
         changes = [Change(c.path, c.before, c.after, "router") for c in changes]
         reasons = [f"{c.path} changed" for c in changes] or ["the router container is defined differently"]
-        return [Action("router", "recreate", tuple(reasons), tuple(changes), **base)]
+        return [Action("router", "recreate", tuple(reasons + moved_reasons), tuple(changes + moved), **base)]
+    if moved:
+        return [Action("router", "recreate", tuple(moved_reasons), tuple(moved), **base)]
     if have.state in STOPPED + ("paused",):
         return [Action("router", "start", (f"router container is {have.state}",), **base)]
     if targeted:
@@ -132,7 +135,8 @@ def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
     return "".join(out)
 
 
-def _model_actions(model: DesiredModel, containers: list[ObservedContainer], replace: bool) -> list[Action]:
+def _model_actions(model: DesiredModel, containers: list[ObservedContainer], replace: bool,
+                   images: dict[str, str]) -> list[Action]:
     name = model.container.name
     primary = next((c for c in containers if c.name == name), None)
     extras = [_remove(c, f"leftover container of model '{model.alias}' (not its current container {name})")
@@ -143,7 +147,7 @@ def _model_actions(model: DesiredModel, containers: list[ObservedContainer], rep
     if primary is None:
         changes = tuple(Change(p, None, v, "create") for p, v in _flatten(model.spec))
         return extras + [Action(address, "create", (f"no container {name} exists",), changes, **waits, **base)]
-    reasons, changes = _differences(model, primary, replace)
+    reasons, changes = _differences(model, primary, replace, images)
     if reasons:
         return extras + [Action(address, "recreate", tuple(reasons), tuple(changes), **waits, **base)]
     if primary.state in STOPPED:
@@ -158,7 +162,8 @@ def _model_actions(model: DesiredModel, containers: list[ObservedContainer], rep
     return extras + [Action(address, "noop", ("settings match and the container is running",), spec=model.spec, **base)]
 
 
-def _differences(model: DesiredModel, primary: ObservedContainer, replace: bool) -> tuple[list[str], list[Change]]:
+def _differences(model: DesiredModel, primary: ObservedContainer, replace: bool,
+                 images: dict[str, str]) -> tuple[list[str], list[Change]]:
     if replace:
         return ["replacement requested with --replace"], []
     if primary.state in ("dead", "removing"):
@@ -168,11 +173,26 @@ def _differences(model: DesiredModel, primary: ObservedContainer, replace: bool)
         return ["the container has no readable spec label (made by hand or by another tool)"], []
     if before != model.spec:
         changes = diff_specs(before, model.spec)
-        return [f"{c.path} changed" for c in changes], changes
+        moved = _image_moved(model.container.image, primary, images)
+        return [f"{c.path} changed" for c in changes] + moved[0], changes + moved[1]
     if primary.spec_hash != model.container.definition_hash():
         return ["same settings, but this aigo-apply version defines the container differently "
                 "(command line, mounts or options)"], []
-    return [], []
+    return _image_moved(model.container.image, primary, images)
+
+
+def _image_moved(ref: str, container: ObservedContainer, images: dict[str, str],
+                 effect: str = "recreate") -> tuple[list[str], list[Change]]:
+    """A container made from `ref` (repo:tag), which now names another image on this machine (pulled
+    or rebuilt since), runs stale code: recreate it, as docker compose does. An image no longer here,
+    or an id Docker did not report, says nothing either way. (Docker's list shows such a container's
+    image as a bare id, so the ref comes from the file.)"""
+    local, running = images.get(ref), container.image_id
+    if not local or not running or local == running:
+        return [], []
+    return ([f"image {ref} on this machine is now {local[:19]}; the container runs {running[:19]} "
+             "(the tag was pulled or rebuilt since the container was made)"],
+            [Change("image_id", running, local, effect)])
 
 
 def diff_specs(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:

@@ -34,7 +34,7 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
             "state": c.state if c else "absent",
             "ready": ready[alias],
             "port": port,
-            "image": c.image if c else (desired.models[alias].container.image if alias in desired.models else None),
+            "image": _image(c) if c else (desired.models[alias].container.image if alias in desired.models else None),
             "uptime": c.status if c else "",
             "route": alias in routed,
         })
@@ -89,3 +89,12 @@ def render(report: dict[str, Any]) -> str:
     elif not drift["router"]:
         lines.append("No drift: the machine matches the file.")
     return "\n".join(lines)
+
+
+def _image(container) -> str:
+    """Docker lists a container whose tag now names another image by its bare id: show the tag it was
+    made from (its spec label) with that id, so the row says which image is outdated."""
+    ref = (container.spec or {}).get("image")
+    if container.image.startswith("sha256:") and ref:
+        return f"{ref} (outdated: {container.image[:19]})"
+    return container.image

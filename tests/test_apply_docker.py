@@ -106,6 +106,47 @@ def test_changing_a_setting_recreates_only_that_model(runtime, project, tmp_path
     assert not [c for c in runtime.list_containers() if c["Names"][0].endswith("-aigo-previous")]
 
 
+def test_a_tag_rebuilt_under_the_containers_is_planned_as_a_recreate(runtime, project, tmp_path, state):
+    """`docker pull`/`docker build` moved the engine's tag to another image: plan says so and apply
+    recreates onto it (as docker compose does), then the machine is at rest again."""
+    import io
+
+    tag = f"aigo-stub-moving:{project}"
+    runtime.api.tag("aigo-stub-engine:1", "aigo-stub-moving", project)
+    path = config(tmp_path, project)
+    path.write_text(path.read_text().replace('image: aigo-stub-engine, image_tag: "1"',
+                                             f'image: aigo-stub-moving, image_tag: "{project}"'))
+    try:
+        assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
+        before = ids(runtime, project)
+        list(runtime.api.build(fileobj=io.BytesIO(f"FROM {tag}\nLABEL io.aigo-apply.test=moved\n".encode()),
+                               tag=tag, rm=True, decode=True))
+        new_id = runtime.api.inspect_image(tag)["Id"]
+        plan = run_cli("plan", "-f", str(path), "-o", "json", env=state)
+        actions = {a["address"]: a for a in json.loads(plan.stdout)["actions"]}
+        for alias in ("chat", "tools"):
+            action = actions[f"model.{alias}"]
+            assert action["kind"] == "recreate", action
+            assert action["reasons"][0].startswith(f"image {tag} on this machine is now {new_id[:19]}; the container runs")
+            assert action["changes"][0]["path"] == "image_id" and action["changes"][0]["after"] == new_id
+        assert actions["router"]["kind"] == "noop"
+        status = run_cli("status", "-f", str(path), "-o", "json", env=state)
+        rows = {r["model"]: r["image"] for r in json.loads(status.stdout)["models"]}
+        assert rows["chat"].startswith(f"{tag} (outdated: sha256:"), rows
+        result = run_cli("apply", "-f", str(path), "-y", env=state)
+        assert result.returncode == 0 and "Apply complete: 2 replaced." in result.stdout, result.stdout + result.stderr
+        after = ids(runtime, project)
+        assert not set(after.values()) & set(before.values())
+        assert {runtime.api.inspect_container(i)["Image"] for i in after.values()} == {new_id}
+        again = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
+        assert again.returncode == 0 and again.stdout.startswith("No changes."), again.stdout
+        status = run_cli("status", "-f", str(path), "-o", "json", env=state)
+        assert {r["image"] for r in json.loads(status.stdout)["models"]} == {tag}
+    finally:
+        run_cli("destroy", "-f", str(path), "-y", env=state)
+        runtime.api.remove_image(tag, force=True)
+
+
 @pytest.mark.parametrize("behaviour, expected", [
     ('AIGO_STUB_FAIL_START: "1"', "exited with code 1 while loading"),
     ('AIGO_STUB_NEVER_READY: "1"', "was not ready after 3 s"),

@@ -114,6 +114,24 @@ def test_list_change_counts_as_one_value_and_added_setting(tmp_path):
     assert changes == {"gpus": ([0, 1], [1]), "vllm.enforce_eager": (None, True)}
 
 
+def test_a_tag_that_now_names_another_image_recreates_its_containers(tmp_path):
+    d = desired(tmp_path)
+    moved = [{"Id": "sha256:new", "RepoTags": ["local/engine:1"]}, {"Id": "sha256:img", "RepoTags": ["haproxy:3.2"]}]
+    plan = build_plan(d, observed(d, images=moved))
+    assert kinds(plan) == {"model.alpha": "recreate", "model.beta": "recreate", "router": "noop"}
+    alpha = plan.actions[0]
+    assert alpha.reasons == ("image local/engine:1 on this machine is now sha256:new; the container runs sha256:img "
+                             "(the tag was pulled or rebuilt since the container was made)",)
+    assert [c.to_dict() for c in alpha.changes] == [
+        {"path": "image_id", "before": "sha256:img", "after": "sha256:new", "effect": "recreate"}]
+    # an image that is no longer on this machine at all says nothing about the container: no recreate
+    gone = [{"Id": "sha256:img", "RepoTags": ["haproxy:3.2"]}]
+    assert set(kinds(build_plan(d, observed(d, images=gone))).values()) == {"noop"}
+    # nor does a container whose image id Docker did not report
+    blank = running(d, alpha={"ImageID": ""}, beta={"ImageID": ""})
+    assert set(kinds(build_plan(d, observed(d, blank, images=moved))).values()) == {"noop"}
+
+
 def test_stopped_container_starts_and_says_why(tmp_path):
     d = desired(tmp_path)
     plan = build_plan(d, observed(d, running(d, alpha={"State": "exited", "Status": "Exited (137) 2 minutes ago"})))
