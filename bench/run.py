@@ -4,8 +4,8 @@ for N = 1, 10, 50, 200, apply overhead on top of the engines' own start time, an
 direct (and under reloads). Prints markdown, writes bench/results.md, and puts the same tables in
 the README's Performance section (between its bench markers).
 
-    python bench/run.py            # the full run (about 5 minutes on 2 cores)
-    python bench/run.py --quick    # fewer sizes and repeats, for a smoke test
+    python bench/run.py            # the full run (about 15 minutes on 2 cores)
+    python bench/run.py --quick    # fewer sizes and repeats, for a smoke test: prints, writes nothing
 
 Needs the local images (scripts/setup), Debian's docker-compose for the peer column and wrk for the
 router table; a missing tool leaves its column or table out and says so.
@@ -70,8 +70,10 @@ def main() -> None:
               f"Python {platform.python_version()}"
     body = "\n\n".join(parts)
     text = f"Made by `{command}` on {time.strftime('%Y-%m-%d')} ({machine}).\n\n{body}\n"
-    (HERE / "results.md").write_text("# Benchmark results\n\n" + text)
     print(text)
+    if args.quick:  # a smoke test's figures never replace the published ones
+        return
+    (HERE / "results.md").write_text("# Benchmark results\n\n" + text)
     readme = ROOT / "README.md"
     content = readme.read_text()
     if not args.no_readme and START in content and END in content:
