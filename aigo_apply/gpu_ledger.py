@@ -32,9 +32,12 @@ def _settings(spec: dict[str, Any]) -> dict[str, Any]:
 
 def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int):
     settings = _settings(spec)
-    if spec["engine"] == "llama.cpp":  # layers spread over the GPUs; the KV size needs GGUF metadata
-        est = estimate(None, facts.get("weights"), spec["context_length"], max(1, gpus))
-        return dataclasses.replace(est, kv_cache=0, notes=("KV cache of GGUF models not estimated",))
+    if spec["engine"] == "llama.cpp":  # layers (and their KV cache) spread over the GPUs; sizes from GGUF metadata
+        est = estimate(facts.get("config"), facts.get("weights"), spec["context_length"], max(1, gpus))
+        notes = tuple(facts.get("notes") or ())
+        if facts.get("config") is None:
+            return dataclasses.replace(est, kv_cache=0, notes=notes + ("KV cache of this GGUF model not estimated",))
+        return dataclasses.replace(est, notes=est.notes + notes)
     return estimate(facts.get("config"), facts.get("weights"), spec["context_length"],
                     settings.get("tensor_parallel_size", 1), settings.get("kv_cache_dtype"), settings.get("dtype"))
 

@@ -1,6 +1,6 @@
 """Reads what the VRAM estimate needs from a model's files on this host: config.json and the
 safetensors headers (only the first bytes of each file: the JSON header with every tensor's byte
-range), or a GGUF file's size. Returns plain data and never raises: a model not downloaded yet, or a
+range), or a GGUF file's size and metadata (aigo_apply.gguf). Returns plain data and never raises: a model not downloaded yet, or a
 folder without weights, is "unknown" with the reason, which the plan shows as a warning."""
 
 from __future__ import annotations
@@ -47,6 +47,22 @@ def _load_config(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
     return (data, None) if isinstance(data, dict) else (None, f"config.json in {folder} is not a JSON object")
 
 
+def _gguf_facts(path: Path) -> dict[str, Any]:
+    """A GGUF file's size (its weights) and the attention sizes in its metadata (for the KV cache)."""
+    from aigo_apply import gguf
+
+    try:
+        weights = path.stat().st_size
+    except OSError:
+        return {"problem": f"{path} is not on this machine yet"}
+    try:
+        config, notes = gguf.as_config(gguf.read_metadata(path))
+    except (OSError, ValueError, struct.error) as exc:
+        config, notes = None, [f"cannot read the GGUF metadata of {path.name}: {exc}"]
+    found = "size of the .gguf file" + (" and its metadata" if config else "")
+    return {"weights": weights, "config": config, "notes": notes, "found": found}
+
+
 def quant_method(config: dict[str, Any] | None) -> str | None:
     """The method of a pre-quantized checkpoint (AWQ, GPTQ, FP8, NVFP4...), from config.json."""
     section = (config or {}).get("quantization_config")
@@ -66,12 +82,7 @@ def model_facts(spec: dict[str, Any], remote: dict[str, Any] | None = None, weig
         out["config"] = read_config(folder)
         return out
     if "model_file" in spec:
-        path = folder / spec["model_file"]
-        try:
-            out.update(weights=path.stat().st_size, found="size of the .gguf file")
-        except OSError:
-            out["problem"] = f"{path} is not on this machine yet"
-        return out
+        return {**out, **_gguf_facts(folder / spec["model_file"])}
     if not folder.is_dir():
         out["problem"] = f"{folder} is not on this machine yet (its size is unknown until it is downloaded)"
         return out

@@ -1,6 +1,7 @@
 """The VRAM estimate and the per-GPU ledger, checked against figures computed by hand: weights from
-real safetensors files (written with the safetensors library), KV cache from config.json, host
-facts recorded from real machines (tests/fixtures/hosts)."""
+real safetensors files (written with the safetensors library), KV cache from config.json or from a
+real GGUF file's metadata (written with llama.cpp's gguf library), host facts recorded from real
+machines (tests/fixtures/hosts)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from aigo_apply import gguf as gguf_reader
 from aigo_apply import gpu_ledger
 from aigo_apply.config import load_config
 from aigo_apply.desired import build_desired
@@ -242,6 +244,82 @@ def test_blocking_fit_reaches_the_plan_and_can_be_ignored(tmp_path):
     jsonschema.validate(json.loads(plan_json(plan)), schema)
     text = plan_text(plan)
     assert "GPU memory (estimates per GPU):" in text and "big" in text and "[blocking]" in text
+
+
+def write_gguf(path: Path, tokens: int = 50_000, **extra) -> int:
+    """A real (tiny) GGUF file as llama.cpp's converter writes one: the model's keys, then a tokenizer
+    vocabulary of `tokens` strings, then one tensor. `extra`: more GGUFWriter add_* calls. Returns its size."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(3)
+    writer.add_context_length(8192)
+    writer.add_embedding_length(64)
+    writer.add_head_count(4)
+    writer.add_head_count_kv(extra.pop("head_count_kv", 2))
+    writer.add_key_length(16)
+    writer.add_value_length(16)
+    for name, value in extra.items():
+        getattr(writer, f"add_{name}")(value)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list([f"tok{i}" for i in range(tokens)])
+    writer.add_tensor("token_embd.weight", np.zeros((100, 64), dtype=np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path.stat().st_size
+
+
+def test_gguf_metadata_is_read_up_to_the_tokenizer_and_gives_attention_sizes(tmp_path):
+    write_gguf(tmp_path / "m.gguf", head_count_kv=[2, 2, 4], sliding_window=512, kv_lora_rank=32,
+               rope_dimension_count=8, ssm_state_size=16)
+    meta = gguf_reader.read_metadata(tmp_path / "m.gguf")
+    assert meta["general.architecture"] == "llama" and meta["llama.block_count"] == 3
+    assert not [k for k in meta if k.startswith("tokenizer.")]  # the vocabulary is never read
+    config, notes = gguf_reader.as_config(meta)
+    assert config == {"num_hidden_layers": 3, "num_attention_heads": 4, "hidden_size": 64, "num_key_value_heads": 4,
+                      "head_dim": 16, "torch_dtype": "float16", "kv_lora_rank": 32, "qk_rope_head_dim": 8}
+    assert notes == ["GGUF metadata (llama), f16 KV cache", "sliding-window layers counted at full length",
+                     "recurrent (SSM) state not counted; attention layers taken as every layer"]
+    assert gguf_reader.as_config({"general.architecture": "llama"})[0] is None
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        gguf_reader.read_metadata(_not_gguf(tmp_path))
+    data = (tmp_path / "m.gguf").read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(data[:60])
+    with pytest.raises(ValueError, match="ends early"):
+        gguf_reader.read_metadata(tmp_path / "cut.gguf")
+
+
+def _not_gguf(tmp_path: Path) -> Path:
+    (tmp_path / "x.gguf").write_bytes(b"x" * 4096)
+    return tmp_path / "x.gguf"
+
+
+@pytest.mark.parametrize("gpus, tp", [("[1]", 1), ("all", 2)])
+def test_a_gguf_models_kv_cache_is_estimated_from_its_metadata(tmp_path, gpus, tp):
+    size = write_gguf(tmp_path / "q.gguf")
+    text = f"""
+    version: 1
+    project: lab
+    engines: {{llama.cpp: {{image_tag: server-cuda}}}}
+    models:
+      q: {{source: {{path: q.gguf}}, context_length: 4096, gpus: {gpus}}}
+    """
+    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    facts = model_facts(desired.models["q"].spec)
+    assert facts["found"] == "size of the .gguf file and its metadata" and facts["weights"] == size
+    rows = gpu_ledger.build(desired, nvml("two-gpu-r570"), {"q": facts}, set())
+    m = next(r for r in rows if r["models"])["models"][0]["estimate"]
+    # by hand: 3 layers x K and V x 2 KV heads (split over the GPUs) x 16 x 2 bytes (f16) x 4096 tokens
+    assert m["kv_cache"] == 3 * 2 * (2 // tp) * 16 * 2 * 4096
+    assert m["weights"] == math.ceil(size / tp) and "GGUF metadata (llama), f16 KV cache" in m["notes"]
+    # a damaged file: weights by size, the KV cache left out with the reason
+    (tmp_path / "q.gguf").write_bytes((tmp_path / "q.gguf").read_bytes()[:60])
+    damaged = model_facts(desired.models["q"].spec)
+    assert damaged["config"] is None and damaged["notes"][0].startswith("cannot read the GGUF metadata of q.gguf")
+    est = gpu_ledger.model_estimate(desired.models["q"].spec, damaged, tp)
+    assert est.kv_cache == 0 and "KV cache of this GGUF model not estimated" in est.notes
 
 
 @pytest.mark.parametrize("engine_block, expected_gpus", [("gpus: all", [0, 1]), ("gpus: [1]", [1])])

@@ -1,0 +1,108 @@
+"""Reads the metadata at the head of a GGUF file (llama.cpp's format) and turns the attention sizes into
+the config.json-shaped numbers the VRAM estimate uses, so a llama.cpp model's KV cache is estimated
+like any other. Only the head of the file is read: the metadata keys up to the tokenizer's (writers put
+the model's own keys first), never the tensors.
+
+GGUF layout (versions 2 and 3, little-endian): magic "GGUF", uint32 version, uint64 tensor count,
+uint64 metadata count, then each entry as a string key (uint64 length + UTF-8 bytes), a uint32 value
+type and the value. Arrays are a uint32 element type, a uint64 count and the elements.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any, BinaryIO
+
+# value type -> struct format of one element (8: string, 9: array, handled apart)
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+MAX_KEY = 65536  # no real key comes near it; a larger length means the file is not GGUF
+MAX_STRING = 64 * 1024 * 1024
+LLAMA_CPP_KV_DTYPE = "float16"  # llama-server's default --cache-type-k/-v is f16
+
+
+def read_metadata(path: Path, stop_prefix: str = "tokenizer.") -> dict[str, Any]:
+    """Every metadata entry before the first key that starts with `stop_prefix` (the tokenizer's
+    vocabulary can be hundreds of thousands of strings, and nothing after it is needed). Raises
+    ValueError for a file that is not GGUF."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ValueError(f"{path.name} is not a GGUF file (no GGUF magic)")
+        version, _tensors, count = struct.unpack("<IQQ", _exact(f, 20))
+        if version not in (2, 3):
+            raise ValueError(f"{path.name}: GGUF version {version} is not one this reader knows (2 or 3)")
+        meta: dict[str, Any] = {}
+        for _ in range(count):
+            key = _string(f, MAX_KEY)
+            if key.startswith(stop_prefix):
+                break
+            (kind,) = struct.unpack("<I", _exact(f, 4))
+            meta[key] = _value(f, kind)
+        return meta
+
+
+def _exact(f: BinaryIO, n: int) -> bytes:
+    data = f.read(n)
+    if len(data) != n:
+        raise ValueError("the GGUF metadata ends early")
+    return data
+
+
+def _string(f: BinaryIO, limit: int = MAX_STRING) -> str:
+    (length,) = struct.unpack("<Q", _exact(f, 8))
+    if length > limit:
+        raise ValueError(f"a GGUF string of {length} bytes: not a GGUF file, or a damaged one")
+    return _exact(f, length).decode("utf-8", errors="replace")
+
+
+def _value(f: BinaryIO, kind: int) -> Any:
+    if kind == _STRING:
+        return _string(f)
+    if kind == _ARRAY:
+        inner, count = struct.unpack("<IQ", _exact(f, 12))
+        if inner in _SCALARS:
+            size = struct.calcsize(_SCALARS[inner])
+            if count > 4096:  # a long table (per-token scores, ...): skipped, not kept
+                f.seek(count * size, 1)
+                return None
+            return [v[0] for v in struct.iter_unpack(_SCALARS[inner], _exact(f, count * size))]
+        return [_value(f, inner) for _ in range(count)]
+    if kind in _SCALARS:
+        fmt = _SCALARS[kind]
+        return struct.unpack(fmt, _exact(f, struct.calcsize(fmt)))[0]
+    raise ValueError(f"unknown GGUF value type {kind}")
+
+
+def as_config(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """(config.json-shaped attention sizes, notes) from GGUF metadata; (None, [why]) when the
+    architecture's sizes are missing. Per-layer head counts (a list) count at their largest."""
+    arch = meta.get("general.architecture")
+    if not isinstance(arch, str):
+        return None, ["the GGUF metadata names no general.architecture"]
+
+    def number(key: str) -> int | None:
+        value = meta.get(f"{arch}.{key}")
+        if isinstance(value, list):
+            value = max((v for v in value if isinstance(v, (int, float))), default=None)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    layers, heads, hidden = number("block_count"), number("attention.head_count"), number("embedding_length")
+    if not layers or not heads or not hidden:
+        return None, [f"the GGUF metadata lacks {arch}.block_count, attention.head_count or embedding_length"]
+    config: dict[str, Any] = {"num_hidden_layers": layers, "num_attention_heads": heads, "hidden_size": hidden,
+                              "num_key_value_heads": number("attention.head_count_kv") or heads,
+                              "torch_dtype": LLAMA_CPP_KV_DTYPE}
+    key_length, value_length = number("attention.key_length"), number("attention.value_length")
+    if key_length or value_length:  # K and V heads of different sizes count at their mean
+        mean = ((key_length or value_length) + (value_length or key_length)) / 2
+        config["head_dim"] = int(mean) if mean == int(mean) else mean
+    notes = [f"GGUF metadata ({arch}), f16 KV cache"]
+    if number("attention.kv_lora_rank"):
+        config["kv_lora_rank"] = number("attention.kv_lora_rank")
+        config["qk_rope_head_dim"] = number("rope.dimension_count") or 0
+    if number("attention.sliding_window"):
+        notes.append("sliding-window layers counted at full length")
+    if any(k.startswith(f"{arch}.ssm.") for k in meta):
+        notes.append("recurrent (SSM) state not counted; attention layers taken as every layer")
+    return config, notes
