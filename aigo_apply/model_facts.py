@@ -51,15 +51,21 @@ def _gguf_facts(path: Path) -> dict[str, Any]:
     """A GGUF file's size (its weights) and the attention sizes in its metadata (for the KV cache)."""
     from aigo_apply import gguf
 
+    import re
+
+    split = re.fullmatch(r"(.+)-00001-of-(\d{5})\.gguf", path.name)  # llama.cpp's split files: all parts count
+    parts = [path.with_name(f"{split.group(1)}-{i:05d}-of-{split.group(2)}.gguf")
+             for i in range(1, int(split.group(2)) + 1)] if split else [path]
     try:
-        weights = path.stat().st_size
+        weights = sum(part.stat().st_size for part in parts)
     except OSError:
-        return {"problem": f"{path} is not on this machine yet"}
+        return {"problem": f"{path}{' (or another of its parts)' if split else ''} is not on this machine yet"}
     try:
         config, notes = gguf.as_config(gguf.read_metadata(path))
     except (OSError, ValueError, struct.error) as exc:
         config, notes = None, [f"cannot read the GGUF metadata of {path.name}: {exc}"]
-    found = "size of the .gguf file" + (" and its metadata" if config else "")
+    found = (f"sizes of the {len(parts)} parts of the .gguf file" if split else "size of the .gguf file") + \
+        (" and its metadata" if config else "")
     return {"weights": weights, "config": config, "notes": notes, "found": found}
 
 

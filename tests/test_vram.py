@@ -322,6 +322,23 @@ def test_a_gguf_models_kv_cache_is_estimated_from_its_metadata(tmp_path, gpus, t
     assert est.kv_cache == 0 and "KV cache of this GGUF model not estimated" in est.notes
 
 
+def test_a_split_gguf_file_counts_every_part(tmp_path):
+    first = write_gguf(tmp_path / "big-00001-of-00003.gguf")
+    (tmp_path / "big-00002-of-00003.gguf").write_bytes(b"\0" * 1000)
+    text = """
+    version: 1
+    project: lab
+    engines: {llama.cpp: {image_tag: server-cuda}}
+    models:
+      big: {source: {path: big-00001-of-00003.gguf}, context_length: 4096, gpus: [0]}
+    """
+    spec = build_desired(load_config(str(write_config(tmp_path, text)))).models["big"].spec
+    assert model_facts(spec)["problem"] == f"{tmp_path}/big-00001-of-00003.gguf (or another of its parts) is not on this machine yet"
+    (tmp_path / "big-00003-of-00003.gguf").write_bytes(b"\0" * 24)
+    facts = model_facts(spec)
+    assert facts["weights"] == first + 1024 and facts["found"] == "sizes of the 3 parts of the .gguf file and its metadata"
+
+
 @pytest.mark.parametrize("engine_block, expected_gpus", [("gpus: all", [0, 1]), ("gpus: [1]", [1])])
 def test_llamacpp_models_spread_over_their_gpus_and_get_no_budget(tmp_path, engine_block, expected_gpus):
     (tmp_path / "q.gguf").write_bytes(b"x" * 4096)
