@@ -83,6 +83,11 @@ class DockerRuntime:
         with self._errors():
             return self.api.info()
 
+    def tag(self, source: str, reference: str) -> None:
+        """Point `repo:tag` at the image `source` (an id or a digest reference)."""
+        with self._errors():
+            self.api.tag(source, *_tag_parts(reference), force=True)
+
     def inspect_image(self, reference: str) -> dict[str, Any] | None:
         """GET /images/{ref}/json, or None when the image is not on this machine."""
         import docker.errors
@@ -176,8 +181,9 @@ class DockerRuntime:
         return code, output
 
     def pull(self, reference: str, on_event: Callable[[dict], None] | None = None) -> None:
-        """Pull `repo:tag`, passing each progress event (id, status, progressDetail) to `on_event`."""
-        repository, _, tag = reference.rpartition(":")
+        """Pull `repo:tag` or `repo@sha256:...`, passing each progress event (id, status,
+        progressDetail) to `on_event`."""
+        repository, _, tag = reference.partition("@") if "@" in reference else reference.rpartition(":")
         try:
             with self._errors():
                 for event in self.api.pull(repository, tag=tag, stream=True, decode=True):
@@ -188,6 +194,11 @@ class DockerRuntime:
         except DockerUnavailable as exc:
             raise DockerUnavailable(f"pulling {reference} failed: {exc}; check the name and tag, or the registry "
                                     "(build or load the image locally and use --pull never)") from None
+
+
+def _tag_parts(reference: str) -> tuple[str, str]:
+    repository, _, tag = reference.rpartition(":")
+    return repository, tag
 
 
 def _device_requests(gpus: str | tuple[int, ...]) -> list[Any] | None:

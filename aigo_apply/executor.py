@@ -109,9 +109,10 @@ class Executor:
             router_action.kind in ("create", "recreate") else None
         self.journal.record("apply", f"project.{plan.project}", "started", fingerprint=plan.fingerprint)
         outcomes: list[Outcome] = []
+        restores = {a.image: a.spec for a in plan.actions if a.kind == "pull" and a.image and a.spec}
         for image in pulls:
             self._check_interrupt()
-            self._pull(image)
+            self._pull(image, restores.get(image))
         for action in plan.actions:
             if action.kind == "download":
                 self._check_interrupt()
@@ -181,8 +182,27 @@ class Executor:
         return results
 
     # -- steps ---------------------------------------------------------------------------------
-    def _pull(self, image: str) -> None:
-        pull_image(self.runtime, self.reporter, image)
+    def _pull(self, image: str, restore: dict[str, Any] | None = None) -> None:
+        """Pull `image`; with apply --locked (`restore`), point its tag back at the image aigo.lock
+        records: re-tag it when it is still here, else pull its digest first. A saved plan's restore
+        is checked again, so an edited one cannot tag some other image."""
+        if restore is None:
+            pull_image(self.runtime, self.reporter, image)
+        else:
+            locked_id, digest = str(restore.get("locked_id")), restore.get("digest")
+            if not re.fullmatch(r"sha256:[0-9a-f]{64}", locked_id) or (restore.get("how") == "pull" and not (
+                    isinstance(digest, str) and re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", digest)
+                    and digest.split("@")[0] == image.rpartition(":")[0])):
+                raise AigoError(f"image.{image}: the plan's restore of aigo.lock's image is not valid (edited by "
+                                "hand?); make a new plan (nothing was changed)")
+            if restore.get("how") == "pull":
+                pull_image(self.runtime, self.reporter, digest)
+            self.runtime.tag(locked_id, image)
+            if (self.runtime.inspect_image(image) or {}).get("Id") != locked_id:
+                raise AigoError(f"image.{image}: after restoring it names another image than aigo.lock's "
+                                f"{locked_id[:19]}; nothing else was changed")
+            self.reporter.event("image_restored", address=f"image.{image}", image=image, image_id=locked_id,
+                                message=f"{image} names {locked_id[:19]} again, as aigo.lock records")
         self.journal.record("pull", f"image.{image}", "ok")
 
     def _download(self, action: Action) -> None:

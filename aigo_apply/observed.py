@@ -57,6 +57,7 @@ class ObservedState:
     ours: tuple[ObservedContainer, ...]
     others: tuple[ObservedContainer, ...]
     images: dict[str, str] = field(default_factory=dict)  # local "repo:tag" -> image id
+    image_ids: frozenset[str] = frozenset()  # every local image id, untagged ones too
     router_files: dict[str, str] = field(default_factory=dict)  # the router's live config folder
     # downloaded model folders: path -> what its completion marker says ({} for none); only the
     # folders the file names are looked at
@@ -123,6 +124,7 @@ def parse_state(project: str, containers: list[dict[str, Any]], images: list[dic
         (ours if L.is_ours(container.labels, project) else others).append(container)
     key = lambda c: c.name  # noqa: E731
     return ObservedState(project, tuple(sorted(ours, key=key)), tuple(sorted(others, key=key)), parse_images(images),
+                         frozenset(i.get("Id", "") for i in images if i.get("Id")),
                          dict(router_files or {}), dict(model_files or {}))
 
 

@@ -24,13 +24,16 @@ STOPPED = ("created", "exited")
 def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable[str] = (),
                target: Iterable[str] = (), checks: Iterable[Any] = (), ignore: Iterable[str] = (),
                gpu_ledger: Iterable[dict[str, Any]] = (), remote: dict[tuple, dict[str, Any]] | None = None,
-               checkpoints: dict[str, dict[str, Any]] | None = None) -> Plan:
+               checkpoints: dict[str, dict[str, Any]] | None = None,
+               locked_images: dict[str, dict[str, Any]] | None = None) -> Plan:
     """`checks` are the host readiness checks (hostcheck.Check); blocking ones become blockers
     unless their id is in `ignore`, which the plan then states as a warning. `gpu_ledger` (built by
     gpu_ledger.build, its verdicts already among the checks) is carried into the plan as it is.
     `remote` is what the Hub said about each missing download, by (repo, revision, file): its
     commit and size, or the error (a gated or missing repo blocks the plan). `checkpoints` is what
-    each model's config.json says about it (`quant_method` of a pre-quantized checkpoint)."""
+    each model's config.json says about it (`quant_method` of a pre-quantized checkpoint).
+    `locked_images` (apply --locked): tags to put back on the image aigo.lock records, by re-tagging
+    or by pulling its digest; the containers are planned against the restored images."""
     replace, target = set(replace), set(target)
     known = set(desired.models) | {c.alias for c in observed.engines if c.alias}
     for alias in sorted(replace - set(desired.models)):
@@ -43,18 +46,20 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
     for container in observed.engines:
         by_alias.setdefault(container.alias or "", []).append(container)
 
+    restores = _restores(observed, locked_images or {})
+    images = {**observed.images, **{a.image: a.spec["locked_id"] for a in restores}}
     model_actions: list[Action] = []
     for alias, model in sorted(desired.models.items()):
         if wanted(alias):
-            model_actions += _model_actions(model, by_alias.get(alias, []), alias in replace, observed.images)
+            model_actions += _model_actions(model, by_alias.get(alias, []), alias in replace, images)
     for alias, containers in sorted(by_alias.items()):
         if alias not in desired.models and wanted(alias):
             model_actions += [_remove(c, f"model '{alias}' is no longer in {desired.file}") for c in containers]
 
     model_actions, quant_blockers = _checkpoint_notes(desired, model_actions, checkpoints or {})
-    router = _router_action(desired, observed, model_actions, targeted=bool(target))
+    router = _router_action(desired, observed, model_actions, targeted=bool(target), images=images)
     model_actions += router
-    pulls = _pulls(model_actions, observed.images)
+    pulls = restores + _pulls(model_actions, images)
     blockers = _conflicts(desired, observed, target) + quant_blockers
     warnings = list(desired.warnings)
     model_actions = _lock_moves(desired, observed, model_actions, remote or {})
@@ -75,7 +80,7 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
 
 
 def _router_action(desired: DesiredState, observed: ObservedState, model_actions: list[Action],
-                   targeted: bool) -> list[Action]:
+                   targeted: bool, images: dict[str, str]) -> list[Action]:
     """The router: created, recreated or started like an engine; reloaded when its files differ
     from what is deployed, or when it routes to an engine that is not running (a stale route)."""
     want, have = desired.router, observed.router
@@ -84,7 +89,7 @@ def _router_action(desired: DesiredState, observed: ObservedState, model_actions
         changes = tuple(Change(p, None, v, "create") for p, v in _flatten(want.spec))
         return [Action("router", "create", (f"no router container {want.container.name} exists",), changes, **base)]
     before = have.spec
-    moved_reasons, moved = _image_moved(want.container.image, have, observed.images, "router")
+    moved_reasons, moved = _image_moved(want.container.image, have, images, "router")
     if before != want.spec or have.spec_hash != want.container.definition_hash() or have.state in ("dead", "removing"):
         changes = diff_specs(before, want.spec) if before else []
         changes = [Change(c.path, c.before, c.after, "router") for c in changes]
@@ -229,6 +234,19 @@ def _remove(container: ObservedContainer, reason: str) -> Action:
     address = "router" if container.role == "router" else (
         f"model.{container.alias}" if container.alias else f"container.{container.name}")
     return Action(address, "remove", (reason,), model=container.alias, container=container.name)
+
+
+def _restores(observed: ObservedState, locked: dict[str, dict[str, Any]]) -> list[Action]:
+    """apply --locked: one pull action per tag that must name aigo.lock's image again."""
+    out = []
+    for ref, how in sorted(locked.items()):
+        now = observed.images.get(ref)
+        where = ("it is still on this machine: re-tag it" if how["how"] == "retag"
+                 else f"pull it by its digest {how['digest']}")
+        out.append(Action(f"image.{ref}", "pull", (
+            f"aigo.lock records {how['locked_id'][:19]}; the tag names {now[:19] if now else 'no image'} now; {where}",),
+            image=ref, spec=dict(how)))
+    return out
 
 
 def _pulls(actions: list[Action], local: dict[str, str]) -> list[Action]:

@@ -113,12 +113,39 @@ def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | Non
     if locked:
         for ref, entry in sorted(lock["images"].items()):
             local = observed.images.get(ref)
-            if ref in desired.images() and local != entry.get("id"):
-                fix = (f"docker pull {entry['digest']} && docker tag {entry['digest']} {ref}" if entry.get("digest")
-                       else f"rebuild or re-tag {ref} as {entry.get('id', '')[:19]} (it has no registry digest)")
+            if ref in desired.images() and local != entry.get("id") and not locked_image(ref, entry, observed):
                 checks.append(Check("lock.image", "blocking", f"image {ref} is {str(local)[:19] if local else 'missing'}, "
-                                    f"aigo.lock records {str(entry.get('id'))[:19]}", fix))
+                                    f"aigo.lock records {str(entry.get('id'))[:19]}, which is neither on this machine "
+                                    "nor in a registry (no digest)",
+                                    f"rebuild {ref} as it was, or apply without --locked to record what is here"))
     return checks
+
+
+def locked_images(desired: DesiredState, observed: ObservedState, lock: dict | None) -> dict[str, dict]:
+    """With --locked: for each image of the file whose tag names another image than aigo.lock
+    records, how to put the recorded one back (planned as a pull): re-tag it when it is still on this
+    machine, else pull it by its registry digest. Images that cannot be restored are blocked by
+    lock_checks instead."""
+    out = {}
+    for ref, entry in sorted(((lock or {}).get("images") or {}).items()):
+        if ref in desired.images() and observed.images.get(ref) != entry.get("id"):
+            how = locked_image(ref, entry, observed)
+            if how:
+                out[ref] = how
+    return out
+
+
+def locked_image(ref: str, entry: dict, observed: ObservedState) -> dict | None:
+    import re
+
+    image_id, digest = str(entry.get("id") or ""), str(entry.get("digest") or "")
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", image_id):
+        return None
+    if image_id in observed.image_ids:
+        return {"locked_id": image_id, "how": "retag"}
+    if re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", digest) and digest.split("@")[0] == ref.rpartition(":")[0]:
+        return {"locked_id": image_id, "how": "pull", "digest": digest}
+    return None
 
 
 def host_checks(desired: DesiredState, runtime, observed: ObservedState | None = None,
@@ -169,7 +196,8 @@ def plan_for(desired: DesiredState, observed: ObservedState, runtime, replace: I
     remote = remote_info(desired, observed, lock if locked else None)
     checks, ledger = host_checks(desired, runtime, observed, remote)
     checks += lock_checks(desired, observed, lock, locked)
-    return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote, checkpoints(desired, remote))
+    return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote, checkpoints(desired, remote),
+                      locked_images(desired, observed, lock) if locked else None)
 
 
 def checkpoints(desired: DesiredState, remote: dict[tuple, dict] | None = None) -> dict[str, dict]:

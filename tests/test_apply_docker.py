@@ -147,6 +147,56 @@ def test_a_tag_rebuilt_under_the_containers_is_planned_as_a_recreate(runtime, pr
         runtime.api.remove_image(tag, force=True)
 
 
+def test_locked_apply_puts_back_the_image_aigo_lock_records(runtime, project, tmp_path, state):
+    """The tag was rebuilt since aigo.lock was written: apply --locked re-tags the recorded image (still
+    here, under the running containers) instead of moving onto the new one; with the recorded image
+    gone and no registry digest, it refuses and says why."""
+    import io
+
+    tag = f"aigo-stub-locked:{project}"
+
+    def build(version: str) -> None:  # siblings on the stub image, so either can be removed alone
+        dockerfile = f"FROM aigo-stub-engine:1\nLABEL io.aigo-apply.test={project}-{version}\n"
+        list(runtime.api.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, decode=True))
+
+    build("recorded")
+    path = config(tmp_path, project)
+    path.write_text(path.read_text().replace('image: aigo-stub-engine, image_tag: "1"',
+                                             f'image: aigo-stub-locked, image_tag: "{project}"'))
+    try:
+        assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
+        recorded = json.loads((tmp_path / "aigo.lock").read_text())["images"][tag]["id"]
+        before = ids(runtime, project)
+        build("newer")
+        newer = runtime.api.inspect_image(tag)["Id"]
+        plan = json.loads(run_cli("plan", "-f", str(path), "-o", "json", env=state).stdout)
+        assert {a["address"]: a["kind"] for a in plan["actions"]}["model.chat"] == "recreate"  # the tag moved
+        locked = run_cli("apply", "-f", str(path), "-y", "--locked", env=state)
+        assert locked.returncode == 0, locked.stdout + locked.stderr
+        assert (f"aigo.lock records {recorded[:19]}; the tag names {newer[:19]} now; it is still on this machine: "
+                "re-tag it") in locked.stdout
+        assert f"{tag} names {recorded[:19]} again, as aigo.lock records" in locked.stdout
+        assert runtime.api.inspect_image(tag)["Id"] == recorded and ids(runtime, project) == before
+        again = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
+        assert again.returncode == 0 and again.stdout.startswith("No changes."), again.stdout
+        # the recorded image is gone for good (no containers use it, no registry has it)
+        run_cli("destroy", "-f", str(path), "-y", env=state)
+        runtime.api.tag(newer, "aigo-stub-locked", project, force=True)
+        runtime.api.remove_image(recorded, force=True)
+        refused = run_cli("apply", "-f", str(path), "-y", "--locked", env=state)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert (f"image {tag} is {newer[:19]}, aigo.lock records {recorded[:19]}, which is neither on this machine "
+                "nor in a registry (no digest)") in refused.stdout
+        assert ids(runtime, project) == {}
+    finally:
+        run_cli("destroy", "-f", str(path), "-y", env=state)
+        for image in {runtime.api.inspect_image(tag)["Id"], *([recorded] if "recorded" in locals() else [])}:
+            try:
+                runtime.api.remove_image(image, force=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+
 @pytest.mark.parametrize("behaviour, expected", [
     ('AIGO_STUB_FAIL_START: "1"', "exited with code 1 while loading"),
     ('AIGO_STUB_NEVER_READY: "1"', "was not ready after 3 s"),

@@ -10,7 +10,7 @@ import pytest
 import aigo_apply.planner
 from aigo_apply.config import load_config
 from aigo_apply.desired import build_desired
-from aigo_apply.errors import UsageProblem
+from aigo_apply.errors import AigoError, UsageProblem
 from aigo_apply.model_store import downloads
 from aigo_apply.observed import parse_state
 from aigo_apply.plan import Action
@@ -130,6 +130,30 @@ def test_a_tag_that_now_names_another_image_recreates_its_containers(tmp_path):
     # nor does a container whose image id Docker did not report
     blank = running(d, alpha={"ImageID": ""}, beta={"ImageID": ""})
     assert set(kinds(build_plan(d, observed(d, blank, images=moved))).values()) == {"noop"}
+
+
+def test_locked_images_are_restored_first_and_the_containers_planned_against_them(tmp_path):
+    from aigo_apply.applying import choose_pulls
+
+    d = desired(tmp_path)
+    old, new = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    entries = running(d, alpha={"ImageID": old}, beta={"ImageID": new})
+    images = [{"Id": new, "RepoTags": ["local/engine:1"]}, {"Id": "sha256:img", "RepoTags": ["haproxy:3.2"]},
+              {"Id": old, "RepoTags": []}]
+    seen = observed(d, entries, images=images)
+    plan = build_plan(d, seen, locked_images={"local/engine:1": {"locked_id": old, "how": "retag"}})
+    assert plan.actions[0].address == "image.local/engine:1" and plan.actions[0].kind == "pull"
+    assert plan.actions[0].reasons == (f"aigo.lock records {old[:19]}; the tag names {new[:19]} now; it is still on "
+                                       "this machine: re-tag it",)
+    # alpha already runs the recorded image; beta runs the newer one and goes back
+    assert {a.address: a.kind for a in plan.actions[1:]} == {"model.alpha": "noop", "model.beta": "recreate",
+                                                              "router": "noop"}
+    assert choose_pulls(plan, seen.images, "never") == ["local/engine:1"]  # a re-tag needs no registry
+    digest = {"locked_id": old, "how": "pull", "digest": "local/engine@sha256:" + "c" * 64}
+    fetch = build_plan(d, seen, locked_images={"local/engine:1": digest})
+    assert choose_pulls(fetch, seen.images, "missing") == ["local/engine:1"]
+    with pytest.raises(AigoError, match="must be pulled by its digest"):
+        choose_pulls(fetch, seen.images, "never")
 
 
 def test_stopped_container_starts_and_says_why(tmp_path):

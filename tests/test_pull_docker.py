@@ -88,3 +88,18 @@ def test_apply_pulls_before_it_stops_the_old_container(runtime, project, tmp_pat
         except Exception:  # noqa: BLE001
             pass
 
+
+def test_pull_by_digest_and_tag_put_back_an_image_as_apply_locked_does(registry, runtime):
+    """The Docker adapter's two steps behind `apply --locked` for an image no longer on this machine:
+    pull `repo@sha256:...` from the registry, then point the tag at it."""
+    repo = registry.reference.rsplit(":", 1)[0]
+    runtime.pull(registry.reference)
+    image = runtime.inspect_image(registry.reference)
+    digest = next(d for d in image["RepoDigests"] if d.startswith(repo + "@"))
+    runtime.api.remove_image(registry.reference, force=True)
+    assert runtime.inspect_image(registry.reference) is None
+    runtime.pull(digest)
+    assert f"GET /v2/aigo/pulltest/manifests/{digest.split('@')[1]}" in registry.requests
+    runtime.tag(image["Id"], registry.reference)
+    assert runtime.inspect_image(registry.reference)["Id"] == image["Id"]
+
