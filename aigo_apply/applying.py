@@ -152,20 +152,20 @@ def _check_saved(saved: Plan, observed) -> Plan:
 def choose_pulls(plan: Plan, local: dict[str, str], policy: str) -> list[str]:
     """The images to pull before anything stops: missing ones, every one used, or none at all."""
     missing = [a.image for a in plan.actions if a.kind == "pull" and a.image and not a.spec]
-    restores = [a for a in plan.actions if a.kind == "pull" and a.image and a.spec]  # apply --locked
+    restores = {a.image: a.spec for a in plan.actions if a.kind == "pull" and a.image and a.spec}  # apply --locked
     if policy == "never":
         if missing:
             raise AigoError(f"--pull never, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
                             "this machine; pull or build it first, or use --pull missing (nothing was changed)")
-        fetch = [a.image for a in restores if a.spec.get("how") == "pull"]
+        fetch = [image for image, how in restores.items() if how.get("how") == "pull"]
         if fetch:
             raise AigoError(f"--pull never, but the image aigo.lock records for {', '.join(fetch)} must be pulled by "
                             "its digest; use --pull missing (nothing was changed)")
-        return [a.image for a in restores]
+        return list(restores)
     if policy == "always":
         used = sorted({a.image for a in plan.actions if a.kind in ("create", "recreate") and a.image})
-        return [a.image for a in restores] + [i for i in used if i not in {a.image for a in restores}]
-    return [a.image for a in restores] + missing
+        return list(restores) + [image for image in used if image not in restores]
+    return list(restores) + missing
 
 
 def _show(plan: Plan, output: str, reporter) -> None:

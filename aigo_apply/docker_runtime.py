@@ -86,7 +86,7 @@ class DockerRuntime:
     def tag(self, source: str, reference: str) -> None:
         """Point `repo:tag` at the image `source` (an id or a digest reference)."""
         with self._errors():
-            self.api.tag(source, *_tag_parts(reference), force=True)
+            self.api.tag(source, *_split_reference(reference), force=True)
 
     def inspect_image(self, reference: str) -> dict[str, Any] | None:
         """GET /images/{ref}/json, or None when the image is not on this machine."""
@@ -183,7 +183,7 @@ class DockerRuntime:
     def pull(self, reference: str, on_event: Callable[[dict], None] | None = None) -> None:
         """Pull `repo:tag` or `repo@sha256:...`, passing each progress event (id, status,
         progressDetail) to `on_event`."""
-        repository, _, tag = reference.partition("@") if "@" in reference else reference.rpartition(":")
+        repository, tag = _split_reference(reference)
         try:
             with self._errors():
                 for event in self.api.pull(repository, tag=tag, stream=True, decode=True):
@@ -196,8 +196,9 @@ class DockerRuntime:
                                     "(build or load the image locally and use --pull never)") from None
 
 
-def _tag_parts(reference: str) -> tuple[str, str]:
-    repository, _, tag = reference.rpartition(":")
+def _split_reference(reference: str) -> tuple[str, str]:
+    """`repo:tag` -> (repo, tag); `repo@sha256:...` -> (repo, the digest), as the API's pull takes it."""
+    repository, _, tag = reference.partition("@") if "@" in reference else reference.rpartition(":")
     return repository, tag
 
 

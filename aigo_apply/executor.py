@@ -189,14 +189,14 @@ class Executor:
         if restore is None:
             pull_image(self.runtime, self.reporter, image)
         else:
-            locked_id, digest = str(restore.get("locked_id")), restore.get("digest")
-            if not re.fullmatch(r"sha256:[0-9a-f]{64}", locked_id) or (restore.get("how") == "pull" and not (
-                    isinstance(digest, str) and re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", digest)
-                    and digest.split("@")[0] == image.rpartition(":")[0])):
+            from aigo_apply.lockfile import valid_restore
+
+            locked_id = str(restore.get("locked_id"))
+            if not valid_restore(image, restore):
                 raise AigoError(f"image.{image}: the plan's restore of aigo.lock's image is not valid (edited by "
                                 "hand?); make a new plan (nothing was changed)")
-            if restore.get("how") == "pull":
-                pull_image(self.runtime, self.reporter, digest)
+            if restore["how"] == "pull":
+                pull_image(self.runtime, self.reporter, restore["digest"])
             self.runtime.tag(locked_id, image)
             if (self.runtime.inspect_image(image) or {}).get("Id") != locked_id:
                 raise AigoError(f"image.{image}: after restoring it names another image than aigo.lock's "

@@ -1,7 +1,8 @@
 """`aigo.lock`, next to the config file: what a successful apply installed, so a config repo can
 reproduce a workstation exactly. It records each image the file uses (its local id and registry
 digest) and each Hugging Face repo@revision (the commit it resolved to). `plan` reports drift from
-it; `apply --locked` downloads exactly the recorded commits and refuses images that differ.
+it; `apply --locked` downloads exactly the recorded commits and puts the recorded images back
+(re-tagged when still on the machine, else pulled by digest).
 
 JSON with sorted keys, so it diffs cleanly in git. Pure apart from reading and writing the file.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ from aigo_apply.model_store import downloads, label
 
 FORMAT = 1
 NAME = "aigo.lock"
+IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
 
 
 def path_for(config_file: str) -> Path:
@@ -99,3 +103,29 @@ def drift(lock: dict[str, Any], desired, images: dict[str, str], markers: dict[s
             out.append(f"{label(need)} now points to commit {now[:12]} on the Hub; aigo.lock records "
                        f"{entry['commit'][:12]} (`apply --locked` installs the recorded one)")
     return out
+
+
+def restore_for(ref: str, entry: dict[str, Any], local_ids: frozenset[str]) -> dict[str, Any] | None:
+    """How `apply --locked` puts the image aigo.lock records for `ref` back: re-tag it when it is
+    still on this machine, else pull its registry digest; None when neither is possible."""
+    image_id, digest = str(entry.get("id") or ""), entry.get("digest")
+    if not IMAGE_ID.fullmatch(image_id):
+        return None
+    if image_id in local_ids:
+        return {"locked_id": image_id, "how": "retag"}
+    if _digest_of(ref, digest):
+        return {"locked_id": image_id, "how": "pull", "digest": digest}
+    return None
+
+
+def valid_restore(ref: str, restore: dict[str, Any]) -> bool:
+    """Whether a (saved) plan's restore is one restore_for makes: checked again before tagging."""
+    return (IMAGE_ID.fullmatch(str(restore.get("locked_id"))) is not None
+            and (restore.get("how") == "retag" or (restore.get("how") == "pull" and _digest_of(ref, restore.get("digest")))))
+
+
+def _digest_of(ref: str, digest: Any) -> bool:
+    """A registry digest of the same repository as `ref` (repo@sha256:...)."""
+    return isinstance(digest, str) and DIGEST.fullmatch(digest) is not None and \
+        digest.split("@")[0] == ref.rpartition(":")[0]
+

@@ -1,11 +1,13 @@
 """Reads what the VRAM estimate needs from a model's files on this host: config.json and the
 safetensors headers (only the first bytes of each file: the JSON header with every tensor's byte
-range), or a GGUF file's size and metadata (aigo_apply.gguf). Returns plain data and never raises: a model not downloaded yet, or a
-folder without weights, is "unknown" with the reason, which the plan shows as a warning."""
+range), or a GGUF file's size and metadata (aigo_apply.gguf). Returns plain data and never raises:
+a model not downloaded yet, or a folder without weights, is "unknown" with the reason, which the plan
+shows as a warning."""
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -50,8 +52,6 @@ def _load_config(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
 def _gguf_facts(path: Path) -> dict[str, Any]:
     """A GGUF file's size (its weights) and the attention sizes in its metadata (for the KV cache)."""
     from aigo_apply import gguf
-
-    import re
 
     split = re.fullmatch(r"(.+)-00001-of-(\d{5})\.gguf", path.name)  # llama.cpp's split files: all parts count
     parts = [path.with_name(f"{split.group(1)}-{i:05d}-of-{split.group(2)}.gguf")

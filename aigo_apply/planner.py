@@ -6,7 +6,6 @@ not change plans to nothing but no-ops, every time, because both sides are canon
 from __future__ import annotations
 
 import dataclasses
-
 import difflib
 from typing import Any, Iterable
 
@@ -176,14 +175,15 @@ def _differences(model: DesiredModel, primary: ObservedContainer, replace: bool,
     before = primary.spec
     if before is None:
         return ["the container has no readable spec label (made by hand or by another tool)"], []
+    reasons, changes = [], []
     if before != model.spec:
         changes = diff_specs(before, model.spec)
-        moved = _image_moved(model.container.image, primary, images)
-        return [f"{c.path} changed" for c in changes] + moved[0], changes + moved[1]
-    if primary.spec_hash != model.container.definition_hash():
-        return ["same settings, but this aigo-apply version defines the container differently "
-                "(command line, mounts or options)"], []
-    return _image_moved(model.container.image, primary, images)
+        reasons = [f"{c.path} changed" for c in changes]
+    elif primary.spec_hash != model.container.definition_hash():
+        reasons = ["same settings, but this aigo-apply version defines the container differently "
+                   "(command line, mounts or options)"]
+    moved_reasons, moved = _image_moved(model.container.image, primary, images)
+    return reasons + moved_reasons, changes + moved
 
 
 def _image_moved(ref: str, container: ObservedContainer, images: dict[str, str],

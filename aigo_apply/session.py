@@ -79,9 +79,10 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
         return {**out, **dict(pool.map(ask, sorted(missing, key=repr)))}
 
 
-def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | None, locked: bool) -> list:
+def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | None,
+                restores: dict[str, dict | None] | None = None) -> list:
     """Drift from aigo.lock (warnings; the Hub is asked where each branch or tag points now), and
-    with --locked an image that differs from the recorded one (blocking: it names the pull)."""
+    with --locked (`restores`, from locked_images) an image that cannot be put back (blocking)."""
     if lock is None:
         return []
     import re
@@ -110,42 +111,23 @@ def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | Non
             hub = {k: v for k, v in pool.map(ask, moving.items()) if v}
     checks = [Check("lock.drift", "warning", f"aigo.lock: {line}")
               for line in drift(lock, desired, observed.images, observed.model_files, hub)]
-    if locked:
-        for ref, entry in sorted(lock["images"].items()):
+    for ref, how in sorted((restores or {}).items()):
+        if how is None:
             local = observed.images.get(ref)
-            if ref in desired.images() and local != entry.get("id") and not locked_image(ref, entry, observed):
-                checks.append(Check("lock.image", "blocking", f"image {ref} is {str(local)[:19] if local else 'missing'}, "
-                                    f"aigo.lock records {str(entry.get('id'))[:19]}, which is neither on this machine "
-                                    "nor in a registry (no digest)",
-                                    f"rebuild {ref} as it was, or apply without --locked to record what is here"))
+            checks.append(Check("lock.image", "blocking", f"image {ref} is {str(local)[:19] if local else 'missing'}, "
+                                f"aigo.lock records {str(lock['images'][ref].get('id'))[:19]}, which is neither on this "
+                                "machine nor in a registry (no digest)",
+                                f"rebuild {ref} as it was, or apply without --locked to record what is here"))
     return checks
 
 
-def locked_images(desired: DesiredState, observed: ObservedState, lock: dict | None) -> dict[str, dict]:
-    """With --locked: for each image of the file whose tag names another image than aigo.lock
-    records, how to put the recorded one back (planned as a pull): re-tag it when it is still on this
-    machine, else pull it by its registry digest. Images that cannot be restored are blocked by
-    lock_checks instead."""
-    out = {}
-    for ref, entry in sorted(((lock or {}).get("images") or {}).items()):
-        if ref in desired.images() and observed.images.get(ref) != entry.get("id"):
-            how = locked_image(ref, entry, observed)
-            if how:
-                out[ref] = how
-    return out
+def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) -> dict[str, dict | None]:
+    """With --locked: each image of the file whose tag names another image than aigo.lock records,
+    with how to put the recorded one back (planned as a pull), or None when it cannot be."""
+    from aigo_apply.lockfile import restore_for
 
-
-def locked_image(ref: str, entry: dict, observed: ObservedState) -> dict | None:
-    import re
-
-    image_id, digest = str(entry.get("id") or ""), str(entry.get("digest") or "")
-    if not re.fullmatch(r"sha256:[0-9a-f]{64}", image_id):
-        return None
-    if image_id in observed.image_ids:
-        return {"locked_id": image_id, "how": "retag"}
-    if re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", digest) and digest.split("@")[0] == ref.rpartition(":")[0]:
-        return {"locked_id": image_id, "how": "pull", "digest": digest}
-    return None
+    return {ref: restore_for(ref, entry, observed.image_ids) for ref, entry in sorted(lock["images"].items())
+            if ref in desired.images() and observed.images.get(ref) != entry.get("id")}
 
 
 def host_checks(desired: DesiredState, runtime, observed: ObservedState | None = None,
@@ -195,9 +177,10 @@ def plan_for(desired: DesiredState, observed: ObservedState, runtime, replace: I
     aigo.lock, what the checkpoints' configs say; then the pure planner."""
     remote = remote_info(desired, observed, lock if locked else None)
     checks, ledger = host_checks(desired, runtime, observed, remote)
-    checks += lock_checks(desired, observed, lock, locked)
+    restores = locked_images(desired, observed, lock) if locked and lock else {}
+    checks += lock_checks(desired, observed, lock, restores)
     return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote, checkpoints(desired, remote),
-                      locked_images(desired, observed, lock) if locked else None)
+                      {ref: how for ref, how in restores.items() if how})
 
 
 def checkpoints(desired: DesiredState, remote: dict[tuple, dict] | None = None) -> dict[str, dict]:
