@@ -22,13 +22,14 @@ pytestmark = pytest.mark.docker
 ROUTER_PORTS: dict[str, int] = {}
 
 
-def config(tmp_path, project, chat_env="", tools_parser="llama3_json", load="0.3", ready_timeout=60, extra=""):
+def config(tmp_path, project, chat_env="", tools_parser="llama3_json", load="0.3", ready_timeout=60, extra="",
+           engine_image="aigo-stub-engine:1"):
     router_port = ROUTER_PORTS.setdefault(project, free_port())  # the same port for every file of a test
     (tmp_path / "m").mkdir(exist_ok=True)
     return write_config(tmp_path, textwrap.dedent(f"""
         version: 1
         project: {project}
-        engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
+        engines: {{vllm: {{image: {engine_image.rpartition(":")[0]}, image_tag: "{engine_image.rpartition(":")[2]}"}}}}
         {router_yaml(router_port)}
         defaults: {{ready_timeout: {ready_timeout}}}
         models:
@@ -51,6 +52,16 @@ def state(tmp_path, monkeypatch):
     path = tmp_path / "state"
     monkeypatch.setenv("AIGO_STATE_DIR", str(path))
     return {"AIGO_STATE_DIR": str(path)}
+
+
+def stub_variant(runtime, tag: str, label: str) -> str:
+    """Build a sibling of the stub engine image (one LABEL apart) under `tag`, moving the tag onto it;
+    siblings share no parent, so either can be removed alone. Returns its image id."""
+    import io
+
+    dockerfile = f"FROM aigo-stub-engine:1\nLABEL io.aigo-apply.test={label}\n"
+    list(runtime.api.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, decode=True))
+    return runtime.api.inspect_image(tag)["Id"]
 
 
 def ids(runtime, project):
@@ -109,19 +120,13 @@ def test_changing_a_setting_recreates_only_that_model(runtime, project, tmp_path
 def test_a_tag_rebuilt_under_the_containers_is_planned_as_a_recreate(runtime, project, tmp_path, state):
     """`docker pull`/`docker build` moved the engine's tag to another image: plan says so and apply
     recreates onto it (as docker compose does), then the machine is at rest again."""
-    import io
-
     tag = f"aigo-stub-moving:{project}"
     runtime.api.tag("aigo-stub-engine:1", "aigo-stub-moving", project)
-    path = config(tmp_path, project)
-    path.write_text(path.read_text().replace('image: aigo-stub-engine, image_tag: "1"',
-                                             f'image: aigo-stub-moving, image_tag: "{project}"'))
+    path = config(tmp_path, project, engine_image=tag)
     try:
         assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
         before = ids(runtime, project)
-        list(runtime.api.build(fileobj=io.BytesIO(f"FROM {tag}\nLABEL io.aigo-apply.test=moved\n".encode()),
-                               tag=tag, rm=True, decode=True))
-        new_id = runtime.api.inspect_image(tag)["Id"]
+        new_id = stub_variant(runtime, tag, f"{project}-moved")
         plan = run_cli("plan", "-f", str(path), "-o", "json", env=state)
         actions = {a["address"]: a for a in json.loads(plan.stdout)["actions"]}
         for alias in ("chat", "tools"):
@@ -151,24 +156,14 @@ def test_locked_apply_puts_back_the_image_aigo_lock_records(runtime, project, tm
     """The tag was rebuilt since aigo.lock was written: apply --locked re-tags the recorded image (still
     here, under the running containers) instead of moving onto the new one; with the recorded image
     gone and no registry digest, it refuses and says why."""
-    import io
-
     tag = f"aigo-stub-locked:{project}"
-
-    def build(version: str) -> None:  # siblings on the stub image, so either can be removed alone
-        dockerfile = f"FROM aigo-stub-engine:1\nLABEL io.aigo-apply.test={project}-{version}\n"
-        list(runtime.api.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, decode=True))
-
-    build("recorded")
-    path = config(tmp_path, project)
-    path.write_text(path.read_text().replace('image: aigo-stub-engine, image_tag: "1"',
-                                             f'image: aigo-stub-locked, image_tag: "{project}"'))
+    stub_variant(runtime, tag, f"{project}-recorded")
+    path = config(tmp_path, project, engine_image=tag)
     try:
         assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
         recorded = json.loads((tmp_path / "aigo.lock").read_text())["images"][tag]["id"]
         before = ids(runtime, project)
-        build("newer")
-        newer = runtime.api.inspect_image(tag)["Id"]
+        newer = stub_variant(runtime, tag, f"{project}-newer")
         plan = json.loads(run_cli("plan", "-f", str(path), "-o", "json", env=state).stdout)
         assert {a["address"]: a["kind"] for a in plan["actions"]}["model.chat"] == "recreate"  # the tag moved
         locked = run_cli("apply", "-f", str(path), "-y", "--locked", env=state)
