@@ -1,5 +1,5 @@
 """Allows `python -m aigo_apply`."""
 
-from aigo_apply.cli import entry
+from aigo_apply.cli.main import entry
 
 entry()

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from aigo_apply import labels  # noqa: E402
+from aigo_apply.desired import labels  # noqa: E402
 
 
 def cli_env(state_dir: str) -> dict[str, str]:
@@ -38,7 +38,7 @@ def write_config(folder: Path, project: str, engine_image: str, router_port: int
 
 
 def remove_project(runtime, project: str) -> None:
-    from aigo_apply.engines.common import cache_volume
+    from aigo_apply.desired.engines.common import cache_volume
 
     for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
         runtime.api.remove_container(c["Id"], force=True)

@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
-from aigo_apply.docker_runtime import DockerRuntime  # noqa: E402
-from aigo_apply.session import load_desired, make_plan  # noqa: E402
+from aigo_apply.adapters.docker_engine import DockerRuntime  # noqa: E402
+from aigo_apply.app.planning import load_desired, make_plan  # noqa: E402
 
 def write_config(folder: Path, project: str, n: int) -> Path:
     return common.write_config(folder, project, "aigo-test-idle:1", 18996, [

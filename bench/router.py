@@ -112,7 +112,7 @@ def median(runs: list[dict]) -> dict:
 
 
 def run(seconds: int = 5, repeat: int = 5) -> str:
-    from aigo_apply.docker_runtime import DockerRuntime
+    from aigo_apply.adapters.docker_engine import DockerRuntime
 
     project = "bench" + uuid.uuid4().hex[:6]
     runtime, router = DockerRuntime(), f"aigo-{project}-router"

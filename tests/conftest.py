@@ -25,7 +25,7 @@ def _docker_missing(reason: str):
 
 @pytest.fixture(scope="session")
 def runtime():
-    from aigo_apply.docker_runtime import DockerRuntime
+    from aigo_apply.adapters.docker_engine import DockerRuntime
     from aigo_apply.errors import DockerUnavailable
 
     try:
@@ -43,8 +43,8 @@ def runtime():
 @pytest.fixture
 def project(runtime):
     """A fresh project name; every container of it, and its cache volume, is removed afterwards."""
-    from aigo_apply import labels
-    from aigo_apply.engines.common import cache_volume
+    from aigo_apply.desired import labels
+    from aigo_apply.desired.engines.common import cache_volume
 
     name = "t" + uuid.uuid4().hex[:10]
     yield name

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from aigo_apply import labels
+from aigo_apply.desired import labels
 from conftest import ROOT, free_port, router_yaml, run_cli, write_config
 
 pytestmark = pytest.mark.docker
@@ -220,8 +220,8 @@ def test_failed_recreate_restores_the_previous_container(runtime, project, tmp_p
 
 
 def test_second_concurrent_apply_is_refused_with_holder_details(runtime, project, tmp_path, state):
-    from aigo_apply.lock import ProjectLock
-    from aigo_apply.statedir import state_dir
+    from aigo_apply.apply.project_lock import ProjectLock
+    from aigo_apply.apply.state_dir import state_dir
 
     path = config(tmp_path, project)
     with ProjectLock(state_dir(project), project, "apply"):

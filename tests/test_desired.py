@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply import labels
-from aigo_apply.config import load_config
-from aigo_apply.desired import assign_ports, build_desired
-from aigo_apply.engines import render
-from aigo_apply.engines.vllm import UnsafeSetting
+from aigo_apply.desired import labels
+from aigo_apply.config.load import load_config
+from aigo_apply.desired.build import assign_ports, build_desired
+from aigo_apply.desired.engines import render
+from aigo_apply.desired.engines.vllm import UnsafeSetting
 from conftest import EXAMPLES, ROOT, write_config
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -134,7 +134,7 @@ def test_other_release_tags_are_warned_about(tmp_path, tag, warned):
 
 
 def test_image_object_with_and_without_override(tmp_path):
-    from aigo_apply.images import image_object
+    from aigo_apply.desired.images import image_object
 
     base = "version: 1\nproject: p\nmodels: {}\n"
     plain = image_object(load_config(str(write_config(tmp_path, base))).data, "vllm")

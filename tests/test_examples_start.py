@@ -12,9 +12,9 @@ import urllib.request
 
 import pytest
 
-from aigo_apply.config import load_config
-from aigo_apply.desired import build_desired
-from aigo_apply.engines import render
+from aigo_apply.config.load import load_config
+from aigo_apply.desired.build import build_desired
+from aigo_apply.desired.engines import render
 from conftest import EXAMPLES
 
 pytestmark = pytest.mark.docker

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save
 
-from aigo_apply import labels
+from aigo_apply.desired import labels
 from conftest import free_port, router_yaml, run_cli, write_config
 from hub import Hub
 
@@ -99,7 +99,7 @@ def test_models_pull_resumes_a_cut_download_and_a_second_pull_fetches_nothing(tm
     assert ranges[0] is None and ranges[1].startswith("bytes=") and int(ranges[1][6:-1]) > 0  # resumed, not restarted
     folder = tmp_path / "store" / "org--tiny" / "main"
     assert (folder / "model.safetensors").read_bytes() == tiny_files()["model.safetensors"]
-    from aigo_apply.model_facts import model_facts
+    from aigo_apply.observe.model_files import model_facts
 
     assert model_facts({"model_dir": str(folder)})["weights"] == 12_000_000  # a real checkpoint: its header reads
     hub.requests.clear()

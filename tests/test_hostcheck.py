@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply.config import load_config
-from aigo_apply.desired import build_desired
-from aigo_apply.hostcheck import run_checks
-from aigo_apply.hostfacts import docker_facts_from_info
-from aigo_apply.observed import parse_state
-from aigo_apply.planner import build_plan
+from aigo_apply.config.load import load_config
+from aigo_apply.desired.build import build_desired
+from aigo_apply.plan.host_checks import run_checks
+from aigo_apply.adapters.host import docker_facts_from_info
+from aigo_apply.observe.containers import parse_state
+from aigo_apply.plan.planner import build_plan
 from conftest import EXAMPLES, run_cli, write_config
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aigo_apply.observed import parse_state
+from aigo_apply.observe.containers import parse_state
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "docker-api-list.json").read_text())
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from aigo_apply.session import load_desired
+from aigo_apply.app.planning import load_desired
 from conftest import free_port, router_yaml, run_cli, write_config
 
 PORTS: dict[str, int] = {}

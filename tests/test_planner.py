@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-import aigo_apply.planner
-from aigo_apply.config import load_config
-from aigo_apply.desired import build_desired
+import aigo_apply.plan.planner
+from aigo_apply.config.load import load_config
+from aigo_apply.desired.build import build_desired
 from aigo_apply.errors import AigoError, UsageProblem
-from aigo_apply.model_store import downloads
-from aigo_apply.observed import parse_state
-from aigo_apply.plan import Action
-from aigo_apply.planner import build_plan
+from aigo_apply.desired.model_store import downloads
+from aigo_apply.observe.containers import parse_state
+from aigo_apply.plan.types import Action
+from aigo_apply.plan.planner import build_plan
 from conftest import write_config
 
 CONFIG = """
@@ -133,7 +133,7 @@ def test_a_tag_that_now_names_another_image_recreates_its_containers(tmp_path):
 
 
 def test_locked_images_are_restored_first_and_the_containers_planned_against_them(tmp_path):
-    from aigo_apply.applying import choose_pulls
+    from aigo_apply.app.apply import choose_pulls
 
     d = desired(tmp_path)
     old, new = "sha256:" + "a" * 64, "sha256:" + "b" * 64
@@ -235,12 +235,12 @@ def test_restarting_container_is_reported_not_recreated(tmp_path):
 
 
 def test_planner_imports_stay_pure():
-    tree = ast.parse(Path(aigo_apply.planner.__file__).read_text())
+    tree = ast.parse(Path(aigo_apply.plan.planner.__file__).read_text())
     imported = {n.module if isinstance(n, ast.ImportFrom) else a.name
                 for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-    allowed = {"__future__", "typing", "dataclasses", "difflib", "deepdiff", "aigo_apply.errors", "aigo_apply.model",
-               "aigo_apply.observed", "aigo_apply.paths", "aigo_apply.plan", "aigo_apply.router_render",
-               "aigo_apply.model_store"}  # its pure helpers only: which downloads the specs name
+    allowed = {"__future__", "typing", "dataclasses", "difflib", "deepdiff", "aigo_apply.errors", "aigo_apply.desired.types",
+               "aigo_apply.observe.containers", "aigo_apply.config.doc_path", "aigo_apply.plan.types", "aigo_apply.router.haproxy",
+               "aigo_apply.desired.model_store"}  # its pure helpers only: which downloads the specs name
     assert imported <= allowed, imported - allowed
 
 
@@ -248,7 +248,7 @@ def test_planner_pulls_in_no_adapter_library():
     import subprocess
     import sys
 
-    code = ("import sys, aigo_apply.planner, aigo_apply.desired, aigo_apply.render; "
+    code = ("import sys, aigo_apply.plan.planner, aigo_apply.desired.build, aigo_apply.plan.text; "
             "print(sorted(m for m in ('docker', 'requests', 'httpx', 'pynvml', 'huggingface_hub') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -281,7 +281,7 @@ def test_router_files_that_differ_plan_a_reload(tmp_path):
 def test_untouched_deployed_files_are_trusted_by_their_render_key_without_rendering(tmp_path, monkeypatch):
     deployed = desired(tmp_path).router.files  # what an earlier apply wrote, render.key included
     d = desired(tmp_path)
-    monkeypatch.setattr("aigo_apply.router_render.render_files", lambda *a, **k: pytest.fail("rendered"))
+    monkeypatch.setattr("aigo_apply.router.haproxy.render_files", lambda *a, **k: pytest.fail("rendered"))
     assert kinds(build_plan(d, observed(d, files=deployed)))["router"] == "noop"
     assert "files" not in d.router.__dict__  # the lazy render never ran
 
@@ -347,7 +347,7 @@ def test_pre_quantized_checkpoints_get_a_note_and_a_contradicting_setting_blocks
 ])
 def test_a_saved_plans_download_is_checked_again_before_it_runs(tmp_path, edit):
     from aigo_apply.errors import PlanFileError
-    from aigo_apply.executor import check_download
+    from aigo_apply.apply.executor import check_download
 
     d = desired(tmp_path)
     download = next(a for a in build_plan(d, observed(d, downloaded=False, entries=[])).actions if a.kind == "download")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import yaml
 
-from aigo_apply.config import load_config
-from aigo_apply.portable import HOST_FIELDS, HOST_VLLM_FIELDS
+from aigo_apply.config.load import load_config
+from aigo_apply.app.portable import HOST_FIELDS, HOST_VLLM_FIELDS
 from conftest import EXAMPLES, run_cli, write_config
 
 

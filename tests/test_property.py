@@ -20,14 +20,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aigo_apply.config import load_config
-from aigo_apply.desired import build_desired
-from aigo_apply.engines import render
-from aigo_apply.model_store import downloads
-from aigo_apply.observed import parse_state
-from aigo_apply.planner import build_plan
-from aigo_apply.router_render import router_container
-from aigo_apply.vllm_facts import names
+from aigo_apply.config.load import load_config
+from aigo_apply.desired.build import build_desired
+from aigo_apply.desired.engines import render
+from aigo_apply.desired.model_store import downloads
+from aigo_apply.observe.containers import parse_state
+from aigo_apply.plan.planner import build_plan
+from aigo_apply.router.haproxy import router_container
+from aigo_apply.config.vllm_facts import names
 
 ALIASES = st.text("abcdefghij0123456789", min_size=1, max_size=8).filter(lambda a: a[0].isalpha())
 SETTINGS = st.fixed_dictionaries({}, optional={

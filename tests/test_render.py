@@ -15,10 +15,10 @@ import pytest
 import click
 from jsonschema import Draft202012Validator
 
-from aigo_apply.observed import parse_state
-from aigo_apply.plan import Plan
-from aigo_apply.planner import build_plan
-from aigo_apply.render import plan_json, plan_text
+from aigo_apply.observe.containers import parse_state
+from aigo_apply.plan.types import Plan
+from aigo_apply.plan.planner import build_plan
+from aigo_apply.plan.text import plan_json, plan_text
 from conftest import ROOT
 from test_planner import CONFIG, desired, observed
 

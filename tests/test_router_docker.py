@@ -232,8 +232,8 @@ def test_api_keys_by_reference(proj, runtime):
 
 def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj, monkeypatch, capsys):
     proj.apply({"alpha": ""})
-    import aigo_apply.router as router_module
-    from aigo_apply.applying import ApplyOptions, run_apply
+    import aigo_apply.router.deploy as router_module
+    from aigo_apply.app.apply import ApplyOptions, run_apply
 
     real = router_module.render_files
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from aigo_apply.schema import schema
-from aigo_apply.units import parse_token_count
-from aigo_apply.vllm_facts import ENUM_SETTINGS, facts
+from aigo_apply.config.schema import schema
+from aigo_apply.config.units import parse_token_count
+from aigo_apply.config.vllm_facts import ENUM_SETTINGS, facts
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from aigo_apply.config import load_config
+from aigo_apply.config.load import load_config
 from aigo_apply.errors import ConfigInvalid
 from conftest import EXAMPLES, run_cli, write_config
 
@@ -218,17 +218,17 @@ def test_exit_codes_for_usage_and_version():
 @pytest.mark.parametrize("command", [["validate"], ["plan"], ["apply", "-y"], ["status"], ["render", "qwen"],
                                      ["destroy", "-y"]])
 def test_bad_values_are_refused_before_any_docker_call(tmp_path, monkeypatch, command, capsys):
-    import aigo_apply.docker_runtime
-    from aigo_apply.cli import main
+    import aigo_apply.adapters.docker_engine
+    from aigo_apply.cli.main import main
 
     calls = []
 
-    class Counting(aigo_apply.docker_runtime.DockerRuntime):
+    class Counting(aigo_apply.adapters.docker_engine.DockerRuntime):
         def __init__(self, *a, **k):
             calls.append("constructed")
             super().__init__(*a, **k)
 
-    monkeypatch.setattr(aigo_apply.docker_runtime, "DockerRuntime", Counting)
+    monkeypatch.setattr(aigo_apply.adapters.docker_engine, "DockerRuntime", Counting)
     path = write_config(tmp_path, GOOD + "    vllm: {tool_call_parser: \"hermes --api-key x\", moe_backend: tritn}\n")
     with pytest.raises(SystemExit) as exit_info:
         main([*command, "-f", str(path)])

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from aigo_apply import gguf as gguf_reader
-from aigo_apply import gpu_ledger
-from aigo_apply.config import load_config
-from aigo_apply.desired import build_desired
-from aigo_apply.hostfacts import container_id_from_cgroup
-from aigo_apply.model_facts import model_facts
-from aigo_apply.model_store import repo_dir
-from aigo_apply.planner import build_plan
-from aigo_apply.observed import parse_state
-from aigo_apply.vram import GIB, OVERHEAD_BYTES, estimate
+from aigo_apply.observe import gguf as gguf_reader
+from aigo_apply.plan import gpu_ledger
+from aigo_apply.config.load import load_config
+from aigo_apply.desired.build import build_desired
+from aigo_apply.adapters.host import container_id_from_cgroup
+from aigo_apply.observe.model_files import model_facts
+from aigo_apply.desired.model_store import repo_dir
+from aigo_apply.plan.planner import build_plan
+from aigo_apply.observe.containers import parse_state
+from aigo_apply.plan.vram import GIB, OVERHEAD_BYTES, estimate
 from conftest import EXAMPLES, write_config
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
@@ -238,7 +238,7 @@ def test_blocking_fit_reaches_the_plan_and_can_be_ignored(tmp_path):
     assert not waived.blockers and any("readiness check gpu.fit ignored" in w for w in waived.warnings)
     import jsonschema
 
-    from aigo_apply.render import plan_json, plan_text
+    from aigo_apply.plan.text import plan_json, plan_text
 
     schema = json.loads((Path(__file__).parent.parent / "schemas" / "plan.schema.json").read_text())
     jsonschema.validate(json.loads(plan_json(plan)), schema)
@@ -381,7 +381,7 @@ def test_tight_fit_warns_and_every_remediation_is_exact(tmp_path):
 
 
 def test_a_model_not_downloaded_yet_is_estimated_from_what_the_hub_says(tmp_path, monkeypatch):
-    from aigo_apply.session import _remote_key, remote_info
+    from aigo_apply.app.planning import _remote_key, remote_info
     from hub import Hub
 
     text = "version: 1\nproject: lab\ndefaults: {models_dir: store}\nmodels:\n" \
@@ -401,7 +401,7 @@ def test_a_model_not_downloaded_yet_is_estimated_from_what_the_hub_says(tmp_path
 
 
 def test_checkpoints_read_the_quantization_of_a_local_folder(tmp_path):
-    from aigo_apply.session import checkpoints
+    from aigo_apply.app.planning import checkpoints
 
     make_tiny_model(tmp_path / "m", {**TINY_CONFIG, "quantization_config": {"quant_method": "awq", "bits": 4}})
     text = "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 4096, gpus: none}\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aigo_apply.errors import ConfigFileError
-from aigo_apply.yaml_source import MAX_NODES, load
+from aigo_apply.config.yaml_source import MAX_NODES, load
 
 
 def test_marks_point_at_keys_and_values(tmp_path):

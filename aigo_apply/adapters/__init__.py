@@ -1,0 +1,1 @@
+"""The only modules that import the outside world's client libraries (docker, huggingface_hub, pynvml)."""

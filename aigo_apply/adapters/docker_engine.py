@@ -1,0 +1,224 @@
+"""The Docker adapter: the only module that talks to the Docker engine (through the docker SDK's
+low-level API client). It maps the SDK's exceptions to ours in one place (`_errors`) and counts its
+API calls, so benchmarks and tests can prove that reading the machine does not grow with the
+number of models.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping
+
+from aigo_apply.errors import DockerUnavailable
+from aigo_apply.desired.types import ContainerSpec
+
+API_VERSION = "1.41"  # Docker 20.10+, and Podman's compatible socket; pinned to skip a version round trip
+
+
+class DockerRuntime:
+    def __init__(self, base_url: str | None = None, timeout: int = 60):
+        import docker  # imported here: the CLI's validate path never pays for it
+        from docker.utils import kwargs_from_env
+
+        kwargs = kwargs_from_env()
+        if base_url:
+            kwargs["base_url"] = base_url
+        self.calls = 0
+        self.where = kwargs.get("base_url") or "unix:///var/run/docker.sock"
+        with self._errors():
+            self.api = docker.APIClient(version=API_VERSION, timeout=timeout, **kwargs)
+        self.api.hooks["response"].append(self._count)
+
+    def _count(self, response: Any, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return response
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Map every failure of the SDK (and the socket under it) to DockerUnavailable."""
+        import docker.errors
+        import requests.exceptions
+
+        try:
+            yield
+        except docker.errors.NotFound as exc:
+            raise DockerUnavailable(f"the Docker engine says: {exc.explanation or exc}") from None
+        except docker.errors.APIError as exc:
+            raise DockerUnavailable(f"the Docker engine refused the request: {exc.explanation or exc}") from None
+        except (requests.exceptions.RequestException, docker.errors.DockerException, OSError) as exc:
+            raise DockerUnavailable(_explain(exc, self.where)) from None
+
+    # -- reads ---------------------------------------------------------------------------------
+    def list_containers(self) -> list[dict[str, Any]]:
+        """Every container (running or not) with labels, state and ports: one API call."""
+        with self._errors():
+            return self.api.containers(all=True)
+
+    def list_images(self) -> list[dict[str, Any]]:
+        """Every local image with its tags: one API call."""
+        with self._errors():
+            return self.api.images()
+
+    def state(self, container: str) -> dict[str, Any]:
+        """The container's State object (Status, Running, ExitCode, ...); {} when it is gone."""
+        import docker.errors
+
+        with self._errors():
+            try:
+                return self.api.inspect_container(container).get("State") or {}
+            except docker.errors.NotFound:
+                return {}
+
+    def logs_tail(self, container: str, lines: int = 20) -> list[str]:
+        """The last log lines of a container (stdout and stderr), or [] when it cannot be read."""
+        try:
+            with self._errors():
+                raw = self.api.logs(container, tail=lines, stdout=True, stderr=True)
+        except DockerUnavailable:
+            return []
+        return raw.decode("utf-8", errors="replace").splitlines()[-lines:]
+
+    def info(self) -> dict[str, Any]:
+        """GET /info: engine version, runtimes, CDI devices."""
+        with self._errors():
+            return self.api.info()
+
+    def tag(self, source: str, reference: str) -> None:
+        """Point `repo:tag` at the image `source` (an id or a digest reference)."""
+        with self._errors():
+            self.api.tag(source, *_split_reference(reference), force=True)
+
+    def inspect_image(self, reference: str) -> dict[str, Any] | None:
+        """GET /images/{ref}/json, or None when the image is not on this machine."""
+        import docker.errors
+
+        with self._errors():
+            try:
+                return self.api.inspect_image(reference)
+            except docker.errors.ImageNotFound:
+                return None
+
+    # -- writes --------------------------------------------------------------------------------
+    def create(self, spec: ContainerSpec, env: Mapping[str, str]) -> str:
+        """Create (not start) the container `spec` describes, with secrets already resolved in `env`."""
+        published = spec.host_port is not None
+        with self._errors():
+            host_config = self.api.create_host_config(
+                binds={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
+                port_bindings={spec.container_port: (spec.host_ip, spec.host_port)} if published else None,
+                ipc_mode=spec.ipc_mode,
+                network_mode=spec.network_mode,
+                restart_policy={"Name": spec.restart_policy},
+                device_requests=_device_requests(spec.gpus),
+            )
+            created = self.api.create_container(
+                image=spec.image, command=list(spec.command), name=spec.name, environment=dict(env),
+                labels=dict(spec.labels), ports=[spec.container_port] if published else None,
+                entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
+                user=spec.user or "", host_config=host_config)
+        return created["Id"]
+
+    def start(self, container: str) -> None:
+        with self._errors():
+            self.api.start(container)
+
+    def unpause(self, container: str) -> None:
+        with self._errors():
+            self.api.unpause(container)
+
+    def stop(self, container: str, timeout: int = 30) -> None:
+        """Stop gracefully (SIGTERM, then SIGKILL after `timeout` s): vLLM frees GPU memory on TERM."""
+        with self._errors():
+            self.api.stop(container, timeout=timeout)
+
+    def remove(self, container: str, force: bool = True) -> None:
+        with self._errors():
+            self.api.remove_container(container, force=force)
+
+    def remove_volume(self, name: str) -> bool:
+        """Remove a named volume; False when there is none."""
+        import docker.errors
+
+        try:
+            self.api.remove_volume(name, force=True)
+        except docker.errors.NotFound:
+            return False
+        except Exception:  # noqa: BLE001 - mapped to our error in one place
+            with self._errors():
+                raise
+        return True
+
+    def rename(self, container: str, name: str) -> None:
+        with self._errors():
+            self.api.rename(container, name)
+
+    def kill(self, container: str, signal: str) -> None:
+        with self._errors():
+            self.api.kill(container, signal=signal)
+
+    def exec(self, container: str, command: list[str]) -> tuple[int, str]:
+        """Run a command in a running container; returns its exit code and combined output."""
+        with self._errors():
+            exec_id = self.api.exec_create(container, command, stdout=True, stderr=True)["Id"]
+            output = self.api.exec_start(exec_id)
+            code = self.api.exec_inspect(exec_id).get("ExitCode")
+        return (code if code is not None else -1), output.decode("utf-8", errors="replace")
+
+    def run_once(self, image: str, command: list[str], entrypoint: list[str], binds: dict[str, str],
+                 user: str | None = None) -> tuple[int, str]:
+        """Run a throwaway container (no network) to completion; returns exit code and output."""
+        with self._errors():
+            host_config = self.api.create_host_config(
+                binds={src: {"bind": dst, "mode": "ro"} for src, dst in binds.items()}, network_mode="none")
+            cid = self.api.create_container(image=image, command=command, entrypoint=entrypoint,
+                                            user=user or "", host_config=host_config)["Id"]
+            try:
+                self.api.start(cid)
+                code = self.api.wait(cid, timeout=60).get("StatusCode", -1)
+                output = self.api.logs(cid, stdout=True, stderr=True).decode("utf-8", errors="replace")
+            finally:
+                self.api.remove_container(cid, force=True)
+        return code, output
+
+    def pull(self, reference: str, on_event: Callable[[dict], None] | None = None) -> None:
+        """Pull `repo:tag` or `repo@sha256:...`, passing each progress event (id, status,
+        progressDetail) to `on_event`."""
+        repository, tag = _split_reference(reference)
+        try:
+            with self._errors():
+                for event in self.api.pull(repository, tag=tag, stream=True, decode=True):
+                    if "error" in event:
+                        raise DockerUnavailable(event["error"])
+                    if on_event:
+                        on_event(event)
+        except DockerUnavailable as exc:
+            raise DockerUnavailable(f"pulling {reference} failed: {exc}; check the name and tag, or the registry "
+                                    "(build or load the image locally and use --pull never)") from None
+
+
+def _split_reference(reference: str) -> tuple[str, str]:
+    """`repo:tag` -> (repo, tag); `repo@sha256:...` -> (repo, the digest), as the API's pull takes it."""
+    repository, _, tag = reference.partition("@") if "@" in reference else reference.rpartition(":")
+    return repository, tag
+
+
+def _device_requests(gpus: str | tuple[int, ...]) -> list[Any] | None:
+    from docker.types import DeviceRequest
+
+    if gpus == "none":
+        return None
+    if gpus == "all":
+        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    return [DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])]
+
+
+def _explain(exc: Exception, where: str | None) -> str:
+    text = str(exc)
+    where = where or "unix:///var/run/docker.sock"
+    if "Permission denied" in text or isinstance(exc, PermissionError):
+        return (f"permission denied on the Docker socket ({where}); add your user to the docker group "
+                "(sudo usermod -aG docker $USER, then log in again)")
+    if "No such file" in text or "Connection refused" in text or "connection" in text.lower():
+        return (f"cannot reach the Docker engine at {where}; start it (sudo systemctl start docker), "
+                "or point DOCKER_HOST at a running engine or Podman's Docker-compatible socket")
+    return f"Docker engine at {where}: {text}"

@@ -1,0 +1,232 @@
+"""The Hugging Face adapter: the one module that talks to the Hub (through huggingface_hub, at
+HF_ENDPOINT when set). It resolves a revision to a commit, lists the files an engine needs with
+their sizes, and downloads them into the model store on the host, resumably, verifying every
+large file's SHA-256 against the Hub's record before it marks the folder complete.
+
+The token comes from HF_TOKEN or huggingface_hub's token file (`hf auth login`), is used here on the
+host only, and is never printed, stored or passed to a container. Every Hub error becomes an
+AigoError that says what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from aigo_apply.errors import AigoError
+from aigo_apply.desired.model_store import MARKER, read_marker, select_files
+
+INFO_TIMEOUT = 10.0
+
+
+class HubError(AigoError):
+    """The Hub refused or could not be reached: what happened, and the step that fixes it.
+    `access` marks the errors no retry can fix (gated, private, missing repo or revision)."""
+
+    def __init__(self, message: str, fix: str = "", access: bool = False):
+        super().__init__(f"{message}; {fix}" if fix else message)
+        self.message, self.fix, self.access = message, fix, access
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A repo revision as the Hub describes it: the commit and the files an engine needs."""
+
+    repo: str
+    revision: str
+    commit: str
+    files: dict[str, int]  # path -> bytes, only the selected files
+    sha256: dict[str, str]  # path -> SHA-256 of LFS files (the weights)
+    config: dict[str, Any] | None = None  # config.json, when asked for (the VRAM estimate reads it)
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.files.values())
+
+
+def offline() -> bool:
+    """HF_HUB_OFFLINE as huggingface_hub reads it: then the Hub is not asked at all."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def token() -> str | None:
+    from huggingface_hub import get_token
+
+    return get_token()
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def remote(repo: str, revision: str, file: str | None = None, timeout: float = INFO_TIMEOUT,
+           with_config: bool = False) -> Remote:
+    """Resolve `revision` and list the files to download, with sizes (and config.json's content
+    with `with_config`). Raises HubError."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    api = HfApi(endpoint=_endpoint(), token=token())
+    with _errors(repo, revision):
+        info = api.repo_info(repo, revision=revision, timeout=timeout)
+        entries = [f for f in api.list_repo_tree(repo, revision=info.sha, recursive=True) if isinstance(f, RepoFile)]
+    sizes = {f.path: int(f.size) for f in entries}
+    wanted = select_files(repo, sorted(sizes), file)
+    sha = {f.path: f.lfs.sha256 for f in entries if f.lfs is not None and f.path in wanted}
+    config = None
+    if with_config and "config.json" in wanted:
+        from huggingface_hub.utils import build_hf_headers, get_session
+
+        with _errors(repo, revision):
+            reply = get_session().get(f"{_endpoint()}/{repo}/resolve/{info.sha}/config.json", timeout=timeout,
+                                      headers=build_hf_headers(token=token()), follow_redirects=True)
+            reply.raise_for_status()
+            try:
+                config = json.loads(reply.content)
+            except ValueError:
+                config = None
+    return Remote(repo, revision, str(info.sha), {p: sizes[p] for p in wanted}, sha, config)
+
+
+def resolve(repo: str, revision: str, timeout: float = INFO_TIMEOUT) -> str:
+    """The commit `revision` names on the Hub now."""
+    from huggingface_hub import HfApi
+
+    with _errors(repo, revision):
+        return str(HfApi(endpoint=_endpoint(), token=token()).repo_info(repo, revision=revision, timeout=timeout).sha)
+
+
+def download(repo: str, revision: str, dest: Path, file: str | None = None,
+             progress: Callable[[int, int], None] | None = None, pin: str | None = None) -> dict[str, Any]:
+    """Download what the engine needs of repo@revision (at commit `pin` when given: aigo.lock) into
+    `dest` and mark it complete. Resumes a partial download (huggingface_hub keeps .incomplete
+    files under .cache/). When `dest` holds another commit, the new one is assembled beside it and
+    swapped in whole, so no folder ever mixes two commits."""
+    import shutil
+
+    from huggingface_hub import snapshot_download
+
+    found = remote(repo, pin or revision, file)
+    previous = read_marker(dest) or {}
+    target = dest
+    if previous.get("commit") and previous["commit"] != found.commit:
+        target = dest.with_name(f"{dest.name}.{found.commit[:12]}.partial")
+        previous = {}
+    target.mkdir(parents=True, exist_ok=True)
+    bar = _Progress(found.bytes, progress)
+    with _errors(repo, revision):
+        snapshot_download(repo, revision=found.commit, local_dir=str(target), allow_patterns=sorted(found.files),
+                          token=token(), endpoint=_endpoint(), tqdm_class=bar.factory)
+    marker = _verify_and_mark(repo, revision, target, found, file, previous)
+    if target != dest:
+        old = dest.with_name(f"{dest.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        dest.rename(old)
+        target.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+    return marker
+
+
+def _verify_and_mark(repo: str, revision: str, dest: Path, found: Remote, file: str | None,
+                     previous: dict[str, Any]) -> dict[str, Any]:
+    for path, size in found.files.items():  # every file arrived whole, and the weights are the Hub's
+        actual = (dest / path).stat().st_size if (dest / path).is_file() else None
+        if actual != size:
+            raise HubError(f"{repo}@{revision}: {path} has {actual} bytes after the download, the Hub says {size}; "
+                           "run the command again to fetch it anew")
+    verified = dict(previous.get("sha256", {})) if previous.get("commit") == found.commit else {}
+    for path, digest in found.sha256.items():
+        if verified.get(path) != digest:
+            if _sha256(dest / path) != digest:
+                (dest / path).unlink()
+                raise HubError(f"{repo}@{revision}: {path} does not match the Hub's SHA-256 (a damaged download); "
+                               "it was deleted: run the command again")
+            verified[path] = digest
+    files = dict(previous.get("files", {})) if previous.get("commit") == found.commit else {}  # other GGUF files
+    files.update(found.files)
+    marker = {"repo": repo, "revision": revision, "commit": found.commit, "files": files, "sha256": verified,
+              "complete_repo": file is None or bool(previous.get("complete_repo") and previous.get("commit") == found.commit),
+              "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    tmp = dest / (MARKER + ".tmp")
+    tmp.write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(dest / MARKER)
+    return marker
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(8 * 1024 * 1024), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _Progress:
+    """Collects the byte count of huggingface_hub's snapshot_download: `factory` is a silent tqdm
+    class (tqdm's whole interface, no output) that forwards the "Reconstructing" bar's bytes."""
+
+    def __init__(self, total: int, sink: Callable[[int, int], None] | None):
+        import threading
+
+        from tqdm import tqdm
+
+        self.total_bytes, self.done, self.sink, self.lock = total, 0, sink, threading.Lock()
+        owner = self
+
+        class Bar(tqdm):
+            def __init__(self, *args, **kwargs):
+                self._counts = str(kwargs.get("desc", "")).startswith("Reconstructing")
+                kwargs["disable"] = True
+                super().__init__(*args, **kwargs)
+
+            def update(self, n=1):
+                if self._counts and owner.sink is not None and n:
+                    with owner.lock:
+                        owner.done += int(n)
+                        owner.sink(owner.done, owner.total_bytes)
+                return super().update(n)
+
+        self.factory = Bar
+
+
+class _errors:
+    """Turns huggingface_hub's exceptions into HubError with the step that fixes them."""
+
+    def __init__(self, repo: str, revision: str):
+        self.repo, self.revision = repo, revision
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None or isinstance(exc, AigoError):
+            return False
+        from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
+                                            RepositoryNotFoundError, RevisionNotFoundError)
+
+        where = f"{self.repo}@{self.revision}"
+        page = f"{_endpoint()}/{self.repo}"
+        if isinstance(exc, GatedRepoError):
+            raise HubError(f"{where}: the repo is gated and this machine's token has no access",
+                           f"request access on {page}, then make a token available on this host: export "
+                           "HF_TOKEN=hf_... or `hf auth login` (the token stays on the host: containers never get it)",
+                           access=True) from None
+        if isinstance(exc, RevisionNotFoundError):
+            raise HubError(f"{where}: the revision does not exist",
+                           f"check source.revision (a branch, tag or commit of {page})", access=True) from None
+        if isinstance(exc, RepositoryNotFoundError):
+            raise HubError(f"{where}: no such repo, or it is private and this machine's token cannot see it",
+                           "check source.repo, or export HF_TOKEN=hf_... with access to it", access=True) from None
+        if isinstance(exc, HfHubHTTPError):
+            status = exc.response.status_code if exc.response is not None else "?"
+            raise HubError(f"{where}: the Hub answered HTTP {status}", "try again later") from None
+        if isinstance(exc, (LocalEntryNotFoundError, OSError)) or "httpx" in type(exc).__module__:
+            raise HubError(f"{where}: cannot reach the Hub at {_endpoint()} ({type(exc).__name__})",
+                           "check the network (or HF_ENDPOINT), then run the command again: a partial download "
+                           "resumes") from None
+        return False

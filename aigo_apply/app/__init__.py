@@ -1,0 +1,1 @@
+"""Use cases (plan, apply, destroy, status, models, watch): they wire the adapters to the pure core."""

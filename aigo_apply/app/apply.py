@@ -1,0 +1,240 @@
+"""`apply` and `destroy` end to end: lock the project, observe, plan (or check a saved plan's
+fingerprint), show the plan, confirm, choose the pulls, and hand the plan to the executor with a
+Ctrl-C handler that lets the current step finish cleanly."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import click
+
+from aigo_apply.plan import types as plan_file
+from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked, PlanFileError
+from aigo_apply.apply.executor import ApplyReport, Executor
+from aigo_apply.apply.journal import Journal
+from aigo_apply.apply.project_lock import ProjectLock
+from aigo_apply.plan.types import Plan
+from aigo_apply.plan.planner import destroy_plan
+from aigo_apply.plan.text import plan_json, plan_text
+from aigo_apply.cli.reporter import JsonReporter, TextReporter
+from aigo_apply.plan import lockfile
+from aigo_apply.app.planning import load_desired, observe, plan_for
+from aigo_apply.apply.state_dir import state_dir
+
+PULL_POLICIES = ("missing", "always", "never")
+
+
+@dataclass
+class ApplyOptions:
+    file: str | None = None
+    planfile: Path | None = None
+    yes: bool = False
+    pull: str = "missing"
+    output: str = "text"
+    lock_timeout: float = 0.0
+    replace: tuple[str, ...] = ()
+    target: tuple[str, ...] = ()
+    confirm: Callable[[str], bool] | None = None  # asks the user; None when there is no terminal
+    ignore: tuple[str, ...] = ()  # readiness check ids the user chose to ignore
+    locked: bool = False  # install exactly what aigo.lock records
+
+
+def run_apply(opts: ApplyOptions, runtime=None) -> int:
+    # the file (or saved plan) is read and checked before Docker is touched at all
+    if opts.planfile:
+        saved = plan_file.load(opts.planfile)
+        project, make = saved.project, lambda observed: _check_saved(saved, observed)
+    else:
+        desired = load_desired(opts.file)
+        lock = lockfile.read(lockfile.path_for(desired.file))
+        if opts.locked and lock is None:
+            raise AigoError(f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
+                            "without --locked to write it (nothing was changed)")
+        runtime = runtime or _docker()
+        project = desired.project
+        make = lambda observed: plan_for(desired, observed, runtime, opts.replace, opts.target,  # noqa: E731
+                                         opts.ignore, lock, opts.locked)
+        return _converge(project, "apply", make, opts, runtime, ask=True, desired=desired)
+    return _converge(project, "apply", make, opts, runtime or _docker(), ask=False)
+
+
+def record_lock(desired, runtime) -> None:
+    """After a successful apply: aigo.lock records the images and model commits now installed."""
+    from aigo_apply.desired.model_store import read_markers
+
+    data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
+    lockfile.write(lockfile.path_for(desired.file), data)
+
+
+def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) -> int:
+    if project is None:
+        desired = load_desired(opts.file)
+        project, file = desired.project, desired.file
+    else:
+        file = opts.file or "(--project)"
+    runtime = runtime or _docker()
+    code = _converge(project, "destroy", lambda observed: destroy_plan(project, file, observed), opts, runtime, ask=True)
+    if code == EXIT_OK:
+        from aigo_apply.desired.engines.common import cache_volume
+
+        if runtime.remove_volume(cache_volume(project)) and opts.output == "text":
+            click.echo(f"removed the cache volume {cache_volume(project)}")
+    return code
+
+
+def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, runtime, ask: bool,
+              desired=None) -> int:
+    reporter = JsonReporter() if opts.output == "json" else TextReporter()
+    directory = state_dir(project)
+    with ProjectLock(directory, project, command, opts.lock_timeout):
+        observed = observe(project, runtime, desired)
+        plan: Plan = make(observed)
+        _show(plan, opts.output, reporter)
+        if plan.blockers:
+            raise PlanBlocked(f"{command} refused: the plan is blocked ({len(plan.blockers)} problem"
+                              f"{'s' if len(plan.blockers) != 1 else ''} above); nothing was changed")
+        if not plan.has_changes:
+            if desired is not None and command == "apply" and not opts.target:
+                record_lock(desired, runtime)
+            return EXIT_OK
+        pulls = choose_pulls(plan, observed.images, opts.pull)
+        if ask and not opts.yes:
+            if opts.confirm is None:
+                raise AigoError(f"{command} needs confirmation, and there is no terminal to ask on; "
+                                "pass -y/--yes to go ahead without asking")
+            if not opts.confirm(f"Do you want to {command} these changes? Only 'yes' will be accepted"):
+                click.echo(f"{command.capitalize()} cancelled; nothing was changed.", err=True)
+                return EXIT_ERROR
+        executor = Executor(runtime, reporter, Journal(directory), routes=router_for(plan, observed, runtime))
+        with _interrupts(executor.interrupted, opts.output == "text"):
+            report = executor.run(plan, pulls)
+        code = _finish(report, command, reporter, opts.output)
+        if code == EXIT_OK and desired is not None and command == "apply" and not opts.target:
+            record_lock(desired, runtime)
+        return code
+
+
+def router_for(plan: Plan, observed, runtime):
+    """The router adapter for this run, from the plan's router spec or the running router's label;
+    None when the project has no router (yet)."""
+    from aigo_apply.desired.types import SecretRef
+    from aigo_apply.router.deploy import Router
+    from aigo_apply.router.haproxy import settings_of
+    from aigo_apply.apply.secrets import resolve
+
+    action = next((a for a in plan.actions if a.address == "router"), None)
+    spec = (action.spec if action and action.spec else None) or (observed.router.spec if observed.router else None)
+    if not spec:
+        return None
+    keys = None
+    if spec.get("api_keys") and not (action and action.kind == "remove"):
+        kind, target = next(iter(spec["api_keys"].items()))
+        raw = resolve(SecretRef(kind, target), "router.api_keys")
+        keys = [k.strip() for k in raw.replace(",", "\n").splitlines() if k.strip()]
+        if not keys:
+            raise AigoError("router.api_keys: the referenced secret holds no key (nothing was changed)")
+    return Router(runtime, Path(spec["config_dir"]), settings_of(plan.project, spec), f"aigo-{plan.project}-router",
+                  spec["image"], keys, spec.get("user"))
+
+
+def _check_saved(saved: Plan, observed) -> Plan:
+    if observed.fingerprint() != saved.fingerprint:
+        raise PlanFileError(f"the machine changed since this plan was made (fingerprint {saved.fingerprint[:19]}... "
+                            f"is now {observed.fingerprint()[:19]}...); run `aigo-apply plan --out` again")
+    return saved
+
+
+def choose_pulls(plan: Plan, local: dict[str, str], policy: str) -> list[str]:
+    """The images to pull before anything stops: missing ones, every one used, or none at all."""
+    missing = [a.image for a in plan.actions if a.kind == "pull" and a.image and not a.spec]
+    restores = {a.image: a.spec for a in plan.actions if a.kind == "pull" and a.image and a.spec}  # apply --locked
+    if policy == "never":
+        if missing:
+            raise AigoError(f"--pull never, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
+                            "this machine; pull or build it first, or use --pull missing (nothing was changed)")
+        fetch = [image for image, how in restores.items() if how.get("how") == "pull"]
+        if fetch:
+            raise AigoError(f"--pull never, but the image aigo.lock records for {', '.join(fetch)} must be pulled by "
+                            "its digest; use --pull missing (nothing was changed)")
+        return list(restores)
+    if policy == "always":
+        used = sorted({a.image for a in plan.actions if a.kind in ("create", "recreate") and a.image})
+        return list(restores) + [image for image in used if image not in restores]
+    return list(restores) + missing
+
+
+def _show(plan: Plan, output: str, reporter) -> None:
+    if output == "json":
+        import json
+
+        reporter.event("plan", plan=json.loads(plan_json(plan)))
+    else:
+        click.echo(plan_text(plan))
+        if plan.has_changes:
+            click.echo("")
+
+
+def _finish(report: ApplyReport, command: str, reporter, output: str) -> int:
+    counts: dict[str, int] = {}
+    router = []
+    for outcome in report.outcomes:
+        if outcome.ok and outcome.address == "router":
+            router.append(f"router {_PAST[outcome.kind]}")
+        elif outcome.ok:
+            counts[outcome.kind] = counts.get(outcome.kind, 0) + 1
+    done = ", ".join([f"{n} {_PAST[k]}" for k, n in counts.items()] + router) or "nothing changed"
+    failed = report.failed
+    if output == "json":
+        reporter.event("result", ok=not failed and not report.interrupted, interrupted=report.interrupted,
+                       done=counts, failed=[{"address": o.address, "message": o.message, "restored": o.restored,
+                                             "log_tail": o.log_tail} for o in failed])
+    if report.interrupted:
+        click.echo(f"\n{command.capitalize()} interrupted: {done}. Run `aigo-apply {command}` again to converge.", err=True)
+        return EXIT_INTERRUPTED
+    if failed:
+        click.echo(click.style(f"\n{command.capitalize()} failed: ", fg="red", bold=True) + f"{done}; "
+                   f"{len(failed)} failed:", err=True)
+        for outcome in failed:
+            click.echo(f"  {outcome.address}: {outcome.message}", err=True)
+        return EXIT_ERROR
+    if output == "text":
+        click.echo(click.style(f"\n{command.capitalize()} complete: ", fg="green", bold=True) + done + ".")
+    return EXIT_OK
+
+
+_PAST = {"create": "created", "recreate": "replaced", "start": "started", "remove": "removed",
+         "reload_router": "reloaded"}
+
+
+@contextmanager
+def _interrupts(event: threading.Event, talk: bool) -> Iterator[None]:
+    """First Ctrl-C (or SIGTERM): finish the current step, undo the model in progress, stop.
+    A second Ctrl-C: stop at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if event.is_set():
+            raise KeyboardInterrupt
+        event.set()
+        if talk:
+            click.echo("\nStopping after the current step (Ctrl-C again to abort at once)...", err=True)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _docker():
+    from aigo_apply.adapters.docker_engine import DockerRuntime
+
+    return DockerRuntime()

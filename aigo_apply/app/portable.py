@@ -1,0 +1,109 @@
+"""Portable model definitions (`.baimodel`): `aigo-apply export ALIAS` writes one model as the file
+has it, minus the settings that belong to a machine (GPU memory fraction, tensor parallelism, MoE
+and Mamba kernels, llama.cpp's GPU layers, GPU selection, port); `aigo-apply import` prints the YAML entry for another file,
+or adds it there with --write (refusing an alias that exists, and writing only a file that validates)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aigo_apply.config.load import load_config
+from aigo_apply.errors import AigoError, ConfigInvalid, UsageProblem
+from aigo_apply.config.yaml_source import load
+
+FORMAT = "aigo-apply/model/1"
+HOST_FIELDS = ("gpus", "port")
+HOST_ENGINE_FIELDS = {  # per engine settings block: what depends on the machine's GPUs
+    "vllm": ("gpu_memory_utilization", "tensor_parallel_size", "moe_backend", "mamba_backend"),
+    "sglang": ("gpu_memory_utilization", "tensor_parallel_size"),
+    "llama.cpp": ("gpu_layers", "tensor_parallel_size"),
+}
+HOST_VLLM_FIELDS = HOST_ENGINE_FIELDS["vllm"]
+
+
+def portable(model: dict[str, Any]) -> dict[str, Any]:
+    """The model entry without the host-dependent settings."""
+    out = {k: copy.deepcopy(v) for k, v in model.items() if k not in HOST_FIELDS}
+    for engine, fields in HOST_ENGINE_FIELDS.items():
+        if isinstance(out.get(engine), dict):
+            out[engine] = {k: v for k, v in out[engine].items() if k not in fields}
+            if not out[engine]:
+                del out[engine]
+    return out
+
+
+def export_model(config_file: str, alias: str) -> str:
+    config = load_config(config_file)
+    models = config.data.get("models", {})
+    if alias not in models:
+        raise UsageProblem(f"no model '{alias}' in {config_file}; models: {', '.join(models) or 'none'}")
+    document = {"format": FORMAT, "alias": alias, "model": portable(models[alias])}
+    header = (f"# aigo-apply portable model definition, exported from {Path(config_file).name}.\n"
+              "# Host settings (GPU memory, tensor parallelism, MoE/Mamba kernels, GPUs, port) are left out:\n"
+              "# `aigo-apply import` adds it to another aigo.yaml, where those come from that machine.\n")
+    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+
+
+def read_definition(path: str, alias: str | None = None) -> tuple[str, dict[str, Any]]:
+    source = load(Path(path), path)
+    data = source.data
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("model"), dict):
+        raise AigoError(f"{path}: not an aigo-apply model definition (expected `format: {FORMAT}` and `model:`)")
+    name = alias or data.get("alias")
+    if not isinstance(name, str) or not name:
+        raise AigoError(f"{path}: the definition names no alias; pass --as ALIAS")
+    return name, data["model"]
+
+
+def entry_text(alias: str, model: dict[str, Any], indent: int = 2) -> str:
+    body = yaml.safe_dump({alias: model}, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    return "".join(" " * indent + line if line.strip() else line for line in body.splitlines(keepends=True))
+
+
+def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
+    """Insert the entry under `models:` and write the file only if the result validates."""
+    path = Path(config_file)
+    source = load(path, config_file)
+    data = source.data if isinstance(source.data, dict) else {}
+    models = data.get("models")
+    if not isinstance(models, dict):
+        raise AigoError(f"{config_file}: has no `models:` mapping to add to")
+    if alias in models:
+        raise UsageProblem(f"model '{alias}' already exists in {config_file}; import it --as another alias")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    models_line = source.marks.of_key(("models",))[0]
+    if not models:  # `models: {}` becomes a block
+        lines[models_line - 1] = "models:\n" + entry_text(alias, model)
+    else:
+        indent = source.marks.of_key(("models", next(iter(models))))[1] - 1
+        later = sorted(line for (key,), (line, _) in _top_keys(source).items() if line > models_line)
+        at = later[0] - 1 if later else len(lines)
+        while at > models_line and not lines[at - 1].strip():
+            at -= 1  # keep blank lines before the next section after the new entry
+        lines.insert(at, entry_text(alias, model, indent))
+    text = "".join(lines)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            f.write(text)
+        try:
+            load_config(tmp)
+        except ConfigInvalid as exc:
+            raise AigoError(f"adding '{alias}' would make {config_file} invalid, so it was not changed:\n  "
+                            + "\n  ".join(p.format().replace(tmp, config_file) for p in exc.problems)) from None
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _top_keys(source) -> dict[tuple, tuple[int, int]]:
+    return {k: v for k, v in source.marks.keys.items() if len(k) == 1}

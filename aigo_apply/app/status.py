@@ -1,0 +1,100 @@
+"""`aigo-apply status`: one row per model (container state, readiness, port, image, uptime) and a
+one-line drift summary from the same planner `plan` uses. Readiness here is a quick look
+(`/health` and the alias in `/v1/models` over 127.0.0.1, in parallel), never a generated token."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aigo_apply.desired.types import DesiredState
+from aigo_apply.observe.containers import ObservedContainer, ObservedState
+from aigo_apply.plan.planner import build_plan
+from aigo_apply.router.haproxy import routes_from_models_json
+
+PROBE_TIMEOUT = 1.0
+
+
+def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
+    plan = build_plan(desired, observed)
+    routed = set(routes_from_models_json(observed.router_files.get("models.json", "")))
+    by_alias = {c.alias: c for c in observed.ours if c.alias and c.name == _name(desired, c.alias, c)}
+    aliases = sorted(set(desired.models) | {c.alias for c in observed.ours if c.alias})
+    containers = {a: by_alias.get(a) for a in aliases}
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
+        ready = dict(zip(aliases, pool.map(lambda a: _probe(a, containers[a]), aliases)))
+    rows = []
+    for alias in aliases:
+        c = containers[alias]
+        port = c.ports[0][1] if c and c.ports else (desired.models[alias].container.host_port if alias in desired.models else None)
+        rows.append({
+            "model": alias,
+            "in_file": alias in desired.models,
+            "container": c.name if c else None,
+            "state": c.state if c else "absent",
+            "ready": ready[alias],
+            "port": port,
+            "image": _image(c) if c else (desired.models[alias].container.image if alias in desired.models else None),
+            "uptime": c.status if c else "",
+            "route": alias in routed,
+        })
+    changing = sorted({a.model for a in plan.actions if a.kind not in ("noop", "pull") and a.model})
+    router_action = next((a for a in plan.actions if a.address == "router"), None)
+    r = observed.router
+    router = {"container": r.name if r else None, "state": r.state if r else "absent",
+              "url": f"http://{desired.router.spec['bind']}:{desired.router.port}/v1",
+              "routes": sorted(routed), "in_sync": router_action is None or router_action.kind == "noop"}
+    return {"project": desired.project, "config_file": desired.file, "models": rows, "router": router,
+            "drift": {"models_changing": len(changing), "models": changing, "blocked": bool(plan.blockers),
+                      "router": None if router["in_sync"] else router_action.kind}}
+
+
+def _name(desired: DesiredState, alias: str, c: ObservedContainer) -> str:
+    model = desired.models.get(alias)
+    return model.container.name if model else c.name
+
+
+def _probe(alias: str, container: ObservedContainer | None) -> bool:
+    if container is None or container.state != "running" or not container.ports:
+        return False
+    import httpx
+
+    base = f"http://127.0.0.1:{container.ports[0][1]}"
+    try:
+        with httpx.Client(timeout=PROBE_TIMEOUT) as http:
+            if http.get(f"{base}/health").status_code != 200:
+                return False
+            listed = http.get(f"{base}/v1/models").json().get("data", [])
+            return alias in {m.get("id") for m in listed}
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+def render(report: dict[str, Any]) -> str:
+    header = ["MODEL", "STATE", "READY", "ROUTE", "PORT", "IMAGE", "UPTIME"]
+    rows = [[r["model"] + ("" if r["in_file"] else " (not in file)"), r["state"], "yes" if r["ready"] else "no",
+             "yes" if r["route"] else "no", str(r["port"] or "-"), r["image"] or "-", r["uptime"] or "-"]
+            for r in report["models"]]
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header] + rows]
+    router = report["router"]
+    lines.append(f"\nRouter: {router['url']} ({router['state']}), routes: {', '.join(router['routes']) or 'none'}")
+    drift = report["drift"]
+    if drift["router"]:
+        lines.append(f"Router drift: plan would {drift['router'].replace('_', ' ')} it; run `aigo-apply plan` for details.")
+    if drift["models_changing"]:
+        n = drift["models_changing"]
+        lines.append(f"Drift: plan would change {n} model{'s' if n != 1 else ''} ({', '.join(drift['models'])}); "
+                     "run `aigo-apply plan` for details.")
+    elif not drift["router"]:
+        lines.append("No drift: the machine matches the file.")
+    return "\n".join(lines)
+
+
+def _image(container) -> str:
+    """Docker lists a container whose tag now names another image by its bare id: show the tag it was
+    made from (its spec label) with that id, so the row says which image is outdated."""
+    ref = (container.spec or {}).get("image")
+    if container.image.startswith("sha256:") and ref:
+        return f"{ref} (outdated: {container.image[:19]})"
+    return container.image

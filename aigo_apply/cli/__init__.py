@@ -1,0 +1,1 @@
+"""The command line (click): wiring only; `main` is the one error boundary."""

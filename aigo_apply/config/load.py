@@ -1,0 +1,76 @@
+"""Turns a path into a checked config: read YAML with positions, apply the schema and the
+cross-field rules, and raise one ConfigInvalid that carries every problem found."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aigo_apply.config import rules as checks
+from aigo_apply.config import schema
+from aigo_apply.config.defaults import DEFAULT_FILE, FILE_ENV
+from aigo_apply.errors import ConfigInvalid
+from aigo_apply.config.yaml_source import Marks, load
+
+
+@dataclass(frozen=True)
+class Config:
+    """A file that passed validation: its data, where it lives, and where each value is written."""
+
+    file: str
+    base_dir: Path
+    data: dict[str, Any]
+    marks: Marks
+
+
+def choose_file(option: str | None) -> str:
+    """-f/--file wins, then $AIGO_FILE, then ./aigo.yaml."""
+    return option or os.environ.get(FILE_ENV) or DEFAULT_FILE
+
+
+def load_config(file: str) -> Config:
+    path = Path(file).expanduser()
+    source = load(path, file)
+    key = _validated_key(path)
+    known_valid = key is not None and _cache_dir() is not None and (_cache_dir() / key).exists()
+    problems = source.problems + ([] if known_valid else schema.validate(source)) + checks.check(source)
+    if problems:
+        raise ConfigInvalid(file, problems)
+    if key is not None and not known_valid:
+        _remember_valid(key)
+    return Config(file, path.resolve().parent, source.data, source.marks)
+
+
+# Schema validation depends only on the file's bytes and the schema, so a file this version has
+# already found valid is not validated (nor jsonschema imported) again: plan stays fast. The
+# cross-field checks always run; an invalid file is never cached.
+def _cache_dir() -> Path | None:
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "aigo-apply" / "validated"
+
+
+def _validated_key(path: Path) -> str | None:
+    import hashlib
+
+    from aigo_apply import __version__
+    from aigo_apply.resources import data_dir
+
+    try:
+        digest = hashlib.sha256(path.read_bytes())
+        for name in (schema.SCHEMA_FILE, "vllm-v0.31.0.json"):
+            digest.update((data_dir("schemas") / name).read_bytes())
+    except OSError:
+        return None
+    digest.update(__version__.encode())
+    return digest.hexdigest()
+
+
+def _remember_valid(key: str) -> None:
+    folder = _cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / key).touch()
+    except OSError:
+        pass  # a cache that cannot be written only costs time

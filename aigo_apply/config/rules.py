@@ -1,0 +1,281 @@
+"""Rules that span several fields and that JSON Schema cannot say: safe aliases, context length
+ranges, port clashes, GPU memory fractions that add up to more than one GPU, secrets written in clear.
+
+Every check tolerates data that failed the schema (it skips what it cannot read) so that one run
+reports every problem in the file at once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+from collections import defaultdict
+from typing import Any
+
+from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT
+from aigo_apply.desired.engines import engine_of, weights_format
+from aigo_apply.errors import Problem
+from aigo_apply.config.doc_path import dotted
+from aigo_apply.config.units import parse_token_count
+from aigo_apply.config.vllm_facts import deprecated_quantizations
+from aigo_apply.config.yaml_source import Source
+
+ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MIN_CONTEXT, MAX_CONTEXT = 1, 16 * 1024 * 1024
+HUB_TOKEN_NAMES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_API_TOKEN"})
+SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+
+
+def check(source: Source) -> list[Problem]:
+    data = source.data if isinstance(source.data, dict) else {}
+    models = data.get("models") if isinstance(data.get("models"), dict) else {}
+    finder = _Finder(source)
+    for rule in (_aliases, _context_lengths, _ports, _engines, _gpu_fractions, _tensor_parallel, _env, _quantization):
+        rule(data, models, finder)
+    _host_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)
+    _router_bind(data, finder)
+    return finder.problems
+
+
+class _Finder:
+    """Collects problems, locating each at a key or a value of the source."""
+
+    def __init__(self, source: Source):
+        self.source, self.problems = source, []
+
+    def at_key(self, path: tuple, message: str) -> None:
+        line, col = self.source.marks.of_key(path)
+        self.problems.append(Problem(line, col, dotted(path), message, self.source.file))
+
+    def at_value(self, path: tuple, message: str) -> None:
+        line, col = self.source.marks.of_value(path)
+        self.problems.append(Problem(line, col, dotted(path), message, self.source.file))
+
+
+def _engine(data: dict, model: Any) -> str:
+    return engine_of(model, data.get("defaults"))
+
+
+def _settings(data: dict, model: Any) -> tuple[str, dict]:
+    """The engine that runs the model and its settings block (the other engines' blocks are ignored)."""
+    engine = _engine(data, model)
+    block = model.get(engine) if isinstance(model, dict) else None
+    return engine, block if isinstance(block, dict) else {}
+
+
+TAG_EXAMPLES = {"sglang": "v0.5.6-cu129", "llama.cpp": "server-cuda"}
+
+
+def _engines(data: dict, models: dict, f: _Finder) -> None:
+    """The engine fits the weights' format, and an engine without a built-in tag has one named."""
+    engines = data.get("engines") if isinstance(data.get("engines"), dict) else {}
+    for alias, model in models.items():
+        if not isinstance(model, dict):
+            continue
+        engine, fmt = _engine(data, model), weights_format(model.get("source"))
+        where = ("models", alias, "engine") if "engine" in model else ("models", alias)
+        if fmt == "gguf" and engine != "llama.cpp":
+            f.at_key(where, f"the model is one GGUF file, which {engine} does not serve here; "
+                            "use engine: llama.cpp (or point source at a safetensors folder or repo)")
+        elif fmt == "safetensors-repo" and engine == "llama.cpp":
+            f.at_key(where, "llama.cpp serves one .gguf file; set source.path to a .gguf file or source.file to the "
+                            ".gguf file in the repo, or use engine: vllm or sglang for a safetensors model")
+        section = engines.get(engine) if isinstance(engines.get(engine), dict) else {}
+        if engine in TAG_EXAMPLES and "image_tag" not in section:
+            f.at_key(where, f"the model runs on {engine}, which has no built-in image tag; set "
+                            f"engines.{engine}.image_tag (for example {TAG_EXAMPLES[engine]})")
+
+
+def _aliases(data: dict, models: dict, f: _Finder) -> None:
+    seen: dict[str, str] = {}
+    for alias in models:
+        path = ("models", alias)
+        if not ALIAS_RE.match(alias):
+            f.at_key(path, f"alias '{alias}' is not a safe name: use 1-64 letters, digits, '.', '_' or '-', "
+                           "starting with a letter or digit (clients send it as `model`)")
+        folded = alias.lower()
+        if folded in seen:
+            f.at_key(path, f"alias '{alias}' differs from '{seen[folded]}' only in case; clients would confuse them, rename one")
+        seen.setdefault(folded, alias)
+
+
+def _context_lengths(data: dict, models: dict, f: _Finder) -> None:
+    for alias, model in models.items():
+        if not isinstance(model, dict) or not isinstance(model.get("context_length"), (int, str)):
+            continue
+        path = ("models", alias, "context_length")
+        try:
+            tokens = parse_token_count(model["context_length"])
+        except ValueError as exc:
+            f.at_value(path, str(exc))
+            continue
+        if not MIN_CONTEXT <= tokens <= MAX_CONTEXT:
+            f.at_value(path, f"{tokens} tokens is out of range; use {MIN_CONTEXT} to {MAX_CONTEXT}")
+
+
+def _valid_port(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+
+
+def _ports(data: dict, models: dict, f: _Finder) -> None:
+    router = data.get("router") if isinstance(data.get("router"), dict) else {}
+    router_port = router.get("port", DEFAULT_ROUTER_PORT)
+    owners: dict[int, str] = {}
+    for alias, model in models.items():
+        port = model.get("port") if isinstance(model, dict) else None
+        if not _valid_port(port):
+            continue
+        path = ("models", alias, "port")
+        if port == router_port:
+            f.at_value(path, f"port {port} is the router's port (router.port); choose another port for this model")
+        elif port in owners:
+            f.at_value(path, f"port {port} is already used by model '{owners[port]}'; each model needs its own port")
+        else:
+            owners[port] = alias
+
+
+def _gpus_of(model: dict) -> Any:
+    return model.get("gpus", "all")
+
+
+def _gpu_fractions(data: dict, models: dict, f: _Finder) -> None:
+    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+    default_fraction = defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
+    if not isinstance(default_fraction, (int, float)):
+        return
+    fractions: dict[str, float] = {}
+    placement: dict[str, Any] = {}
+    for alias, model in models.items():
+        if not isinstance(model, dict):
+            continue
+        gpus = _gpus_of(model)
+        engine, settings = _settings(data, model)
+        if engine == "llama.cpp":  # no memory fraction: it takes what its layers and context need
+            continue
+        fraction = settings.get("gpu_memory_utilization", default_fraction)
+        if gpus == "none" or not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
+            continue
+        if gpus == "all" or (isinstance(gpus, list) and gpus and all(isinstance(g, int) for g in gpus)):
+            fractions[alias], placement[alias] = float(fraction), gpus
+    indices = sorted({g for gpus in placement.values() if isinstance(gpus, list) for g in gpus}) or [0]
+    every = all(g == "all" for g in placement.values())
+    by_members: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for index in indices:
+        members = tuple(a for a, g in placement.items() if g == "all" or index in g)
+        if sum(fractions[a] for a in members) > 1.0 + 1e-9:
+            by_members[members].append(index)
+    for members, gpu_list in by_members.items():
+        where = "every GPU" if every else ("GPU " if len(gpu_list) == 1 else "GPUs ") + ", ".join(map(str, gpu_list))
+        parts = " + ".join(f"{a} ({fractions[a]:g})" for a in members)
+        total = sum(fractions[a] for a in members)
+        last = members[-1]
+        engine, settings = _settings(data, models[last])
+        path = ("models", last, engine, "gpu_memory_utilization")
+        if "gpu_memory_utilization" not in settings:
+            path = ("models", last)
+        f.at_key(path, f"{where} would be over-committed: {parts} = {total:.2f} of its memory; "
+                       f"lower {engine}.gpu_memory_utilization (or defaults.gpu_memory_utilization) so the sum is at most 1.0, "
+                       "or put the models on different GPUs with `gpus:`")
+
+
+def _tensor_parallel(data: dict, models: dict, f: _Finder) -> None:
+    for alias, model in models.items():
+        engine, settings = _settings(data, model)
+        tp = settings.get("tensor_parallel_size")
+        if not isinstance(tp, int) or isinstance(tp, bool) or tp <= 1:
+            continue
+        gpus = _gpus_of(model)
+        path = ("models", alias, engine, "tensor_parallel_size")
+        if gpus == "none":
+            f.at_value(path, f"tensor_parallel_size {tp} needs {tp} GPUs but the model has `gpus: none`")
+        elif isinstance(gpus, list) and len(gpus) < tp:
+            f.at_value(path, f"tensor_parallel_size {tp} needs {tp} GPUs but `gpus` lists {len(gpus)}; list {tp} GPUs or lower it")
+
+
+def _env(data: dict, models: dict, f: _Finder) -> None:
+    for alias, model in models.items():
+        env = model.get("env") if isinstance(model, dict) else None
+        if not isinstance(env, dict):
+            continue
+        for name, value in env.items():
+            if name in HUB_TOKEN_NAMES:
+                f.at_key(("models", alias, "env", name),
+                         "engine containers never get a Hugging Face token: aigo-apply downloads models on this host "
+                         "(with HF_TOKEN from its environment or `hf auth login`) and the engine runs offline "
+                         "(HF_HUB_OFFLINE=1); remove this entry")
+            elif isinstance(value, str) and value and SECRET_NAME_RE.search(name):
+                f.at_value(("models", alias, "env", name),
+                           f"{name} looks like a secret written in clear; pass it by reference, e.g. {name}: {{from_env: {name}}}")
+
+
+def _quantization(data: dict, models: dict, f: _Finder) -> None:
+    deprecated = set(deprecated_quantizations())
+    for alias, model in models.items():
+        engine, settings = _settings(data, model)
+        method = settings.get("quantization") if engine == "vllm" else None
+        if method in deprecated:
+            f.at_value(("models", alias, "vllm", "quantization"),
+                       f"'{method}' is deprecated in vLLM v0.31.0 and only starts behind an extra allow flag, "
+                       "which aigo-apply does not set; leave quantization unset to use the checkpoint's own method")
+
+
+SYSTEM_DIRS = ("/etc", "/proc", "/sys", "/dev", "/boot", "/run", "/var/run", "/var/lib/docker", "/usr", "/bin",
+               "/sbin", "/lib", "/root/.ssh")
+PRIVATE_HOME_DIRS = (".ssh", ".gnupg", ".aws", ".docker", ".kube", ".config", ".local/share/keyrings")
+
+
+def _unsafe_mount(path: Path) -> str | None:
+    """Why mounting `path` into an engine container would expose the host, or None when it is fine."""
+    text = str(path)
+    if text == "/":
+        return "the whole filesystem"
+    for system in SYSTEM_DIRS:
+        if text == system or text.startswith(system + "/"):
+            return f"the system folder {system}"
+    home = Path.home().resolve()
+    if path == home:
+        return "your whole home folder"
+    for private in PRIVATE_HOME_DIRS:
+        secret = home / private
+        if path == secret or secret in path.parents:
+            return f"the private folder ~/{private}"
+    return None
+
+
+def _host_paths(data: dict, models: dict, f: _Finder, base: Path) -> None:
+    """A model folder is mounted into a container: it must be a model's folder, not the host's
+    secrets or system (a config from a shared repo must not mount ~/.ssh or /etc)."""
+    places = []
+    for alias, model in models.items():
+        if not isinstance(model, dict):
+            continue
+        source = model.get("source")
+        if isinstance(source, dict) and isinstance(source.get("path"), str):
+            places.append((("models", alias, "source", "path"), source["path"]))
+        spec = model.get("vllm", {}).get("speculative") if isinstance(model.get("vllm"), dict) else None
+        draft = spec.get("draft") if isinstance(spec, dict) else None
+        if isinstance(draft, dict) and isinstance(draft.get("path"), str):
+            places.append((("models", alias, "vllm", "speculative", "draft", "path"), draft["path"]))
+    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+    if isinstance(defaults.get("models_dir"), str):
+        places.append((("defaults", "models_dir"), defaults["models_dir"]))
+    for where, raw in places:
+        try:
+            resolved = (base / Path(raw).expanduser()).resolve()
+        except (OSError, RuntimeError, ValueError):
+            continue
+        why = _unsafe_mount(resolved)
+        if why:
+            f.at_value(where, f"{raw!r} is {why} ({resolved}); engines get this folder mounted, so it must be "
+                              "the model's own folder: point it there")
+
+
+def _router_bind(data: dict, f: _Finder) -> None:
+    router = data.get("router") if isinstance(data.get("router"), dict) else {}
+    bind = router.get("bind")
+    if isinstance(bind, str):
+        try:
+            ipaddress.ip_address(bind)
+        except ValueError:
+            f.at_value(("router", "bind"), f"'{bind}' is not an IP address; use 127.0.0.1 (this machine only) or 0.0.0.0")

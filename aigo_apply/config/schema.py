@@ -1,0 +1,148 @@
+"""Checks a loaded aigo.yaml against schemas/aigo.schema.json and words each failure for people.
+
+jsonschema finds every failure; this module rewrites each one into a path-first sentence at the
+right line ("unknown key 'tool_call_parsr' (did you mean 'tool_call_parser'?)"), using the
+schema's own `x-error` texts where a generic message would confuse.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from typing import Any
+
+from typing import TYPE_CHECKING
+
+from aigo_apply.errors import Problem
+from aigo_apply.config.doc_path import dotted
+from aigo_apply.resources import data_dir
+from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION
+from aigo_apply.config.yaml_source import Source
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+
+SCHEMA_FILE = "aigo.schema.json"
+
+_TYPE_WORDS = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "empty",
+}
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return json.loads((data_dir("schemas") / SCHEMA_FILE).read_text(encoding="utf-8"))
+
+
+@cache
+def _validator() -> "Draft202012Validator":
+    from jsonschema import Draft202012Validator  # imported only when a file must really be validated
+
+    return Draft202012Validator(schema())
+
+
+def validate(source: Source) -> list[Problem]:
+    """Every schema failure of `source.data`, one Problem each, without duplicates."""
+    problems: list[Problem] = []
+    errors = list(_validator().iter_errors(source.data))
+    paths_with_specific = {tuple(e.absolute_path) for e in errors if e.validator not in ("oneOf", "anyOf")}
+    for error in errors:
+        path = tuple(error.absolute_path)
+        if error.validator in ("oneOf", "anyOf") and path in paths_with_specific:
+            continue  # a more precise message about the same place is already there
+        problems.extend(_explain(error, path, source))
+    return sorted(set(problems))
+
+
+def _explain(error: "ValidationError", path: tuple, source: Source) -> list[Problem]:
+    marks, file = source.marks, source.file
+    kind, value = error.validator, error.instance
+
+    def at_value(message: str, where: tuple = path) -> Problem:
+        line, col = marks.of_value(where)
+        return Problem(line, col, dotted(where), message, file)
+
+    if kind == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        out = []
+        for key in sorted(k for k in value if k not in allowed):
+            line, col = marks.of_key(path + (key,))
+            out.append(Problem(line, col, dotted(path + (key,)), _unknown_key(key, allowed), file))
+        return out
+    if kind == "required":
+        missing = [k for k in error.validator_value if k not in value]
+        line, col = marks.of_key(path) if path else (1, 1)
+        return [Problem(line, col, dotted(path), f"missing required key '{k}'", file) for k in missing]
+    if kind == "pattern" and "propertyNames" in error.schema_path:
+        line, col = marks.of_key(path + (value,))
+        return [Problem(line, col, dotted(path + (value,)),
+                        f"'{value}' is not a valid environment variable name (letters, digits and '_', not starting with a digit)",
+                        file)]
+    custom = error.schema.get("x-error") if isinstance(error.schema, dict) else None
+    if kind == "type" and not custom:
+        return [at_value(f"must be {_expected(error.validator_value)}, not {_describe(value)}")]
+    if kind == "enum":
+        return [at_value(_enum_message(path, value, list(error.validator_value)))]
+    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        words = {"minimum": "at least", "maximum": "at most",
+                 "exclusiveMinimum": "greater than", "exclusiveMaximum": "less than"}[kind]
+        return [at_value(f"must be {words} {error.validator_value}, not {value!r}")]
+    if kind == "pattern" and path[-3:] == ("engines", "vllm", "image_tag") and ":" in str(value):
+        tag = str(value).rsplit(":", 1)[1]
+        return [at_value(f"write only the tag here, e.g. image_tag: {tag} (the repository goes in engines.vllm.image)")]
+    if custom:
+        return [at_value(f"{custom} (got {_describe(value)})" if kind != "const" else custom)]
+    return [at_value(error.message)]
+
+
+def _unknown_key(key: str, allowed: list[str]) -> str:
+    hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if hint:
+        return f"unknown key '{key}' (did you mean '{hint[0]}'?)"
+    return f"unknown key '{key}'; allowed here: {', '.join(allowed)}"
+
+
+def _enum_message(path: tuple, value: Any, choices: list[Any]) -> str:
+    setting = path[-1] if path and path[-1] in ENUM_SETTINGS and "vllm" in path else None
+    if path[-2:] == ("speculative", "method"):
+        setting = "speculative method"
+    what = f"a {setting} that vLLM v{VLLM_VERSION} knows" if setting else "one of " + ", ".join(map(str, choices))
+    message = f"{_describe(value)} is not {what}"
+    if isinstance(value, str):
+        normal = value.strip().lower().replace("-", "_")
+        strings = [c for c in choices if isinstance(c, str)]
+        exact = [c for c in strings if c.lower().replace("-", "_") == normal]
+        hint = exact[:1] or difflib.get_close_matches(normal, strings, n=1, cutoff=0.6)
+        if hint:
+            return f"{message} (did you mean '{hint[0]}'?)"
+    if setting:
+        return f"{message}; run `aigo-apply validate` after choosing one of: {', '.join(choices)}"
+    return message
+
+
+def _expected(types: Any) -> str:
+    types = [types] if isinstance(types, str) else list(types)
+    return " or ".join(_TYPE_WORDS.get(t, t) for t in types)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "empty"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (true/false)"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        return f"'{shown}'" if shown.isprintable() else repr(shown)
+    return repr(value)

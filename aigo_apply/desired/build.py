@@ -1,0 +1,202 @@
+"""Builds the desired state from a validated config: defaults filled, ports chosen, each model's
+canonical spec and the exact container it needs.
+
+Pure: it reads no files and calls no daemon, so the same config always gives the same result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from aigo_apply.desired import engines
+from aigo_apply.desired.engines import ENGINES, engine_of, weights_format
+from aigo_apply.config.load import Config
+from aigo_apply.config.defaults import (AUTO_PORT_BASE, AUTO_PORT_SPAN, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_READY_TIMEOUT,
+                                 DEFAULT_ROUTER_BIND, DEFAULT_ROUTER_PORT, DEFAULT_TOOL_CALL_PARSER,
+                                 ROUTER_DEFAULT_TAG, ROUTER_IMAGE, ROUTER_MAX_BODY_MB, ROUTER_TIMEOUT,
+                                 VLLM_DEFAULT_TAG, default_models_dir)
+from aigo_apply.desired.images import image_object, image_reference
+from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState
+from aigo_apply.desired.model_store import local_dir, repo_dir
+from aigo_apply.router.haproxy import Route, render_key, router_container, settings_of
+from aigo_apply.apply.state_dir import state_path
+from aigo_apply.config.units import parse_token_count
+from aigo_apply.config.vllm_facts import VLLM_VERSION, deprecated_mtp_aliases
+
+
+def build_desired(config: Config, models_dir: Path | None = None) -> DesiredState:
+    data = config.data
+    defaults = data.get("defaults", {})
+    router_port = data.get("router", {}).get("port", DEFAULT_ROUTER_PORT)
+    store = Path(defaults["models_dir"]).expanduser() if "models_dir" in defaults else (models_dir or default_models_dir())
+    if not store.is_absolute():
+        store = (config.base_dir / store).resolve()
+    models = data.get("models", {})
+    ports = assign_ports(data["project"], models, router_port)
+    desired = {}
+    for alias in sorted(models):
+        engine = engine_of(models[alias], defaults)
+        spec = model_spec(models[alias], defaults, engine, image_reference(data, engine), ports[alias],
+                          config.base_dir, store)
+        notes = ignored_settings(models[alias], engine)
+        written = models[alias]["context_length"]
+        if isinstance(written, str):
+            notes += (f"context_length {written!r} means {spec['context_length']} tokens",)
+        method = spec.get("vllm", {}).get("speculative", {}).get("method")
+        if method in deprecated_mtp_aliases():
+            notes += (f"speculative method {method!r} is deprecated in vLLM v0.31.0, which runs it as 'mtp'; "
+                      "write method: mtp",)
+        timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
+        desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
+    uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
+    warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
+    return DesiredState(data["project"], config.file, desired_router(data, desired), desired, warnings,
+                        image_object(data, "vllm"), store)
+
+
+def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
+    """Setting names are checked against v0.31.0; say so when the tag names another release."""
+    tag = engine.get("image_tag", VLLM_DEFAULT_TAG)
+    release = re.match(r"^v?(\d+\.\d+\.\d+)", tag)
+    if release and release.group(1) != VLLM_VERSION:
+        return (f"engines.vllm.image_tag {tag} is vLLM {release.group(1)}, but aigo-apply checked every setting "
+                f"name against vLLM v{VLLM_VERSION}; a release that does not know a name exits at start-up "
+                "(apply then restores the previous container)",)
+    if tag.startswith(("latest", "nightly")):
+        return (f"engines.vllm.image_tag {tag} moves over time; setting names were checked against vLLM "
+                f"v{VLLM_VERSION}, and a release that does not know a name exits at start-up",)
+    return ()
+
+
+def router_spec(project: str, router: dict[str, Any]) -> dict[str, Any]:
+    """The canonical spec of the router container (API keys only as a reference)."""
+    return {
+        "image": f"{router.get('image', ROUTER_IMAGE)}:{router.get('image_tag', ROUTER_DEFAULT_TAG)}",
+        "bind": router.get("bind", DEFAULT_ROUTER_BIND),
+        "port": router.get("port", DEFAULT_ROUTER_PORT),
+        "api_keys": dict(router["api_keys"]) if "api_keys" in router else None,
+        "max_body_mb": router.get("max_body_mb", ROUTER_MAX_BODY_MB),
+        "timeout": router.get("timeout", ROUTER_TIMEOUT),
+        "config_dir": str(state_path(project) / "router"),
+        "user": f"{os.getuid()}:{os.getgid()}",
+    }
+
+
+def desired_router(data: dict[str, Any], models: dict[str, DesiredModel]) -> DesiredRouter:
+    project = data["project"]
+    spec = router_spec(project, data.get("router", {}))
+    routes = tuple(route_of(m) for _, m in sorted(models.items()))
+    settings = settings_of(project, spec)
+    return DesiredRouter(spec, router_container(project, spec), routes, settings, render_key(settings, list(routes)))
+
+
+def route_of(model: DesiredModel) -> Route:
+    return Route(model.alias, model.spec["port"], model.spec["context_length"], model.spec["engine"])
+
+
+def ignored_settings(model: dict[str, Any], engine: str) -> tuple[str, ...]:
+    """A note for each engine's settings block that this model's engine does not read."""
+    return tuple(f"{other} settings ({', '.join(sorted(model[other]))}) are ignored: this model runs on {engine}"
+                 for other in ENGINES if other != engine and model.get(other))
+
+
+def model_spec(model: dict[str, Any], defaults: dict[str, Any], engine: str, image: str, port: int,
+               base_dir: Path, store: Path) -> dict[str, Any]:
+    """The canonical spec of one model: every value that shapes its container, defaults filled.
+    Only the settings of the engine that runs it are part of it (others cannot cause a recreate)."""
+    source = model["source"]
+    model_file = None
+    if "repo" in source:
+        canonical_source = {"repo": source["repo"], "revision": source.get("revision", "main")}
+        model_dir = repo_dir(store, canonical_source["repo"], canonical_source["revision"])
+        if "file" in source:
+            canonical_source["file"] = model_file = source["file"]
+    else:
+        model_dir = local_dir(base_dir, source["path"])
+        canonical_source = {"path": str(model_dir)}
+        if weights_format(source) == "gguf":
+            model_dir, model_file = model_dir.parent, model_dir.name
+    gpus = model.get("gpus", "all")
+    spec: dict[str, Any] = {
+        "engine": engine,
+        "image": image,
+        "source": canonical_source,
+        "model_dir": str(model_dir),
+        "context_length": parse_token_count(model["context_length"]),
+        "gpus": sorted(gpus) if isinstance(gpus, list) else gpus,
+        "port": port,
+        "env": {name: _env_value(value) for name, value in sorted(model.get("env", {}).items())},
+    }
+    if model_file is not None:
+        spec["model_file"] = model_file
+    if engine == "vllm":
+        settings = vllm_settings(model.get("vllm", {}), defaults)
+        if "speculative" in settings:
+            settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store)
+        spec["vllm"] = settings
+    elif engine == "sglang":
+        settings = dict(model.get("sglang", {}))
+        settings["gpu_memory_utilization"] = float(settings.get(
+            "gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)))
+        spec["sglang"] = dict(sorted(settings.items()))
+    else:
+        spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
+    order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", engine, "env"]
+    return {key: spec[key] for key in order if key in spec}
+
+
+def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path) -> dict[str, Any]:
+    """The speculative settings with the draft model resolved to its host folder (mounted read-only)."""
+    out = {k: v for k, v in spec.items() if k != "draft"}
+    draft = spec.get("draft")
+    if draft and "repo" in draft:
+        revision = draft.get("revision", "main")
+        out["draft"] = {"repo": draft["repo"], "revision": revision,
+                        "model_dir": str(repo_dir(store, draft["repo"], revision))}
+    elif draft:
+        folder = str(local_dir(base_dir, draft["path"]))
+        out["draft"] = {"path": folder, "model_dir": folder}
+    return dict(sorted(out.items()))
+
+
+def vllm_settings(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    out = dict(settings)
+    out["gpu_memory_utilization"] = float(
+        settings.get("gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)))
+    out["tool_calling"] = settings.get("tool_calling", True)
+    if out["tool_calling"] and "tool_call_parser" not in settings:
+        out["tool_call_parser"] = DEFAULT_TOOL_CALL_PARSER
+    return dict(sorted(out.items()))
+
+
+def _env_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def assign_ports(project: str, models: dict[str, Any], router_port: int) -> dict[str, int]:
+    """Explicit ports as written; the others get a port derived from project and alias, so it
+    stays the same run after run and does not move when other models come and go (collisions,
+    rare in a 10000-port range, are settled in a fixed order)."""
+    taken = {router_port}
+    ports: dict[str, int] = {}
+    for alias, model in models.items():
+        if "port" in model:
+            ports[alias] = model["port"]
+            taken.add(model["port"])
+    slots = {a: int(hashlib.sha256(f"{project}/{a}".encode()).hexdigest(), 16) % AUTO_PORT_SPAN
+             for a in models if a not in ports}
+    for alias in sorted(slots, key=lambda a: (slots[a], a)):
+        slot = slots[alias]
+        while AUTO_PORT_BASE + slot in taken:
+            slot = (slot + 1) % AUTO_PORT_SPAN
+        ports[alias] = AUTO_PORT_BASE + slot
+        taken.add(ports[alias])
+    return ports

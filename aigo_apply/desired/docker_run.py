@@ -1,0 +1,51 @@
+"""`aigo-apply render ALIAS --as docker-run`: the exact `docker run` command line that makes the same
+container apply makes (same labels, so plan sees it as its own), with secrets as shell references
+(`"$HF_TOKEN"`, `"$(cat FILE)"`), never their values. Pure: for debugging and for sharing."""
+
+from __future__ import annotations
+
+import shlex
+
+from aigo_apply.desired.types import ContainerSpec, SecretRef
+
+
+def docker_run(container: ContainerSpec) -> str:
+    q = shlex.quote
+    args: list[str] = ["docker run -d", f"--name {q(container.name)}"]
+    if container.network_mode != "bridge":
+        args.append(f"--network {q(container.network_mode)}")
+    args.append(f"--restart {q(container.restart_policy)}")
+    if container.ipc_mode != "private":
+        args.append(f"--ipc {q(container.ipc_mode)}")
+    if container.user:
+        args.append(f"--user {q(container.user)}")
+    if container.gpus == "all":
+        args.append("--gpus all")
+    elif container.gpus != "none":
+        args.append("--gpus " + q('"device=' + ",".join(map(str, container.gpus)) + '"'))
+    if container.host_port is not None:
+        args.append(f"-p {q(f'{container.host_ip}:{container.host_port}:{container.container_port}')}")
+    for mount in container.mounts:
+        args.append(f"-v {q(f'{mount.source}:{mount.target}' + (':ro' if mount.read_only else ''))}")
+    for name, value in container.env:
+        if isinstance(value, SecretRef):
+            ref = f'"${value.target}"' if value.kind == "from_env" else f'"$(cat {q(value.target)})"'
+            args.append(f"-e {name}={ref}")
+        else:
+            args.append(f"-e {q(f'{name}={value}')}")
+    for key, value in sorted(container.labels.items()):
+        args.append(f"--label {q(f'{key}={value}')}")
+    entry_args: list[str] = []
+    if container.entrypoint is not None:  # `docker run --entrypoint` takes one program; its arguments follow the image
+        args.append(f"--entrypoint {q(container.entrypoint[0])}")
+        entry_args = list(container.entrypoint[1:])
+    args.append(q(container.image) + "".join(f" {q(a)}" for a in entry_args))
+    command = list(container.command)
+    while command:  # a flag and its value on one line
+        arg = command.pop(0)
+        if arg.startswith("-") and command and not command[0].startswith("-"):
+            arg = f"{q(arg)} {q(command.pop(0))}"
+        else:
+            arg = q(arg)
+        args.append(arg)
+    return " \\\n  ".join(args)

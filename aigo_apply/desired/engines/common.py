@@ -1,0 +1,72 @@
+"""What every engine module shares: the last safety check on a command line, and the parts of the
+container that do not depend on the engine (name, environment, GPUs, published port, labels)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from aigo_apply.desired import labels
+from aigo_apply.errors import AigoError
+from aigo_apply.desired.types import ContainerSpec, Mount, SecretRef
+
+MODEL_MOUNT = "/models"
+# Models are downloaded on the host before the engine starts: the engine must never reach the Hub
+# (nor need a token). A model's own env may override it, visibly, in the file.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
+# A value: no whitespace, no control characters, no leading dash (it would read as a flag).
+SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*$")
+
+
+CACHE_DIR = "/root/.cache"  # vLLM's torch.compile and kernel caches, Triton's, FlashInfer's
+
+
+def cache_volume(project: str) -> str:
+    return f"aigo-{project}-cache"
+
+
+def cache_mount(project: str) -> Mount:
+    """The project's persistent cache volume: a replaced engine finds its compiled graphs again."""
+    return Mount(cache_volume(project), CACHE_DIR, False)
+
+
+class UnsafeSetting(AigoError):
+    """A value that must never reach a command line (unknown name, whitespace, leading dash...)."""
+
+
+def container_name(project: str, alias: str) -> str:
+    return f"aigo-{project}-{alias}"
+
+
+def number(value: Any) -> str:
+    """A setting's value as one command-line word (floats without trailing zeros)."""
+    if isinstance(value, bool):
+        raise UnsafeSetting(f"expected a number or a name, got {value!r}")
+    if isinstance(value, float):
+        return format(value, "g")
+    return str(value)
+
+
+def check_command(engine: str, alias: str, command: list[str], flags: Iterable[str], json_value=None) -> None:
+    """Every word is one of the engine's known flags or a safe value (or, for vLLM, the one JSON
+    value it builds itself): the last line of defence for a hand-edited saved plan."""
+    known = set(flags)
+    for arg in command:
+        if arg not in known and not SAFE_VALUE.match(arg) and not (json_value and json_value.match(arg)):
+            raise UnsafeSetting(f"model '{alias}': refusing to put {arg!r} on the {engine} command line")
+
+
+def engine_container(project: str, alias: str, spec: dict[str, Any], command: list[str], mounts: list[Mount],
+                     container_port: int, entrypoint: tuple[str, ...] | None = None) -> ContainerSpec:
+    """The container for one model: published on 127.0.0.1 only, secrets kept as references."""
+    env = []
+    for name, value in sorted({**OFFLINE_ENV, **spec.get("env", {})}.items()):
+        env.append((name, SecretRef(*next(iter(value.items()))) if isinstance(value, dict) else value))
+    gpus = spec["gpus"] if isinstance(spec["gpus"], str) else tuple(spec["gpus"])
+    container = ContainerSpec(
+        name=container_name(project, alias), image=spec["image"], command=tuple(command), env=tuple(env),
+        mounts=tuple(mounts), host_ip="127.0.0.1", host_port=spec["port"], container_port=container_port,
+        gpus=gpus, entrypoint=entrypoint)
+    digest = container.definition_hash()
+    engine = spec.get("engine", "vllm")
+    return ContainerSpec(**{**container.__dict__, "labels": labels.for_engine(project, alias, engine, spec, digest)})

@@ -1,0 +1,96 @@
+"""vLLM v0.31.0: the `vllm serve` command line and container for one model.
+
+Order of the command line (DESIGN.md section 3): model path (positional; the image's entrypoint is
+`vllm serve`), --served-model-name, --max-model-len, --gpu-memory-utilization, the tool-calling
+flags, then one flag per setting that is set (none for unset), then the fixed in-container port.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
+from aigo_apply.desired.engines.common import MODEL_MOUNT, UnsafeSetting, cache_mount, check_command, engine_container
+from aigo_apply.desired.engines.common import number as _number
+from aigo_apply.desired.types import ContainerSpec, Mount
+from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names, speculative_methods
+
+# Settings that map to a flag taking a value, in command-line order.
+VALUE_FLAGS = (
+    ("reasoning_parser", "--reasoning-parser"),
+    ("moe_backend", "--moe-backend"),
+    ("mamba_backend", "--mamba-backend"),
+    ("tensor_parallel_size", "--tensor-parallel-size"),
+    ("quantization", "--quantization"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("dtype", "--dtype"),
+    ("max_num_seqs", "--max-num-seqs"),
+)
+# Boolean settings: true -> --flag, false -> --no-flag (vLLM's BooleanOptionalAction).
+BOOL_FLAGS = (
+    ("enable_prefix_caching", "--enable-prefix-caching"),
+    ("trust_remote_code", "--trust-remote-code"),
+    ("enforce_eager", "--enforce-eager"),
+)
+FIXED_FLAGS = frozenset({"--served-model-name", "--max-model-len", "--gpu-memory-utilization",
+                         "--enable-auto-tool-choice", "--tool-call-parser", "--port", "--speculative-config"})
+# The one JSON value we build ourselves (--speculative-config) from checked names, numbers and paths.
+_SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}$')
+
+
+def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
+    settings = spec.get("vllm", {})
+    _recheck(alias, settings)
+    model_path = f"{MODEL_MOUNT}/{alias}"
+    command = [model_path, "--served-model-name", alias,
+               "--max-model-len", str(spec["context_length"]),
+               "--gpu-memory-utilization", _number(settings["gpu_memory_utilization"])]
+    if settings.get("tool_calling"):
+        command.append("--enable-auto-tool-choice")
+    if settings.get("tool_call_parser"):
+        command += ["--tool-call-parser", settings["tool_call_parser"]]
+    for key, flag in VALUE_FLAGS:
+        if key in settings:
+            command += [flag, _number(settings[key])]
+    for key, flag in BOOL_FLAGS:
+        if key in settings:
+            command.append(flag if settings[key] else "--no-" + flag[2:])
+    mounts = [Mount(spec["model_dir"], model_path, True)]
+    if "speculative" in settings:
+        config, draft_mount = _speculative(alias, settings["speculative"])
+        command += ["--speculative-config", config]
+        mounts += draft_mount
+    command += ["--port", str(VLLM_CONTAINER_PORT)]
+    flags = FIXED_FLAGS | {f for _, f in VALUE_FLAGS} | {f for _, f in BOOL_FLAGS} | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
+    check_command("vLLM", alias, command, flags, _SAFE_JSON)
+    return engine_container(project, alias, spec, command, mounts + [cache_mount(project)], VLLM_CONTAINER_PORT)
+
+
+def _recheck(alias: str, settings: dict[str, Any]) -> None:
+    """Refuse names v0.31.0 does not know, again, right before a container is made."""
+    for key, value in settings.items():
+        if key in ENUM_SETTINGS and value not in names(key):
+            raise UnsafeSetting(f"model '{alias}': vllm.{key} {value!r} is not a name vLLM v{VLLM_VERSION} accepts")
+    speculative = settings.get("speculative")
+    if speculative is not None:
+        method, tokens = speculative.get("method"), speculative.get("num_speculative_tokens", 1)
+        if method not in speculative_methods():
+            raise UnsafeSetting(f"model '{alias}': vllm.speculative.method {method!r} is not a name vLLM "
+                                f"v{VLLM_VERSION} accepts")
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 64:
+            raise UnsafeSetting(f"model '{alias}': vllm.speculative.num_speculative_tokens {tokens!r} is not 1-64")
+
+
+def _speculative(alias: str, spec: dict[str, Any]) -> tuple[str, list[Mount]]:
+    """--speculative-config as compact JSON; a draft model is mounted read-only beside the model."""
+    config: dict[str, Any] = {"method": spec["method"]}
+    if "num_speculative_tokens" in spec:
+        config["num_speculative_tokens"] = spec["num_speculative_tokens"]
+    mounts = []
+    if "draft" in spec:
+        target = f"{MODEL_MOUNT}/{alias}.draft"
+        config["model"] = target
+        mounts.append(Mount(spec["draft"]["model_dir"], target, True))
+    return json.dumps(config, separators=(",", ":")), mounts

@@ -1,0 +1,63 @@
+"""The image an engine (or the router) runs: which reference the file resolves to, whether the tag
+is the built-in one, and what Docker has locally. The same `image` object appears in
+`aigo-apply image inspect` and, later, in the readiness report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aigo_apply.config.defaults import (LLAMACPP_IMAGE, ROUTER_DEFAULT_TAG, ROUTER_IMAGE, SGLANG_IMAGE, VLLM_DEFAULT_TAG,
+                                 VLLM_IMAGE)
+from aigo_apply.errors import UsageProblem
+
+# engine -> (repository, built-in tag); SGLang and llama.cpp have none: the file names their tag.
+BUILT_IN = {"vllm": (VLLM_IMAGE, VLLM_DEFAULT_TAG), "sglang": (SGLANG_IMAGE, None),
+            "llama.cpp": (LLAMACPP_IMAGE, None), "router": (ROUTER_IMAGE, ROUTER_DEFAULT_TAG)}
+
+
+def image_reference(data: dict[str, Any], engine: str) -> str | None:
+    """'repository:tag' for an engine from a validated config; None when its tag is not given."""
+    return image_object(data, engine)["imageReference"]
+
+
+def image_object(data: dict[str, Any], engine: str) -> dict[str, Any]:
+    """Pure: the image object for `engine` ('vllm' or 'router') from a validated config."""
+    if engine not in BUILT_IN:
+        raise UsageProblem(f"unknown engine {engine!r}; known here: {', '.join(BUILT_IN)}")
+    section = data.get("router", {}) if engine == "router" else data.get("engines", {}).get(engine, {})
+    repo, tag = BUILT_IN[engine]
+    chosen = section.get("image_tag", tag)
+    return {
+        "engine": engine,
+        "imageReference": f"{section.get('image', repo)}:{chosen}" if chosen else None,
+        "repository": section.get("image", repo),
+        "defaultTag": tag,
+        "tag": chosen,
+        "tagOverridden": tag is not None and "image_tag" in section and section["image_tag"] != tag,
+        "repositoryOverridden": "image" in section and section["image"] != repo,
+    }
+
+
+def with_local(image: dict[str, Any], inspected: dict[str, Any] | None) -> dict[str, Any]:
+    """Add what Docker has locally (from GET /images/{ref}/json, or None when absent)."""
+    return {
+        **image,
+        "present": inspected is not None,
+        "id": inspected.get("Id") if inspected else None,
+        "repoDigests": list(inspected.get("RepoDigests") or []) if inspected else [],
+        "created": inspected.get("Created") if inspected else None,
+        "sizeBytes": inspected.get("Size") if inspected else None,
+    }
+
+
+def render(image: dict[str, Any]) -> str:
+    default = image["defaultTag"] or "(none built in: the file names the tag)"
+    lines = [f"engine:          {image['engine']}",
+             f"imageReference:  {image['imageReference'] or '(no tag given)'}",
+             f"defaultTag:      {default}" + ("" if not image["tagOverridden"] else f"  (overridden: {image['tag']})"),
+             f"tagOverridden:   {str(image['tagOverridden']).lower()}",
+             f"present locally: {'yes' if image['present'] else 'no (apply pulls it; or aigo-apply image pull)'}"]
+    if image["present"]:
+        lines.append(f"id:              {image['id']}")
+        lines += [f"digest:          {d}" for d in image["repoDigests"]] or ["digest:          (none: built or imported locally)"]
+    return "\n".join(lines)

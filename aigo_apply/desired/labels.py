@@ -1,0 +1,74 @@
+"""Every Docker label key aigo-apply reads or writes. The labels on the containers are the state:
+there is no state file, so this module is the whole schema of that state.
+
+A container is ours only when it carries MANAGED_BY=aigo-apply and PROJECT=<project>; anything
+else is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aigo_apply import __version__
+from aigo_apply.desired.types import canonical_json
+
+PREFIX = "io.aigo-apply."
+MANAGED_BY = PREFIX + "managed-by"
+PROJECT = PREFIX + "project"
+ROLE = PREFIX + "role"  # "engine" now; "router" and "backup" as those resources arrive
+MODEL = PREFIX + "model"  # the alias
+ENGINE = PREFIX + "engine"
+SPEC = PREFIX + "spec"  # canonical spec, compact JSON, secrets as references only
+SPEC_HASH = PREFIX + "spec-hash"  # hash of the full container definition (see ContainerSpec.definition)
+LABELS_VERSION = PREFIX + "labels-version"
+CREATED_BY = PREFIX + "created-by"  # aigo-apply version; informational, never compared
+
+MANAGER = "aigo-apply"
+CURRENT_LABELS_VERSION = "1"
+ROLE_ENGINE = "engine"
+ROLE_ROUTER = "router"
+
+
+def project_filter(project: str) -> dict[str, list[str]]:
+    """Docker API filter that selects only this project's containers."""
+    return {"label": [f"{MANAGED_BY}={MANAGER}", f"{PROJECT}={project}"]}
+
+
+def for_engine(project: str, alias: str, engine: str, spec: dict[str, Any], definition_hash: str) -> dict[str, str]:
+    return {
+        MANAGED_BY: MANAGER,
+        PROJECT: project,
+        ROLE: ROLE_ENGINE,
+        MODEL: alias,
+        ENGINE: engine,
+        SPEC: canonical_json(spec),
+        SPEC_HASH: definition_hash,
+        LABELS_VERSION: CURRENT_LABELS_VERSION,
+        CREATED_BY: __version__,
+    }
+
+
+def for_router(project: str, spec: dict[str, Any], definition_hash: str) -> dict[str, str]:
+    return {
+        MANAGED_BY: MANAGER,
+        PROJECT: project,
+        ROLE: ROLE_ROUTER,
+        SPEC: canonical_json(spec),
+        SPEC_HASH: definition_hash,
+        LABELS_VERSION: CURRENT_LABELS_VERSION,
+        CREATED_BY: __version__,
+    }
+
+
+def is_ours(labels: dict[str, str], project: str) -> bool:
+    return labels.get(MANAGED_BY) == MANAGER and labels.get(PROJECT) == project
+
+
+def read_spec(labels: dict[str, str]) -> dict[str, Any] | None:
+    """The canonical spec stored on a container, or None when missing or unreadable."""
+    try:
+        spec = json.loads(labels.get(SPEC, ""))
+    except ValueError:
+        return None
+    return spec if isinstance(spec, dict) else None

@@ -1,0 +1,133 @@
+"""The desired-state types: what aigo.yaml asks for, as plain immutable values.
+
+`spec` dicts are canonical (defaults filled, keys sorted, secrets as references) so that the same
+file always gives the same spec; they are what the labels store and what the planner compares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A secret by reference: `{from_env: NAME}` or `{from_file: PATH}`. Never holds the value."""
+
+    kind: str
+    target: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {self.kind: self.target}
+
+    def __str__(self) -> str:
+        return f"<secret {self.kind}:{self.target}>"
+
+
+EnvValue = Union[str, SecretRef]
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Exactly the container one model needs; the Docker adapter maps it 1:1 onto the API."""
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    env: tuple[tuple[str, EnvValue], ...]
+    mounts: tuple[Mount, ...]
+    host_ip: str
+    host_port: int | None  # None: nothing published (host networking)
+    container_port: int | None
+    gpus: str | tuple[int, ...]  # "all", "none" or device indices
+    labels: dict[str, str] = field(default_factory=dict, compare=False)
+    ipc_mode: str = "host"
+    restart_policy: str = "unless-stopped"
+    entrypoint: tuple[str, ...] | None = None  # None keeps the image's own
+    network_mode: str = "bridge"  # "host" for the router: it binds router.bind:router.port itself
+    user: str | None = None  # None keeps the image's own user
+
+    def definition(self) -> dict[str, Any]:
+        """Everything that defines the container except its labels, as JSON-ready data."""
+        return {
+            "name": self.name,
+            "image": self.image,
+            "command": list(self.command),
+            "env": {k: (v.as_dict() if isinstance(v, SecretRef) else v) for k, v in self.env},
+            "mounts": [[m.source, m.target, m.read_only] for m in self.mounts],
+            "port": [self.host_ip, self.host_port, self.container_port],
+            "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
+            "ipc_mode": self.ipc_mode,
+            "restart_policy": self.restart_policy,
+            # only when set, so that engine containers keep the definition (and hash) they had
+            **({"entrypoint": list(self.entrypoint)} if self.entrypoint is not None else {}),
+            **({"network_mode": self.network_mode} if self.network_mode != "bridge" else {}),
+            **({"user": self.user} if self.user is not None else {}),
+        }
+
+    def definition_hash(self) -> str:
+        return "sha256:" + hashlib.sha256(canonical_json(self.definition()).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class DesiredModel:
+    alias: str
+    spec: dict[str, Any]
+    container: ContainerSpec
+    notes: tuple[str, ...] = ()
+    ready_timeout: float = 1800.0  # apply-time only: not part of the spec, so changing it recreates nothing
+
+
+@dataclass(frozen=True)
+class DesiredRouter:
+    """The router container, and the files it should serve once every desired model is ready."""
+
+    spec: dict[str, Any]
+    container: ContainerSpec
+    routes: tuple[Any, ...]  # router_render.Route, one per desired model
+    settings: Any  # router_render.RouterSettings
+    render_key: str  # router_render.render_key of settings and routes: compared before rendering
+
+    @cached_property
+    def files(self) -> dict[str, str]:
+        """The rendered config folder (without the API key file); Jinja2 runs only when asked."""
+        from aigo_apply.router.haproxy import render_files
+
+        return render_files(self.settings, list(self.routes))
+
+    @property
+    def port(self) -> int:
+        return self.spec["port"]
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    project: str
+    file: str
+    router: DesiredRouter
+    models: dict[str, DesiredModel]
+    warnings: tuple[str, ...] = ()
+    vllm_image: dict[str, Any] = field(default_factory=dict)  # images.image_object for the vllm engine
+    models_dir: Any = None  # pathlib.Path of the model store (defaults.models_dir)
+
+    def specs(self) -> dict[str, dict[str, Any]]:
+        """alias -> canonical spec: what the model-store and lock helpers read."""
+        return {alias: model.spec for alias, model in self.models.items()}
+
+    def images(self) -> set[str]:
+        return {m.container.image for m in self.models.values()} | {self.router.container.image}
+
+
+def canonical_json(value: Any) -> str:
+    """Compact, key-sorted JSON: equal data always gives equal text (and hash)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,1 @@
+"""What runs now and what lies on disk, parsed into plain records: containers, model files, store markers."""

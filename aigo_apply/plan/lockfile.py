@@ -1,0 +1,131 @@
+"""`aigo.lock`, next to the config file: what a successful apply installed, so a config repo can
+reproduce a workstation exactly. It records each image the file uses (its local id and registry
+digest) and each Hugging Face repo@revision (the commit it resolved to). `plan` reports drift from
+it; `apply --locked` downloads exactly the recorded commits and puts the recorded images back
+(re-tagged when still on the machine, else pulled by digest).
+
+JSON with sorted keys, so it diffs cleanly in git. Pure apart from reading and writing the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aigo_apply.errors import AigoError
+from aigo_apply.desired.model_store import downloads, label
+
+FORMAT = 1
+NAME = "aigo.lock"
+IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
+
+
+def path_for(config_file: str) -> Path:
+    return Path(config_file).resolve().with_name(NAME)
+
+
+def read(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise AigoError(f"{path}: not a readable lock file ({exc}); delete it and apply again to write a new one") from None
+    if not isinstance(data, dict) or data.get("version") != FORMAT:
+        raise AigoError(f"{path}: not an aigo-apply lock file of version {FORMAT}; delete it and apply again")
+    data.setdefault("images", {})
+    data.setdefault("models", {})
+    return data
+
+
+def build(desired, images: list[dict[str, Any]], markers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The lock of what this machine runs for `desired`: images from GET /images/json, model commits
+    from the download markers of the model store."""
+    by_tag = {tag: image for image in images for tag in image.get("RepoTags") or []}
+    locked_images = {}
+    for ref in sorted(desired.images()):
+        image = by_tag.get(ref)
+        if image:
+            repo = ref.rsplit(":", 1)[0]
+            digest = next((d for d in image.get("RepoDigests") or [] if d.startswith(repo + "@")), None)
+            locked_images[ref] = {"id": image.get("Id"), "digest": digest}
+    locked_models = {}
+    for need in downloads(desired.specs()):
+        marker = markers.get(need["dest"]) or {}
+        if marker.get("commit"):
+            locked_models[label(need)] = {"commit": marker["commit"], "models": sorted(need["models"])}
+    return {"version": FORMAT, "project": desired.project, "images": locked_images, "models": locked_models}
+
+
+def write(path: Path, data: dict[str, Any]) -> bool:
+    """Write atomically; False (and nothing written) when the content is unchanged."""
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    try:
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            return False
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=".aigo.lock.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise AigoError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return True
+
+
+def drift(lock: dict[str, Any], desired, images: dict[str, str], markers: dict[str, dict[str, Any]],
+          hub_commits: dict[str, str]) -> list[str]:
+    """Where this machine or the Hub no longer matches the lock (plan warnings). `images` maps local
+    tags to ids; `hub_commits` maps repo@revision keys to the commit the Hub names now."""
+    out = []
+    for ref, entry in sorted(lock["images"].items()):
+        local = images.get(ref)
+        if local and entry.get("id") and local != entry["id"]:
+            out.append(f"image {ref} is now {local[:19]}, aigo.lock records {entry['id'][:19]}"
+                       + (f" ({entry['digest']})" if entry.get("digest") else ""))
+    for need in downloads(desired.specs()):
+        entry = lock["models"].get(label(need))
+        if not entry:
+            continue
+        here = (markers.get(need["dest"]) or {}).get("commit")
+        if here and here != entry["commit"]:
+            out.append(f"{label(need)} on this machine is commit {here[:12]}, aigo.lock records {entry['commit'][:12]}")
+        now = hub_commits.get(label(need))
+        if now and now != entry["commit"]:
+            out.append(f"{label(need)} now points to commit {now[:12]} on the Hub; aigo.lock records "
+                       f"{entry['commit'][:12]} (`apply --locked` installs the recorded one)")
+    return out
+
+
+def restore_for(ref: str, entry: dict[str, Any], local_ids: frozenset[str]) -> dict[str, Any] | None:
+    """How `apply --locked` puts the image aigo.lock records for `ref` back: re-tag it when it is
+    still on this machine, else pull its registry digest; None when neither is possible."""
+    image_id, digest = str(entry.get("id") or ""), entry.get("digest")
+    if not IMAGE_ID.fullmatch(image_id):
+        return None
+    if image_id in local_ids:
+        return {"locked_id": image_id, "how": "retag"}
+    if _digest_of(ref, digest):
+        return {"locked_id": image_id, "how": "pull", "digest": digest}
+    return None
+
+
+def valid_restore(ref: str, restore: dict[str, Any]) -> bool:
+    """Whether a (saved) plan's restore is one restore_for makes: checked again before tagging."""
+    return (IMAGE_ID.fullmatch(str(restore.get("locked_id"))) is not None
+            and (restore.get("how") == "retag" or (restore.get("how") == "pull" and _digest_of(ref, restore.get("digest")))))
+
+
+def _digest_of(ref: str, digest: Any) -> bool:
+    """A registry digest of the same repository as `ref` (repo@sha256:...)."""
+    return isinstance(digest, str) and DIGEST.fullmatch(digest) is not None and \
+        digest.split("@")[0] == ref.rpartition(":")[0]
+

@@ -1,0 +1,114 @@
+"""The human view of a Plan, in Terraform's shape: a legend of the symbols used, one block per
+resource with `(because ...)` lines and `path: before -> after` changes, a summary line, and a
+distinct "No changes." message. Colours are added by click only when writing to a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from aigo_apply.plan.types import Action, Plan
+
+SYMBOLS = {  # kind -> (symbol, colour, phrase)
+    "pull": ("v", "cyan", "will be pulled"),
+    "download": ("v", "cyan", "will be downloaded"),
+    "create": ("+", "green", "will be created"),
+    "recreate": ("-/+", "yellow", "will be replaced"),
+    "start": (">", "cyan", "will be started"),
+    "remove": ("-", "red", "will be removed"),
+    "reload_router": ("~", "yellow", "will be reloaded"),
+}
+LEGEND = {"pull": "pull", "download": "download", "create": "create", "recreate": "replace",
+          "start": "start", "remove": "remove", "reload_router": "reload"}
+SUMMARY = (("pull", "to pull"), ("download", "to download"), ("create", "to create"),
+           ("recreate", "to replace"), ("start", "to start"), ("remove", "to remove"), ("reload_router", "to reload"))
+
+
+def plan_text(plan: Plan, show_diff: bool = False) -> str:
+    lines: list[str] = []
+    if plan.blockers:
+        lines.append(click.style(f"The plan is blocked ({len(plan.blockers)}):", fg="red", bold=True))
+        for blocker in plan.blockers:
+            lines.append(click.style(f"  x {blocker.id}: ", fg="red") + blocker.message)
+            lines.append(f"      fix: {blocker.remediation}")
+        lines.append("")
+    for warning in plan.warnings:
+        lines.append(click.style("Warning: ", fg="yellow", bold=True) + warning)
+    ledger = _ledger(plan.gpu_ledger)
+    if ledger:
+        lines += [click.style("GPU memory (estimates per GPU):", bold=True)] + ["  " + line for line in ledger] + [""]
+    changing = [a for a in plan.actions if a.kind in SYMBOLS]
+    unchanged = [a for a in plan.actions if a.kind == "noop"]
+    if not changing:
+        models = len([a for a in unchanged if a.model])
+        lines.append(click.style("No changes.", bold=True) + f" The containers of project '{plan.project}' match "
+                     f"{plan.config_file} ({models} model{'s' if models != 1 else ''}).")
+        lines += _notes(plan.actions)
+        return "\n".join(lines)
+    used = [k for k in SYMBOLS if any(a.kind == k for a in changing)]
+    lines.append(f"aigo-apply will perform the following actions for project '{plan.project}' ({plan.config_file}).")
+    lines.append("Symbols: " + "   ".join(_sym(k) + " " + LEGEND[k] for k in used))
+    lines.append("")
+    for action in changing:
+        lines += _block(action)
+        if show_diff and action.diff:
+            lines += ["      " + _diff_line(line) for line in action.diff.splitlines()]
+        lines.append("")
+    counts = plan.summary
+    summary = ", ".join(f"{counts[k]} {words}" for k, words in SUMMARY if k != "download" or counts[k])
+    lines.append(click.style("Plan: ", bold=True) + f"{summary}; {len(unchanged)} unchanged.")
+    lines += _notes(plan.actions)
+    return "\n".join(lines)
+
+
+def _ledger(rows) -> list[str]:
+    from aigo_apply.plan.gpu_ledger import render
+
+    return render(list(rows)) if rows else []
+
+
+def _sym(kind: str) -> str:
+    symbol, colour, _ = SYMBOLS[kind]
+    return click.style(symbol, fg=colour, bold=True)
+
+
+def _block(action: Action) -> list[str]:
+    _, colour, phrase = SYMBOLS[action.kind]
+    lines = [click.style(f"  # {action.address} {phrase}", bold=True)]
+    lines += [f"    (because {reason})" for reason in action.reasons]
+    head = f"  {_sym(action.kind)} {action.address}"
+    if action.container:
+        head += click.style(f"  [{action.container}]", dim=True)
+    lines.append(head)
+    for change in action.changes:
+        if change.effect == "create":
+            lines.append(f"      {click.style('+', fg='green')} {change.path}: {_value(change.after)}")
+        else:
+            lines.append(f"      {click.style('~', fg=colour)} {change.path}: {_value(change.before)} -> {_value(change.after)}")
+    lines += [f"      note: {note}" for note in action.notes]
+    return lines
+
+
+def _diff_line(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return click.style(line, bold=True)
+    colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
+    return click.style(line, fg=colour) if colour else line
+
+
+def _notes(actions: tuple[Action, ...]) -> list[str]:
+    notes = [f"note: model.{a.model}: {n}" for a in actions if a.kind == "noop" for n in a.notes]
+    return ([""] + notes) if notes else []
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps(plan.to_dict(), indent=2)

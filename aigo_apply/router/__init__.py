@@ -1,0 +1,1 @@
+"""The router: HAProxy file rendering (pure, haproxy.py) and its deployment and reloads (deploy.py)."""

@@ -1,0 +1,257 @@
+"""The router adapter: deploys the rendered HAProxy files and reloads the router container without
+dropping a request.
+
+Layout of the router's state folder (mounted read-only at /usr/local/etc/haproxy/aigo):
+  gen-N/      one generation of files: haproxy.cfg, models.map, models.json, errors/, api-keys (0600),
+              routes.json (the route table it was rendered from) and check.cfg (the same config
+              naming gen-N's own files, so `haproxy -c` checks exactly the new files)
+  live        a symlink to the generation in service; the config names its files under live/
+
+A reload: write gen-N+1, check it with `haproxy -c` inside the router image, swap `live` atomically,
+send SIGUSR2 to the HAProxy master (the old worker finishes its requests), then check that the
+router now lists exactly the new models. On any failure the previous generation is put back.
+Routes change only through add() (after a model is ready) and remove() (before it stops).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from aigo_apply.errors import AigoError
+from aigo_apply.router.haproxy import (KEYS_FILE, ROUTER_MOUNT, Route, RouterSettings, keys_file,
+                                      render_files, render_key, routes_from_models_json, verified_render_key)
+
+RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
+VERIFY_TIMEOUT = 10.0
+
+
+class RouterError(AigoError):
+    """The router could not take a new configuration; the previous one still serves."""
+
+
+def read_live(folder: Path) -> dict[str, str]:
+    """The rendered files of the live generation (not the key file), for plans and drift checks."""
+    live = folder / "live"
+    if not live.is_dir():
+        return {}
+    files = {}
+    for path in sorted(live.rglob("*")):
+        name = path.relative_to(live).as_posix()
+        if path.is_file() and name not in RENDERED_EXTRA:
+            try:
+                with open(path, encoding="utf-8", newline="") as f:  # keep the errorfiles' CRLF as written
+                    files[name] = f.read()
+            except (OSError, UnicodeDecodeError):
+                files[name] = "<unreadable>"
+    return files
+
+
+def live_routes(folder: Path) -> list[Route]:
+    try:
+        return [Route(**r) for r in json.loads((folder / "live" / "routes.json").read_text())]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+class Router:
+    def __init__(self, runtime: Any, folder: Path, settings: RouterSettings, container: str, image: str,
+                 keys: list[str] | None = None, user: str | None = None):
+        self.runtime, self.folder, self.settings = runtime, folder, settings
+        self.container, self.image, self.keys, self.user = container, image, keys, user
+        self.routes: dict[str, Route] = {r.alias: r for r in live_routes(folder)}
+        self._lock = threading.Lock()
+        self._pending: dict[str, Route] = {}
+        self._pending_lock = threading.Lock()
+        self._staged: dict[str, tuple[str, dict[str, Route], dict[str, Route]]] = {}  # alias -> gen, base, wanted
+
+    def refresh(self) -> None:
+        """Re-read the live route table (another process may have changed it)."""
+        with self._lock:
+            self.routes = {r.alias: r for r in live_routes(self.folder)}
+
+    # -- the Routes protocol the executor uses --------------------------------------------------
+    def stage(self, route: Route) -> None:
+        """While an engine loads: write and check (`haproxy -c`) the generation that adds its route to
+        the routes in service, so that add() after readiness only swaps, signals and verifies. Purely
+        an optimisation: if anything changed meanwhile, or the check fails, add() does the full reload."""
+        with self._lock:
+            wanted = {**self.routes, route.alias: route}
+            if wanted == self.routes:
+                return
+            gen = self._write_generation(list(wanted.values()))
+            try:
+                self._check(gen, running=True)
+            except AigoError:
+                shutil.rmtree(self.folder / gen, ignore_errors=True)
+                return
+            self._staged[route.alias] = (gen, dict(self.routes), wanted)
+
+    def add(self, route: Route) -> None:
+        """Add a route. Adds that arrive while a reload runs are served by the next single reload."""
+        with self._pending_lock:
+            self._pending[route.alias] = route
+        with self._lock:
+            with self._pending_lock:
+                batch, self._pending = self._pending, {}
+            wanted = {**self.routes, **batch}
+            staged = self._staged.pop(route.alias, None)
+            if staged and staged[1] == self.routes and staged[2] == wanted:
+                self._commit(staged[0], wanted)
+                return
+            if staged:
+                shutil.rmtree(self.folder / staged[0], ignore_errors=True)
+            if batch and wanted != self.routes:
+                self._deploy(wanted)
+
+    def remove(self, alias: str) -> None:
+        with self._lock:
+            if alias in self.routes:
+                self._deploy({a: r for a, r in self.routes.items() if a != alias})
+
+    def keep_only(self, aliases: set[str]) -> None:
+        with self._lock:
+            if set(self.routes) - aliases:
+                self._deploy({a: r for a, r in self.routes.items() if a in aliases})
+
+    def converge(self, routes: dict[str, Route]) -> bool:
+        """Serve exactly `routes`, redeploying only when they or the rendered files differ."""
+        with self._lock:
+            deployed = verified_render_key(read_live(self.folder))
+            if routes != self.routes or deployed != render_key(self.settings, list(routes.values())):
+                self._deploy(dict(routes))
+                return True
+            return False
+
+    def prepare_first(self, routes: list[Route], check: bool = True) -> None:
+        """Write a generation for a router container that is about to be created (no signal)."""
+        with self._lock:
+            self._deploy({r.alias: r for r in routes}, running=False, check=check)
+
+    # -- one reload ---------------------------------------------------------------------------
+    def _deploy(self, routes: dict[str, Route], running: bool = True, check: bool = True) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        previous = os.readlink(self.folder / "live") if (self.folder / "live").is_symlink() else None
+        gen = self._write_generation(list(routes.values()))
+        try:
+            if check:
+                self._check(gen, running)
+        except RouterError:
+            shutil.rmtree(self.folder / gen, ignore_errors=True)
+            raise
+        if running:
+            self._commit(gen, routes)
+        else:
+            self._point_live_at(gen)
+            self.routes = routes
+            self._prune(keep={gen, previous})
+
+    def _commit(self, gen: str, routes: dict[str, Route]) -> None:
+        """Swap `live` to a checked generation, signal the master, verify; put the previous back on failure."""
+        previous = os.readlink(self.folder / "live") if (self.folder / "live").is_symlink() else None
+        self._point_live_at(gen)
+        try:
+            self.runtime.kill(self.container, "SIGUSR2")
+            self._verify(sorted(routes))
+        except AigoError as exc:
+            if previous:
+                self._point_live_at(previous)
+                try:
+                    self.runtime.kill(self.container, "SIGUSR2")
+                except AigoError:
+                    pass
+            raise RouterError(f"the router did not take the new routes ({exc}); the previous configuration "
+                              "was put back") from None
+        self.routes = routes
+        self._prune(keep={gen, previous})
+
+    def _write_generation(self, routes: list[Route]) -> str:
+        numbers = [int(p.name[4:]) for p in self.folder.glob("gen-*") if p.name[4:].isdigit()]
+        gen = f"gen-{max(numbers, default=0) + 1}"
+        target = self.folder / gen
+        files = render_files(self.settings, routes)
+        files["check.cfg"] = render_files(self.settings, routes, conf=f"{ROUTER_MOUNT}/{gen}")["haproxy.cfg"]
+        files["routes.json"] = json.dumps([r.to_dict() for r in sorted(routes)], indent=1) + "\n"
+        try:
+            for name, text in files.items():
+                path = target / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            if self.settings.api_keys:
+                fd = os.open(target / KEYS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(keys_file(self.keys or []))
+        except OSError as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            raise RouterError(f"cannot write the router's files in {target}: {exc.strerror or exc}") from None
+        return gen
+
+    def _check(self, gen: str, running: bool) -> None:
+        command = ["-c", "-q", "-f", f"{ROUTER_MOUNT}/{gen}/check.cfg"]
+        if running:
+            code, output = self.runtime.exec(self.container, ["haproxy"] + command)
+        else:
+            code, output = self.runtime.run_once(self.image, command, ["haproxy"], {str(self.folder): ROUTER_MOUNT},
+                                                 user=self.user)
+        if code != 0:
+            lines = [ln for ln in output.splitlines() if "ALERT" in ln or "rror" in ln][:5] or output.splitlines()[-5:]
+            raise RouterError("the new router configuration failed `haproxy -c`; the router keeps serving the "
+                              "previous one:\n    " + "\n    ".join(lines))
+
+    def _point_live_at(self, gen: str) -> None:
+        tmp = self.folder / "live.next"
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        os.symlink(gen, tmp)
+        os.replace(tmp, self.folder / "live")
+
+    def _verify(self, expected: list[str]) -> None:
+        """Wait until the router answers /v1/models with exactly the new aliases."""
+        import httpx
+
+        host = "127.0.0.1" if self.settings.bind in ("0.0.0.0", "127.0.0.1", "::") else self.settings.bind
+        headers = {"Authorization": f"Bearer {self.keys[0]}"} if self.settings.api_keys and self.keys else {}
+        deadline, last = time.monotonic() + VERIFY_TIMEOUT, "no answer"
+        while time.monotonic() < deadline:
+            try:
+                reply = httpx.get(f"http://{host}:{self.settings.port}/v1/models", headers=headers, timeout=2)
+                listed = routes_from_models_json(reply.text)
+                if reply.status_code == 200 and listed == expected:
+                    return
+                last = f"HTTP {reply.status_code}, models {listed}"
+            except httpx.HTTPError as exc:
+                last = str(exc) or type(exc).__name__
+            time.sleep(0.01)
+        raise AigoError(f"after {VERIFY_TIMEOUT:.0f} s it still answers {last}, expected models {expected}")
+
+    def _prune(self, keep: set[str | None]) -> None:
+        keep = keep | {staged[0] for staged in self._staged.values()}
+        for path in self.folder.glob("gen-*"):
+            if path.name not in keep:
+                shutil.rmtree(path, ignore_errors=True)
+
+    def remove_files(self) -> None:
+        """destroy: the router is gone, so are its routes."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def wait_serving(settings: RouterSettings, timeout: float = 30.0, keys: list[str] | None = None) -> None:
+    """After the router container starts: wait until it answers /health."""
+    import httpx
+
+    host = "127.0.0.1" if settings.bind in ("0.0.0.0", "127.0.0.1", "::") else settings.bind
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"http://{host}:{settings.port}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RouterError(f"the router did not answer http://{host}:{settings.port}/health within {timeout:.0f} s")
+        time.sleep(0.05)
