@@ -29,15 +29,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from aigo_apply.adapters.docker_engine import DockerRuntime  # noqa: E402
-from aigo_apply.app.planning import load_desired  # noqa: E402
+import common
+
+from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.app.planning import load_desired
 
 
 def write_config(folder: Path, project: str, n: int, warmup: float) -> Path:
-    return common.write_config(folder, project, "aigo-stub-engine:1", 18997, [
-        f"m{i}: {{source: {{path: m}}, context_length: 4096, gpus: none, env: {{AIGO_STUB_LOAD_SECONDS: \"{warmup}\"}}}}"
-        for i in range(n)])
+    return common.write_config(
+        folder,
+        project,
+        "aigo-stub-engine:1",
+        18997,
+        [
+            f'm{i}: {{source: {{path: m}}, context_length: 4096, gpus: none, env: {{AIGO_STUB_LOAD_SECONDS: "{warmup}"}}}}'
+            for i in range(n)
+        ],
+    )
 
 
 def wait_health(port: int) -> None:
@@ -65,8 +73,9 @@ def direct(runtime: DockerRuntime, path: Path) -> float:
 
 def cli(path: Path, env: dict) -> float:
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"], capture_output=True, text=True, env=env
+    )
     elapsed = time.perf_counter() - start
     assert done.returncode == 0, done.stdout + done.stderr
     return elapsed
@@ -101,9 +110,12 @@ def run(warmup: float = 3.0, repeat: int = 3) -> str:
                 finally:
                     common.remove_project(runtime, project)
             rows.append((n, statistics.median(base), statistics.median(applied), statistics.median(noop)))
-    lines = [f"apply overhead, stub engines with a {args.warmup:g} s warm-up, median of {args.repeat} runs", "",
-             "| models | direct: docker + engine ready (s) | `aigo-apply apply` (s) | overhead (s) | no-op apply (s) |",
-             "|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"apply overhead, stub engines with a {args.warmup:g} s warm-up, median of {args.repeat} runs",
+        "",
+        "| models | direct: docker + engine ready (s) | `aigo-apply apply` (s) | overhead (s) | no-op apply (s) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
     lines += [f"| {n} | {b:.2f} | {a:.2f} | {a - b:.2f} | {z:.2f} |" for n, b, a, z in rows]
     return "\n".join(lines)
 

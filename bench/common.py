@@ -29,8 +29,10 @@ def write_config(folder: Path, project: str, engine_image: str, router_port: int
     """`models` are the YAML flow mappings after `source`, e.g. 'context_length: 4096, gpus: none'."""
     (folder / "m").mkdir(exist_ok=True)
     repo, tag = engine_image.split(":")
-    lines = [f"version: 1\nproject: {project}\nengines: {{vllm: {{image: {repo}, image_tag: \"{tag}\"}}}}\n"
-             f"router: {{image: aigo-haproxy, image_tag: bookworm, port: {router_port}}}\nmodels:"]
+    lines = [
+        f'version: 1\nproject: {project}\nengines: {{vllm: {{image: {repo}, image_tag: "{tag}"}}}}\n'
+        f"router: {{image: aigo-haproxy, image_tag: bookworm, port: {router_port}}}\nmodels:"
+    ]
     lines += [f"  {entry}" for entry in models]
     path = folder / "aigo.yaml"
     path.write_text("\n".join(lines) + "\n")

@@ -28,14 +28,23 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from aigo_apply.adapters.docker_engine import DockerRuntime  # noqa: E402
-from aigo_apply.app.planning import load_desired, make_plan  # noqa: E402
+import common
+
+from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.app.planning import load_desired, make_plan
+
 
 def write_config(folder: Path, project: str, n: int) -> Path:
-    return common.write_config(folder, project, "aigo-test-idle:1", 18996, [
-        f"model-{i:03d}: {{source: {{path: m}}, context_length: 4096, gpus: none, vllm: {{max_num_seqs: {8 + i % 4}}}}}"
-        for i in range(n)])
+    return common.write_config(
+        folder,
+        project,
+        "aigo-test-idle:1",
+        18996,
+        [
+            f"model-{i:03d}: {{source: {{path: m}}, context_length: 4096, gpus: none, vllm: {{max_num_seqs: {8 + i % 4}}}}}"
+            for i in range(n)
+        ],
+    )
 
 
 def measure(runtime: DockerRuntime, n: int, repeat: int, peer: bool = True) -> dict:
@@ -48,8 +57,12 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peer: bool = True) -> d
             for model in load_desired(str(path)).models.values():
                 runtime.start(runtime.create(model.container, {}))
             # the router: made by a real apply, which finds the engines as they should be
-            subprocess.run([sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"], check=True,
-                           capture_output=True, env=env)
+            subprocess.run(
+                [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
+                check=True,
+                capture_output=True,
+                env=env,
+            )
             compose = None
             if peer and shutil.which("docker-compose"):
                 compose = Compose(Path(tmp), project, load_desired(str(path)))
@@ -59,15 +72,23 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peer: bool = True) -> d
             cli, core, calls, noop, peer = [], [], [], [], []
             for _ in range(repeat):
                 start = time.perf_counter()
-                done = subprocess.run([sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
-                                      capture_output=True, text=True, env=env)
+                done = subprocess.run(
+                    [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                )
                 noop.append(time.perf_counter() - start)
                 assert done.returncode == 0 and "No changes." in done.stdout, done.stdout + done.stderr
                 if compose:
                     peer.append(compose.up())
                 start = time.perf_counter()
-                done = subprocess.run([sys.executable, "-m", "aigo_apply", "plan", "-f", str(path), "--detailed-exitcode"],
-                                      capture_output=True, text=True, env=env)
+                done = subprocess.run(
+                    [sys.executable, "-m", "aigo_apply", "plan", "-f", str(path), "--detailed-exitcode"],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                )
                 cli.append(time.perf_counter() - start)
                 assert done.returncode == 0 and done.stdout.startswith("No changes."), done.stdout + done.stderr
                 before = runtime.calls
@@ -80,8 +101,14 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peer: bool = True) -> d
             common.remove_project(runtime, project)
             if compose:
                 compose.down()
-    return {"n": n, "cli": statistics.median(cli), "core": statistics.median(core), "calls": max(calls),
-            "noop": statistics.median(noop), "compose": statistics.median(peer) if peer else None}
+    return {
+        "n": n,
+        "cli": statistics.median(cli),
+        "core": statistics.median(core),
+        "calls": max(calls),
+        "noop": statistics.median(noop),
+        "compose": statistics.median(peer) if peer else None,
+    }
 
 
 class Compose:
@@ -93,8 +120,13 @@ class Compose:
         services = {}
         for i, model in enumerate(desired.models.values()):
             c = model.container
-            services[f"s{i:03d}"] = {"image": c.image, "command": list(c.command), "ipc": "host",
-                                     "restart": "unless-stopped", "ports": [f"127.0.0.1:{30000 + i}:{c.container_port}"]}
+            services[f"s{i:03d}"] = {
+                "image": c.image,
+                "command": list(c.command),
+                "ipc": "host",
+                "restart": "unless-stopped",
+                "ports": [f"127.0.0.1:{30000 + i}:{c.container_port}"],
+            }
         self.file.write_text(json.dumps({"version": "2.4", "services": services}))
         # docker-compose 1.x stalls creating a couple of hundred services in one `up` (its parallel
         # executor; docker/compose#8161, #7486): create them 40 at a time, each batch bounded. The timed
@@ -102,7 +134,9 @@ class Compose:
         names, self.ready = sorted(services), True
         for start in range(0, len(names), 40):
             try:
-                done = subprocess.run(self._cmd("up", "-d", *names[start:start + 40]), capture_output=True, timeout=300)
+                done = subprocess.run(
+                    self._cmd("up", "-d", *names[start : start + 40]), capture_output=True, timeout=300
+                )
             except subprocess.TimeoutExpired:
                 done = None
             if not done or done.returncode != 0:
@@ -128,15 +162,20 @@ def run(sizes: str = "1,10,50", repeat: int = 5, peer_max: int = 200) -> str:
     beside up to `peer_max` models (n/a above it, or when it does not finish creating them)."""
     runtime = DockerRuntime()
     rows = [measure(runtime, int(n), repeat, int(n) <= peer_max) for n in sizes.split(",")]
-    lines = [f"plan and no-op apply with N running models vs `docker-compose up -d` with nothing to change, "
-             f"median of {repeat} runs", "",
-             "| models | `aigo-apply plan` (s) | plan work in-process (s) | no-op `aigo-apply apply` (s) | "
-             "no-op `docker-compose up -d` (s) | apply / compose | Docker API calls per plan |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"plan and no-op apply with N running models vs `docker-compose up -d` with nothing to change, "
+        f"median of {repeat} runs",
+        "",
+        "| models | `aigo-apply plan` (s) | plan work in-process (s) | no-op `aigo-apply apply` (s) | "
+        "no-op `docker-compose up -d` (s) | apply / compose | Docker API calls per plan |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         peer = f"{r['compose']:.3f}" if r["compose"] is not None else "n/a"
         ratio = f"{r['noop'] / r['compose']:.2f}" if r["compose"] else "n/a"
-        lines.append(f"| {r['n']} | {r['cli']:.3f} | {r['core']:.3f} | {r['noop']:.3f} | {peer} | {ratio} | {r['calls']} |")
+        lines.append(
+            f"| {r['n']} | {r['cli']:.3f} | {r['core']:.3f} | {r['noop']:.3f} | {peer} | {ratio} | {r['calls']} |"
+        )
     if len({r["calls"] for r in rows}) != 1:
         lines.append("\nFAIL: the number of Docker API calls grows with the number of models")
     return "\n".join(lines)

@@ -51,18 +51,39 @@ LUA = textwrap.dedent("""
 
 
 def wrk(url: str, connections: int, seconds: int, script: str) -> dict:
-    out = subprocess.run(["wrk", "-t", "2" if connections > 1 else "1", "-c", str(connections), "-d", f"{seconds}s",
-                          "--latency", "-s", script, url], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            "2" if connections > 1 else "1",
+            "-c",
+            str(connections),
+            "-d",
+            f"{seconds}s",
+            "--latency",
+            "-s",
+            script,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
     def ms(label: str) -> float:
         value, unit = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()
         return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    return {"p50": ms("50%"), "p99": ms("99%"), "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
-            "requests": int(re.search(r"(\d+) requests in", out).group(1)),
-            "errors": (int(errors.group(1)) if errors else 0)
-            + (sum(int(n) for n in socket_errors.groups()) if socket_errors else 0)}
+    return {
+        "p50": ms("50%"),
+        "p99": ms("99%"),
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+        "requests": int(re.search(r"(\d+) requests in", out).group(1)),
+        "errors": (int(errors.group(1)) if errors else 0)
+        + (sum(int(n) for n in socket_errors.groups()) if socket_errors else 0),
+    }
 
 
 class RouterCpu:
@@ -108,7 +129,9 @@ def reload_loop(runtime, container: str, stop: threading.Event, every: float = 0
 
 
 def median(runs: list[dict]) -> dict:
-    return {key: statistics.median(r[key] for r in runs) for key in runs[0]} | {"errors": sum(r["errors"] for r in runs)}
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]} | {
+        "errors": sum(r["errors"] for r in runs)
+    }
 
 
 def run(seconds: int = 5, repeat: int = 5) -> str:
@@ -117,8 +140,11 @@ def run(seconds: int = 5, repeat: int = 5) -> str:
     project = "bench" + uuid.uuid4().hex[:6]
     runtime, router = DockerRuntime(), f"aigo-{project}-router"
     with tempfile.TemporaryDirectory() as tmp:
-        models = [f"{alias}: {{source: {{path: m}}, context_length: 4096, gpus: none, port: {port}, "
-                  f"env: {{AIGO_STUB_REPLY_SECONDS: \"{reply}\"}}}}" for alias, port, reply in STUBS.values()]
+        models = [
+            f"{alias}: {{source: {{path: m}}, context_length: 4096, gpus: none, port: {port}, "
+            f'env: {{AIGO_STUB_REPLY_SECONDS: "{reply}"}}}}'
+            for alias, port, reply in STUBS.values()
+        ]
         config = common.write_config(Path(tmp), project, "aigo-stub-engine:1", ROUTER_PORT, models)
         scripts = {}
         for alias, _, _ in STUBS.values():
@@ -134,24 +160,39 @@ def run(seconds: int = 5, repeat: int = 5) -> str:
                 for connections in (1, 64):
                     direct, routed, per_request = [], [], []
                     for _ in range(repeat):  # alternate, so drift on the machine hits both paths alike
-                        direct.append(wrk(f"http://127.0.0.1:{port}/v1/chat/completions", connections, seconds,
-                                          str(scripts[alias])))
+                        direct.append(
+                            wrk(
+                                f"http://127.0.0.1:{port}/v1/chat/completions",
+                                connections,
+                                seconds,
+                                str(scripts[alias]),
+                            )
+                        )
                         before = cpu.seconds()
-                        routed.append(wrk(f"http://127.0.0.1:{ROUTER_PORT}/v1/chat/completions", connections, seconds,
-                                          str(scripts[alias])))
+                        routed.append(
+                            wrk(
+                                f"http://127.0.0.1:{ROUTER_PORT}/v1/chat/completions",
+                                connections,
+                                seconds,
+                                str(scripts[alias]),
+                            )
+                        )
                         per_request.append((cpu.seconds() - before) / max(routed[-1]["requests"], 1) * 1e6)
                     cells.append((kind, connections, median(direct), median(routed), statistics.median(per_request)))
                     if kind == "engine-like" and cells[-1][2]["p50"] < REPLY_SECONDS * 1000:
-                        raise SystemExit("the stub engine answered before its reply time: its image predates "
-                                         "AIGO_STUB_REPLY_SECONDS; rebuild it with tests/images/build.sh")
+                        raise SystemExit(
+                            "the stub engine answered before its reply time: its image predates "
+                            "AIGO_STUB_REPLY_SECONDS; rebuild it with tests/images/build.sh"
+                        )
             failures = router_failures()
             stop, under_reloads = threading.Event(), []
             alias = STUBS["engine-like"][0]
             with ThreadPoolExecutor(1) as pool:
                 reloads = pool.submit(reload_loop, runtime, router, stop)
                 for _ in range(repeat):
-                    under_reloads.append(wrk(f"http://127.0.0.1:{ROUTER_PORT}/v1/chat/completions", 64, seconds,
-                                             str(scripts[alias])))
+                    under_reloads.append(
+                        wrk(f"http://127.0.0.1:{ROUTER_PORT}/v1/chat/completions", 64, seconds, str(scripts[alias]))
+                    )
                 stop.set()
                 reload_count = reloads.result()
         finally:
@@ -159,16 +200,23 @@ def run(seconds: int = 5, repeat: int = 5) -> str:
     return render(cells, median(under_reloads), reload_count, seconds, repeat, failures)
 
 
-def render(cells: list, under_reloads: dict, reload_count: int, seconds: int, repeat: int,
-           failures: dict[str, float]) -> str:
-    lines = [f"router vs direct, wrk on 127.0.0.1, median of {repeat} alternating runs of {seconds} s per cell; "
-             f"the engine-like stub holds each request {REPLY_SECONDS * 1000:.0f} ms, the instant one answers at once",
-             "", "| stub | connections | path | p50 (ms) | p99 (ms) | req/s | errors | router CPU per request (µs) |",
-             "|---|---:|---|---:|---:|---:|---:|---:|"]
+def render(
+    cells: list, under_reloads: dict, reload_count: int, seconds: int, repeat: int, failures: dict[str, float]
+) -> str:
+    lines = [
+        f"router vs direct, wrk on 127.0.0.1, median of {repeat} alternating runs of {seconds} s per cell; "
+        f"the engine-like stub holds each request {REPLY_SECONDS * 1000:.0f} ms, the instant one answers at once",
+        "",
+        "| stub | connections | path | p50 (ms) | p99 (ms) | req/s | errors | router CPU per request (µs) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
 
     def row(kind: str, connections: int, path: str, r: dict, cpu: str = "") -> str:
-        return (f"| {kind} | {connections} | {path} | {r['p50']:.2f} | {r['p99']:.2f} | {r['rps']:.0f} | "
-                f"{r['errors']} | {cpu} |")
+        return (
+            f"| {kind} | {connections} | {path} | {r['p50']:.2f} | {r['p99']:.2f} | {r['rps']:.0f} | "
+            f"{r['errors']} | {cpu} |"
+        )
+
     for kind, connections, direct, routed, per_request in cells:
         lines.append(row(kind, connections, "direct", direct))
         lines.append(row(kind, connections, "router", routed, f"{per_request:.0f}" if connections > 1 else ""))
@@ -180,13 +228,19 @@ def render(cells: list, under_reloads: dict, reload_count: int, seconds: int, re
         if kind == "engine-like":
             met = added < 1.0 and (connections == 1 or share >= 90)
             verdict = " — target met" if met else " — TARGET NOT MET"
-        lines.append(f"- {kind}, {connections} connection(s): router adds {added:+.2f} ms at p50; "
-                     f"throughput {share:.0f}% of direct{verdict}")
+        lines.append(
+            f"- {kind}, {connections} connection(s): router adds {added:+.2f} ms at p50; "
+            f"throughput {share:.0f}% of direct{verdict}"
+        )
     engine_64 = next(d for k, c, d, _, _ in cells if k == "engine-like" and c == 64)
-    lines.append(f"- engine-like, 64 connections while reloading: {under_reloads['errors']} errors, throughput "
-                 f"{100 * under_reloads['rps'] / engine_64['rps']:.0f}% of direct")
-    lines.append("- the router's own counters over the cells without reloads: "
-                 + ", ".join(f"{int(n)} {what}" for what, n in failures.items()))
+    lines.append(
+        f"- engine-like, 64 connections while reloading: {under_reloads['errors']} errors, throughput "
+        f"{100 * under_reloads['rps'] / engine_64['rps']:.0f}% of direct"
+    )
+    lines.append(
+        "- the router's own counters over the cells without reloads: "
+        + ", ".join(f"{int(n)} {what}" for what, n in failures.items())
+    )
     return "\n".join(lines)
 
 

@@ -36,15 +36,21 @@ def startup(repeat: int) -> str:
 
     env = common.cli_env(tempfile.mkdtemp(prefix="aigo-bench-"))
     rows = []
-    for label, args in (("`aigo-apply --version`", ["--version"]),
-                        ("`aigo-apply validate -f examples/demo.yaml`", ["validate", "-f", "examples/demo.yaml"])):
+    for label, args in (
+        ("`aigo-apply --version`", ["--version"]),
+        ("`aigo-apply validate -f examples/demo.yaml`", ["validate", "-f", "examples/demo.yaml"]),
+    ):
         times = []
         for _ in range(repeat):
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "aigo_apply", *args], check=True, capture_output=True, env=env, cwd=ROOT)
+            subprocess.run(
+                [sys.executable, "-m", "aigo_apply", *args], check=True, capture_output=True, env=env, cwd=ROOT
+            )
             times.append(time.perf_counter() - start)
         rows.append(f"| {label} | {statistics.median(times):.3f} |")
-    return "\n".join([f"CLI start-up, median of {repeat} fresh processes", "", "| command | wall (s) |", "|---|---:|"] + rows)
+    return "\n".join(
+        [f"CLI start-up, median of {repeat} fresh processes", "", "| command | wall (s) |", "|---|---:|"] + rows
+    )
 
 
 def main() -> None:
@@ -66,8 +72,10 @@ def main() -> None:
         parts.append(router_bench.run(*((5, 5) if not args.quick else (3, 1))))
     else:
         parts.append("(wrk is not installed: no router table; apt-get install wrk)")
-    machine = f"{platform.machine()}, {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores, " \
-              f"Python {platform.python_version()}"
+    machine = (
+        f"{platform.machine()}, {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores, "
+        f"Python {platform.python_version()}"
+    )
     body = "\n\n".join(parts)
     text = f"Made by `{command}` on {time.strftime('%Y-%m-%d')} ({machine}).\n\n{body}\n"
     print(text)

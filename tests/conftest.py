@@ -31,7 +31,7 @@ def runtime():
     try:
         rt = DockerRuntime()
         rt.api.ping()
-    except (DockerUnavailable, Exception) as exc:  # noqa: BLE001
+    except (DockerUnavailable, Exception) as exc:
         _docker_missing(f"no Docker engine: {exc}")
     tags = {t for image in rt.list_images() for t in image.get("RepoTags") or []}
     for image in (":".join(IDLE_IMAGE), "aigo-stub-engine:1", "aigo-haproxy:bookworm"):
@@ -60,9 +60,11 @@ def foreign(runtime):
 
     def start(name: str, host_port: int | None = None) -> str:
         host_config = runtime.api.create_host_config(
-            port_bindings={9000: ("127.0.0.1", host_port)} if host_port else None)
-        cid = runtime.api.create_container(":".join(IDLE_IMAGE), name=name, host_config=host_config,
-                                           ports=[9000] if host_port else None)["Id"]
+            port_bindings={9000: ("127.0.0.1", host_port)} if host_port else None
+        )
+        cid = runtime.api.create_container(
+            ":".join(IDLE_IMAGE), name=name, host_config=host_config, ports=[9000] if host_port else None
+        )["Id"]
         made.append(cid)
         runtime.api.start(cid)
         return cid
@@ -95,5 +97,11 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
     """Run the real `aigo-apply` entry point in a child process (real exit codes, real output)."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("AIGO_FILE", None) if env is None or "AIGO_FILE" not in env else None
-    return subprocess.run([sys.executable, "-m", "aigo_apply", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd or ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "aigo_apply", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd or ROOT,
+        timeout=60,
+    )

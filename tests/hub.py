@@ -60,16 +60,22 @@ class Hub:
     def add(self, repo_id: str, files: dict[str, bytes], branch: str = "main", gated_token: str | None = None) -> str:
         """Add (or update) a repo with `files` as a new commit on `branch`; returns the commit."""
         repo = self.repos.setdefault(repo_id, Repo(gated_token=gated_token))
-        commit = hashlib.sha1(repr((repo_id, sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items()),
-                                    len(repo.commits))).encode()).hexdigest()
+        commit = hashlib.sha1(
+            repr(
+                (repo_id, sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items()), len(repo.commits))
+            ).encode()
+        ).hexdigest()
         repo.commits[commit] = dict(files)
         repo.branches[branch] = commit
         return commit
 
     def file_gets(self, name: str | None = None) -> list[tuple[str, str | None]]:
         """GET requests for file contents (path, Range), optionally of one file name."""
-        return [(p, r) for m, p, r in self.requests if m == "GET" and "/resolve/" in p
-                and (name is None or p.endswith("/" + name))]
+        return [
+            (p, r)
+            for m, p, r in self.requests
+            if m == "GET" and "/resolve/" in p and (name is None or p.endswith("/" + name))
+        ]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -104,8 +110,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(401, "RepoNotFound", f"Repository Not Found for url: {self.path}.")
             return None
         if repo.gated_token and self.headers.get("Authorization") != f"Bearer {repo.gated_token}":
-            self._error(401 if "Authorization" not in self.headers else 403, "GatedRepo",
-                        f"Access to model {repo_id} is restricted. You must have access to it and be authenticated.")
+            self._error(
+                401 if "Authorization" not in self.headers else 403,
+                "GatedRepo",
+                f"Access to model {repo_id} is restricted. You must have access to it and be authenticated.",
+            )
             return None
         commit = repo.branches.get(revision, revision if revision in repo.commits else None)
         if commit is None:
@@ -113,10 +122,10 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return repo, commit
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._serve(head=True)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._serve(head=False)
 
     def _serve(self, head: bool) -> None:
@@ -133,9 +142,16 @@ class _Handler(BaseHTTPRequestHandler):
             repo, commit = found
             files = repo.commits[commit]
             if kind == "revision":
-                return self._json({"id": repo_id, "modelId": repo_id, "sha": commit, "private": False,
-                                   "gated": "manual" if repo.gated_token else False,
-                                   "siblings": [{"rfilename": p} for p in sorted(files)]})
+                return self._json(
+                    {
+                        "id": repo_id,
+                        "modelId": repo_id,
+                        "sha": commit,
+                        "private": False,
+                        "gated": "manual" if repo.gated_token else False,
+                        "siblings": [{"rfilename": p} for p in sorted(files)],
+                    }
+                )
             entries = []
             for name, data in sorted(files.items()):
                 entry = {"type": "file", "oid": git_blob_sha1(data), "size": len(data), "path": name}

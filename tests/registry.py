@@ -36,13 +36,21 @@ def blobs_of_saved(saved: bytes) -> tuple[bytes, dict[str, bytes]]:
         data = gzip.compress(tar.extractfile(layer_path).read(), compresslevel=1, mtime=0)
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         blobs[digest] = data
-        layers.append({"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": len(data),
-                       "digest": digest})
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config),
-                   "digest": "sha256:" + hashlib.sha256(config).hexdigest()},
-        "layers": layers}).encode()
+        layers.append(
+            {"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": len(data), "digest": digest}
+        )
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": len(config),
+                "digest": "sha256:" + hashlib.sha256(config).hexdigest(),
+            },
+            "layers": layers,
+        }
+    ).encode()
     return manifest, blobs
 
 
@@ -77,18 +85,28 @@ class Registry:
                 kind, ref = match.group(2), match.group(3)
                 digest = "sha256:" + hashlib.sha256(registry.manifest).hexdigest()
                 if kind == "manifests" and ref in (registry.tag, digest):
-                    return self._reply(200, registry.manifest, {
-                        "Content-Type": "application/vnd.docker.distribution.manifest.v2+json",
-                        "Docker-Content-Digest": digest}, head)
+                    return self._reply(
+                        200,
+                        registry.manifest,
+                        {
+                            "Content-Type": "application/vnd.docker.distribution.manifest.v2+json",
+                            "Docker-Content-Digest": digest,
+                        },
+                        head,
+                    )
                 if kind == "blobs" and ref in registry.blobs:
-                    return self._reply(200, registry.blobs[ref], {"Content-Type": "application/octet-stream",
-                                                                  "Docker-Content-Digest": ref}, head)
+                    return self._reply(
+                        200,
+                        registry.blobs[ref],
+                        {"Content-Type": "application/octet-stream", "Docker-Content-Digest": ref},
+                        head,
+                    )
                 return self._reply(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}', {}, head)
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 self._route(False)
 
-            def do_HEAD(self):  # noqa: N802
+            def do_HEAD(self):
                 self._route(True)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

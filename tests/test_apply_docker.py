@@ -12,9 +12,9 @@ import time
 import urllib.request
 
 import pytest
+from conftest import ROOT, free_port, router_yaml, run_cli, write_config
 
 from aigo_apply.desired import labels
-from conftest import ROOT, free_port, router_yaml, run_cli, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -22,11 +22,21 @@ pytestmark = pytest.mark.docker
 ROUTER_PORTS: dict[str, int] = {}
 
 
-def config(tmp_path, project, chat_env="", tools_parser="llama3_json", load="0.3", ready_timeout=60, extra="",
-           engine_image="aigo-stub-engine:1"):
+def config(
+    tmp_path,
+    project,
+    chat_env="",
+    tools_parser="llama3_json",
+    load="0.3",
+    ready_timeout=60,
+    extra="",
+    engine_image="aigo-stub-engine:1",
+):
     router_port = ROUTER_PORTS.setdefault(project, free_port())  # the same port for every file of a test
     (tmp_path / "m").mkdir(exist_ok=True)
-    return write_config(tmp_path, textwrap.dedent(f"""
+    return write_config(
+        tmp_path,
+        textwrap.dedent(f"""
         version: 1
         project: {project}
         engines: {{vllm: {{image: {engine_image.rpartition(":")[0]}, image_tag: "{engine_image.rpartition(":")[2]}"}}}}
@@ -44,7 +54,9 @@ def config(tmp_path, project, chat_env="", tools_parser="llama3_json", load="0.3
             gpus: none
             env: {{AIGO_STUB_LOAD_SECONDS: "{load}"}}
             vllm: {{tool_call_parser: {tools_parser}}}
-        """) + extra)
+        """)
+        + extra,
+    )
 
 
 @pytest.fixture
@@ -65,27 +77,41 @@ def stub_variant(runtime, tag: str, label: str) -> str:
 
 
 def ids(runtime, project):
-    return {c["Labels"][labels.MODEL]: c["Id"] for c in runtime.list_containers()
-            if c["Labels"].get(labels.PROJECT) == project and labels.MODEL in c["Labels"]}
+    return {
+        c["Labels"][labels.MODEL]: c["Id"]
+        for c in runtime.list_containers()
+        if c["Labels"].get(labels.PROJECT) == project and labels.MODEL in c["Labels"]
+    }
 
 
 def router_id(runtime, project):
-    return next((c["Id"] for c in runtime.list_containers() if c["Labels"].get(labels.PROJECT) == project
-                 and c["Labels"].get(labels.ROLE) == "router"), None)
+    return next(
+        (
+            c["Id"]
+            for c in runtime.list_containers()
+            if c["Labels"].get(labels.PROJECT) == project and c["Labels"].get(labels.ROLE) == "router"
+        ),
+        None,
+    )
 
 
 def chat(port, alias):
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", method="POST",
-                                     data=json.dumps({"model": alias, "messages": [{"role": "user", "content": "hi"}],
-                                                      "max_tokens": 2}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        method="POST",
+        data=json.dumps({"model": alias, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=5) as response:
         return json.load(response)
 
 
 def ports(runtime, project):
-    return {c["Labels"][labels.MODEL]: c["Ports"][0]["PublicPort"] for c in runtime.list_containers()
-            if c["Labels"].get(labels.PROJECT) == project and c["Ports"] and labels.MODEL in c["Labels"]}
+    return {
+        c["Labels"][labels.MODEL]: c["Ports"][0]["PublicPort"]
+        for c in runtime.list_containers()
+        if c["Labels"].get(labels.PROJECT) == project and c["Ports"] and labels.MODEL in c["Labels"]
+    }
 
 
 def test_apply_from_empty_then_no_changes(runtime, project, tmp_path, state):
@@ -132,7 +158,9 @@ def test_a_tag_rebuilt_under_the_containers_is_planned_as_a_recreate(runtime, pr
         for alias in ("chat", "tools"):
             action = actions[f"model.{alias}"]
             assert action["kind"] == "recreate", action
-            assert action["reasons"][0].startswith(f"image {tag} on this machine is now {new_id[:19]}; the container runs")
+            assert action["reasons"][0].startswith(
+                f"image {tag} on this machine is now {new_id[:19]}; the container runs"
+            )
             assert action["changes"][0]["path"] == "image_id" and action["changes"][0]["after"] == new_id
         assert actions["router"]["kind"] == "noop"
         status = run_cli("status", "-f", str(path), "-o", "json", env=state)
@@ -168,8 +196,9 @@ def test_locked_apply_puts_back_the_image_aigo_lock_records(runtime, project, tm
         assert {a["address"]: a["kind"] for a in plan["actions"]}["model.chat"] == "recreate"  # the tag moved
         locked = run_cli("apply", "-f", str(path), "-y", "--locked", env=state)
         assert locked.returncode == 0, locked.stdout + locked.stderr
-        assert (f"aigo.lock records {recorded[:19]}; the tag names {newer[:19]} now; it is still on this machine: "
-                "re-tag it") in locked.stdout
+        assert (
+            f"aigo.lock records {recorded[:19]}; the tag names {newer[:19]} now; it is still on this machine: re-tag it"
+        ) in locked.stdout
         assert f"{tag} names {recorded[:19]} again, as aigo.lock records" in locked.stdout
         assert runtime.api.inspect_image(tag)["Id"] == recorded and ids(runtime, project) == before
         again = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
@@ -180,22 +209,27 @@ def test_locked_apply_puts_back_the_image_aigo_lock_records(runtime, project, tm
         runtime.api.remove_image(recorded, force=True)
         refused = run_cli("apply", "-f", str(path), "-y", "--locked", env=state)
         assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert (f"image {tag} is {newer[:19]}, aigo.lock records {recorded[:19]}, which is neither on this machine "
-                "nor in a registry (no digest)") in refused.stdout
+        assert (
+            f"image {tag} is {newer[:19]}, aigo.lock records {recorded[:19]}, which is neither on this machine "
+            "nor in a registry (no digest)"
+        ) in refused.stdout
         assert ids(runtime, project) == {}
     finally:
         run_cli("destroy", "-f", str(path), "-y", env=state)
         for image in {runtime.api.inspect_image(tag)["Id"], *([recorded] if "recorded" in locals() else [])}:
             try:
                 runtime.api.remove_image(image, force=True)
-            except Exception:  # noqa: BLE001 - already gone
+            except Exception:
                 pass
 
 
-@pytest.mark.parametrize("behaviour, expected", [
-    ('AIGO_STUB_FAIL_START: "1"', "exited with code 1 while loading"),
-    ('AIGO_STUB_NEVER_READY: "1"', "was not ready after 3 s"),
-])
+@pytest.mark.parametrize(
+    "behaviour, expected",
+    [
+        ('AIGO_STUB_FAIL_START: "1"', "exited with code 1 while loading"),
+        ('AIGO_STUB_NEVER_READY: "1"', "was not ready after 3 s"),
+    ],
+)
 def test_failed_recreate_restores_the_previous_container(runtime, project, tmp_path, state, behaviour, expected):
     assert run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env=state).returncode == 0
     before = ids(runtime, project)
@@ -227,7 +261,10 @@ def test_second_concurrent_apply_is_refused_with_holder_details(runtime, project
     with ProjectLock(state_dir(project), project, "apply"):
         refused = run_cli("apply", "-f", str(path), "-y", env=state)
         assert refused.returncode == 1
-        assert f"project '{project}' is locked by another aigo-apply run: `aigo-apply apply` (pid {os.getpid()}" in refused.stderr
+        assert (
+            f"project '{project}' is locked by another aigo-apply run: `aigo-apply apply` (pid {os.getpid()}"
+            in refused.stderr
+        )
         waited = run_cli("apply", "-f", str(path), "-y", "--lock-timeout", "0.5", env=state)
         assert "after waiting 0.5 s" in waited.stderr
     assert ids(runtime, project) == {}
@@ -237,8 +274,12 @@ def test_second_concurrent_apply_is_refused_with_holder_details(runtime, project
 def test_two_real_concurrent_applies_do_not_break_anything(runtime, project, tmp_path, state):
     path = config(tmp_path, project, load="1.5")
     cmd = [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y", "--lock-timeout", "60"]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, **state}, cwd=ROOT) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **state}, cwd=ROOT
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert sorted("Apply complete" in o[0] for o in outs) == [False, True]  # one applied, the other found nothing to do
@@ -249,11 +290,21 @@ def test_two_real_concurrent_applies_do_not_break_anything(runtime, project, tmp
 @pytest.mark.parametrize("delay", [0.2, 0.9, 1.8, 3.0])
 def test_sigint_at_any_moment_then_apply_converges(runtime, project, tmp_path, state, delay):
     assert run_cli("apply", "-f", str(config(tmp_path, project, load="1")), "-y", env=state).returncode == 0
-    changed = config(tmp_path, project, load="1", tools_parser="hermes",
-                     extra="  third:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n")
-    proc = subprocess.Popen([sys.executable, "-m", "aigo_apply", "apply", "-f", str(changed), "-y"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **state},
-                            cwd=ROOT)
+    changed = config(
+        tmp_path,
+        project,
+        load="1",
+        tools_parser="hermes",
+        extra="  third:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aigo_apply", "apply", "-f", str(changed), "-y"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **state},
+        cwd=ROOT,
+    )
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -294,7 +345,9 @@ def test_saved_plan_applies_only_while_the_machine_is_unchanged(runtime, project
     stale = tmp_path / "stale.json"
     stale.write_text(saved.read_text())
     result = run_cli("apply", str(saved), env=state)
-    assert result.returncode == 0 and "Apply complete: 2 created, router created." in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0 and "Apply complete: 2 created, router created." in result.stdout, (
+        result.stdout + result.stderr
+    )
     refused = run_cli("apply", str(stale), env=state)
     assert refused.returncode == 1 and "the machine changed since this plan was made" in refused.stderr
 
@@ -314,10 +367,13 @@ def test_saved_plan_edited_to_carry_a_bad_value_is_refused(runtime, project, tmp
 
 def test_pull_never_and_missing_secret_stop_before_any_change(runtime, project, tmp_path, state):
     path = config(tmp_path, project)
-    text = path.read_text().replace("image_tag: \"1\"", "image_tag: \"no-such-tag\"")
+    text = path.read_text().replace('image_tag: "1"', 'image_tag: "no-such-tag"')
     path.write_text(text)
     result = run_cli("apply", "-f", str(path), "-y", "--pull", "never", env=state)
-    assert result.returncode == 1 and "--pull never, but aigo-stub-engine:no-such-tag is not on this machine" in result.stderr
+    assert (
+        result.returncode == 1
+        and "--pull never, but aigo-stub-engine:no-such-tag is not on this machine" in result.stderr
+    )
     path = config(tmp_path, project, chat_env=", MY_TOKEN: {from_env: AIGO_TEST_UNSET_TOKEN}")
     result = run_cli("apply", "-f", str(path), "-y", env=state)
     assert result.returncode == 1
@@ -365,8 +421,9 @@ def test_rendered_docker_run_makes_the_container_apply_would_make(runtime, proje
     path = config(tmp_path, project, chat_env=", MY_TOKEN: {from_env: AIGO_TEST_TOKEN}")
     command = run_cli("render", "chat", "-f", str(path), env=state).stdout
     assert 'MY_TOKEN="$AIGO_TEST_TOKEN"' in command and "--served-model-name chat" in command
-    subprocess.run(["bash", "-c", command], check=True, capture_output=True,
-                   env={**os.environ, "AIGO_TEST_TOKEN": "hf_x"})
+    subprocess.run(
+        ["bash", "-c", command], check=True, capture_output=True, env={**os.environ, "AIGO_TEST_TOKEN": "hf_x"}
+    )
     plan = json.loads(run_cli("plan", "-f", str(path), "--output", "json", env=state).stdout)
     kinds = {a["address"]: a["kind"] for a in plan["actions"]}
     assert kinds["model.chat"] == "noop" and kinds["model.tools"] == "create"
@@ -375,13 +432,18 @@ def test_rendered_docker_run_makes_the_container_apply_would_make(runtime, proje
 
 def test_speculative_draft_model_is_mounted_and_the_engine_starts(runtime, project, tmp_path, state):
     (tmp_path / "draft").mkdir()
-    extra = ("  spec:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n"
-             "    vllm: {speculative: {method: eagle3, num_speculative_tokens: 2, draft: {path: draft}}}\n")
+    extra = (
+        "  spec:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n"
+        "    vllm: {speculative: {method: eagle3, num_speculative_tokens: 2, draft: {path: draft}}}\n"
+    )
     result = run_cli("apply", "-f", str(config(tmp_path, project, extra=extra)), "-y", env=state)
     assert result.returncode == 0, result.stdout + result.stderr
     mounts = runtime.api.inspect_container(f"aigo-{project}-spec")["Mounts"]
-    assert {(m["Destination"], m["RW"]) for m in mounts} == {("/models/spec", False), ("/models/spec.draft", False),
-                                                       ("/root/.cache", True)}
+    assert {(m["Destination"], m["RW"]) for m in mounts} == {
+        ("/models/spec", False),
+        ("/models/spec.draft", False),
+        ("/root/.cache", True),
+    }
     assert chat(ROUTER_PORTS[project], "spec")["model"] == "spec"
 
 
@@ -394,7 +456,9 @@ def test_sglang_and_llamacpp_models_start_wait_and_route_beside_vllm(runtime, pr
     (tmp_path / "gguf").mkdir()
     (tmp_path / "gguf" / "tiny-Q4_K_M.gguf").write_bytes(b"GGUF")
     stub = '{image: aigo-stub-engine, image_tag: "1"}'
-    path = write_config(tmp_path, f"""
+    path = write_config(
+        tmp_path,
+        f"""
         version: 1
         project: {project}
         engines: {{vllm: {stub}, sglang: {stub}, llama.cpp: {stub}}}
@@ -408,7 +472,8 @@ def test_sglang_and_llamacpp_models_start_wait_and_route_beside_vllm(runtime, pr
             context_length: 2048
             gpus: none
             env: {{AIGO_STUB_LOAD_SECONDS: "1.5"}}
-        """)
+        """,
+    )
     planned = run_cli("plan", "-f", str(path), env=state)
     assert "note: vllm settings (tool_call_parser) are ignored: this model runs on sglang" in planned.stdout
     result = run_cli("apply", "-f", str(path), "-y", env=state)
@@ -431,7 +496,8 @@ def test_compile_cache_volume_outlives_a_recreate_and_goes_with_destroy(runtime,
     volume = f"aigo-{project}-cache"
     mounts = runtime.api.inspect_container(f"aigo-{project}-chat")["Mounts"]
     assert [(m["Type"], m["Name"], m["Destination"], m["RW"]) for m in mounts if m["Type"] == "volume"] == [
-        ("volume", volume, "/root/.cache", True)]
+        ("volume", volume, "/root/.cache", True)
+    ]
     assert runtime.exec(f"aigo-{project}-chat", ["touch", "/root/.cache/compiled-graph"])[0] == 0
     changed = config(tmp_path, project, chat_env=", LOG_LEVEL: debug")
     result = run_cli("apply", "-f", str(changed), "-y", env=state)

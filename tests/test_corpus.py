@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 pytestmark = pytest.mark.docker
 CORPUS = Path(__file__).parent / "corpus"
-EXPECTED = {k: v for k, v in json.loads((CORPUS / "expected.json").read_text(encoding="utf-8")).items()
-            if not k.startswith("_")}
+EXPECTED = {
+    k: v for k, v in json.loads((CORPUS / "expected.json").read_text(encoding="utf-8")).items() if not k.startswith("_")
+}
 TIMES: dict[str, float] = {}
 
 
@@ -28,7 +28,7 @@ def generated(tmp_path: Path, name: str) -> Path:
         body = "".join(f"  m{i}: {{source: {{path: m}}, context_length: 4096, gpus: none}}\n" for i in range(25000))
         path.write_text("version: 1\nproject: corpus\nmodels:\n" + body)
     else:
-        path.write_text("version: 1\nproject: corpus\nmodels: {}\nx: \"" + "a" * 2_100_000 + "\"\n")
+        path.write_text('version: 1\nproject: corpus\nmodels: {}\nx: "' + "a" * 2_100_000 + '"\n')
     return path
 
 
@@ -59,8 +59,13 @@ def test_corpus_file_is_refused_where_and_why(name, tmp_path, containers_unchang
     assert EXPECTED[name] in output, output
 
 
-@pytest.mark.parametrize("name, expected", [("huge-many-models.yaml", "is larger than 1048576 bytes (1 MiB)"),
-                                            ("huge-one-line.yaml", "is larger than 1048576 bytes (1 MiB)")])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("huge-many-models.yaml", "is larger than 1048576 bytes (1 MiB)"),
+        ("huge-one-line.yaml", "is larger than 1048576 bytes (1 MiB)"),
+    ],
+)
 def test_huge_files_are_refused_before_parsing(name, expected, tmp_path, containers_unchanged):
     assert expected in refuse(generated(tmp_path, name), tmp_path)
 

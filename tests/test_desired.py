@@ -9,13 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, ROOT, write_config
 
-from aigo_apply.desired import labels
 from aigo_apply.config.load import load_config
+from aigo_apply.desired import labels
 from aigo_apply.desired.build import assign_ports, build_desired
 from aigo_apply.desired.engines import render
 from aigo_apply.desired.engines.vllm import UnsafeSetting
-from conftest import EXAMPLES, ROOT, write_config
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -27,7 +27,9 @@ def definition_of(example: str) -> dict:
     finally:
         del os.environ["AIGO_STATE_DIR"]
     out = {}
-    for alias, container in [(a, m.container) for a, m in desired.models.items()] + [("(router)", desired.router.container)]:
+    for alias, container in [(a, m.container) for a, m in desired.models.items()] + [
+        ("(router)", desired.router.container)
+    ]:
         d = container.definition()
         d["labels"] = sorted(container.labels)
         out[alias] = d
@@ -55,10 +57,28 @@ def test_router_container_shape():
 def test_nemotron_command_line_maps_each_recipe_setting():
     command = definition_of("dgx-spark-nemotron.yaml")["nemotron-30b"]["command"]
     assert command == [
-        "/models/nemotron-30b", "--served-model-name", "nemotron-30b", "--max-model-len", "131072",
-        "--gpu-memory-utilization", "0.85", "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder",
-        "--reasoning-parser", "nemotron_v3", "--moe-backend", "flashinfer_cutlass", "--mamba-backend", "triton",
-        "--tensor-parallel-size", "1", "--trust-remote-code", "--port", "8000"]
+        "/models/nemotron-30b",
+        "--served-model-name",
+        "nemotron-30b",
+        "--max-model-len",
+        "131072",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "qwen3_coder",
+        "--reasoning-parser",
+        "nemotron_v3",
+        "--moe-backend",
+        "flashinfer_cutlass",
+        "--mamba-backend",
+        "triton",
+        "--tensor-parallel-size",
+        "1",
+        "--trust-remote-code",
+        "--port",
+        "8000",
+    ]
 
 
 def test_container_shape(tmp_path):
@@ -76,10 +96,12 @@ def test_container_shape(tmp_path):
 
 def test_image_override_and_defaults(tmp_path):
     base = "version: 1\nproject: p\nmodels:\n  m: {source: {path: /m}, context_length: 10, gpus: none}\n"
-    spec = lambda text: build_desired(load_config(str(write_config(tmp_path, text)))).models["m"].spec  # noqa: E731
+    spec = lambda text: build_desired(load_config(str(write_config(tmp_path, text)))).models["m"].spec
     assert spec(base)["image"] == "vllm/vllm-openai:v0.31.0"
     assert spec(base + "engines: {vllm: {image_tag: v0.31.0-cu129}}\n")["image"] == "vllm/vllm-openai:v0.31.0-cu129"
-    assert spec(base + "engines: {vllm: {image: mirror.local:5000/vllm}}\n")["image"] == "mirror.local:5000/vllm:v0.31.0"
+    assert (
+        spec(base + "engines: {vllm: {image: mirror.local:5000/vllm}}\n")["image"] == "mirror.local:5000/vllm:v0.31.0"
+    )
     s = spec(base)
     assert s["vllm"] == {"gpu_memory_utilization": 0.9, "tool_call_parser": "hermes", "tool_calling": True}
     s = spec(base.replace("gpus: none}", "gpus: none, vllm: {tool_calling: false}}"))
@@ -93,7 +115,9 @@ def test_relative_path_source_resolves_against_the_file(tmp_path):
     (tmp_path / "models" / "m").mkdir(parents=True)
     text = "version: 1\nproject: p\nmodels:\n  m: {source: {path: models/m}, context_length: 10, gpus: none}\n"
     spec = build_desired(load_config(str(write_config(tmp_path, text)))).models["m"].spec
-    assert spec["source"] == {"path": str(tmp_path / "models" / "m")} and spec["model_dir"] == str(tmp_path / "models" / "m")
+    assert spec["source"] == {"path": str(tmp_path / "models" / "m")} and spec["model_dir"] == str(
+        tmp_path / "models" / "m"
+    )
 
 
 def test_auto_ports_are_stable_and_avoid_taken_ports():
@@ -109,28 +133,53 @@ def test_auto_ports_are_stable_and_avoid_taken_ports():
     assert pinned["pinned"] == first["m3"] and pinned["m3"] != first["m3"]
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"tool_call_parser": "nope"}, "vllm.tool_call_parser 'nope' is not a name vLLM v0.31.0 accepts"),
-    ({"reasoning_parser": "--api-key=x"}, "is not a name vLLM v0.31.0 accepts"),
-    ({"max_num_seqs": "8 --api-key x"}, "refusing to put '8 --api-key x' on the vLLM command line"),
-    ({"max_num_seqs": "-1"}, "refusing to put '-1'"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"tool_call_parser": "nope"}, "vllm.tool_call_parser 'nope' is not a name vLLM v0.31.0 accepts"),
+        ({"reasoning_parser": "--api-key=x"}, "is not a name vLLM v0.31.0 accepts"),
+        ({"max_num_seqs": "8 --api-key x"}, "refusing to put '8 --api-key x' on the vLLM command line"),
+        ({"max_num_seqs": "-1"}, "refusing to put '-1'"),
+    ],
+)
 def test_render_rechecks_values_before_any_container(settings, message):
-    spec = {"engine": "vllm", "image": "i:1", "model_dir": "/m", "context_length": 10, "gpus": "none", "port": 1,
-            "env": {}, "vllm": {"gpu_memory_utilization": 0.9, "tool_calling": False, **settings}}
+    spec = {
+        "engine": "vllm",
+        "image": "i:1",
+        "model_dir": "/m",
+        "context_length": 10,
+        "gpus": "none",
+        "port": 1,
+        "env": {},
+        "vllm": {"gpu_memory_utilization": 0.9, "tool_calling": False, **settings},
+    }
     with pytest.raises(UnsafeSetting, match=message):
         render("p", "m", spec)
 
 
-@pytest.mark.parametrize("tag, warned", [("v0.31.0", False), ("v0.31.0-cu129", False), ("v0.30.1", True),
-                                         ("0.29.0-cu126", True), ("nightly-2026", True), ("custom-build", False)])
+@pytest.mark.parametrize(
+    "tag, warned",
+    [
+        ("v0.31.0", False),
+        ("v0.31.0-cu129", False),
+        ("v0.30.1", True),
+        ("0.29.0-cu126", True),
+        ("nightly-2026", True),
+        ("custom-build", False),
+    ],
+)
 def test_other_release_tags_are_warned_about(tmp_path, tag, warned):
-    text = ("version: 1\nproject: p\nmodels:\n  m: {source: {path: /m}, context_length: 10, gpus: none}\n"
-            f"engines: {{vllm: {{image_tag: {tag}}}}}\n")
+    text = (
+        "version: 1\nproject: p\nmodels:\n  m: {source: {path: /m}, context_length: 10, gpus: none}\n"
+        f"engines: {{vllm: {{image_tag: {tag}}}}}\n"
+    )
     warnings = build_desired(load_config(str(write_config(tmp_path, text)))).warnings
     assert bool(warnings) == warned
     if warned:
-        assert "checked against vLLM v0.31.0" in warnings[0] or "checked every setting name against vLLM v0.31.0" in warnings[0]
+        assert (
+            "checked against vLLM v0.31.0" in warnings[0]
+            or "checked every setting name against vLLM v0.31.0" in warnings[0]
+        )
 
 
 def test_image_object_with_and_without_override(tmp_path):
@@ -139,11 +188,17 @@ def test_image_object_with_and_without_override(tmp_path):
     base = "version: 1\nproject: p\nmodels: {}\n"
     plain = image_object(load_config(str(write_config(tmp_path, base))).data, "vllm")
     assert (plain["imageReference"], plain["defaultTag"], plain["tagOverridden"]) == (
-        "vllm/vllm-openai:v0.31.0", "v0.31.0", False)
+        "vllm/vllm-openai:v0.31.0",
+        "v0.31.0",
+        False,
+    )
     data = load_config(str(write_config(tmp_path, base + "engines: {vllm: {image_tag: v0.31.0-cu129}}\n"))).data
     over = image_object(data, "vllm")
     assert (over["imageReference"], over["defaultTag"], over["tagOverridden"]) == (
-        "vllm/vllm-openai:v0.31.0-cu129", "v0.31.0", True)
+        "vllm/vllm-openai:v0.31.0-cu129",
+        "v0.31.0",
+        True,
+    )
     data = load_config(str(write_config(tmp_path, base + "engines: {vllm: {image: mirror.local/vllm}}\n"))).data
     mirror = image_object(data, "vllm")
     assert mirror["imageReference"] == "mirror.local/vllm:v0.31.0" and mirror["repositoryOverridden"]
@@ -153,36 +208,50 @@ def test_image_object_with_and_without_override(tmp_path):
     data = load_config(str(write_config(tmp_path, base + "engines: {llama.cpp: {image_tag: server-cuda}}\n"))).data
     tagged = image_object(data, "llama.cpp")
     assert (tagged["imageReference"], tagged["defaultTag"], tagged["tagOverridden"]) == (
-        "ghcr.io/ggml-org/llama.cpp:server-cuda", None, False)
+        "ghcr.io/ggml-org/llama.cpp:server-cuda",
+        None,
+        False,
+    )
 
 
 def test_speculative_renders_one_json_flag_and_mounts_the_draft(tmp_path):
     (tmp_path / "head").mkdir()
-    text = ("version: 1\nproject: p\nmodels:\n  m:\n    source: {path: /m}\n    context_length: 10\n    gpus: none\n"
-            "    vllm: {speculative: {method: eagle3, num_speculative_tokens: 3, draft: {path: head}}}\n"
-            "  n:\n    source: {path: /n}\n    context_length: 10\n    gpus: none\n"
-            "    vllm: {speculative: {method: nemotron_h_mtp}}\n")
+    text = (
+        "version: 1\nproject: p\nmodels:\n  m:\n    source: {path: /m}\n    context_length: 10\n    gpus: none\n"
+        "    vllm: {speculative: {method: eagle3, num_speculative_tokens: 3, draft: {path: head}}}\n"
+        "  n:\n    source: {path: /n}\n    context_length: 10\n    gpus: none\n"
+        "    vllm: {speculative: {method: nemotron_h_mtp}}\n"
+    )
     desired = build_desired(load_config(str(write_config(tmp_path, text))))
     m = desired.models["m"].container
     flag = m.command.index("--speculative-config")
-    assert json.loads(m.command[flag + 1]) == {"method": "eagle3", "num_speculative_tokens": 3, "model": "/models/m.draft"}
+    assert json.loads(m.command[flag + 1]) == {
+        "method": "eagle3",
+        "num_speculative_tokens": 3,
+        "model": "/models/m.draft",
+    }
     assert [(x.source, x.target, x.read_only) for x in m.mounts][1] == (str(tmp_path / "head"), "/models/m.draft", True)
     n = desired.models["n"]
     assert json.loads(n.container.command[n.container.command.index("--speculative-config") + 1]) == {
-        "method": "nemotron_h_mtp"}
+        "method": "nemotron_h_mtp"
+    }
     assert any("deprecated in vLLM v0.31.0, which runs it as 'mtp'" in note for note in n.notes)
 
 
 def test_speculative_method_is_checked_with_a_hint(tmp_path):
-    text = ("version: 1\nproject: p\nmodels:\n  m:\n    source: {path: /m}\n    context_length: 10\n    gpus: none\n"
-            "    vllm: {speculative: {method: eagle-3, num_speculative_tokens: 0}}\n")
+    text = (
+        "version: 1\nproject: p\nmodels:\n  m:\n    source: {path: /m}\n    context_length: 10\n    gpus: none\n"
+        "    vllm: {speculative: {method: eagle-3, num_speculative_tokens: 0}}\n"
+    )
     from aigo_apply.errors import ConfigInvalid
 
     with pytest.raises(ConfigInvalid) as info:
         load_config(str(write_config(tmp_path, text)))
     found = " | ".join(p.format() for p in info.value.problems)
-    assert ("models.m.vllm.speculative.method: 'eagle-3' is not a speculative method that vLLM v0.31.0 knows "
-            "(did you mean 'eagle3'?)") in found
+    assert (
+        "models.m.vllm.speculative.method: 'eagle-3' is not a speculative method that vLLM v0.31.0 knows "
+        "(did you mean 'eagle3'?)"
+    ) in found
     assert "models.m.vllm.speculative.num_speculative_tokens: must be at least 1, not 0" in found
 
 
@@ -210,22 +279,58 @@ models:
 def test_each_engine_has_its_own_launch_line_and_notes_ignored_settings(tmp_path):
     desired = build_desired(load_config(str(write_config(tmp_path, ENGINES_FILE))), models_dir=Path("/store"))
     m = desired.models
-    assert {a: x.spec["engine"] for a, x in m.items()} == {"main": "vllm", "sg": "sglang", "quant": "llama.cpp",
-                                                          "cpu": "llama.cpp"}
+    assert {a: x.spec["engine"] for a, x in m.items()} == {
+        "main": "vllm",
+        "sg": "sglang",
+        "quant": "llama.cpp",
+        "cpu": "llama.cpp",
+    }
     assert m["sg"].container.entrypoint == ("python3", "-m", "sglang.launch_server")
     assert m["sg"].container.image == "lmsysorg/sglang:v0.5.6"
     assert list(m["sg"].container.command) == [
-        "--model-path", "/models/sg", "--served-model-name", "sg", "--context-length", "16000",
-        "--mem-fraction-static", "0.9", "--tp-size", "2", "--trust-remote-code", "--host", "0.0.0.0", "--port", "30000"]
+        "--model-path",
+        "/models/sg",
+        "--served-model-name",
+        "sg",
+        "--context-length",
+        "16000",
+        "--mem-fraction-static",
+        "0.9",
+        "--tp-size",
+        "2",
+        "--trust-remote-code",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "30000",
+    ]
     assert m["sg"].container.container_port == 30000 and m["sg"].container.host_ip == "127.0.0.1"
-    assert m["sg"].notes == ("vllm settings (max_num_seqs, tool_call_parser) are ignored: this model runs on sglang",
-                             "context_length '16k' means 16000 tokens")
+    assert m["sg"].notes == (
+        "vllm settings (max_num_seqs, tool_call_parser) are ignored: this model runs on sglang",
+        "context_length '16k' means 16000 tokens",
+    )
     assert "vllm" not in m["sg"].spec  # ignored settings never cause a recreate
     quant = m["quant"].container
-    assert quant.image == "registry.local:5000/llama.cpp:server-cuda-b6000" and quant.entrypoint == ("/app/llama-server",)
+    assert quant.image == "registry.local:5000/llama.cpp:server-cuda-b6000" and quant.entrypoint == (
+        "/app/llama-server",
+    )
     assert list(quant.command) == [
-        "--model", "/models/quant/q4/Qwen3-4B-Q4_K_M.gguf", "--alias", "quant", "--ctx-size", "4096",
-        "--n-gpu-layers", "30", "--split-mode", "row", "--jinja", "--host", "0.0.0.0", "--port", "8080"]
+        "--model",
+        "/models/quant/q4/Qwen3-4B-Q4_K_M.gguf",
+        "--alias",
+        "quant",
+        "--ctx-size",
+        "4096",
+        "--n-gpu-layers",
+        "30",
+        "--split-mode",
+        "row",
+        "--jinja",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8080",
+    ]
     assert quant.mounts[0].source == "/store/Qwen--Qwen3-4B-GGUF/v1" and quant.mounts[0].read_only
     cpu = m["cpu"].container
     assert cpu.command[:2] == ("--model", "/models/cpu/tiny.gguf")
@@ -243,13 +348,16 @@ def test_engine_by_format_chooses_the_engine_of_a_model_that_names_none(tmp_path
     assert desired.warnings == ()  # no model runs on vLLM: no vLLM tag warning either
 
 
-@pytest.mark.parametrize("engine, spec_patch, message", [
-    ("sglang", {"sglang": {"gpu_memory_utilization": 1.5}}, "is not a fraction"),
-    ("sglang", {"context_length": "8192 --evil"}, "refusing to put '8192 --evil' on the SGLang command line"),
-    ("llama.cpp", {"model_file": "../../etc/passwd.gguf"}, "is not a .gguf file inside the model folder"),
-    ("llama.cpp", {"model_file": "x.bin"}, "is not a .gguf file inside the model folder"),
-    ("llama.cpp", {"llama.cpp": {"gpu_layers": "1 --x"}}, "refusing to put '1 --x' on the llama.cpp command line"),
-])
+@pytest.mark.parametrize(
+    "engine, spec_patch, message",
+    [
+        ("sglang", {"sglang": {"gpu_memory_utilization": 1.5}}, "is not a fraction"),
+        ("sglang", {"context_length": "8192 --evil"}, "refusing to put '8192 --evil' on the SGLang command line"),
+        ("llama.cpp", {"model_file": "../../etc/passwd.gguf"}, "is not a .gguf file inside the model folder"),
+        ("llama.cpp", {"model_file": "x.bin"}, "is not a .gguf file inside the model folder"),
+        ("llama.cpp", {"llama.cpp": {"gpu_layers": "1 --x"}}, "refusing to put '1 --x' on the llama.cpp command line"),
+    ],
+)
 def test_other_engines_recheck_values_before_any_container(tmp_path, engine, spec_patch, message):
     desired = build_desired(load_config(str(write_config(tmp_path, ENGINES_FILE))), models_dir=Path("/store"))
     alias = {"sglang": "sg", "llama.cpp": "quant"}[engine]

@@ -11,11 +11,11 @@ import time
 import urllib.request
 
 import pytest
+from conftest import EXAMPLES
 
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines import render
-from conftest import EXAMPLES
 
 pytestmark = pytest.mark.docker
 STUB = "aigo-stub-engine:1"
@@ -75,8 +75,10 @@ def test_example_command_lines_start_the_stub_engine(example, runtime, project, 
 
 
 def test_stub_refuses_what_vllm_refuses(runtime):
-    out = runtime.api.create_container(STUB, command=["/m", "--served-model-name", "x", "--enable-auto-tool-choice",
-                                                      "--tool-call-parser", "qwen3coder"])
+    out = runtime.api.create_container(
+        STUB,
+        command=["/m", "--served-model-name", "x", "--enable-auto-tool-choice", "--tool-call-parser", "qwen3coder"],
+    )
     try:
         runtime.api.start(out["Id"])
         assert runtime.api.wait(out["Id"], timeout=20)["StatusCode"] == 1

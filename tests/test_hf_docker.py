@@ -9,11 +9,11 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import free_port, router_yaml, run_cli, write_config
+from hub import Hub
 from safetensors.numpy import save
 
 from aigo_apply.desired import labels
-from conftest import free_port, router_yaml, run_cli, write_config
-from hub import Hub
 
 pytestmark = pytest.mark.docker
 
@@ -25,8 +25,14 @@ def tiny_files(seed: int = 1) -> dict[str, bytes]:
     so a cut connection leaves a partial file to resume), config, tokenizer, and files an engine
     never reads. `seed` makes commits differ."""
     weights = save({"model.embed_tokens.weight": np.full((3_000_000,), seed, dtype=np.float32)}, {"format": "pt"})
-    return {"config.json": CONFIG, "model.safetensors": weights, "tokenizer.json": b"{}",
-            "tokenizer_config.json": b"{}", "README.md": b"# tiny", "original/consolidated.pth": b"x" * 1000}
+    return {
+        "config.json": CONFIG,
+        "model.safetensors": weights,
+        "tokenizer.json": b"{}",
+        "tokenizer_config.json": b"{}",
+        "README.md": b"# tiny",
+        "original/consolidated.pth": b"x" * 1000,
+    }
 
 
 @pytest.fixture
@@ -37,12 +43,20 @@ def hub():
 
 @pytest.fixture
 def env(tmp_path, hub):
-    return {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf-home"), "AIGO_STATE_DIR": str(tmp_path / "state"),
-            "HF_HUB_DISABLE_TELEMETRY": "1", "HF_TOKEN": ""}
+    return {
+        "HF_ENDPOINT": hub.endpoint,
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "AIGO_STATE_DIR": str(tmp_path / "state"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_TOKEN": "",
+    }
 
 
 def config(tmp_path, project, source: str, router_port: int) -> str:
-    return str(write_config(tmp_path, textwrap.dedent(f"""
+    return str(
+        write_config(
+            tmp_path,
+            textwrap.dedent(f"""
         version: 1
         project: {project}
         engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
@@ -54,7 +68,9 @@ def config(tmp_path, project, source: str, router_port: int) -> str:
             context_length: 4096
             gpus: none
             env: {{AIGO_STUB_LOAD_SECONDS: "0.2"}}
-        """)))
+        """),
+        )
+    )
 
 
 def test_apply_downloads_on_the_host_and_the_engine_runs_offline_without_a_token(runtime, project, tmp_path, hub, env):
@@ -66,10 +82,15 @@ def test_apply_downloads_on_the_host_and_the_engine_runs_offline_without_a_token
     assert result.returncode == 0, result.stdout + result.stderr
     folder = tmp_path / "store" / "org--tiny" / "main"
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
-        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]  # no README, no original/
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]  # no README, no original/
     inspected = runtime.api.inspect_container(f"aigo-{project}-tiny")
     assert [(m["Source"], m["Destination"], m["RW"]) for m in inspected["Mounts"] if m["Type"] == "bind"] == [
-        (str(folder), "/models/tiny", False)]
+        (str(folder), "/models/tiny", False)
+    ]
     assert "HF_HUB_OFFLINE=1" in inspected["Config"]["Env"]
     assert not [e for e in inspected["Config"]["Env"] if e.startswith(("HF_TOKEN", "HUGGING_FACE"))]
     everything = json.dumps(inspected) + result.stdout + result.stderr + planned.stdout
@@ -86,7 +107,8 @@ def test_apply_downloads_on_the_host_and_the_engine_runs_offline_without_a_token
     assert lock["images"]["aigo-stub-engine:1"]["id"].startswith("sha256:")
     listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)
     assert [(r["repo"], r["revision"], r["commit"], r["files"], r["used_by"]) for r in listed] == [
-        ("org/tiny", "main", commit, 4, ["tiny"])]
+        ("org/tiny", "main", commit, 4, ["tiny"])
+    ]
 
 
 def test_models_pull_resumes_a_cut_download_and_a_second_pull_fetches_nothing(tmp_path, hub, env, project):
@@ -123,8 +145,10 @@ def test_a_gated_repo_blocks_the_plan_with_the_fix_and_a_token_opens_it(runtime,
     blocked = run_cli("plan", "-f", path, env=env)
     assert blocked.returncode == 1
     assert "x hub.access: org/gated@main: the repo is gated and this machine's token has no access" in blocked.stdout
-    assert f"fix: request access on {hub.endpoint}/org/gated, then make a token available on this host: " \
-           "export HF_TOKEN=hf_... or `hf auth login`" in blocked.stdout
+    assert (
+        f"fix: request access on {hub.endpoint}/org/gated, then make a token available on this host: "
+        "export HF_TOKEN=hf_... or `hf auth login`" in blocked.stdout
+    )
     refused = run_cli("apply", "-f", path, "-y", env=env)
     assert refused.returncode == 1 and not runtime.api.containers(all=True, filters=labels.project_filter(project))
     wrong = run_cli("models", "pull", "-f", path, env={**env, "HF_TOKEN": "hf_wrong"})
@@ -137,12 +161,15 @@ def test_a_repo_without_weights_is_refused_with_what_was_found(tmp_path, hub, en
     path = config(tmp_path, project, "{repo: org/docs}", free_port())
     result = run_cli("models", "pull", "-f", path, env=env)
     assert result.returncode == 1
-    assert "org/docs is not a model vLLM or SGLang can serve: it needs config.json and .safetensors (or .bin) " \
-           "weights at its top level; found README.md, notes.txt" in result.stderr
+    assert (
+        "org/docs is not a model vLLM or SGLang can serve: it needs config.json and .safetensors (or .bin) "
+        "weights at its top level; found README.md, notes.txt" in result.stderr
+    )
 
 
 def test_lock_records_the_commit_plan_reports_a_moved_branch_and_locked_apply_installs_the_recorded_one(
-        runtime, project, tmp_path, hub, env):
+    runtime, project, tmp_path, hub, env
+):
     first = hub.add("org/tiny", tiny_files(1))
     path = config(tmp_path, project, "{repo: org/tiny}", free_port())
     assert run_cli("apply", "-f", path, "-y", env=env).returncode == 0
@@ -151,8 +178,9 @@ def test_lock_records_the_commit_plan_reports_a_moved_branch_and_locked_apply_in
 
     moved = hub.add("org/tiny", tiny_files(2))  # someone pushes to main
     planned = run_cli("plan", "-f", path, env=env)
-    assert (f"aigo.lock: org/tiny@main now points to commit {moved[:12]} on the Hub; aigo.lock records "
-            f"{first[:12]}") in planned.stdout
+    assert (
+        f"aigo.lock: org/tiny@main now points to commit {moved[:12]} on the Hub; aigo.lock records {first[:12]}"
+    ) in planned.stdout
 
     # a fresh machine set up from the config repo: nothing downloaded, no containers
     runtime.api.remove_container(f"aigo-{project}-tiny", force=True)

@@ -9,7 +9,6 @@ import venv
 import zipfile
 
 import pytest
-
 from conftest import EXAMPLES, ROOT, run_cli
 
 
@@ -29,17 +28,29 @@ def test_init_writes_a_valid_starter_and_refuses_to_overwrite(tmp_path):
 @pytest.mark.slow
 def test_wheel_ships_data_and_works_in_a_fresh_venv(tmp_path):
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     wheel = next(dist.glob("aigo_apply-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for required in ("aigo_apply/_data/schemas/aigo.schema.json", "aigo_apply/_data/schemas/plan.schema.json",
-                     "aigo_apply/_data/schemas/vllm-v0.31.0.json", "aigo_apply/_data/templates/aigo.yaml.j2"):
+    for required in (
+        "aigo_apply/_data/schemas/aigo.schema.json",
+        "aigo_apply/_data/schemas/plan.schema.json",
+        "aigo_apply/_data/schemas/vllm-v0.31.0.json",
+        "aigo_apply/_data/templates/aigo.yaml.j2",
+    ):
         assert required in names
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
-    pip = subprocess.run([env_dir / "bin" / "python", "-m", "pip", "install", "-q", str(wheel)],
-                         capture_output=True, text=True, timeout=600)
+    pip = subprocess.run(
+        [env_dir / "bin" / "python", "-m", "pip", "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert pip.returncode == 0, pip.stderr
     work = tmp_path / "elsewhere"  # away from the checkout, so only the installed copy can answer
     work.mkdir()
@@ -50,7 +61,10 @@ def test_wheel_ships_data_and_works_in_a_fresh_venv(tmp_path):
     assert subprocess.run([exe, "init"], capture_output=True, cwd=work).returncode == 0
     result = subprocess.run([exe, "validate"], capture_output=True, text=True, cwd=work)
     assert result.returncode == 0 and "valid" in result.stdout
-    located = subprocess.run([env_dir / "bin" / "python", "-c",
-                              "from aigo_apply.resources import data_dir; print(data_dir('schemas'))"],
-                             capture_output=True, text=True, cwd=work).stdout
+    located = subprocess.run(
+        [env_dir / "bin" / "python", "-c", "from aigo_apply.resources import data_dir; print(data_dir('schemas'))"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+    ).stdout
     assert "_data" in located and str(ROOT) not in located

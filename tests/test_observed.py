@@ -43,7 +43,14 @@ def test_fingerprint_follows_state_changes():
 def test_odd_entries_do_not_break_the_parser():
     state = parse_state("rec", [{"Id": "abc", "Labels": None, "Ports": None, "Names": None}], [{"RepoTags": None}])
     assert state.others[0].name == "abc" and state.others[0].state == "unknown"
-    bad_label = {"Id": "x", "Names": ["/aigo-rec-x"], "State": "running",
-                 "Labels": {"io.aigo-apply.managed-by": "aigo-apply", "io.aigo-apply.project": "rec",
-                            "io.aigo-apply.spec": "{not json"}}
+    bad_label = {
+        "Id": "x",
+        "Names": ["/aigo-rec-x"],
+        "State": "running",
+        "Labels": {
+            "io.aigo-apply.managed-by": "aigo-apply",
+            "io.aigo-apply.project": "rec",
+            "io.aigo-apply.spec": "{not json",
+        },
+    }
     assert parse_state("rec", [bad_label], []).ours[0].spec is None

@@ -7,9 +7,9 @@ import json
 import textwrap
 
 import pytest
+from conftest import free_port, router_yaml, run_cli, write_config
 
 from aigo_apply.app.planning import load_desired
-from conftest import free_port, router_yaml, run_cli, write_config
 
 PORTS: dict[str, int] = {}
 
@@ -18,7 +18,9 @@ pytestmark = pytest.mark.docker
 
 def config(tmp_path, project, parser="hermes", extra_model="", router_port=None):
     (tmp_path / "m").mkdir(exist_ok=True)
-    return write_config(tmp_path, textwrap.dedent(f"""
+    return write_config(
+        tmp_path,
+        textwrap.dedent(f"""
         version: 1
         project: {project}
         engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
@@ -33,7 +35,9 @@ def config(tmp_path, project, parser="hermes", extra_model="", router_port=None)
             source: {{path: m}}
             context_length: 8K
             gpus: none
-        """) + extra_model)
+        """)
+        + extra_model,
+    )
 
 
 def materialize(runtime, path, only=None):
@@ -41,8 +45,11 @@ def materialize(runtime, path, only=None):
     args = ["apply", "-f", str(path), "-y"] + [a for alias in (only or []) for a in ("--target", alias)]
     result = run_cli(*args)
     assert result.returncode == 0, result.stdout + result.stderr
-    return {c["Labels"]["io.aigo-apply.model"]: c["Id"] for c in runtime.list_containers()
-            if c["Names"][0].startswith(f"/aigo-{path_project(path)}-") and "io.aigo-apply.model" in c["Labels"]}
+    return {
+        c["Labels"]["io.aigo-apply.model"]: c["Id"]
+        for c in runtime.list_containers()
+        if c["Names"][0].startswith(f"/aigo-{path_project(path)}-") and "io.aigo-apply.model" in c["Labels"]
+    }
 
 
 def path_project(path):
@@ -62,7 +69,10 @@ def test_empty_docker_plans_one_create_per_model(runtime, project, tmp_path):
     assert "# model.chat will be created" in result.stdout
     assert "# model.tools will be created" in result.stdout
     assert "# router will be created" in result.stdout
-    assert "Plan: 0 to pull, 3 to create, 0 to replace, 0 to start, 0 to remove, 0 to reload; 0 unchanged." in result.stdout
+    assert (
+        "Plan: 0 to pull, 3 to create, 0 to replace, 0 to start, 0 to remove, 0 to reload; 0 unchanged."
+        in result.stdout
+    )
 
 
 def test_existing_containers_plan_no_changes_then_changed_parser_recreates(runtime, project, tmp_path):
@@ -78,8 +88,9 @@ def test_existing_containers_plan_no_changes_then_changed_parser_recreates(runti
     recreate = [a for a in plan["actions"] if a["kind"] == "recreate"]
     assert [a["address"] for a in recreate] == ["model.chat"]
     assert recreate[0]["reasons"] == ["vllm.tool_call_parser changed"]
-    assert recreate[0]["changes"] == [{"path": "vllm.tool_call_parser", "before": "hermes",
-                                       "after": "qwen3_coder", "effect": "recreate"}]
+    assert recreate[0]["changes"] == [
+        {"path": "vllm.tool_call_parser", "before": "hermes", "after": "qwen3_coder", "effect": "recreate"}
+    ]
     text = run_cli("plan", "-f", str(path)).stdout
     assert "# model.chat will be replaced\n    (because vllm.tool_call_parser changed)" in text
     assert '~ vllm.tool_call_parser: "hermes" -> "qwen3_coder"' in text
@@ -103,7 +114,9 @@ def test_model_removed_from_file_plans_remove(runtime, project, tmp_path):
     materialize(runtime, config(tmp_path, project, extra_model=extra))
     plan, _ = plan_json(config(tmp_path, project))
     assert [(a["address"], a["kind"]) for a in plan["actions"] if a["kind"] != "noop"] == [
-        ("model.extra", "remove"), ("router", "reload_router")]
+        ("model.extra", "remove"),
+        ("router", "reload_router"),
+    ]
     assert plan["summary"]["remove"] == 1 and plan["summary"]["noop"] == 2
     router = [a for a in plan["actions"] if a["address"] == "router"][0]
     assert router["kind"] == "reload_router" and router["reasons"] == ["route for model extra to be removed"]
@@ -157,4 +170,8 @@ def test_image_inspect_reports_reference_and_local_presence(runtime, project, tm
     path.write_text(text)
     info = json.loads(run_cli("image", "inspect", "vllm", "-f", str(path), "--output", "json").stdout)
     assert (info["imageReference"], info["defaultTag"], info["tagOverridden"], info["present"]) == (
-        "vllm/vllm-openai:v0.31.0-cu129", "v0.31.0", True, False)
+        "vllm/vllm-openai:v0.31.0-cu129",
+        "v0.31.0",
+        True,
+        False,
+    )

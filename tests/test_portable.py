@@ -4,10 +4,10 @@ file that still validates and never replaces an existing alias."""
 from __future__ import annotations
 
 import yaml
-
-from aigo_apply.config.load import load_config
-from aigo_apply.app.portable import HOST_FIELDS, HOST_VLLM_FIELDS
 from conftest import EXAMPLES, run_cli, write_config
+
+from aigo_apply.app.portable import HOST_FIELDS, HOST_VLLM_FIELDS
+from aigo_apply.config.load import load_config
 
 
 def test_export_then_import_round_trips_minus_host_fields(tmp_path):
@@ -22,8 +22,12 @@ def test_export_then_import_round_trips_minus_host_fields(tmp_path):
     expected = {k: v for k, v in original.items() if k not in HOST_FIELDS}
     expected["vllm"] = {k: v for k, v in original["vllm"].items() if k not in HOST_VLLM_FIELDS}
     assert imported == expected
-    assert set(original["vllm"]) - set(imported["vllm"]) == {"gpu_memory_utilization", "tensor_parallel_size",
-                                                             "moe_backend", "mamba_backend"}
+    assert set(original["vllm"]) - set(imported["vllm"]) == {
+        "gpu_memory_utilization",
+        "tensor_parallel_size",
+        "moe_backend",
+        "mamba_backend",
+    }
     assert "gpus" not in imported and "port" not in imported
     # printing instead of writing gives the same entry
     printed = yaml.safe_load(run_cli("import", str(exported)).stdout)
@@ -47,8 +51,11 @@ def test_import_refuses_an_existing_alias_and_an_invalid_result(tmp_path):
 def test_import_inserts_inside_the_models_block_when_other_sections_follow(tmp_path):
     exported = tmp_path / "q.baimodel"
     run_cli("export", "qwen3-8b", "-f", str(EXAMPLES / "single-gpu.yaml"), "-o", str(exported))
-    target = write_config(tmp_path, "version: 1\nproject: p\nmodels:\n  a: {source: {path: /m}, context_length: 9, "
-                          "gpus: none}\n\nrouter: {port: 9001}\n")
+    target = write_config(
+        tmp_path,
+        "version: 1\nproject: p\nmodels:\n  a: {source: {path: /m}, context_length: 9, "
+        "gpus: none}\n\nrouter: {port: 9001}\n",
+    )
     assert run_cli("import", str(exported), "-f", str(target), "--write").returncode == 0
     data = load_config(str(target)).data
     assert list(data["models"]) == ["a", "qwen3-8b"] and data["router"] == {"port": 9001}

@@ -21,47 +21,67 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aigo_apply.config.load import load_config
+from aigo_apply.config.vllm_facts import names
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines import render
+from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.model_store import downloads
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.planner import build_plan
-from aigo_apply.router.haproxy import router_container
-from aigo_apply.config.vllm_facts import names
+from aigo_apply.router.haproxy import render_files, render_key
 
 ALIASES = st.text("abcdefghij0123456789", min_size=1, max_size=8).filter(lambda a: a[0].isalpha())
-SETTINGS = st.fixed_dictionaries({}, optional={
-    "tool_call_parser": st.sampled_from(sorted(names("tool_call_parser"))[:12]),
-    "reasoning_parser": st.sampled_from(sorted(names("reasoning_parser"))[:8]),
-    "max_num_seqs": st.integers(1, 512),
-    "enable_prefix_caching": st.booleans(),
-    "enforce_eager": st.booleans(),
-    "tool_calling": st.booleans(),
-    "gpu_memory_utilization": st.sampled_from([0.1, 0.15, 0.2]),
-    "kv_cache_dtype": st.sampled_from(["auto", "fp8"]),
-})
-MODEL = st.fixed_dictionaries({
-    "source": st.one_of(st.fixed_dictionaries({"path": st.sampled_from(["m", "models/a", "/srv/x"])}),
-                        st.fixed_dictionaries({"repo": st.sampled_from(["org/a", "org/b"])},
-                                              optional={"revision": st.sampled_from(["main", "v1"])})),
-    "context_length": st.one_of(st.integers(256, 131072), st.sampled_from(["4k", "32K", "128k"])),
-}, optional={
-    "gpus": st.sampled_from(["none", "all", [0], [1], [0, 1]]),
-    "vllm": SETTINGS,
-    "env": st.dictionaries(st.sampled_from(["A", "LOG_LEVEL", "X_Y"]), st.sampled_from(["1", "info", "a b"]),
-                           max_size=2),
-    "ready_timeout": st.integers(1, 3000),
-})
-FILES = st.fixed_dictionaries({
-    "models": st.dictionaries(ALIASES, MODEL, min_size=1, max_size=4),
-}, optional={"router": st.fixed_dictionaries({}, optional={"port": st.integers(8000, 8100), "max_body_mb": st.integers(1, 64)}),
-             "engines": st.just({"vllm": {"image": "local/engine", "image_tag": "1"}})})
-MACHINE = st.fixed_dictionaries({
-    "stop": st.lists(st.integers(0, 9), max_size=3),
-    "drop": st.lists(st.integers(0, 9), max_size=3),
-    "leftover": st.booleans(),
-    "router_files": st.sampled_from(["match", "stale", "none"]),
-})
+SETTINGS = st.fixed_dictionaries(
+    {},
+    optional={
+        "tool_call_parser": st.sampled_from(sorted(names("tool_call_parser"))[:12]),
+        "reasoning_parser": st.sampled_from(sorted(names("reasoning_parser"))[:8]),
+        "max_num_seqs": st.integers(1, 512),
+        "enable_prefix_caching": st.booleans(),
+        "enforce_eager": st.booleans(),
+        "tool_calling": st.booleans(),
+        "gpu_memory_utilization": st.sampled_from([0.1, 0.15, 0.2]),
+        "kv_cache_dtype": st.sampled_from(["auto", "fp8"]),
+    },
+)
+MODEL = st.fixed_dictionaries(
+    {
+        "source": st.one_of(
+            st.fixed_dictionaries({"path": st.sampled_from(["m", "models/a", "/srv/x"])}),
+            st.fixed_dictionaries(
+                {"repo": st.sampled_from(["org/a", "org/b"])}, optional={"revision": st.sampled_from(["main", "v1"])}
+            ),
+        ),
+        "context_length": st.one_of(st.integers(256, 131072), st.sampled_from(["4k", "32K", "128k"])),
+    },
+    optional={
+        "gpus": st.sampled_from(["none", "all", [0], [1], [0, 1]]),
+        "vllm": SETTINGS,
+        "env": st.dictionaries(
+            st.sampled_from(["A", "LOG_LEVEL", "X_Y"]), st.sampled_from(["1", "info", "a b"]), max_size=2
+        ),
+        "ready_timeout": st.integers(1, 3000),
+    },
+)
+FILES = st.fixed_dictionaries(
+    {
+        "models": st.dictionaries(ALIASES, MODEL, min_size=1, max_size=4),
+    },
+    optional={
+        "router": st.fixed_dictionaries(
+            {}, optional={"port": st.integers(8000, 8100), "max_body_mb": st.integers(1, 64)}
+        ),
+        "engines": st.just({"vllm": {"image": "local/engine", "image_tag": "1"}}),
+    },
+)
+MACHINE = st.fixed_dictionaries(
+    {
+        "stop": st.lists(st.integers(0, 9), max_size=3),
+        "drop": st.lists(st.integers(0, 9), max_size=3),
+        "leftover": st.booleans(),
+        "router_files": st.sampled_from(["match", "stale", "none"]),
+    }
+)
 
 
 def write(tmp_path, name: str, data: dict, shuffle: random.Random | None = None) -> str:
@@ -103,36 +123,66 @@ class Machine:
         self.ids = itertools.count(1)
 
     def observed(self):
-        return parse_state("prop", list(self.containers.values()), [{"Id": "sha256:img", "RepoTags": [
-            "local/engine:1", "vllm/vllm-openai:v0.31.0", "haproxy:3.2"]}], self.router_files, self.markers)
+        return parse_state(
+            "prop",
+            list(self.containers.values()),
+            [{"Id": "sha256:img", "RepoTags": ["local/engine:1", "vllm/vllm-openai:v0.31.0", "haproxy:3.2"]}],
+            self.router_files,
+            self.markers,
+        )
 
     def put(self, container, state="running"):
-        ports = [{"IP": "127.0.0.1", "PrivatePort": container.container_port, "PublicPort": container.host_port,
-                  "Type": "tcp"}] if container.host_port else []
+        ports = (
+            [
+                {
+                    "IP": "127.0.0.1",
+                    "PrivatePort": container.container_port,
+                    "PublicPort": container.host_port,
+                    "Type": "tcp",
+                }
+            ]
+            if container.host_port
+            else []
+        )
         self.containers[container.name] = {
-            "Id": f"id{next(self.ids):06d}", "Names": [f"/{container.name}"], "Image": container.image,
-            "ImageID": "sha256:img", "Labels": dict(container.labels), "State": state,
-            "Status": "Up 1 second" if state == "running" else "Exited (0) 1 second ago", "Ports": ports}
+            "Id": f"id{next(self.ids):06d}",
+            "Names": [f"/{container.name}"],
+            "Image": container.image,
+            "ImageID": "sha256:img",
+            "Labels": dict(container.labels),
+            "State": state,
+            "Status": "Up 1 second" if state == "running" else "Exited (0) 1 second ago",
+            "Ports": ports,
+        }
 
     def apply(self, plan, desired):
         """What the executor does, action by action (readiness always succeeds here)."""
         for action in plan.actions:
             if action.kind == "download":
-                self.markers[action.spec["dest"]] = {"commit": "c" * 40, "files": {"config.json": 1},
-                                                     "complete_repo": True}
+                self.markers[action.spec["dest"]] = {
+                    "commit": "c" * 40,
+                    "files": {"config.json": 1},
+                    "complete_repo": True,
+                }
             elif action.kind == "remove":
                 self.containers.pop(action.container, None)
             elif action.kind in ("create", "recreate"):
-                container = (router_container(plan.project, action.spec) if action.address == "router"
-                             else render(plan.project, action.model, action.spec))
+                container = (
+                    router_container(plan.project, action.spec)
+                    if action.address == "router"
+                    else render(plan.project, action.model, action.spec)
+                )
                 self.containers.pop(container.name, None)
                 self.put(container)
             elif action.kind == "start":
                 self.containers[action.container]["State"] = "running"
                 self.containers[action.container]["Status"] = "Up 1 second"
-        if any(a.address == "router" and a.kind != "noop" for a in plan.actions) or \
-                any(a.kind in ("create", "recreate", "remove", "start") for a in plan.actions):
-            self.router_files = dict(desired.router.files)  # the executor's final route convergence
+        if any(a.address == "router" and a.kind != "noop" for a in plan.actions) or any(
+            a.kind in ("create", "recreate", "remove", "start") for a in plan.actions
+        ):
+            self.router_files = render_files(
+                desired.router.settings, list(desired.router.routes)
+            )  # the executor's final route convergence
 
 
 def scatter(machine: Machine, chaos: dict) -> None:
@@ -171,8 +221,11 @@ def test_plan_apply_plan_converges_to_noops(tmp_path, before, after, chaos):
     assert [a for a in second.actions if a.kind != "noop"] == []
     assert not second.has_changes
     # every model folder the file names is complete: nothing left to download
-    assert all(d["dest"] in machine.markers for d in downloads({a: m.spec for a, m in new.models.items()})
-               if any(m in new.models for m in d["models"]))
+    assert all(
+        d["dest"] in machine.markers
+        for d in downloads({a: m.spec for a, m in new.models.items()})
+        if any(m in new.models for m in d["models"])
+    )
 
 
 DEFAULTS = {"gpus": "all"}
@@ -200,9 +253,14 @@ def with_defaults(data: dict) -> dict:
 def test_canonical_spec_is_stable_under_reordering_and_written_defaults(tmp_path, data, seed):
     valid(data)
     base = desired_of(tmp_path, "a.yaml", data)
-    for variant in (desired_of(tmp_path, "b.yaml", data, random.Random(seed)),
-                    desired_of(tmp_path, "c.yaml", with_defaults(data), random.Random(seed + 1))):
+    for variant in (
+        desired_of(tmp_path, "b.yaml", data, random.Random(seed)),
+        desired_of(tmp_path, "c.yaml", with_defaults(data), random.Random(seed + 1)),
+    ):
         assert {a: m.spec for a, m in variant.models.items()} == {a: m.spec for a, m in base.models.items()}
-        assert {a: m.container.labels for a, m in variant.models.items()} == \
-            {a: m.container.labels for a, m in base.models.items()}
-        assert variant.router.render_key == base.router.render_key
+        assert {a: m.container.labels for a, m in variant.models.items()} == {
+            a: m.container.labels for a, m in base.models.items()
+        }
+        assert render_key(variant.router.settings, list(variant.router.routes)) == render_key(
+            base.router.settings, list(base.router.routes)
+        )

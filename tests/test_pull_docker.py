@@ -7,7 +7,6 @@ import json
 import uuid
 
 import pytest
-
 from conftest import free_port, router_yaml, run_cli, write_config
 from registry import Registry, blobs_of_saved, tiny_rootfs
 
@@ -25,18 +24,24 @@ def registry(runtime):
     reg.close()
     try:
         runtime.api.remove_image(reg.reference, force=True)
-    except Exception:  # noqa: BLE001 - a test that failed before pulling leaves nothing to remove
+    except Exception:
         pass
 
 
 def test_image_pull_streams_layer_progress_and_plan_stops_planning_a_pull(registry, runtime, project, tmp_path):
     repo = registry.reference.rsplit(":", 1)[0]
-    path = write_config(tmp_path, f"version: 1\nproject: {project}\nengines: {{vllm: {{image: {repo}, image_tag: v1}}}}\n"
-                                  f"models:\n  m: {{source: {{path: /m}}, context_length: 9, gpus: none}}\n")
+    path = write_config(
+        tmp_path,
+        f"version: 1\nproject: {project}\nengines: {{vllm: {{image: {repo}, image_tag: v1}}}}\n"
+        f"models:\n  m: {{source: {{path: /m}}, context_length: 9, gpus: none}}\n",
+    )
     plan = json.loads(run_cli("plan", "-f", str(path), "-o", "json").stdout)
     assert [a["address"] for a in plan["actions"] if a["kind"] == "pull"][0] == f"image.{registry.reference}"
     never = run_cli("apply", "-f", str(path), "-y", "--pull", "never")
-    assert never.returncode == 1 and f"--pull never, but {registry.reference}, haproxy:3.2 are not on this machine" in never.stderr
+    assert (
+        never.returncode == 1
+        and f"--pull never, but {registry.reference}, haproxy:3.2 are not on this machine" in never.stderr
+    )
     result = run_cli("image", "pull", "vllm", "-f", str(path), "-o", "json")
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
@@ -53,8 +58,9 @@ def test_image_pull_streams_layer_progress_and_plan_stops_planning_a_pull(regist
 
 def test_pull_of_a_missing_tag_is_a_clear_error(registry, project, tmp_path):
     repo = registry.reference.rsplit(":", 1)[0]
-    path = write_config(tmp_path, f"version: 1\nproject: {project}\nengines: {{vllm: {{image: {repo}, image_tag: v9}}}}\n"
-                                  f"models: {{}}\n")
+    path = write_config(
+        tmp_path, f"version: 1\nproject: {project}\nengines: {{vllm: {{image: {repo}, image_tag: v9}}}}\nmodels: {{}}\n"
+    )
     result = run_cli("image", "pull", "vllm", "-f", str(path))
     assert result.returncode == 1 and f"pulling {repo}:v9 failed:" in result.stderr
     assert "Traceback" not in result.stderr
@@ -69,15 +75,21 @@ def test_apply_pulls_before_it_stops_the_old_container(runtime, project, tmp_pat
     router = router_yaml(free_port())
 
     def write(image: str, tag: str):
-        return write_config(tmp_path, f"version: 1\nproject: {project}\n{router}\n"
-                                      f"engines: {{vllm: {{image: {image}, image_tag: \"{tag}\"}}}}\n"
-                                      f"models:\n  m: {{source: {{path: m}}, context_length: 99, gpus: none}}\n")
+        return write_config(
+            tmp_path,
+            f"version: 1\nproject: {project}\n{router}\n"
+            f'engines: {{vllm: {{image: {image}, image_tag: "{tag}"}}}}\n'
+            f"models:\n  m: {{source: {{path: m}}, context_length: 99, gpus: none}}\n",
+        )
+
     try:
         assert run_cli("apply", "-f", str(write("aigo-stub-engine", "1")), "-y", env=state).returncode == 0
         result = run_cli("apply", "-f", str(write(reg.reference.rsplit(":", 1)[0], "v2")), "-y", env=state)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "(because image changed)" in result.stdout and "Apply complete: 1 replaced." in result.stdout
-        journal = [json.loads(line) for line in (tmp_path / "state" / project / "journal.jsonl").read_text().splitlines()]
+        journal = [
+            json.loads(line) for line in (tmp_path / "state" / project / "journal.jsonl").read_text().splitlines()
+        ]
         steps = [(j["step"], j["outcome"]) for j in journal if j["run"] == journal[-1]["run"]]
         assert steps.index(("pull", "ok")) < steps.index(("recreate", "begin"))
     finally:
@@ -85,7 +97,7 @@ def test_apply_pulls_before_it_stops_the_old_container(runtime, project, tmp_pat
         try:
             runtime.api.remove_container(f"aigo-{project}-m", force=True)
             runtime.api.remove_image(reg.reference, force=True)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
@@ -102,4 +114,3 @@ def test_pull_by_digest_and_tag_put_back_an_image_as_apply_locked_does(registry,
     assert f"GET /v2/aigo/pulltest/manifests/{digest.split('@')[1]}" in registry.requests
     runtime.tag(image["Id"], registry.reference)
     assert runtime.inspect_image(registry.reference)["Id"] == image["Id"]
-

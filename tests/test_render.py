@@ -8,39 +8,43 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
-
-import pytest
 
 import click
+import pytest
+from conftest import ROOT
 from jsonschema import Draft202012Validator
+from test_planner import CONFIG, desired, observed
 
-from aigo_apply.observe.containers import parse_state
-from aigo_apply.plan.types import Plan
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.text import plan_json, plan_text
-from conftest import ROOT
-from test_planner import CONFIG, desired, observed
+from aigo_apply.plan.types import Plan
 
 PLAN_SCHEMA = json.loads((ROOT / "schemas" / "plan.schema.json").read_text())
 
 
 def mixed_plan(tmp_path) -> Plan:
     before = observed(desired(tmp_path))
-    text = CONFIG.replace("tool_call_parser: hermes", "tool_call_parser: qwen3_coder") + \
-        "  gamma:\n    source: {path: /m/g}\n    context_length: 2k\n    gpus: none\n    env: {T: {from_env: T}}\n"
-    text = text.replace("image_tag: \"1\"", "image_tag: \"2\"")
+    text = (
+        CONFIG.replace("tool_call_parser: hermes", "tool_call_parser: qwen3_coder")
+        + "  gamma:\n    source: {path: /m/g}\n    context_length: 2k\n    gpus: none\n    env: {T: {from_env: T}}\n"
+    )
+    text = text.replace('image_tag: "1"', 'image_tag: "2"')
     return build_plan(desired(tmp_path, text), before)
 
 
 def test_text_has_legend_reasons_changes_and_summary(tmp_path):
     text = click.unstyle(plan_text(mixed_plan(tmp_path)))
     assert "Symbols: v pull   + create   -/+ replace" in text
-    assert "  # model.beta will be replaced\n    (because image changed)\n    (because vllm.tool_call_parser changed)" in text
+    assert (
+        "  # model.beta will be replaced\n    (because image changed)\n    (because vllm.tool_call_parser changed)"
+        in text
+    )
     assert '      ~ vllm.tool_call_parser: "hermes" -> "qwen3_coder"' in text
     assert '      + env.T: {"from_env": "T"}' in text
     assert "      note: context_length '2k' means 2000 tokens" in text
-    assert text.strip().endswith("Plan: 1 to pull, 1 to create, 2 to replace, 0 to start, 0 to remove, 1 to reload; 0 unchanged.")
+    assert text.strip().endswith(
+        "Plan: 1 to pull, 1 to create, 2 to replace, 0 to start, 0 to remove, 1 to reload; 0 unchanged."
+    )
     assert "  # router will be reloaded\n    (because route for model gamma to be added)" in text
 
 
@@ -63,8 +67,18 @@ def test_json_follows_the_contract_and_round_trips(tmp_path):
     data = json.loads(plan_json(plan))
     errors = sorted(e.message for e in Draft202012Validator(PLAN_SCHEMA).iter_errors(data))
     assert errors == []
-    assert data["summary"] == {"pull": 1, "download": 0, "create": 1, "recreate": 2, "start": 0, "remove": 0,
-                               "reload_router": 1, "noop": 0, "has_changes": True, "blocked": False}
+    assert data["summary"] == {
+        "pull": 1,
+        "download": 0,
+        "create": 1,
+        "recreate": 2,
+        "start": 0,
+        "remove": 0,
+        "reload_router": 1,
+        "noop": 0,
+        "has_changes": True,
+        "blocked": False,
+    }
     assert Plan.from_dict(data).to_dict() == data
 
 
@@ -84,13 +98,22 @@ def test_colours_only_on_a_terminal_and_never_with_no_color(runtime, project, tm
     if not shutil.which("script"):
         pytest.skip("util-linux `script` is needed to give the CLI a terminal")
     demo = tmp_path / "demo.yaml"  # the demo under a project of its own, so a running demo does not matter
-    demo.write_text((ROOT / "examples" / "demo.yaml").read_text().replace("project: demo", f"project: {project}")
-                    .replace("demo-models/", f"{ROOT}/examples/demo-models/"))
+    demo.write_text(
+        (ROOT / "examples" / "demo.yaml")
+        .read_text()
+        .replace("project: demo", f"project: {project}")
+        .replace("demo-models/", f"{ROOT}/examples/demo-models/")
+    )
     command = f"{sys.executable} -m aigo_apply plan -f {demo}"
     on_tty = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, cwd=tmp_path)
     assert "\x1b[" in on_tty.stdout and "will be created" in on_tty.stdout
     piped = subprocess.run(command.split(), capture_output=True, text=True, cwd=tmp_path)
     assert "will be created" in piped.stdout and "\x1b[" not in piped.stdout + piped.stderr
-    no_color = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True,
-                              cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"})
+    no_color = subprocess.run(
+        ["script", "-qec", command, "/dev/null"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert "will be created" in no_color.stdout and "\x1b[" not in no_color.stdout

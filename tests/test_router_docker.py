@@ -15,7 +15,6 @@ import time
 
 import httpx
 import pytest
-
 from conftest import ROOT, free_port, router_yaml, run_cli, write_config
 
 pytestmark = pytest.mark.docker
@@ -32,16 +31,25 @@ class Project:
         self.url = f"http://127.0.0.1:{self.port}"
 
     def write(self, models: dict[str, str], router_extra: str = "") -> str:
-        body = "".join(f"  {alias}:\n    source: {{path: m}}\n    context_length: 4096\n    gpus: none\n"
-                       f"    env: {{AIGO_STUB_LOAD_SECONDS: \"0.2\"{env}}}\n" for alias, env in models.items())
+        body = "".join(
+            f"  {alias}:\n    source: {{path: m}}\n    context_length: 4096\n    gpus: none\n"
+            f'    env: {{AIGO_STUB_LOAD_SECONDS: "0.2"{env}}}\n'
+            for alias, env in models.items()
+        )
         router = router_yaml(self.port)[:-1] + router_extra + "}"
-        return str(write_config(self.tmp, textwrap.dedent(f"""
+        return str(
+            write_config(
+                self.tmp,
+                textwrap.dedent(f"""
             version: 1
             project: {self.name}
             engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
             {router}
             models:
-            """) + body))
+            """)
+                + body,
+            )
+        )
 
     def apply(self, models: dict[str, str], router_extra: str = "", extra_env=None) -> subprocess.CompletedProcess:
         result = run_cli("apply", "-f", self.write(models, router_extra), "-y", env={**self.env, **(extra_env or {})})
@@ -52,8 +60,12 @@ class Project:
         return sorted(m["id"] for m in httpx.get(f"{self.url}/v1/models", headers=headers, timeout=5).json()["data"])
 
     def chat(self, model, headers=None, **extra) -> httpx.Response:
-        return httpx.post(f"{self.url}/v1/chat/completions", headers=headers, timeout=10,
-                          json={"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **extra})
+        return httpx.post(
+            f"{self.url}/v1/chat/completions",
+            headers=headers,
+            timeout=10,
+            json={"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **extra},
+        )
 
 
 @pytest.fixture
@@ -68,32 +80,47 @@ def test_routes_by_model_lists_ready_models_and_speaks_openai_errors(proj):
         reply = proj.chat(alias)
         assert reply.status_code == 200 and reply.json()["model"] == alias
     # the model field after the messages, as SDKs send it
-    late = httpx.post(f"{proj.url}/v1/chat/completions", timeout=5,
-                      content=b'{"messages": [{"role": "user", "content": "x"}], "model": "beta"}',
-                      headers={"Content-Type": "application/json"})
+    late = httpx.post(
+        f"{proj.url}/v1/chat/completions",
+        timeout=5,
+        content=b'{"messages": [{"role": "user", "content": "x"}], "model": "beta"}',
+        headers={"Content-Type": "application/json"},
+    )
     assert late.json()["model"] == "beta"
     unknown = proj.chat("nope")
     assert unknown.status_code == 404
-    assert unknown.json()["error"] == {"message": "The model `nope` does not exist; GET /v1/models lists the models "
-                                       "served here.", "type": "NotFoundError", "param": "model", "code": 404}
+    assert unknown.json()["error"] == {
+        "message": "The model `nope` does not exist; GET /v1/models lists the models served here.",
+        "type": "NotFoundError",
+        "param": "model",
+        "code": 404,
+    }
     for body in (b"not json", b'{"messages": []}'):
-        bad = httpx.post(f"{proj.url}/v1/chat/completions", content=body, timeout=5,
-                         headers={"Content-Type": "application/json"})
+        bad = httpx.post(
+            f"{proj.url}/v1/chat/completions", content=body, timeout=5, headers={"Content-Type": "application/json"}
+        )
         assert bad.status_code == 400 and bad.json()["error"]["type"] == "BadRequestError"
     assert httpx.get(f"{proj.url}/nowhere", timeout=5).status_code == 404
     assert httpx.get(f"{proj.url}/health", timeout=5).json() == {"status": "ok"}
     assert "haproxy_process_nbthread" in httpx.get(f"{proj.url}/metrics", timeout=5).text
     # the engine's own errors come through unchanged
     too_long = proj.chat("alpha", max_tokens=999999)
-    assert too_long.status_code == 400 and "cannot be greater than max_model_len=4096" in too_long.json()["error"]["message"]
+    assert (
+        too_long.status_code == 400
+        and "cannot be greater than max_model_len=4096" in too_long.json()["error"]["message"]
+    )
 
 
 def test_streaming_passes_through_chunk_by_chunk(proj):
     proj.apply({"alpha": ', AIGO_STUB_STREAM_DELAY: "0.3"'})
     arrivals = []
     start = time.monotonic()
-    with httpx.stream("POST", f"{proj.url}/v1/chat/completions", timeout=10, json={
-            "model": "alpha", "stream": True, "max_tokens": 4, "messages": []}) as response:
+    with httpx.stream(
+        "POST",
+        f"{proj.url}/v1/chat/completions",
+        timeout=10,
+        json={"model": "alpha", "stream": True, "max_tokens": 4, "messages": []},
+    ) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
             if line.startswith("data: "):
@@ -114,8 +141,9 @@ def test_reload_under_load_drops_nothing_and_a_stream_survives(proj):
                 if stop.is_set():
                     return
                 try:
-                    reply = http.post(f"{proj.url}/v1/chat/completions",
-                                      json={"model": "steady", "messages": [], "max_tokens": 1})
+                    reply = http.post(
+                        f"{proj.url}/v1/chat/completions", json={"model": "steady", "messages": [], "max_tokens": 1}
+                    )
                     with lock:
                         if reply.status_code == 200:
                             counts["ok"] += 1
@@ -129,8 +157,12 @@ def test_reload_under_load_drops_nothing_and_a_stream_survives(proj):
 
     def long_stream():
         lines = []
-        with httpx.stream("POST", f"{proj.url}/v1/chat/completions", timeout=30, json={
-                "model": "steady", "stream": True, "max_tokens": 4, "messages": []}) as response:
+        with httpx.stream(
+            "POST",
+            f"{proj.url}/v1/chat/completions",
+            timeout=30,
+            json={"model": "steady", "stream": True, "max_tokens": 4, "messages": []},
+        ) as response:
             lines = [ln for ln in response.iter_lines() if ln.startswith("data: ")]
         stream_result["lines"] = lines
 
@@ -141,8 +173,11 @@ def test_reload_under_load_drops_nothing_and_a_stream_survives(proj):
     streamer.start()
     deadline = time.monotonic() + 60
     for i in range(10):  # add and remove a model 10 times while the load runs: 20 reloads
-        proj.apply({"steady": ', AIGO_STUB_STREAM_DELAY: "0.4"', "extra": ""} if i % 2 == 0 else
-                   {"steady": ', AIGO_STUB_STREAM_DELAY: "0.4"'})
+        proj.apply(
+            {"steady": ', AIGO_STUB_STREAM_DELAY: "0.4"', "extra": ""}
+            if i % 2 == 0
+            else {"steady": ', AIGO_STUB_STREAM_DELAY: "0.4"'}
+        )
         if time.monotonic() > deadline:
             break
     stop.set()
@@ -184,15 +219,23 @@ def test_a_busy_engines_slow_health_answer_keeps_its_route(proj):
     assert len(codes) > 10 and set(codes) == {200}, codes
     metrics = httpx.get(f"{proj.url}/metrics", timeout=5).text
     assert 'haproxy_server_status{proxy="m_alpha' in metrics
-    assert [line for line in metrics.splitlines()
-            if line.startswith("haproxy_server_status{") and 'state="UP"' in line and line.endswith(" 1")], metrics
+    assert [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("haproxy_server_status{") and 'state="UP"' in line and line.endswith(" 1")
+    ], metrics
 
 
 def test_watch_removes_a_killed_engines_route_within_two_seconds(proj, runtime):
     proj.apply({"alpha": "", "beta": ""})
-    watch = subprocess.Popen([sys.executable, "-m", "aigo_apply", "watch", "-f", proj.write({"alpha": "", "beta": ""})],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env={**os.environ, **proj.env}, cwd=ROOT)
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "aigo_apply", "watch", "-f", proj.write({"alpha": "", "beta": ""})],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **proj.env},
+        cwd=ROOT,
+    )
     try:
         deadline = time.monotonic() + 20
         while "watching project" not in (line := watch.stdout.readline()):

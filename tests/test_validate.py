@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import EXAMPLES, run_cli, write_config
 
 from aigo_apply.config.load import load_config
 from aigo_apply.errors import ConfigInvalid
-from conftest import EXAMPLES, run_cli, write_config
 
 GOOD = """
 version: 1
@@ -35,7 +35,9 @@ def test_every_example_validates(example):
 
 
 def test_broken_file_reports_every_problem_with_position(tmp_path):
-    path = write_config(tmp_path, """
+    path = write_config(
+        tmp_path,
+        """
         version: 1
         project: lab
         models:
@@ -50,7 +52,8 @@ def test_broken_file_reports_every_problem_with_position(tmp_path):
             source: {path: /srv/m}
             context_length: 0
             gpus: none
-        """)
+        """,
+    )
     result = run_cli("validate", "-f", str(path))
     assert result.returncode == 1
     err = result.stderr.replace(str(path), "F").splitlines()
@@ -60,7 +63,7 @@ def test_broken_file_reports_every_problem_with_position(tmp_path):
         "F:9:25: models.qwen.vllm.tool_call_parser: 'qwen3coder' is not a tool_call_parser that vLLM v0.31.0 knows (did you mean 'qwen3_coder'?)",
         "F:10:20: models.qwen.vllm.moe_backend: 'FlashInfer-CUTLASS' is not a moe_backend that vLLM v0.31.0 knows (did you mean 'flashinfer_cutlass'?)",
         "F:11:3: models.\"bad alias\": alias 'bad alias' is not a safe name: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (clients send it as `model`)",
-        "F:13:21: models.\"bad alias\".context_length: 0 tokens is out of range; use 1 to 16777216",
+        'F:13:21: models."bad alias".context_length: 0 tokens is out of range; use 1 to 16777216',
     ]
     assert err[-1].startswith("error: F: 6 problems found; nothing was changed.")
     assert "Traceback" not in result.stderr
@@ -77,7 +80,9 @@ def test_validate_json_output(tmp_path):
 
 
 def test_duplicate_ports_and_router_clash(tmp_path):
-    assert problems(tmp_path, """
+    assert problems(
+        tmp_path,
+        """
         version: 1
         project: lab
         router: {port: 9000}
@@ -85,47 +90,59 @@ def test_duplicate_ports_and_router_clash(tmp_path):
           a: {source: {path: /m/a}, context_length: 4096, gpus: none, port: 9001}
           b: {source: {path: /m/b}, context_length: 4096, gpus: none, port: 9001}
           c: {source: {path: /m/c}, context_length: 4096, gpus: none, port: 9000}
-        """) == [
+        """,
+    ) == [
         "F:6:69: models.b.port: port 9001 is already used by model 'a'; each model needs its own port",
         "F:7:69: models.c.port: port 9000 is the router's port (router.port); choose another port for this model",
     ]
 
 
 def test_gpu_fractions_over_one_gpu(tmp_path):
-    found = problems(tmp_path, """
+    found = problems(
+        tmp_path,
+        """
         version: 1
         project: lab
         models:
           a: {source: {path: /m/a}, context_length: 4096, gpus: [0]}
           b: {source: {path: /m/b}, context_length: 4096, gpus: [0, 1], vllm: {gpu_memory_utilization: 0.3}}
           c: {source: {path: /m/c}, context_length: 4096, gpus: [1], vllm: {gpu_memory_utilization: 0.5}}
-        """)
+        """,
+    )
     assert len(found) == 1
-    assert found[0].startswith("F:5:72: models.b.vllm.gpu_memory_utilization: GPU 0 would be over-committed: "
-                               "a (0.9) + b (0.3) = 1.20 of its memory")
+    assert found[0].startswith(
+        "F:5:72: models.b.vllm.gpu_memory_utilization: GPU 0 would be over-committed: "
+        "a (0.9) + b (0.3) = 1.20 of its memory"
+    )
 
 
 def test_gpu_fractions_all_gpus_and_defaults(tmp_path):
-    found = problems(tmp_path, """
+    found = problems(
+        tmp_path,
+        """
         version: 1
         project: lab
         models:
           a: {source: {path: /m/a}, context_length: 4096}
           b: {source: {path: /m/b}, context_length: 4096}
           c: {source: {path: /m/c}, context_length: 4096, gpus: none}
-        """)
+        """,
+    )
     assert len(found) == 1 and "every GPU would be over-committed: a (0.9) + b (0.9) = 1.80" in found[0]
 
 
-@pytest.mark.parametrize("snippet, expected", [
-    ("context_length: 32k", None),
-    ("context_length: 25.6k", None),
-    ("context_length: auto", "lets vLLM pick the length at start-up"),
-    ("context_length: 32KB", "is not a token count"),
-    ("context_length: 1.5K", "decimals are only allowed with lowercase"),
-    ("context_length: 99999999", "out of range"),
-    ("context_length: true", "must be an integer or a string, not true (true/false)"),
-])
+@pytest.mark.parametrize(
+    "snippet, expected",
+    [
+        ("context_length: 32k", None),
+        ("context_length: 25.6k", None),
+        ("context_length: auto", "lets vLLM pick the length at start-up"),
+        ("context_length: 32KB", "is not a token count"),
+        ("context_length: 1.5K", "decimals are only allowed with lowercase"),
+        ("context_length: 99999999", "out of range"),
+        ("context_length: true", "must be an integer or a string, not true (true/false)"),
+    ],
+)
 def test_context_length_forms(tmp_path, snippet, expected):
     text = GOOD.replace("context_length: 32768", snippet)
     if expected is None:
@@ -134,25 +151,37 @@ def test_context_length_forms(tmp_path, snippet, expected):
         assert expected in " ".join(problems(tmp_path, text))
 
 
-@pytest.mark.parametrize("snippet, expected", [
-    ("    env: {MY_TOKEN: abcdef}", "MY_TOKEN looks like a secret written in clear; pass it by reference"),
-    ("    env: {MY_TOKEN: {from_env: MY_TOKEN, x: 1}}", "must be a plain value on one line, or a secret reference"),
-    ("    env: {HF_TOKEN: {from_env: HF_TOKEN}}", "models.qwen.env.HF_TOKEN: engine containers never get a Hugging "
-                                                "Face token: aigo-apply downloads models on this host"),
-    ("    env: {BAD-NAME: x}", "'BAD-NAME' is not a valid environment variable name"),
-    ("    env: {LOG: \"a\\nb\"}", "must be a plain value on one line"),
-    ("    vllm: {quantization: fbgemm_fp8}", "'fbgemm_fp8' is deprecated in vLLM v0.31.0"),
-    ("    vllm: {tensor_parallel_size: 2}\n    gpus: [0]", "tensor_parallel_size 2 needs 2 GPUs but `gpus` lists 1"),
-    ("    gpus: [0, 0]", "must be 'all', 'none' or a list of distinct GPU indices"),
-    ("    gpus: some", "must be 'all', 'none' or a list of distinct GPU indices"),
-    ("    port: 70000", "must be at most 65535, not 70000"),
-    ("    vllm: {gpu_memory_utilization: 0}", "must be greater than 0, not 0"),
-    ("    vllm: {tool_call_parser: \"--evil\"}", "is not a tool_call_parser that vLLM v0.31.0 knows"),
-    ("    vllm: {reasoning_parser: hermes}", "is not a reasoning_parser that vLLM v0.31.0 knows"),
-    ("    vllm: {extra_args: \"--foo\"}", "unknown key 'extra_args'"),
-    ("    source: {repo: a/b, path: /x}", "needs either `repo` (with an optional `revision` and `file`) or `path`, not both"),
-    ("    engine: tgi", "'tgi' is not one of vllm"),
-])
+@pytest.mark.parametrize(
+    "snippet, expected",
+    [
+        ("    env: {MY_TOKEN: abcdef}", "MY_TOKEN looks like a secret written in clear; pass it by reference"),
+        ("    env: {MY_TOKEN: {from_env: MY_TOKEN, x: 1}}", "must be a plain value on one line, or a secret reference"),
+        (
+            "    env: {HF_TOKEN: {from_env: HF_TOKEN}}",
+            "models.qwen.env.HF_TOKEN: engine containers never get a Hugging "
+            "Face token: aigo-apply downloads models on this host",
+        ),
+        ("    env: {BAD-NAME: x}", "'BAD-NAME' is not a valid environment variable name"),
+        ('    env: {LOG: "a\\nb"}', "must be a plain value on one line"),
+        ("    vllm: {quantization: fbgemm_fp8}", "'fbgemm_fp8' is deprecated in vLLM v0.31.0"),
+        (
+            "    vllm: {tensor_parallel_size: 2}\n    gpus: [0]",
+            "tensor_parallel_size 2 needs 2 GPUs but `gpus` lists 1",
+        ),
+        ("    gpus: [0, 0]", "must be 'all', 'none' or a list of distinct GPU indices"),
+        ("    gpus: some", "must be 'all', 'none' or a list of distinct GPU indices"),
+        ("    port: 70000", "must be at most 65535, not 70000"),
+        ("    vllm: {gpu_memory_utilization: 0}", "must be greater than 0, not 0"),
+        ('    vllm: {tool_call_parser: "--evil"}', "is not a tool_call_parser that vLLM v0.31.0 knows"),
+        ("    vllm: {reasoning_parser: hermes}", "is not a reasoning_parser that vLLM v0.31.0 knows"),
+        ('    vllm: {extra_args: "--foo"}', "unknown key 'extra_args'"),
+        (
+            "    source: {repo: a/b, path: /x}",
+            "needs either `repo` (with an optional `revision` and `file`) or `path`, not both",
+        ),
+        ("    engine: tgi", "'tgi' is not one of vllm"),
+    ],
+)
 def test_model_level_problems(tmp_path, snippet, expected):
     text = GOOD + snippet + "\n"
     if "source:" in snippet:
@@ -161,22 +190,33 @@ def test_model_level_problems(tmp_path, snippet, expected):
     assert expected in found
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("version: 2\nproject: lab\nmodels: {}\n", "F:1:10: version: must be 1"),
-    ("version: 1\nproject: Lab!\nmodels: {}\n", "F:2:10: project: must be 1-32 lowercase letters"),
-    ("version: 1\nproject: lab\nmodels: {}\nrouter: {bind: localhost}\n", "router.bind: must be an IP address"),
-    ("version: 1\nproject: lab\nmodels: {}\nrouter: {bind: 300.1.1.1}\n", "'300.1.1.1' is not an IP address"),
-    ("version: 1\nproject: lab\nmodels: {}\nengines: {vllm: {image_tag: 'vllm/vllm-openai:v0.30.0'}}\n",
-     "engines.vllm.image_tag: write only the tag here, e.g. image_tag: v0.30.0"),
-    ("version: 1\nproject: lab\nmodels: {}\nengines: {vllm: {image: 'vllm/vllm-openai:v0.30.0'}}\n",
-     "must be an image repository without a tag"),
-    ("version: 1\nproject: lab\nmodels: {}\nrouter: {api_keys: sk-123}\n",
-     "router.api_keys: must be a reference {from_env: NAME} or {from_file: PATH}, never the secret itself"),
-    ("- just\n- a list\n", "F:1:1: must be a mapping, not a list"),
-    ("version: 1\nprojekt: lab\nmodels: {}\n", "unknown key 'projekt' (did you mean 'project'?)"),
-    ("version: 1\nproject: lab\nmodels: {}\nmystery: 1\n",
-     "unknown key 'mystery'; allowed here: defaults, engines, models, project, router, version"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("version: 2\nproject: lab\nmodels: {}\n", "F:1:10: version: must be 1"),
+        ("version: 1\nproject: Lab!\nmodels: {}\n", "F:2:10: project: must be 1-32 lowercase letters"),
+        ("version: 1\nproject: lab\nmodels: {}\nrouter: {bind: localhost}\n", "router.bind: must be an IP address"),
+        ("version: 1\nproject: lab\nmodels: {}\nrouter: {bind: 300.1.1.1}\n", "'300.1.1.1' is not an IP address"),
+        (
+            "version: 1\nproject: lab\nmodels: {}\nengines: {vllm: {image_tag: 'vllm/vllm-openai:v0.30.0'}}\n",
+            "engines.vllm.image_tag: write only the tag here, e.g. image_tag: v0.30.0",
+        ),
+        (
+            "version: 1\nproject: lab\nmodels: {}\nengines: {vllm: {image: 'vllm/vllm-openai:v0.30.0'}}\n",
+            "must be an image repository without a tag",
+        ),
+        (
+            "version: 1\nproject: lab\nmodels: {}\nrouter: {api_keys: sk-123}\n",
+            "router.api_keys: must be a reference {from_env: NAME} or {from_file: PATH}, never the secret itself",
+        ),
+        ("- just\n- a list\n", "F:1:1: must be a mapping, not a list"),
+        ("version: 1\nprojekt: lab\nmodels: {}\n", "unknown key 'projekt' (did you mean 'project'?)"),
+        (
+            "version: 1\nproject: lab\nmodels: {}\nmystery: 1\n",
+            "unknown key 'mystery'; allowed here: defaults, engines, models, project, router, version",
+        ),
+    ],
+)
 def test_top_level_problems(tmp_path, text, expected):
     path = write_config(tmp_path, text)
     with pytest.raises(ConfigInvalid) as info:
@@ -186,14 +226,19 @@ def test_top_level_problems(tmp_path, text, expected):
 
 
 def test_models_mapping_aliases_case_collision(tmp_path):
-    found = problems(tmp_path, """
+    found = problems(
+        tmp_path,
+        """
         version: 1
         project: lab
         models:
           Qwen: {source: {path: /m/a}, context_length: 4096, gpus: none}
           qwen: {source: {path: /m/b}, context_length: 4096, gpus: none}
-        """)
-    assert found == ["F:5:3: models.qwen: alias 'qwen' differs from 'Qwen' only in case; clients would confuse them, rename one"]
+        """,
+    )
+    assert found == [
+        "F:5:3: models.qwen: alias 'qwen' differs from 'Qwen' only in case; clients would confuse them, rename one"
+    ]
 
 
 def test_file_choice_flag_env_and_default(tmp_path):
@@ -204,8 +249,9 @@ def test_file_choice_flag_env_and_default(tmp_path):
     assert "project 'lab'" in run_cli("validate", "-f", "aigo.yaml", env={"AIGO_FILE": str(other)}, cwd=tmp_path).stdout
     missing = run_cli("validate", cwd=tmp_path / "..")
     assert missing.returncode == 1
-    assert missing.stderr.strip() == ("error: aigo.yaml: no such file; create it (see examples/) or choose another "
-                                      "with -f/--file or AIGO_FILE")
+    assert missing.stderr.strip() == (
+        "error: aigo.yaml: no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
+    )
 
 
 def test_exit_codes_for_usage_and_version():
@@ -215,8 +261,9 @@ def test_exit_codes_for_usage_and_version():
     assert run_cli("nonsense").returncode == 64
 
 
-@pytest.mark.parametrize("command", [["validate"], ["plan"], ["apply", "-y"], ["status"], ["render", "qwen"],
-                                     ["destroy", "-y"]])
+@pytest.mark.parametrize(
+    "command", [["validate"], ["plan"], ["apply", "-y"], ["status"], ["render", "qwen"], ["destroy", "-y"]]
+)
 def test_bad_values_are_refused_before_any_docker_call(tmp_path, monkeypatch, command, capsys):
     import aigo_apply.adapters.docker_engine
     from aigo_apply.cli.main import main
@@ -229,13 +276,16 @@ def test_bad_values_are_refused_before_any_docker_call(tmp_path, monkeypatch, co
             super().__init__(*a, **k)
 
     monkeypatch.setattr(aigo_apply.adapters.docker_engine, "DockerRuntime", Counting)
-    path = write_config(tmp_path, GOOD + "    vllm: {tool_call_parser: \"hermes --api-key x\", moe_backend: tritn}\n")
+    path = write_config(tmp_path, GOOD + '    vllm: {tool_call_parser: "hermes --api-key x", moe_backend: tritn}\n')
     with pytest.raises(SystemExit) as exit_info:
         main([*command, "-f", str(path)])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert "models.qwen.vllm.tool_call_parser: 'hermes --api-key x' is not a tool_call_parser" in err
-    assert "models.qwen.vllm.moe_backend: 'tritn' is not a moe_backend that vLLM v0.31.0 knows (did you mean 'triton'?)" in err
+    assert (
+        "models.qwen.vllm.moe_backend: 'tritn' is not a moe_backend that vLLM v0.31.0 knows (did you mean 'triton'?)"
+        in err
+    )
     assert calls == []  # not a single Docker call, not even a client
 
 
@@ -247,8 +297,12 @@ def test_a_file_found_valid_is_not_schema_checked_again_but_an_edit_is(tmp_path)
     path = write_config(tmp_path, GOOD)
 
     def validate_imports_jsonschema() -> bool:
-        run = subprocess.run([sys.executable, "-X", "importtime", "-m", "aigo_apply", "validate", "-f", str(path)],
-                             capture_output=True, text=True, env=env)
+        run = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "aigo_apply", "validate", "-f", str(path)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert run.returncode == 0, run.stderr
         return "| jsonschema" in run.stderr
 

@@ -11,30 +11,42 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import EXAMPLES, write_config
 from safetensors.numpy import save_file
 
-from aigo_apply.observe import gguf as gguf_reader
-from aigo_apply.plan import gpu_ledger
+from aigo_apply.adapters.host import container_id_from_cgroup
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
-from aigo_apply.adapters.host import container_id_from_cgroup
-from aigo_apply.observe.model_files import model_facts
 from aigo_apply.desired.model_store import repo_dir
-from aigo_apply.plan.planner import build_plan
+from aigo_apply.observe import gguf as gguf_reader
 from aigo_apply.observe.containers import parse_state
+from aigo_apply.observe.model_files import model_facts
+from aigo_apply.plan import gpu_ledger
+from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.vram import GIB, OVERHEAD_BYTES, estimate
-from conftest import EXAMPLES, write_config
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
-TINY_CONFIG = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
-               "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 3, "torch_dtype": "float16",
-               "vocab_size": 100, "intermediate_size": 96}
+TINY_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_hidden_layers": 3,
+    "torch_dtype": "float16",
+    "vocab_size": 100,
+    "intermediate_size": 96,
+}
 # name -> (safetensors dtype, shape); two shards, as a real checkpoint has
 SHARDS = {
-    "model-00001-of-00002.safetensors": {"model.embed_tokens.weight": ("float16", [100, 64]),
-                                         "model.layers.0.mlp.up_proj.weight": ("float16", [96, 64])},
-    "model-00002-of-00002.safetensors": {"model.norm.weight": ("float32", [64]),
-                                         "lm_head.weight": ("float16", [100, 64])},
+    "model-00001-of-00002.safetensors": {
+        "model.embed_tokens.weight": ("float16", [100, 64]),
+        "model.layers.0.mlp.up_proj.weight": ("float16", [96, 64]),
+    },
+    "model-00002-of-00002.safetensors": {
+        "model.norm.weight": ("float32", [64]),
+        "lm_head.weight": ("float16", [100, 64]),
+    },
 }
 BYTES = {"float16": 2, "float32": 4}
 
@@ -82,26 +94,52 @@ def test_kv_cache_per_token_by_hand_and_split_by_tensor_parallelism():
 
 
 def test_mla_sliding_window_and_hybrid_mamba_layouts():
-    mla = {"num_hidden_layers": 61, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_attention_heads": 128,
-           "num_key_value_heads": 128, "hidden_size": 7168, "torch_dtype": "bfloat16"}
+    mla = {
+        "num_hidden_layers": 61,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "hidden_size": 7168,
+        "torch_dtype": "bfloat16",
+    }
     assert estimate(mla, 0, 1000).kv_bytes_per_token == 61 * (512 + 64) * 2
     assert estimate(mla, 0, 1000, tp=8).kv_bytes_per_token == 61 * (512 + 64) * 2  # the latent is not split
 
-    sliding = {**TINY_CONFIG, "num_hidden_layers": 4, "sliding_window": 128,
-               "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}
+    sliding = {
+        **TINY_CONFIG,
+        "num_hidden_layers": 4,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    }
     per_layer = 2 * 2 * 16 * 2
     assert estimate(sliding, 0, 1000).kv_cache == per_layer * (2 * 1000 + 2 * 128)
 
-    nemotron_h = {**TINY_CONFIG, "num_hidden_layers": 9, "hybrid_override_pattern": "M-M*-M-M*",
-                  "mamba_num_heads": 8, "mamba_head_dim": 16, "ssm_state_size": 32, "n_groups": 2, "conv_kernel": 4}
+    nemotron_h = {
+        **TINY_CONFIG,
+        "num_hidden_layers": 9,
+        "hybrid_override_pattern": "M-M*-M-M*",
+        "mamba_num_heads": 8,
+        "mamba_head_dim": 16,
+        "ssm_state_size": 32,
+        "n_groups": 2,
+        "conv_kernel": 4,
+    }
     est = estimate(nemotron_h, 0, 1000)
     assert est.kv_bytes_per_token == 2 * 2 * 2 * 16 * 2  # only the two attention layers ("*")
     ssm = 8 * 16 * 32 * 4  # float32 SSM state, vLLM's default for Nemotron-H
     conv = (8 * 16 + 2 * 2 * 32) * (4 - 1) * 2
     assert est.mamba_state == 4 * (ssm + conv)
 
-    jamba = {**TINY_CONFIG, "num_hidden_layers": 8, "attn_layer_period": 4, "attn_layer_offset": 2,
-             "mamba_d_state": 16, "mamba_expand": 2, "mamba_d_conv": 4}
+    jamba = {
+        **TINY_CONFIG,
+        "num_hidden_layers": 8,
+        "attn_layer_period": 4,
+        "attn_layer_offset": 2,
+        "mamba_d_state": 16,
+        "mamba_expand": 2,
+        "mamba_d_conv": 4,
+    }
     est = estimate(jamba, 0, 1000)
     assert est.kv_bytes_per_token == 2 * 2 * 2 * 16 * 2  # layers 2 and 6
     assert est.mamba_state == 6 * (128 * 16 * 4 + 128 * 3 * 2)
@@ -130,13 +168,19 @@ def test_ledger_of_the_single_gpu_example_on_an_rtx_5090(tmp_path):
     (row,) = rows
     total = 34190917632
     assert (row["memory_total"], row["memory_held_by_others"], row["memory_free"]) == (
-        total, 1073741824, total - 1073741824)
+        total,
+        1073741824,
+        total - 1073741824,
+    )
     (m,) = row["models"]
     weights = (100 * 64 + 96 * 64 + 100 * 64) * 2 + 64 * 4
     kv = 2 * 3 * 2 * 16 * 2 * 32768  # context_length 32K = 32768 tokens
     assert m["fraction"] == 0.85 and m["budget"] == int(0.85 * total)
     assert (m["estimate"]["weights"], m["estimate"]["kv_cache"], m["estimate"]["total"]) == (
-        weights, kv, weights + kv + OVERHEAD_BYTES)
+        weights,
+        kv,
+        weights + kv + OVERHEAD_BYTES,
+    )
     assert m["verdict"] == "ok" and row["verdict"] == "ok"
     assert [c.status for c in gpu_ledger.checks(rows)] == ["ok", "ok"]
     assert row["other_processes"] == [{"pid": 2211, "name": "Xorg", "used": 536870912}]
@@ -147,7 +191,9 @@ def test_ledger_of_the_two_model_example_shares_one_rtx_pro_6000(tmp_path):
     (row,) = gpu_ledger.build(desired, nvml("rtx-pro-6000"), facts, ours=set())
     total = 102642810880
     assert [(m["alias"], m["fraction"], m["budget"]) for m in row["models"]] == [
-        ("chat", 0.45, int(0.45 * total)), ("coder", 0.5, int(0.5 * total))]
+        ("chat", 0.45, int(0.45 * total)),
+        ("coder", 0.5, int(0.5 * total)),
+    ]
     assert row["fraction_sum"] == 0.95 and row["budget_sum"] == int(0.45 * total) + int(0.5 * total)
     assert row["verdict"] == "ok" and [m["verdict"] for m in row["models"]] == ["ok", "ok"]
     # fractions adding up to exactly 1.0 pass validation, but the driver holds 0.7 GiB: the second
@@ -200,9 +246,13 @@ def test_verdicts_and_checks_for_fit_free_memory_and_unknown_sizes(tmp_path):
     desired, facts = two_gpu_models(tmp_path)
     host = nvml("two-gpu-r570")
     stranger, ours = "cd" * 32, "ef" * 32
-    host["gpus"][1].update(memory_used=18 * GIB, processes=[
-        {"pid": 77, "used": 10 * GIB, "name": "python3", "container_id": stranger},
-        {"pid": 88, "used": 8 * GIB, "name": "vllm", "container_id": ours}])
+    host["gpus"][1].update(
+        memory_used=18 * GIB,
+        processes=[
+            {"pid": 77, "used": 10 * GIB, "name": "python3", "container_id": stranger},
+            {"pid": 88, "used": 8 * GIB, "name": "vllm", "container_id": ours},
+        ],
+    )
     rows = gpu_ledger.build(desired, host, facts, ours={ours})
     big_row, split_row = rows
     # 2 x 64 layers x 8 KV heads x 128 x 2 bytes = 256 KiB per token; 131072 tokens = 32 GiB > 0.9 x 24 GiB
@@ -213,8 +263,9 @@ def test_verdicts_and_checks_for_fit_free_memory_and_unknown_sizes(tmp_path):
     assert split_row["models"][0]["verdict"] == "ok" and split_row["verdict"] == "ok"
     checks = gpu_ledger.checks(rows)
     fit = [c for c in checks if c.id == "gpu.fit" and c.status == "blocking"]
-    assert len(fit) == 1 and fit[0].message.startswith("model big needs ~33.5 GiB on GPU 0 (weights 0.0 GiB + KV "
-                                                       "cache 32.0 GiB for one 131072-token sequence")
+    assert len(fit) == 1 and fit[0].message.startswith(
+        "model big needs ~33.5 GiB on GPU 0 (weights 0.0 GiB + KV cache 32.0 GiB for one 131072-token sequence"
+    )
     assert fit[0].remediation.startswith("lower context_length")
 
     host["gpus"][1]["processes"][0]["used"] = host["gpus"][1]["memory_used"] = 20 * GIB
@@ -272,16 +323,33 @@ def write_gguf(path: Path, tokens: int = 50_000, **extra) -> int:
 
 
 def test_gguf_metadata_is_read_up_to_the_tokenizer_and_gives_attention_sizes(tmp_path):
-    write_gguf(tmp_path / "m.gguf", head_count_kv=[2, 2, 4], sliding_window=512, kv_lora_rank=32,
-               rope_dimension_count=8, ssm_state_size=16)
+    write_gguf(
+        tmp_path / "m.gguf",
+        head_count_kv=[2, 2, 4],
+        sliding_window=512,
+        kv_lora_rank=32,
+        rope_dimension_count=8,
+        ssm_state_size=16,
+    )
     meta = gguf_reader.read_metadata(tmp_path / "m.gguf")
     assert meta["general.architecture"] == "llama" and meta["llama.block_count"] == 3
     assert not [k for k in meta if k.startswith("tokenizer.")]  # the vocabulary is never read
     config, notes = gguf_reader.as_config(meta)
-    assert config == {"num_hidden_layers": 3, "num_attention_heads": 4, "hidden_size": 64, "num_key_value_heads": 4,
-                      "head_dim": 16, "torch_dtype": "float16", "kv_lora_rank": 32, "qk_rope_head_dim": 8}
-    assert notes == ["GGUF metadata (llama), f16 KV cache", "sliding-window layers counted at full length",
-                     "recurrent (SSM) state not counted; attention layers taken as every layer"]
+    assert config == {
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "hidden_size": 64,
+        "num_key_value_heads": 4,
+        "head_dim": 16,
+        "torch_dtype": "float16",
+        "kv_lora_rank": 32,
+        "qk_rope_head_dim": 8,
+    }
+    assert notes == [
+        "GGUF metadata (llama), f16 KV cache",
+        "sliding-window layers counted at full length",
+        "recurrent (SSM) state not counted; attention layers taken as every layer",
+    ]
     assert gguf_reader.as_config({"general.architecture": "llama"})[0] is None
     with pytest.raises(ValueError, match="not a GGUF file"):
         gguf_reader.read_metadata(_not_gguf(tmp_path))
@@ -333,10 +401,15 @@ def test_a_split_gguf_file_counts_every_part(tmp_path):
       big: {source: {path: big-00001-of-00003.gguf}, context_length: 4096, gpus: [0]}
     """
     spec = build_desired(load_config(str(write_config(tmp_path, text)))).models["big"].spec
-    assert model_facts(spec)["problem"] == f"{tmp_path}/big-00001-of-00003.gguf (or another of its parts) is not on this machine yet"
+    assert (
+        model_facts(spec)["problem"]
+        == f"{tmp_path}/big-00001-of-00003.gguf (or another of its parts) is not on this machine yet"
+    )
     (tmp_path / "big-00003-of-00003.gguf").write_bytes(b"\0" * 24)
     facts = model_facts(spec)
-    assert facts["weights"] == first + 1024 and facts["found"] == "sizes of the 3 parts of the .gguf file and its metadata"
+    assert (
+        facts["weights"] == first + 1024 and facts["found"] == "sizes of the 3 parts of the .gguf file and its metadata"
+    )
 
 
 @pytest.mark.parametrize("engine_block, expected_gpus", [("gpus: all", [0, 1]), ("gpus: [1]", [1])])
@@ -361,37 +434,55 @@ def test_tight_fit_warns_and_every_remediation_is_exact(tmp_path):
     # 60 layers x 2 x 2 KV heads x 16 x 2 bytes = 7680 bytes per token; 1M tokens = 7.3 GiB + 1.5 GiB overhead,
     # against 0.40 x 24 GiB = 9.6 GiB: above 90% of the budget
     make_tiny_model(tmp_path / "m", {**TINY_CONFIG, "num_hidden_layers": 60})
-    text = "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 1000000, gpus: [0], " \
-           "vllm: {gpu_memory_utilization: 0.40}}\n"
+    text = (
+        "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 1000000, gpus: [0], "
+        "vllm: {gpu_memory_utilization: 0.40}}\n"
+    )
     desired = build_desired(load_config(str(write_config(tmp_path, text))))
     facts = {"m": model_facts(desired.models["m"].spec)}
     fit = gpu_ledger.checks(gpu_ledger.build(desired, nvml("two-gpu-r570"), facts, set()))[0]
     assert (fit.id, fit.status) == ("gpu.fit", "warning") and fit.message.endswith(" - a tight fit")
-    assert fit.remediation == ("lower context_length, raise its gpu_memory_utilization, spread it over more GPUs "
-                               "with tensor_parallel_size, or use a smaller or quantized checkpoint")
-    assert gpu_ledger.UNKNOWN_FIX == ("put the model's files on this machine (config.json and weights) so the estimate "
-                                      "can run; or --ignore-readiness gpu.fit if you know it fits")
+    assert fit.remediation == (
+        "lower context_length, raise its gpu_memory_utilization, spread it over more GPUs "
+        "with tensor_parallel_size, or use a smaller or quantized checkpoint"
+    )
+    assert gpu_ledger.UNKNOWN_FIX == (
+        "put the model's files on this machine (config.json and weights) so the estimate "
+        "can run; or --ignore-readiness gpu.fit if you know it fits"
+    )
     host = nvml("two-gpu-r570")
-    host["gpus"][0].update(memory_used=20 * GIB, processes=[{"pid": 5, "used": 20 * GIB, "name": "game",
-                                                             "container_id": None}])
+    host["gpus"][0].update(
+        memory_used=20 * GIB, processes=[{"pid": 5, "used": 20 * GIB, "name": "game", "container_id": None}]
+    )
     memory = [c for c in gpu_ledger.checks(gpu_ledger.build(desired, host, facts, set())) if c.id == "gpu.memory"][0]
     assert memory.status == "blocking"
-    assert memory.remediation == ("stop the processes holding the GPU (see nvidia-smi), or lower the models' "
-                                  "gpu_memory_utilization so their budgets fit in the free memory")
+    assert memory.remediation == (
+        "stop the processes holding the GPU (see nvidia-smi), or lower the models' "
+        "gpu_memory_utilization so their budgets fit in the free memory"
+    )
 
 
 def test_a_model_not_downloaded_yet_is_estimated_from_what_the_hub_says(tmp_path, monkeypatch):
-    from aigo_apply.app.planning import _remote_key, remote_info
     from hub import Hub
 
-    text = "version: 1\nproject: lab\ndefaults: {models_dir: store}\nmodels:\n" \
-           "  m: {source: {repo: org/tiny}, context_length: 4096, gpus: [0]}\n"
+    from aigo_apply.app.planning import _remote_key, remote_info
+
+    text = (
+        "version: 1\nproject: lab\ndefaults: {models_dir: store}\nmodels:\n"
+        "  m: {source: {repo: org/tiny}, context_length: 4096, gpus: [0]}\n"
+    )
     desired = build_desired(load_config(str(write_config(tmp_path, text))))
     with Hub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-        hub.add("org/tiny", {"config.json": json.dumps(TINY_CONFIG).encode(), "model.safetensors": b"w" * 5000,
-                             "README.md": b"x" * 999})
+        hub.add(
+            "org/tiny",
+            {
+                "config.json": json.dumps(TINY_CONFIG).encode(),
+                "model.safetensors": b"w" * 5000,
+                "README.md": b"x" * 999,
+            },
+        )
         remote = remote_info(desired, parse_state("lab", [], []))
     facts = {"m": model_facts(desired.models["m"].spec, remote[_remote_key(desired.models["m"].spec)])}
     assert facts["m"]["found"] == "file sizes on the Hub (not downloaded yet)"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aigo_apply.errors import ConfigFileError
 from aigo_apply.config.yaml_source import MAX_NODES, load
+from aigo_apply.errors import ConfigFileError
 
 
 def test_marks_point_at_keys_and_values(tmp_path):
@@ -23,17 +23,21 @@ def test_duplicate_keys_are_problems_with_both_lines(tmp_path):
     path.write_text("version: 1\nproject: a\nproject: b\n")
     src = load(path)
     assert [p.format() for p in src.problems] == [
-        f"{path}:3:1: project: duplicate key 'project' (first written on line 2); keep only one"]
+        f"{path}:3:1: project: duplicate key 'project' (first written on line 2); keep only one"
+    ]
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b"", "is empty"),
-    (b"# only a comment\n\n", "is empty"),
-    (b"version: 1\nproject: [\n", "YAML syntax error"),
-    (b"version: 1\n\xff\xfe bad\n", "is not valid UTF-8 (byte 0xff)"),
-    (b"a: *nothing\n", "YAML syntax error"),
-    (b"? [a, b]\n: 1\n", "mapping key must be a plain value"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b"", "is empty"),
+        (b"# only a comment\n\n", "is empty"),
+        (b"version: 1\nproject: [\n", "YAML syntax error"),
+        (b"version: 1\n\xff\xfe bad\n", "is not valid UTF-8 (byte 0xff)"),
+        (b"a: *nothing\n", "YAML syntax error"),
+        (b"? [a, b]\n: 1\n", "mapping key must be a plain value"),
+    ],
+)
 def test_unusable_files_give_one_clear_line(tmp_path, content, expected):
     path = tmp_path / "bad.yaml"
     path.write_bytes(content)
@@ -65,7 +69,7 @@ def test_missing_directory_and_unreadable(tmp_path):
 def test_alias_bomb_stops_early(tmp_path):
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     for i in range(1, 9):
-        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i-1}"] * 10) + "]")
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
     path = tmp_path / "bomb.yaml"
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ConfigFileError, match=f"more than {MAX_NODES} YAML nodes"):

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_cli
 from test_apply_docker import chat, config, ports
 
@@ -49,8 +48,12 @@ def converged(runtime, project, path, state) -> None:
 
 def test_sigint_at_every_step_of_an_apply_then_apply_converges(runtime, project, tmp_path):
     state = {"AIGO_STATE_DIR": str(tmp_path / "state")}
-    path = config(tmp_path, project, load="0.5", extra="  third:\n    source: {path: m}\n    context_length: 2048\n"
-                                                       "    gpus: none\n")
+    path = config(
+        tmp_path,
+        project,
+        load="0.5",
+        extra="  third:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n",
+    )
     # how many journal steps a full apply from nothing writes
     assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
     steps = len(journal_lines(tmp_path / "state", project))
@@ -58,9 +61,14 @@ def test_sigint_at_every_step_of_an_apply_then_apply_converges(runtime, project,
     for index in range(1, steps):
         assert run_cli("destroy", "-f", str(path), "-y", env=state).returncode == 0
         (tmp_path / "state" / project / "journal.jsonl").unlink(missing_ok=True)
-        proc = subprocess.Popen([sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, **state}, cwd=ROOT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **state},
+            cwd=ROOT,
+        )
         deadline = time.monotonic() + 30
         while len(journal_lines(tmp_path / "state", project)) < index and proc.poll() is None:
             assert time.monotonic() < deadline, f"step {index} never came"
@@ -76,7 +84,9 @@ def test_sigint_at_every_step_of_an_apply_then_apply_converges(runtime, project,
 def test_a_full_state_directory_is_a_clear_error_and_changes_nothing(runtime, project, tmp_path):
     full = tmp_path / "full"
     full.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
     try:
@@ -105,8 +115,9 @@ def restart_dockerd() -> None:
     while subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline, "dockerd did not stop"
         time.sleep(0.2)
-    subprocess.Popen(["dockerd"], stdout=open("/tmp/aigo-dockerd.log", "a"), stderr=subprocess.STDOUT,
-                     start_new_session=True)
+    subprocess.Popen(
+        ["dockerd"], stdout=open("/tmp/aigo-dockerd.log", "a"), stderr=subprocess.STDOUT, start_new_session=True
+    )
     while subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         assert time.monotonic() < deadline, "dockerd did not come back"
         time.sleep(0.3)
@@ -125,9 +136,14 @@ def test_docker_daemon_restarts_during_status_and_apply(runtime, project, tmp_pa
     restart_dockerd()
 
     changed = config(tmp_path, project, load="3", tools_parser="hermes")
-    proc = subprocess.Popen([sys.executable, "-m", "aigo_apply", "apply", "-f", str(changed), "-y"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **state},
-                            cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aigo_apply", "apply", "-f", str(changed), "-y"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **state},
+        cwd=ROOT,
+    )
     time.sleep(1.5)  # the new engine is loading
     restart_dockerd()
     out, err = proc.communicate(timeout=120)

@@ -6,11 +6,12 @@ number of models.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
-from aigo_apply.errors import DockerUnavailable
 from aigo_apply.desired.types import ContainerSpec
+from aigo_apply.errors import DockerUnavailable
 
 API_VERSION = "1.41"  # Docker 20.10+, and Podman's compatible socket; pinned to skip a version round trip
 
@@ -112,10 +113,16 @@ class DockerRuntime:
                 device_requests=_device_requests(spec.gpus),
             )
             created = self.api.create_container(
-                image=spec.image, command=list(spec.command), name=spec.name, environment=dict(env),
-                labels=dict(spec.labels), ports=[spec.container_port] if published else None,
+                image=spec.image,
+                command=list(spec.command),
+                name=spec.name,
+                environment=dict(env),
+                labels=dict(spec.labels),
+                ports=[spec.container_port] if published else None,
                 entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
-                user=spec.user or "", host_config=host_config)
+                user=spec.user or "",
+                host_config=host_config,
+            )
         return created["Id"]
 
     def start(self, container: str) -> None:
@@ -143,7 +150,7 @@ class DockerRuntime:
             self.api.remove_volume(name, force=True)
         except docker.errors.NotFound:
             return False
-        except Exception:  # noqa: BLE001 - mapped to our error in one place
+        except Exception:
             with self._errors():
                 raise
         return True
@@ -164,14 +171,17 @@ class DockerRuntime:
             code = self.api.exec_inspect(exec_id).get("ExitCode")
         return (code if code is not None else -1), output.decode("utf-8", errors="replace")
 
-    def run_once(self, image: str, command: list[str], entrypoint: list[str], binds: dict[str, str],
-                 user: str | None = None) -> tuple[int, str]:
+    def run_once(
+        self, image: str, command: list[str], entrypoint: list[str], binds: dict[str, str], user: str | None = None
+    ) -> tuple[int, str]:
         """Run a throwaway container (no network) to completion; returns exit code and output."""
         with self._errors():
             host_config = self.api.create_host_config(
-                binds={src: {"bind": dst, "mode": "ro"} for src, dst in binds.items()}, network_mode="none")
-            cid = self.api.create_container(image=image, command=command, entrypoint=entrypoint,
-                                            user=user or "", host_config=host_config)["Id"]
+                binds={src: {"bind": dst, "mode": "ro"} for src, dst in binds.items()}, network_mode="none"
+            )
+            cid = self.api.create_container(
+                image=image, command=command, entrypoint=entrypoint, user=user or "", host_config=host_config
+            )["Id"]
             try:
                 self.api.start(cid)
                 code = self.api.wait(cid, timeout=60).get("StatusCode", -1)
@@ -192,8 +202,10 @@ class DockerRuntime:
                     if on_event:
                         on_event(event)
         except DockerUnavailable as exc:
-            raise DockerUnavailable(f"pulling {reference} failed: {exc}; check the name and tag, or the registry "
-                                    "(build or load the image locally and use --pull never)") from None
+            raise DockerUnavailable(
+                f"pulling {reference} failed: {exc}; check the name and tag, or the registry "
+                "(build or load the image locally and use --pull never)"
+            ) from None
 
 
 def _split_reference(reference: str) -> tuple[str, str]:
@@ -216,9 +228,13 @@ def _explain(exc: Exception, where: str | None) -> str:
     text = str(exc)
     where = where or "unix:///var/run/docker.sock"
     if "Permission denied" in text or isinstance(exc, PermissionError):
-        return (f"permission denied on the Docker socket ({where}); add your user to the docker group "
-                "(sudo usermod -aG docker $USER, then log in again)")
+        return (
+            f"permission denied on the Docker socket ({where}); add your user to the docker group "
+            "(sudo usermod -aG docker $USER, then log in again)"
+        )
     if "No such file" in text or "Connection refused" in text or "connection" in text.lower():
-        return (f"cannot reach the Docker engine at {where}; start it (sudo systemctl start docker), "
-                "or point DOCKER_HOST at a running engine or Podman's Docker-compatible socket")
+        return (
+            f"cannot reach the Docker engine at {where}; start it (sudo systemctl start docker), "
+            "or point DOCKER_HOST at a running engine or Podman's Docker-compatible socket"
+        )
     return f"Docker engine at {where}: {text}"

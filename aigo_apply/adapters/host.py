@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from aigo_apply.errors import DockerUnavailable
+
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/libpod-|crio-|containerd[-/])?([0-9a-f]{64})")
 
 
 def docker_facts(runtime_factory) -> dict[str, Any]:
     """{reachable, problem, engine, version, runtimes, cdi_devices}; never raises."""
-    from aigo_apply.errors import DockerUnavailable
 
     try:
         runtime = runtime_factory()
@@ -29,8 +30,12 @@ def docker_facts_from_info(info: dict[str, Any]) -> dict[str, Any]:
     """Pure: the parts of GET /info that matter here."""
     server = info.get("ServerVersion", "")
     components = " ".join(str(c) for c in info.get("Components") or [])
-    engine = "Podman" if "podman" in (components + " " + str(info.get("Name", "")) + " " +
-                                      str(info.get("OperatingSystem", ""))).lower() else "Docker"
+    engine = (
+        "Podman"
+        if "podman"
+        in (components + " " + str(info.get("Name", "")) + " " + str(info.get("OperatingSystem", ""))).lower()
+        else "Docker"
+    )
     return {
         "reachable": True,
         "problem": None,
@@ -65,16 +70,31 @@ def nvml_facts() -> dict[str, Any]:
             if unified:  # the GPU shares the host's memory: count that
                 total, used = host_memory()
             try:
-                procs = [process_facts(p.pid, int(p.usedGpuMemory or 0))
-                         for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+                procs = [
+                    process_facts(p.pid, int(p.usedGpuMemory or 0))
+                    for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                ]
             except pynvml.NVMLError:
                 procs = []
-            gpus.append({"index": index, "name": name if isinstance(name, str) else name.decode(),
-                         "memory_total": total, "memory_used": used, "unified_memory": unified, "processes": procs})
+            gpus.append(
+                {
+                    "index": index,
+                    "name": name if isinstance(name, str) else name.decode(),
+                    "memory_total": total,
+                    "memory_used": used,
+                    "unified_memory": unified,
+                    "processes": procs,
+                }
+            )
         driver = pynvml.nvmlSystemGetDriverVersion()
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-        return {"available": True, "problem": None, "driver": driver if isinstance(driver, str) else driver.decode(),
-                "cuda_driver": int(cuda), "gpus": gpus}
+        return {
+            "available": True,
+            "problem": None,
+            "driver": driver if isinstance(driver, str) else driver.decode(),
+            "cuda_driver": int(cuda),
+            "gpus": gpus,
+        }
     except pynvml.NVMLError as exc:
         return {"available": False, "problem": f"NVML failed: {exc}", "gpus": []}
     finally:
@@ -87,6 +107,7 @@ def nvml_facts() -> dict[str, Any]:
 def process_facts(pid: int, used: int) -> dict[str, Any]:
     """A GPU process: its name, and the container it runs in (from /proc/PID/cgroup), so the ledger
     can tell this project's engines from everything else holding GPU memory."""
+
     def read(name: str) -> str:
         try:
             with open(f"/proc/{pid}/{name}", encoding="utf-8", errors="replace") as f:
@@ -94,7 +115,12 @@ def process_facts(pid: int, used: int) -> dict[str, Any]:
         except OSError:
             return ""
 
-    return {"pid": pid, "used": used, "name": read("comm").strip(), "container_id": container_id_from_cgroup(read("cgroup"))}
+    return {
+        "pid": pid,
+        "used": used,
+        "name": read("comm").strip(),
+        "container_id": container_id_from_cgroup(read("cgroup")),
+    }
 
 
 def container_id_from_cgroup(text: str) -> str | None:

@@ -14,12 +14,13 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from aigo_apply.errors import AigoError
 from aigo_apply.desired.model_store import MARKER, read_marker, select_files
+from aigo_apply.errors import AigoError
 
 INFO_TIMEOUT = 10.0
 
@@ -64,8 +65,9 @@ def _endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 
 
-def remote(repo: str, revision: str, file: str | None = None, timeout: float = INFO_TIMEOUT,
-           with_config: bool = False) -> Remote:
+def remote(
+    repo: str, revision: str, file: str | None = None, timeout: float = INFO_TIMEOUT, with_config: bool = False
+) -> Remote:
     """Resolve `revision` and list the files to download, with sizes (and config.json's content
     with `with_config`). Raises HubError."""
     from huggingface_hub import HfApi
@@ -83,8 +85,12 @@ def remote(repo: str, revision: str, file: str | None = None, timeout: float = I
         from huggingface_hub.utils import build_hf_headers, get_session
 
         with _errors(repo, revision):
-            reply = get_session().get(f"{_endpoint()}/{repo}/resolve/{info.sha}/config.json", timeout=timeout,
-                                      headers=build_hf_headers(token=token()), follow_redirects=True)
+            reply = get_session().get(
+                f"{_endpoint()}/{repo}/resolve/{info.sha}/config.json",
+                timeout=timeout,
+                headers=build_hf_headers(token=token()),
+                follow_redirects=True,
+            )
             reply.raise_for_status()
             try:
                 config = json.loads(reply.content)
@@ -101,8 +107,14 @@ def resolve(repo: str, revision: str, timeout: float = INFO_TIMEOUT) -> str:
         return str(HfApi(endpoint=_endpoint(), token=token()).repo_info(repo, revision=revision, timeout=timeout).sha)
 
 
-def download(repo: str, revision: str, dest: Path, file: str | None = None,
-             progress: Callable[[int, int], None] | None = None, pin: str | None = None) -> dict[str, Any]:
+def download(
+    repo: str,
+    revision: str,
+    dest: Path,
+    file: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    pin: str | None = None,
+) -> dict[str, Any]:
     """Download what the engine needs of repo@revision (at commit `pin` when given: aigo.lock) into
     `dest` and mark it complete. Resumes a partial download (huggingface_hub keeps .incomplete
     files under .cache/). When `dest` holds another commit, the new one is assembled beside it and
@@ -120,8 +132,15 @@ def download(repo: str, revision: str, dest: Path, file: str | None = None,
     target.mkdir(parents=True, exist_ok=True)
     bar = _Progress(found.bytes, progress)
     with _errors(repo, revision):
-        snapshot_download(repo, revision=found.commit, local_dir=str(target), allow_patterns=sorted(found.files),
-                          token=token(), endpoint=_endpoint(), tqdm_class=bar.factory)
+        snapshot_download(
+            repo,
+            revision=found.commit,
+            local_dir=str(target),
+            allow_patterns=sorted(found.files),
+            token=token(),
+            endpoint=_endpoint(),
+            tqdm_class=bar.factory,
+        )
     marker = _verify_and_mark(repo, revision, target, found, file, previous)
     if target != dest:
         old = dest.with_name(f"{dest.name}.old")
@@ -132,26 +151,37 @@ def download(repo: str, revision: str, dest: Path, file: str | None = None,
     return marker
 
 
-def _verify_and_mark(repo: str, revision: str, dest: Path, found: Remote, file: str | None,
-                     previous: dict[str, Any]) -> dict[str, Any]:
+def _verify_and_mark(
+    repo: str, revision: str, dest: Path, found: Remote, file: str | None, previous: dict[str, Any]
+) -> dict[str, Any]:
     for path, size in found.files.items():  # every file arrived whole, and the weights are the Hub's
         actual = (dest / path).stat().st_size if (dest / path).is_file() else None
         if actual != size:
-            raise HubError(f"{repo}@{revision}: {path} has {actual} bytes after the download, the Hub says {size}; "
-                           "run the command again to fetch it anew")
+            raise HubError(
+                f"{repo}@{revision}: {path} has {actual} bytes after the download, the Hub says {size}; "
+                "run the command again to fetch it anew"
+            )
     verified = dict(previous.get("sha256", {})) if previous.get("commit") == found.commit else {}
     for path, digest in found.sha256.items():
         if verified.get(path) != digest:
             if _sha256(dest / path) != digest:
                 (dest / path).unlink()
-                raise HubError(f"{repo}@{revision}: {path} does not match the Hub's SHA-256 (a damaged download); "
-                               "it was deleted: run the command again")
+                raise HubError(
+                    f"{repo}@{revision}: {path} does not match the Hub's SHA-256 (a damaged download); "
+                    "it was deleted: run the command again"
+                )
             verified[path] = digest
     files = dict(previous.get("files", {})) if previous.get("commit") == found.commit else {}  # other GGUF files
     files.update(found.files)
-    marker = {"repo": repo, "revision": revision, "commit": found.commit, "files": files, "sha256": verified,
-              "complete_repo": file is None or bool(previous.get("complete_repo") and previous.get("commit") == found.commit),
-              "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    marker = {
+        "repo": repo,
+        "revision": revision,
+        "commit": found.commit,
+        "files": files,
+        "sha256": verified,
+        "complete_repo": file is None or bool(previous.get("complete_repo") and previous.get("commit") == found.commit),
+        "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     tmp = dest / (MARKER + ".tmp")
     tmp.write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
     tmp.replace(dest / MARKER)
@@ -206,27 +236,41 @@ class _errors:
     def __exit__(self, kind, exc, tb) -> bool:
         if exc is None or isinstance(exc, AigoError):
             return False
-        from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
-                                            RepositoryNotFoundError, RevisionNotFoundError)
+        from huggingface_hub.errors import (
+            GatedRepoError,
+            HfHubHTTPError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
 
         where = f"{self.repo}@{self.revision}"
         page = f"{_endpoint()}/{self.repo}"
         if isinstance(exc, GatedRepoError):
-            raise HubError(f"{where}: the repo is gated and this machine's token has no access",
-                           f"request access on {page}, then make a token available on this host: export "
-                           "HF_TOKEN=hf_... or `hf auth login` (the token stays on the host: containers never get it)",
-                           access=True) from None
+            raise HubError(
+                f"{where}: the repo is gated and this machine's token has no access",
+                f"request access on {page}, then make a token available on this host: export "
+                "HF_TOKEN=hf_... or `hf auth login` (the token stays on the host: containers never get it)",
+                access=True,
+            ) from None
         if isinstance(exc, RevisionNotFoundError):
-            raise HubError(f"{where}: the revision does not exist",
-                           f"check source.revision (a branch, tag or commit of {page})", access=True) from None
+            raise HubError(
+                f"{where}: the revision does not exist",
+                f"check source.revision (a branch, tag or commit of {page})",
+                access=True,
+            ) from None
         if isinstance(exc, RepositoryNotFoundError):
-            raise HubError(f"{where}: no such repo, or it is private and this machine's token cannot see it",
-                           "check source.repo, or export HF_TOKEN=hf_... with access to it", access=True) from None
+            raise HubError(
+                f"{where}: no such repo, or it is private and this machine's token cannot see it",
+                "check source.repo, or export HF_TOKEN=hf_... with access to it",
+                access=True,
+            ) from None
         if isinstance(exc, HfHubHTTPError):
             status = exc.response.status_code if exc.response is not None else "?"
             raise HubError(f"{where}: the Hub answered HTTP {status}", "try again later") from None
         if isinstance(exc, (LocalEntryNotFoundError, OSError)) or "httpx" in type(exc).__module__:
-            raise HubError(f"{where}: cannot reach the Hub at {_endpoint()} ({type(exc).__name__})",
-                           "check the network (or HF_ENDPOINT), then run the command again: a partial download "
-                           "resumes") from None
+            raise HubError(
+                f"{where}: cannot reach the Hub at {_endpoint()} ({type(exc).__name__})",
+                "check the network (or HF_ENDPOINT), then run the command again: a partial download resumes",
+            ) from None
         return False

@@ -6,25 +6,32 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import click
 
-from aigo_apply.plan import types as plan_file
-from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked, PlanFileError
+from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.app.planning import load_desired, observe, plan_for
 from aigo_apply.apply.executor import ApplyReport, Executor
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.project_lock import ProjectLock
-from aigo_apply.plan.types import Plan
+from aigo_apply.apply.secrets import resolve
+from aigo_apply.apply.state_dir import state_dir
+from aigo_apply.cli.reporter import JsonReporter, TextReporter
+from aigo_apply.desired.engines.common import cache_volume
+from aigo_apply.desired.engines.router import settings_of
+from aigo_apply.desired.model_store import read_markers
+from aigo_apply.desired.types import SecretRef
+from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked, PlanFileError
+from aigo_apply.plan import lockfile
+from aigo_apply.plan import types as plan_file
 from aigo_apply.plan.planner import destroy_plan
 from aigo_apply.plan.text import plan_json, plan_text
-from aigo_apply.cli.reporter import JsonReporter, TextReporter
-from aigo_apply.plan import lockfile
-from aigo_apply.app.planning import load_desired, observe, plan_for
-from aigo_apply.apply.state_dir import state_dir
+from aigo_apply.plan.types import Plan
+from aigo_apply.router.deploy import Router
 
 PULL_POLICIES = ("missing", "always", "never")
 
@@ -53,19 +60,21 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
         desired = load_desired(opts.file)
         lock = lockfile.read(lockfile.path_for(desired.file))
         if opts.locked and lock is None:
-            raise AigoError(f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
-                            "without --locked to write it (nothing was changed)")
+            raise AigoError(
+                f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
+                "without --locked to write it (nothing was changed)"
+            )
         runtime = runtime or _docker()
         project = desired.project
-        make = lambda observed: plan_for(desired, observed, runtime, opts.replace, opts.target,  # noqa: E731
-                                         opts.ignore, lock, opts.locked)
+        make = lambda observed: plan_for(
+            desired, observed, runtime, opts.replace, opts.target, opts.ignore, lock, opts.locked
+        )
         return _converge(project, "apply", make, opts, runtime, ask=True, desired=desired)
     return _converge(project, "apply", make, opts, runtime or _docker(), ask=False)
 
 
 def record_lock(desired, runtime) -> None:
     """After a successful apply: aigo.lock records the images and model commits now installed."""
-    from aigo_apply.desired.model_store import read_markers
 
     data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
     lockfile.write(lockfile.path_for(desired.file), data)
@@ -78,17 +87,16 @@ def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) ->
     else:
         file = opts.file or "(--project)"
     runtime = runtime or _docker()
-    code = _converge(project, "destroy", lambda observed: destroy_plan(project, file, observed), opts, runtime, ask=True)
+    code = _converge(
+        project, "destroy", lambda observed: destroy_plan(project, file, observed), opts, runtime, ask=True
+    )
     if code == EXIT_OK:
-        from aigo_apply.desired.engines.common import cache_volume
-
         if runtime.remove_volume(cache_volume(project)) and opts.output == "text":
             click.echo(f"removed the cache volume {cache_volume(project)}")
     return code
 
 
-def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, runtime, ask: bool,
-              desired=None) -> int:
+def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, runtime, ask: bool, desired=None) -> int:
     reporter = JsonReporter() if opts.output == "json" else TextReporter()
     directory = state_dir(project)
     with ProjectLock(directory, project, command, opts.lock_timeout):
@@ -96,8 +104,10 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
         plan: Plan = make(observed)
         _show(plan, opts.output, reporter)
         if plan.blockers:
-            raise PlanBlocked(f"{command} refused: the plan is blocked ({len(plan.blockers)} problem"
-                              f"{'s' if len(plan.blockers) != 1 else ''} above); nothing was changed")
+            raise PlanBlocked(
+                f"{command} refused: the plan is blocked ({len(plan.blockers)} problem"
+                f"{'s' if len(plan.blockers) != 1 else ''} above); nothing was changed"
+            )
         if not plan.has_changes:
             if desired is not None and command == "apply" and not opts.target:
                 record_lock(desired, runtime)
@@ -105,8 +115,10 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
         pulls = choose_pulls(plan, observed.images, opts.pull)
         if ask and not opts.yes:
             if opts.confirm is None:
-                raise AigoError(f"{command} needs confirmation, and there is no terminal to ask on; "
-                                "pass -y/--yes to go ahead without asking")
+                raise AigoError(
+                    f"{command} needs confirmation, and there is no terminal to ask on; "
+                    "pass -y/--yes to go ahead without asking"
+                )
             if not opts.confirm(f"Do you want to {command} these changes? Only 'yes' will be accepted"):
                 click.echo(f"{command.capitalize()} cancelled; nothing was changed.", err=True)
                 return EXIT_ERROR
@@ -122,10 +134,6 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
 def router_for(plan: Plan, observed, runtime):
     """The router adapter for this run, from the plan's router spec or the running router's label;
     None when the project has no router (yet)."""
-    from aigo_apply.desired.types import SecretRef
-    from aigo_apply.router.deploy import Router
-    from aigo_apply.router.haproxy import settings_of
-    from aigo_apply.apply.secrets import resolve
 
     action = next((a for a in plan.actions if a.address == "router"), None)
     spec = (action.spec if action and action.spec else None) or (observed.router.spec if observed.router else None)
@@ -138,14 +146,23 @@ def router_for(plan: Plan, observed, runtime):
         keys = [k.strip() for k in raw.replace(",", "\n").splitlines() if k.strip()]
         if not keys:
             raise AigoError("router.api_keys: the referenced secret holds no key (nothing was changed)")
-    return Router(runtime, Path(spec["config_dir"]), settings_of(plan.project, spec), f"aigo-{plan.project}-router",
-                  spec["image"], keys, spec.get("user"))
+    return Router(
+        runtime,
+        Path(spec["config_dir"]),
+        settings_of(plan.project, spec),
+        f"aigo-{plan.project}-router",
+        spec["image"],
+        keys,
+        spec.get("user"),
+    )
 
 
 def _check_saved(saved: Plan, observed) -> Plan:
     if observed.fingerprint() != saved.fingerprint:
-        raise PlanFileError(f"the machine changed since this plan was made (fingerprint {saved.fingerprint[:19]}... "
-                            f"is now {observed.fingerprint()[:19]}...); run `aigo-apply plan --out` again")
+        raise PlanFileError(
+            f"the machine changed since this plan was made (fingerprint {saved.fingerprint[:19]}... "
+            f"is now {observed.fingerprint()[:19]}...); run `aigo-apply plan --out` again"
+        )
     return saved
 
 
@@ -155,12 +172,16 @@ def choose_pulls(plan: Plan, local: dict[str, str], policy: str) -> list[str]:
     restores = {a.image: a.spec for a in plan.actions if a.kind == "pull" and a.image and a.spec}  # apply --locked
     if policy == "never":
         if missing:
-            raise AigoError(f"--pull never, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
-                            "this machine; pull or build it first, or use --pull missing (nothing was changed)")
+            raise AigoError(
+                f"--pull never, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
+                "this machine; pull or build it first, or use --pull missing (nothing was changed)"
+            )
         fetch = [image for image, how in restores.items() if how.get("how") == "pull"]
         if fetch:
-            raise AigoError(f"--pull never, but the image aigo.lock records for {', '.join(fetch)} must be pulled by "
-                            "its digest; use --pull missing (nothing was changed)")
+            raise AigoError(
+                f"--pull never, but the image aigo.lock records for {', '.join(fetch)} must be pulled by "
+                "its digest; use --pull missing (nothing was changed)"
+            )
         return list(restores)
     if policy == "always":
         used = sorted({a.image for a in plan.actions if a.kind in ("create", "recreate") and a.image})
@@ -190,15 +211,26 @@ def _finish(report: ApplyReport, command: str, reporter, output: str) -> int:
     done = ", ".join([f"{n} {_PAST[k]}" for k, n in counts.items()] + router) or "nothing changed"
     failed = report.failed
     if output == "json":
-        reporter.event("result", ok=not failed and not report.interrupted, interrupted=report.interrupted,
-                       done=counts, failed=[{"address": o.address, "message": o.message, "restored": o.restored,
-                                             "log_tail": o.log_tail} for o in failed])
+        reporter.event(
+            "result",
+            ok=not failed and not report.interrupted,
+            interrupted=report.interrupted,
+            done=counts,
+            failed=[
+                {"address": o.address, "message": o.message, "restored": o.restored, "log_tail": o.log_tail}
+                for o in failed
+            ],
+        )
     if report.interrupted:
-        click.echo(f"\n{command.capitalize()} interrupted: {done}. Run `aigo-apply {command}` again to converge.", err=True)
+        click.echo(
+            f"\n{command.capitalize()} interrupted: {done}. Run `aigo-apply {command}` again to converge.", err=True
+        )
         return EXIT_INTERRUPTED
     if failed:
-        click.echo(click.style(f"\n{command.capitalize()} failed: ", fg="red", bold=True) + f"{done}; "
-                   f"{len(failed)} failed:", err=True)
+        click.echo(
+            click.style(f"\n{command.capitalize()} failed: ", fg="red", bold=True) + f"{done}; {len(failed)} failed:",
+            err=True,
+        )
         for outcome in failed:
             click.echo(f"  {outcome.address}: {outcome.message}", err=True)
         return EXIT_ERROR
@@ -207,8 +239,13 @@ def _finish(report: ApplyReport, command: str, reporter, output: str) -> int:
     return EXIT_OK
 
 
-_PAST = {"create": "created", "recreate": "replaced", "start": "started", "remove": "removed",
-         "reload_router": "reloaded"}
+_PAST = {
+    "create": "created",
+    "recreate": "replaced",
+    "start": "started",
+    "remove": "removed",
+    "reload_router": "reloaded",
+}
 
 
 @contextmanager
@@ -235,6 +272,5 @@ def _interrupts(event: threading.Event, talk: bool) -> Iterator[None]:
 
 
 def _docker():
-    from aigo_apply.adapters.docker_engine import DockerRuntime
 
     return DockerRuntime()

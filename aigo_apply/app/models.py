@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.errors import UsageProblem
+from aigo_apply.apply.executor import download_folder
 from aigo_apply.desired.model_store import MARKER, downloads, label, read_marker
+from aigo_apply.errors import UsageProblem
 
 
 def pull(desired, aliases: tuple[str, ...], reporter) -> list[dict[str, Any]]:
@@ -15,7 +16,6 @@ def pull(desired, aliases: tuple[str, ...], reporter) -> list[dict[str, Any]]:
     unknown = sorted(set(aliases) - set(desired.models))
     if unknown:
         raise UsageProblem(f"no model {', '.join(unknown)} in {desired.file}; models: {', '.join(desired.models)}")
-    from aigo_apply.apply.executor import download_folder
 
     wanted = set(aliases) or set(desired.models)
     done = []
@@ -35,13 +35,32 @@ def listing(desired, store: Path) -> list[dict[str, Any]]:
     for marker_path in sorted(store.glob(f"*/*/{MARKER}")):
         marker = read_marker(marker_path.parent) or {}
         folder = str(marker_path.parent)
-        rows.append({"repo": marker.get("repo"), "revision": marker.get("revision"), "commit": marker.get("commit"),
-                     "bytes": sum(marker.get("files", {}).values()), "files": len(marker.get("files", {})),
-                     "folder": folder, "downloaded_at": marker.get("downloaded_at"),
-                     "used_by": sorted(users.pop(folder, []))})
+        rows.append(
+            {
+                "repo": marker.get("repo"),
+                "revision": marker.get("revision"),
+                "commit": marker.get("commit"),
+                "bytes": sum(marker.get("files", {}).values()),
+                "files": len(marker.get("files", {})),
+                "folder": folder,
+                "downloaded_at": marker.get("downloaded_at"),
+                "used_by": sorted(users.pop(folder, [])),
+            }
+        )
     for folder, aliases in sorted(users.items()):
-        rows.append({"repo": None, "revision": None, "commit": None, "bytes": None, "files": 0, "folder": folder,
-                     "downloaded_at": None, "used_by": sorted(aliases), "missing": True})
+        rows.append(
+            {
+                "repo": None,
+                "revision": None,
+                "commit": None,
+                "bytes": None,
+                "files": 0,
+                "folder": folder,
+                "downloaded_at": None,
+                "used_by": sorted(aliases),
+                "missing": True,
+            }
+        )
     return rows
 
 
@@ -51,9 +70,13 @@ def render(rows: list[dict[str, Any]]) -> str:
     lines = []
     for row in rows:
         if row.get("missing"):
-            lines.append(f"missing     {row['folder']}  (used by {', '.join(row['used_by'])}; `aigo-apply models pull`)")
+            lines.append(
+                f"missing     {row['folder']}  (used by {', '.join(row['used_by'])}; `aigo-apply models pull`)"
+            )
             continue
         used = f"used by {', '.join(row['used_by'])}" if row["used_by"] else "not used by this file"
-        lines.append(f"{row['repo']}@{row['revision']}  commit {str(row['commit'])[:12]}  {row['bytes'] / 1e9:.2f} GB "
-                     f"in {row['files']} files  {used}\n    {row['folder']}")
+        lines.append(
+            f"{row['repo']}@{row['revision']}  commit {str(row['commit'])[:12]}  {row['bytes'] / 1e9:.2f} GB "
+            f"in {row['files']} files  {used}\n    {row['folder']}"
+        )
     return "\n".join(lines)

@@ -4,14 +4,25 @@ entry point the user has."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
+from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.adapters.host import docker_facts, nvml_facts
+from aigo_apply.adapters.hub import HubError, offline, remote, resolve
+from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file, load_config
 from aigo_apply.desired.build import build_desired
+from aigo_apply.desired.model_store import downloads, is_complete, label, read_markers
 from aigo_apply.desired.types import DesiredState
+from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import ObservedState, parse_state
-from aigo_apply.plan.types import Plan
+from aigo_apply.observe.model_files import model_facts, quant_method
+from aigo_apply.plan import gpu_ledger
+from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks
+from aigo_apply.plan.lockfile import drift, path_for, read, restore_for
 from aigo_apply.plan.planner import build_plan
+from aigo_apply.plan.types import Plan
+from aigo_apply.router.deploy import read_live
 
 
 def load_desired(file: str | None) -> DesiredState:
@@ -21,21 +32,18 @@ def load_desired(file: str | None) -> DesiredState:
 def observe(project: str, runtime=None, desired: DesiredState | None = None) -> ObservedState:
     """One container list call, one image list call, the router's live files, and (with
     `desired`) the download markers of the model folders the file names."""
-    from aigo_apply.desired.model_store import read_markers
-    from aigo_apply.router.deploy import read_live
-    from aigo_apply.apply.state_dir import state_path
 
     runtime = runtime or _docker()
     markers = read_markers(desired.specs()) if desired else {}
-    return parse_state(project, runtime.list_containers(), runtime.list_images(),
-                       read_live(state_path(project) / "router"), markers)
+    return parse_state(
+        project, runtime.list_containers(), runtime.list_images(), read_live(state_path(project) / "router"), markers
+    )
 
 
 def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | None = None) -> dict[tuple, dict]:
     """What the Hub says about each download the plan may need (commit, files, bytes, or the
     error), asked in parallel only for folders that are not complete here. With `lock` (apply
     --locked) every download is pinned to the commit aigo.lock records. Never raises."""
-    from aigo_apply.desired.model_store import downloads, is_complete, label
 
     missing, pins, out = set(), {}, {}
     for d in downloads(desired.specs()):
@@ -44,8 +52,12 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
         if lock is not None:
             entry = lock["models"].get(label(d))
             if entry is None:
-                out[k] = {"error": f"{label(d)} is not in aigo.lock", "access": True, "blocker": "lock.missing",
-                          "fix": "apply without --locked once to record it (or remove the model)"}
+                out[k] = {
+                    "error": f"{label(d)} is not in aigo.lock",
+                    "access": True,
+                    "blocker": "lock.missing",
+                    "fix": "apply without --locked once to record it (or remove the model)",
+                }
                 continue
             pins[k] = entry["commit"]
             if is_complete(marker, d["file"], entry["commit"]):
@@ -57,9 +69,6 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
         return out
     from concurrent.futures import ThreadPoolExecutor
 
-    from aigo_apply.errors import AigoError
-    from aigo_apply.adapters.hub import HubError, offline, remote
-
     if offline():
         return {key: {"error": "HF_HUB_OFFLINE is set", "access": False} for key in missing}
 
@@ -68,8 +77,14 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
         try:
             found = remote(repo, pins.get(key, revision), file, with_config=True)
             weights = sum(n for p, n in found.files.items() if p.endswith((".safetensors", ".bin", ".gguf")))
-            return key, {"commit": found.commit, "bytes": found.bytes, "files": sorted(found.files),
-                         "weights": weights, "config": found.config, **({"pin": pins[key]} if key in pins else {})}
+            return key, {
+                "commit": found.commit,
+                "bytes": found.bytes,
+                "files": sorted(found.files),
+                "weights": weights,
+                "config": found.config,
+                **({"pin": pins[key]} if key in pins else {}),
+            }
         except HubError as exc:
             return key, {"error": exc.message, "fix": exc.fix, "access": exc.access}
         except AigoError as exc:  # e.g. a repo with nothing an engine can serve
@@ -79,8 +94,9 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
         return {**out, **dict(pool.map(ask, sorted(missing, key=repr)))}
 
 
-def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | None,
-                restores: dict[str, dict | None] | None = None) -> list:
+def lock_checks(
+    desired: DesiredState, observed: ObservedState, lock: dict | None, restores: dict[str, dict | None] | None = None
+) -> list:
     """Drift from aigo.lock (warnings; the Hub is asked where each branch or tag points now), and
     with --locked (`restores`, from locked_images) an image that cannot be put back (blocking)."""
     if lock is None:
@@ -88,18 +104,14 @@ def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | Non
     import re
     from concurrent.futures import ThreadPoolExecutor
 
-    from aigo_apply.plan.host_checks import Check
-    from aigo_apply.plan.lockfile import drift
-    from aigo_apply.desired.model_store import downloads, label
-
-    moving = {label(d): d for d in downloads(desired.specs())
-              if label(d) in lock["models"] and not re.fullmatch(r"[0-9a-f]{40}", d["revision"])}
+    moving = {
+        label(d): d
+        for d in downloads(desired.specs())
+        if label(d) in lock["models"] and not re.fullmatch(r"[0-9a-f]{40}", d["revision"])
+    }
     hub: dict[str, str] = {}
-    from aigo_apply.adapters.hub import offline
 
     if moving and not offline():
-        from aigo_apply.errors import AigoError
-        from aigo_apply.adapters.hub import resolve
 
         def ask(item):
             try:
@@ -109,47 +121,59 @@ def lock_checks(desired: DesiredState, observed: ObservedState, lock: dict | Non
 
         with ThreadPoolExecutor(max_workers=min(8, len(moving))) as pool:
             hub = {k: v for k, v in pool.map(ask, moving.items()) if v}
-    checks = [Check("lock.drift", "warning", f"aigo.lock: {line}")
-              for line in drift(lock, desired, observed.images, observed.model_files, hub)]
+    checks = [
+        Check("lock.drift", "warning", f"aigo.lock: {line}")
+        for line in drift(lock, desired, observed.images, observed.model_files, hub)
+    ]
     for ref, how in sorted((restores or {}).items()):
         if how is None:
             local = observed.images.get(ref)
-            checks.append(Check("lock.image", "blocking", f"image {ref} is {str(local)[:19] if local else 'missing'}, "
-                                f"aigo.lock records {str(lock['images'][ref].get('id'))[:19]}, which is neither on this "
-                                "machine nor in a registry (no digest)",
-                                f"rebuild {ref} as it was, or apply without --locked to record what is here"))
+            checks.append(
+                Check(
+                    "lock.image",
+                    "blocking",
+                    f"image {ref} is {str(local)[:19] if local else 'missing'}, "
+                    f"aigo.lock records {str(lock['images'][ref].get('id'))[:19]}, which is neither on this "
+                    "machine nor in a registry (no digest)",
+                    f"rebuild {ref} as it was, or apply without --locked to record what is here",
+                )
+            )
     return checks
 
 
 def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) -> dict[str, dict | None]:
     """With --locked: each image of the file whose tag names another image than aigo.lock records,
     with how to put the recorded one back (planned as a pull), or None when it cannot be."""
-    from aigo_apply.plan.lockfile import restore_for
 
-    return {ref: restore_for(ref, entry, observed.image_ids) for ref, entry in sorted(lock["images"].items())
-            if ref in desired.images() and observed.images.get(ref) != entry.get("id")}
+    return {
+        ref: restore_for(ref, entry, observed.image_ids)
+        for ref, entry in sorted(lock["images"].items())
+        if ref in desired.images() and observed.images.get(ref) != entry.get("id")
+    }
 
 
-def host_checks(desired: DesiredState, runtime, observed: ObservedState | None = None,
-                remote: dict[tuple, dict] | None = None) -> tuple[list, list]:
+def host_checks(
+    desired: DesiredState, runtime, observed: ObservedState | None = None, remote: dict[tuple, dict] | None = None
+) -> tuple[list, list]:
     """The readiness checks for this host and file, and the per-GPU memory ledger: Docker /info,
     and (only when a model wants a GPU) NVML and the model files the VRAM estimate reads; for a
     model not downloaded yet, what the Hub said (`remote`: file sizes and config.json)."""
-    from aigo_apply.plan import gpu_ledger
-    from aigo_apply.plan.host_checks import gpu_needs, run_checks
-    from aigo_apply.adapters.host import docker_facts, nvml_facts
 
     wants_gpu = bool(gpu_needs(desired)["models"])
-    facts = {"docker": docker_facts(lambda: runtime),
-             "nvml": nvml_facts() if wants_gpu else {"available": False, "gpus": []}}
+    facts = {
+        "docker": docker_facts(lambda: runtime),
+        "nvml": nvml_facts() if wants_gpu else {"available": False, "gpus": []},
+    }
     checks = run_checks(facts, desired, desired.vllm_image)
     if not facts["nvml"].get("available"):
         return checks, []
-    from aigo_apply.observe.model_files import model_facts
 
     ours = {c.id for c in (observed or observe(desired.project, runtime)).ours}
-    files = {alias: model_facts(m.spec, (remote or {}).get(_remote_key(m.spec)))
-             for alias, m in desired.models.items() if m.spec["gpus"] != "none"}
+    files = {
+        alias: model_facts(m.spec, (remote or {}).get(_remote_key(m.spec)))
+        for alias, m in desired.models.items()
+        if m.spec["gpus"] != "none"
+    }
     ledger = gpu_ledger.build(desired, facts["nvml"], files, ours)
     return checks + gpu_ledger.checks(ledger), ledger
 
@@ -159,9 +183,9 @@ def _remote_key(spec: dict) -> tuple | None:
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
 
-def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None,
-              ignore: Iterable[str] = ()) -> Plan:
-    from aigo_apply.plan.lockfile import path_for, read
+def make_plan(
+    file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None, ignore: Iterable[str] = ()
+) -> Plan:
 
     desired = load_desired(file)
     runtime = runtime or _docker()
@@ -169,9 +193,16 @@ def make_plan(file: str | None, replace: Iterable[str] = (), target: Iterable[st
     return plan_for(desired, observed, runtime, replace, target, ignore, read(path_for(desired.file)))
 
 
-def plan_for(desired: DesiredState, observed: ObservedState, runtime, replace: Iterable[str] = (),
-             target: Iterable[str] = (), ignore: Iterable[str] = (), lock: dict | None = None,
-             locked: bool = False) -> Plan:
+def plan_for(
+    desired: DesiredState,
+    observed: ObservedState,
+    runtime,
+    replace: Iterable[str] = (),
+    target: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    lock: dict | None = None,
+    locked: bool = False,
+) -> Plan:
     """Everything a plan is made of, gathered in one order for `plan` and `apply` alike: the Hub
     (for missing or, with `locked`, pinned downloads), host checks and the GPU ledger, drift from
     aigo.lock, what the checkpoints' configs say; then the pure planner."""
@@ -179,13 +210,22 @@ def plan_for(desired: DesiredState, observed: ObservedState, runtime, replace: I
     checks, ledger = host_checks(desired, runtime, observed, remote)
     restores = locked_images(desired, observed, lock) if locked and lock else {}
     checks += lock_checks(desired, observed, lock, restores)
-    return build_plan(desired, observed, replace, target, checks, ignore, ledger, remote, checkpoints(desired, remote),
-                      {ref: how for ref, how in restores.items() if how})
+    return build_plan(
+        desired,
+        observed,
+        replace,
+        target,
+        checks,
+        ignore,
+        ledger,
+        remote,
+        checkpoints(desired, remote),
+        {ref: how for ref, how in restores.items() if how},
+    )
 
 
 def checkpoints(desired: DesiredState, remote: dict[tuple, dict] | None = None) -> dict[str, dict]:
     """What each model's config.json says about its checkpoint (local, else as the Hub has it)."""
-    from aigo_apply.observe.model_files import model_facts, quant_method
 
     out = {}
     for alias, model in desired.models.items():
@@ -197,6 +237,5 @@ def checkpoints(desired: DesiredState, remote: dict[tuple, dict] | None = None) 
 
 
 def _docker():
-    from aigo_apply.adapters.docker_engine import DockerRuntime
 
     return DockerRuntime()

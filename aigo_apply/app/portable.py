@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from aigo_apply.config.load import load_config
-from aigo_apply.errors import AigoError, ConfigInvalid, UsageProblem
 from aigo_apply.config.yaml_source import load
+from aigo_apply.errors import AigoError, ConfigInvalid, UsageProblem
 
 FORMAT = "aigo-apply/model/1"
 HOST_FIELDS = ("gpus", "port")
@@ -44,9 +44,11 @@ def export_model(config_file: str, alias: str) -> str:
     if alias not in models:
         raise UsageProblem(f"no model '{alias}' in {config_file}; models: {', '.join(models) or 'none'}")
     document = {"format": FORMAT, "alias": alias, "model": portable(models[alias])}
-    header = (f"# aigo-apply portable model definition, exported from {Path(config_file).name}.\n"
-              "# Host settings (GPU memory, tensor parallelism, MoE/Mamba kernels, GPUs, port) are left out:\n"
-              "# `aigo-apply import` adds it to another aigo.yaml, where those come from that machine.\n")
+    header = (
+        f"# aigo-apply portable model definition, exported from {Path(config_file).name}.\n"
+        "# Host settings (GPU memory, tensor parallelism, MoE/Mamba kernels, GPUs, port) are left out:\n"
+        "# `aigo-apply import` adds it to another aigo.yaml, where those come from that machine.\n"
+    )
     return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
 
@@ -97,8 +99,10 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
         try:
             load_config(tmp)
         except ConfigInvalid as exc:
-            raise AigoError(f"adding '{alias}' would make {config_file} invalid, so it was not changed:\n  "
-                            + "\n  ".join(p.format().replace(tmp, config_file) for p in exc.problems)) from None
+            raise AigoError(
+                f"adding '{alias}' would make {config_file} invalid, so it was not changed:\n  "
+                + "\n  ".join(p.format().replace(tmp, config_file) for p in exc.problems)
+            ) from None
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -22,31 +22,52 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
     aliases = sorted(set(desired.models) | {c.alias for c in observed.ours if c.alias})
     containers = {a: by_alias.get(a) for a in aliases}
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
-        ready = dict(zip(aliases, pool.map(lambda a: _probe(a, containers[a]), aliases)))
+        ready = dict(zip(aliases, pool.map(lambda a: _probe(a, containers[a]), aliases), strict=False))
     rows = []
     for alias in aliases:
         c = containers[alias]
-        port = c.ports[0][1] if c and c.ports else (desired.models[alias].container.host_port if alias in desired.models else None)
-        rows.append({
-            "model": alias,
-            "in_file": alias in desired.models,
-            "container": c.name if c else None,
-            "state": c.state if c else "absent",
-            "ready": ready[alias],
-            "port": port,
-            "image": _image(c) if c else (desired.models[alias].container.image if alias in desired.models else None),
-            "uptime": c.status if c else "",
-            "route": alias in routed,
-        })
+        port = (
+            c.ports[0][1]
+            if c and c.ports
+            else (desired.models[alias].container.host_port if alias in desired.models else None)
+        )
+        rows.append(
+            {
+                "model": alias,
+                "in_file": alias in desired.models,
+                "container": c.name if c else None,
+                "state": c.state if c else "absent",
+                "ready": ready[alias],
+                "port": port,
+                "image": _image(c)
+                if c
+                else (desired.models[alias].container.image if alias in desired.models else None),
+                "uptime": c.status if c else "",
+                "route": alias in routed,
+            }
+        )
     changing = sorted({a.model for a in plan.actions if a.kind not in ("noop", "pull") and a.model})
     router_action = next((a for a in plan.actions if a.address == "router"), None)
     r = observed.router
-    router = {"container": r.name if r else None, "state": r.state if r else "absent",
-              "url": f"http://{desired.router.spec['bind']}:{desired.router.port}/v1",
-              "routes": sorted(routed), "in_sync": router_action is None or router_action.kind == "noop"}
-    return {"project": desired.project, "config_file": desired.file, "models": rows, "router": router,
-            "drift": {"models_changing": len(changing), "models": changing, "blocked": bool(plan.blockers),
-                      "router": None if router["in_sync"] else router_action.kind}}
+    router = {
+        "container": r.name if r else None,
+        "state": r.state if r else "absent",
+        "url": f"http://{desired.router.spec['bind']}:{desired.router.port}/v1",
+        "routes": sorted(routed),
+        "in_sync": router_action is None or router_action.kind == "noop",
+    }
+    return {
+        "project": desired.project,
+        "config_file": desired.file,
+        "models": rows,
+        "router": router,
+        "drift": {
+            "models_changing": len(changing),
+            "models": changing,
+            "blocked": bool(plan.blockers),
+            "router": None if router["in_sync"] else router_action.kind,
+        },
+    }
 
 
 def _name(desired: DesiredState, alias: str, c: ObservedContainer) -> str:
@@ -72,20 +93,33 @@ def _probe(alias: str, container: ObservedContainer | None) -> bool:
 
 def render(report: dict[str, Any]) -> str:
     header = ["MODEL", "STATE", "READY", "ROUTE", "PORT", "IMAGE", "UPTIME"]
-    rows = [[r["model"] + ("" if r["in_file"] else " (not in file)"), r["state"], "yes" if r["ready"] else "no",
-             "yes" if r["route"] else "no", str(r["port"] or "-"), r["image"] or "-", r["uptime"] or "-"]
-            for r in report["models"]]
-    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header] + rows]
+    rows = [
+        [
+            r["model"] + ("" if r["in_file"] else " (not in file)"),
+            r["state"],
+            "yes" if r["ready"] else "no",
+            "yes" if r["route"] else "no",
+            str(r["port"] or "-"),
+            r["image"] or "-",
+            r["uptime"] or "-",
+        ]
+        for r in report["models"]
+    ]
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=False)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip() for row in [header] + rows]
     router = report["router"]
     lines.append(f"\nRouter: {router['url']} ({router['state']}), routes: {', '.join(router['routes']) or 'none'}")
     drift = report["drift"]
     if drift["router"]:
-        lines.append(f"Router drift: plan would {drift['router'].replace('_', ' ')} it; run `aigo-apply plan` for details.")
+        lines.append(
+            f"Router drift: plan would {drift['router'].replace('_', ' ')} it; run `aigo-apply plan` for details."
+        )
     if drift["models_changing"]:
         n = drift["models_changing"]
-        lines.append(f"Drift: plan would change {n} model{'s' if n != 1 else ''} ({', '.join(drift['models'])}); "
-                     "run `aigo-apply plan` for details.")
+        lines.append(
+            f"Drift: plan would change {n} model{'s' if n != 1 else ''} ({', '.join(drift['models'])}); "
+            "run `aigo-apply plan` for details."
+        )
     elif not drift["router"]:
         lines.append("No drift: the machine matches the file.")
     return "\n".join(lines)

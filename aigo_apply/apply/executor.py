@@ -26,20 +26,26 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
-from aigo_apply.desired import engines
-from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
-from aigo_apply.errors import AigoError, PlanFileError
+from aigo_apply.adapters.hub import download
 from aigo_apply.apply.journal import Journal
-from aigo_apply.desired.types import ContainerSpec
-from aigo_apply.observe.containers import running_engines
-from aigo_apply.plan.types import Action, Plan
-from aigo_apply.apply.serving_wait import Engine, NotReady, Waiter
-from aigo_apply.router.haproxy import Route
 from aigo_apply.apply.secrets import container_env
+from aigo_apply.apply.serving_wait import Engine, NotReady, Waiter
+from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
+from aigo_apply.config.schema import schema
+from aigo_apply.desired import engines
+from aigo_apply.desired.engines.router import router_container
+from aigo_apply.desired.model_store import is_complete, read_marker, repo_dir
+from aigo_apply.desired.types import ContainerSpec, Route
+from aigo_apply.errors import AigoError, PlanFileError
+from aigo_apply.observe.containers import running_engines
+from aigo_apply.plan.lockfile import valid_restore
+from aigo_apply.plan.types import Action, Plan
+from aigo_apply.router.deploy import wait_serving
 
 BACKUP_SUFFIX = "-aigo-previous"
 MODEL_KINDS = ("start", "create", "recreate")
@@ -90,8 +96,16 @@ class _Prepared:
 
 
 class Executor:
-    def __init__(self, runtime: Any, reporter: Any, journal: Journal, routes: Routes | None = None, interrupted: threading.Event | None = None,
-                 clock: Callable[[], float] = time.monotonic, fetch: Callable[..., dict] | None = None):
+    def __init__(
+        self,
+        runtime: Any,
+        reporter: Any,
+        journal: Journal,
+        routes: Routes | None = None,
+        interrupted: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        fetch: Callable[..., dict] | None = None,
+    ):
         self.runtime, self.reporter, self.journal = runtime, reporter, journal
         self.fetch = fetch  # downloads a model folder (hf.download unless a test passes another)
         self.routes = routes
@@ -105,8 +119,11 @@ class Executor:
         models = [a for a in plan.actions if a.address.startswith("model.") or a.address.startswith("container.")]
         prepared = [self._prepare(plan.project, a) for a in models if a.kind in ("remove",) + MODEL_KINDS]
         router_action = next((a for a in plan.actions if a.address == "router"), None)
-        router_container = self._prepare(plan.project, router_action).container if router_action and \
-            router_action.kind in ("create", "recreate") else None
+        router_container = (
+            self._prepare(plan.project, router_action).container
+            if router_action and router_action.kind in ("create", "recreate")
+            else None
+        )
         self.journal.record("apply", f"project.{plan.project}", "started", fingerprint=plan.fingerprint)
         outcomes: list[Outcome] = []
         restores = {a.image: a.spec for a in plan.actions if a.kind == "pull" and a.image and a.spec}
@@ -148,23 +165,27 @@ class Executor:
                 self._step("router", "reload_router", "failed", str(exc))
                 outcomes.append(Outcome("router", "reload_router", False, str(exc)))
         interrupted = self.interrupted.is_set()
-        self.journal.record("apply", f"project.{plan.project}", "interrupted" if interrupted else "finished",
-                            failed=[o.address for o in outcomes if not o.ok])
+        self.journal.record(
+            "apply",
+            f"project.{plan.project}",
+            "interrupted" if interrupted else "finished",
+            failed=[o.address for o in outcomes if not o.ok],
+        )
         return ApplyReport(outcomes, interrupted)
 
     def _prepare(self, project: str, action: Action) -> _Prepared:
         if action.kind == "remove":
             return _Prepared(action)
         if action.address == "router":
-            from aigo_apply.router.haproxy import router_container
-
             return _Prepared(action, router_container(project, action.spec))
         if not action.spec or not action.model:
             raise PlanFileError(f"{action.address}: the plan carries no spec for this {action.kind}; make a new plan")
         container = engines.render(project, action.model, action.spec)
         if action.container and container.name != action.container:
-            raise PlanFileError(f"{action.address}: the plan names container {action.container} but its spec "
-                                f"renders {container.name}; the plan was edited, make a new one")
+            raise PlanFileError(
+                f"{action.address}: the plan names container {action.container} but its spec "
+                f"renders {container.name}; the plan was edited, make a new one"
+            )
         env = container_env(container, action.model) if action.kind != "start" else {}
         return _Prepared(action, container, env)
 
@@ -189,27 +210,40 @@ class Executor:
         if restore is None:
             pull_image(self.runtime, self.reporter, image)
         else:
-            from aigo_apply.plan.lockfile import valid_restore
-
             locked_id = str(restore.get("locked_id"))
             if not valid_restore(image, restore):
-                raise AigoError(f"image.{image}: the plan's restore of aigo.lock's image is not valid (edited by "
-                                "hand?); make a new plan (nothing was changed)")
+                raise AigoError(
+                    f"image.{image}: the plan's restore of aigo.lock's image is not valid (edited by "
+                    "hand?); make a new plan (nothing was changed)"
+                )
             if restore["how"] == "pull":
                 pull_image(self.runtime, self.reporter, restore["digest"])
             self.runtime.tag(locked_id, image)
             if (self.runtime.inspect_image(image) or {}).get("Id") != locked_id:
-                raise AigoError(f"image.{image}: after restoring it names another image than aigo.lock's "
-                                f"{locked_id[:19]}; nothing else was changed")
-            self.reporter.event("image_restored", address=f"image.{image}", image=image, image_id=locked_id,
-                                message=f"{image} names {locked_id[:19]} again, as aigo.lock records")
+                raise AigoError(
+                    f"image.{image}: after restoring it names another image than aigo.lock's "
+                    f"{locked_id[:19]}; nothing else was changed"
+                )
+            self.reporter.event(
+                "image_restored",
+                address=f"image.{image}",
+                image=image,
+                image_id=locked_id,
+                message=f"{image} names {locked_id[:19]} again, as aigo.lock records",
+            )
         self.journal.record("pull", f"image.{image}", "ok")
 
     def _download(self, action: Action) -> None:
         """Fetch one model folder from the Hub (skipped when it is complete already: a saved plan
         may be older than the folder). A failure stops the apply before any container changed."""
-        marker = download_folder(action.address, check_download(action), self.reporter, self.fetch, self.clock,
-                                 begin=lambda: self.journal.record("download", action.address, "begin"))
+        marker = download_folder(
+            action.address,
+            check_download(action),
+            self.reporter,
+            self.fetch,
+            self.clock,
+            begin=lambda: self.journal.record("download", action.address, "begin"),
+        )
         if marker is None:
             self.journal.record("download", action.address, "ok", message="already on this machine")
         else:
@@ -249,7 +283,9 @@ class Executor:
         except NotReady as exc:
             self.runtime.remove(cid)  # never leave an engine that was not verified ready
             if exc.interrupted:
-                self._step(action.address, "create", "interrupted", f"interrupted; removed the unready {container.name}")
+                self._step(
+                    action.address, "create", "interrupted", f"interrupted; removed the unready {container.name}"
+                )
                 return Outcome(action.address, "create", False, "interrupted")
             return self._failed(action, f"{exc}; the container was removed", exc.log_tail)
 
@@ -276,15 +312,24 @@ class Executor:
             self.runtime.start(name)
             self.journal.record("restore", action.address, "ok", container=name)
             if getattr(exc, "interrupted", False):
-                self._step(action.address, "recreate", "interrupted",
-                           f"interrupted; the previous {name} is started again (not waited for)")
+                self._step(
+                    action.address,
+                    "recreate",
+                    "interrupted",
+                    f"interrupted; the previous {name} is started again (not waited for)",
+                )
                 return Outcome(action.address, "recreate", False, "interrupted", restored=True)
             if tail:
                 self.reporter.event("log_tail", address=action.address, lines=tail)
             self._step(action.address, "recreate", "", f"restoring the previous version of {name}")
             old = self._old_route(action)
-            previous = Engine(action.model, old.port, name,
-                              lambda: self.runtime.state(name), lambda n: self.runtime.logs_tail(name, n))
+            previous = Engine(
+                action.model,
+                old.port,
+                name,
+                lambda: self.runtime.state(name),
+                lambda n: self.runtime.logs_tail(name, n),
+            )
             try:
                 self._waiter(action).wait(previous)
                 if self.routes:
@@ -304,8 +349,13 @@ class Executor:
         port = item.container.host_port
         if self.routes:  # check the router's next generation while the engine loads
             threading.Thread(target=self._stage, args=(route_of(action.model, action.spec),), daemon=True).start()
-        engine = Engine(action.model, port, container_id, lambda: self.runtime.state(container_id),
-                        lambda n: self.runtime.logs_tail(container_id, n))
+        engine = Engine(
+            action.model,
+            port,
+            container_id,
+            lambda: self.runtime.state(container_id),
+            lambda n: self.runtime.logs_tail(container_id, n),
+        )
         seconds = self._waiter(action).wait(engine)
         if self.routes:
             self._route(route_of(action.model, action.spec))
@@ -316,8 +366,12 @@ class Executor:
     def _old_route(self, action: Action) -> Route:
         """The route of the container a recreate replaces (its port and length before the change)."""
         before = {c.path: c.before for c in action.changes}
-        return Route(action.model, before.get("port") or action.spec["port"],
-                     before.get("context_length") or action.spec["context_length"], action.spec["engine"])
+        return Route(
+            action.model,
+            before.get("port") or action.spec["port"],
+            before.get("context_length") or action.spec["context_length"],
+            action.spec["engine"],
+        )
 
     def _deroute(self, action: Action) -> None:
         self._wait_for_router()
@@ -357,7 +411,6 @@ class Executor:
 
     def _router_step_inner(self, action: Action, container: ContainerSpec | None, plan: Plan) -> Outcome:
         """Create, recreate or start the router; route changes wait until it serves."""
-        from aigo_apply.router.deploy import wait_serving
 
         name = action.container
         keep = self._routes_to_keep(plan, set(running_engines(plan.project, self.runtime.list_containers())))
@@ -388,8 +441,11 @@ class Executor:
 
     def _routes_to_keep(self, plan: Plan, running: set[str]) -> dict[str, Route]:
         """Routes of models that stay as they are and are running: they go into a new router at once."""
-        return {a.model: route_of(a.model, a.spec) for a in plan.actions
-                if a.kind == "noop" and a.model and a.spec and a.model in running}
+        return {
+            a.model: route_of(a.model, a.spec)
+            for a in plan.actions
+            if a.kind == "noop" and a.model and a.spec and a.model in running
+        }
 
     def _converge_routes(self, plan: Plan) -> list[Outcome]:
         """Last step: route exactly the models whose containers run and were routed (ready) or
@@ -425,18 +481,23 @@ class Executor:
             raise Interrupted("interrupted")
 
 
-def download_folder(address: str, spec: dict[str, Any], reporter: Any, fetch: Callable[..., dict] | None = None,
-                    clock: Callable[[], float] = time.monotonic, begin: Callable[[], None] | None = None) -> dict | None:
+def download_folder(
+    address: str,
+    spec: dict[str, Any],
+    reporter: Any,
+    fetch: Callable[..., dict] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    begin: Callable[[], None] | None = None,
+) -> dict | None:
     """One model folder from the Hub with progress (`apply` and `models pull` alike): None when the
     folder is complete already (at `pin`, when aigo.lock pins it), else the new completion marker."""
     from pathlib import Path
 
-    from aigo_apply.desired.model_store import is_complete, read_marker
-
     dest = Path(spec["dest"])
     if is_complete(read_marker(dest), spec.get("file"), spec.get("pin")):
-        reporter.event("step", address=address, step="download", outcome="ok",
-                       message=f"already on this machine ({dest})")
+        reporter.event(
+            "step", address=address, step="download", outcome="ok", message=f"already on this machine ({dest})"
+        )
         return None
     size = f" ({spec['bytes'] / 1e9:.1f} GB)" if spec.get("bytes") else ""
     reporter.event("download_start", address=address, total=spec.get("bytes"), message=f"downloading into {dest}{size}")
@@ -451,13 +512,15 @@ def download_folder(address: str, spec: dict[str, Any], reporter: Any, fetch: Ca
             reporter.event("download_progress", address=address, done=done, total=total)
 
     marker = (fetch or _hub_download)(spec["repo"], spec["revision"], dest, spec.get("file"), progress, spec.get("pin"))
-    reporter.event("download_done", address=address,
-                   message=f"downloaded {len(marker.get('files', {}))} files at commit {str(marker.get('commit'))[:12]}")
+    reporter.event(
+        "download_done",
+        address=address,
+        message=f"downloaded {len(marker.get('files', {}))} files at commit {str(marker.get('commit'))[:12]}",
+    )
     return marker
 
 
 def _hub_download(repo: str, revision: str, dest, file, progress, pin=None) -> dict:
-    from aigo_apply.adapters.hub import download
 
     return download(repo, revision, dest, file, progress, pin)
 
@@ -466,8 +529,6 @@ def check_download(action: Action) -> dict[str, Any]:
     """A download's spec, re-checked like a command line: a hand-edited saved plan must not point a
     download at another folder or smuggle a strange repo, revision or file name in. The repo,
     revision and file must match the very patterns the file's schema allows."""
-    from aigo_apply.desired.model_store import repo_dir
-    from aigo_apply.config.schema import schema
 
     allowed = schema()["$defs"]["source"]["properties"]
     spec = action.spec or {}
@@ -477,9 +538,14 @@ def check_download(action: Action) -> dict[str, Any]:
     def fits(value: Any, key: str) -> bool:
         return isinstance(value, str) and re.search(allowed[key]["pattern"], value) is not None
 
-    ok = (fits(repo, "repo") and fits(revision, "revision") and ".." not in revision.split("/")
-          and (file is None or fits(file, "file")) and isinstance(dest, str)
-          and (pin is None or (isinstance(pin, str) and re.fullmatch(r"[0-9a-f]{40}", pin) is not None)))
+    ok = (
+        fits(repo, "repo")
+        and fits(revision, "revision")
+        and ".." not in revision.split("/")
+        and (file is None or fits(file, "file"))
+        and isinstance(dest, str)
+        and (pin is None or (isinstance(pin, str) and re.fullmatch(r"[0-9a-f]{40}", pin) is not None))
+    )
     if ok:
         from pathlib import PurePosixPath
 
@@ -498,8 +564,14 @@ def pull_image(runtime: Any, reporter: Any, image: str) -> None:
     def progress(event: dict) -> None:
         detail = event.get("progressDetail") or {}
         if event.get("id"):
-            reporter.event("pull_progress", image=image, layer=event["id"], status=event.get("status", ""),
-                           current=detail.get("current"), total=detail.get("total"))
+            reporter.event(
+                "pull_progress",
+                image=image,
+                layer=event["id"],
+                status=event.get("status", ""),
+                current=detail.get("current"),
+                total=detail.get("total"),
+            )
 
     runtime.pull(image, progress)
     reporter.event("pull_done", address=address, image=image)

@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,14 @@ class Journal:
         self._lock = threading.Lock()
 
     def record(self, step: str, address: str, outcome: str, **detail: Any) -> None:
-        entry = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "run": self.run,
-                 "step": step, "address": address, "outcome": outcome, **detail}
+        entry = {
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "run": self.run,
+            "step": step,
+            "address": address,
+            "outcome": outcome,
+            **detail,
+        }
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self._lock:
             try:
@@ -31,5 +37,7 @@ class Journal:
                     f.flush()
                     os.fsync(f.fileno())
             except OSError as exc:
-                raise AigoError(f"cannot write the journal {self.path}: {exc.strerror or exc}; "
-                                "free space there or set AIGO_STATE_DIR to another folder") from None
+                raise AigoError(
+                    f"cannot write the journal {self.path}: {exc.strerror or exc}; "
+                    "free space there or set AIGO_STATE_DIR to another folder"
+                ) from None

@@ -9,7 +9,7 @@ import json
 import os
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from aigo_apply.errors import AigoError
@@ -25,7 +25,7 @@ class ProjectLock:
         self.project, self.command, self.timeout = project, command, timeout
         self._fd: int | None = None
 
-    def __enter__(self) -> "ProjectLock":
+    def __enter__(self) -> ProjectLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + self.timeout
         while True:
@@ -37,18 +37,26 @@ class ProjectLock:
                     holder = _read_holder(fd)
                     os.close(fd)
                     waited = f" after waiting {self.timeout:g} s" if self.timeout else ""
-                    raise LockHeld(f"project '{self.project}' is locked by another aigo-apply run{waited}: "
-                                   f"{holder}. Wait for it to finish, or pass --lock-timeout SECONDS to wait") from None
+                    raise LockHeld(
+                        f"project '{self.project}' is locked by another aigo-apply run{waited}: "
+                        f"{holder}. Wait for it to finish, or pass --lock-timeout SECONDS to wait"
+                    ) from None
                 time.sleep(0.1)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": self.command,
-                "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": self.command,
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode(), 0)
         except OSError as exc:
             os.close(fd)
-            raise AigoError(f"cannot write the lock file {self.path}: {exc.strerror or exc}; free space there or set "
-                            "AIGO_STATE_DIR to another folder (nothing was changed)") from None
+            raise AigoError(
+                f"cannot write the lock file {self.path}: {exc.strerror or exc}; free space there or set "
+                "AIGO_STATE_DIR to another folder (nothing was changed)"
+            ) from None
         self._fd = fd
         return self
 
@@ -67,5 +75,7 @@ def _read_holder(fd: int) -> str:
         info = {}
     if not info:
         return "holder unknown"
-    return (f"`aigo-apply {info.get('command', '?')}` (pid {info.get('pid', '?')} on {info.get('host', '?')}, "
-            f"started {info.get('started', '?')})")
+    return (
+        f"`aigo-apply {info.get('command', '?')}` (pid {info.get('pid', '?')} on {info.get('host', '?')}, "
+        f"started {info.get('started', '?')})"
+    )

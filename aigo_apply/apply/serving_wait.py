@@ -11,8 +11,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from aigo_apply.errors import AigoError
 
@@ -24,8 +24,9 @@ PROGRESS_EVERY = 5.0
 class NotReady(AigoError):
     """The engine did not become ready: it exited, it timed out, or the wait was interrupted."""
 
-    def __init__(self, message: str, log_tail: list[str] | None = None, exit_code: int | None = None,
-                 interrupted: bool = False):
+    def __init__(
+        self, message: str, log_tail: list[str] | None = None, exit_code: int | None = None, interrupted: bool = False
+    ):
         super().__init__(message)
         self.log_tail = log_tail or []
         self.exit_code = exit_code
@@ -78,9 +79,12 @@ class Waiter:
                 now = self.clock()
                 elapsed = now - start
                 if elapsed > self.timeout:
-                    raise NotReady(f"model '{engine.alias}' was not ready after {self.timeout:.0f} s "
-                                   f"(last stage: {stage}); raise models.{engine.alias}.ready_timeout if it "
-                                   "needs longer", engine.logs(20))
+                    raise NotReady(
+                        f"model '{engine.alias}' was not ready after {self.timeout:.0f} s "
+                        f"(last stage: {stage}); raise models.{engine.alias}.ready_timeout if it "
+                        "needs longer",
+                        engine.logs(20),
+                    )
                 if self.on_progress and now >= next_report:
                     lines = engine.logs(1)
                     self.on_progress(engine.alias, elapsed, stage, lines[-1] if lines else "")
@@ -107,8 +111,10 @@ class Waiter:
             models = http.get(f"{base}/v1/models")
             if models.status_code != 200 or alias not in {m.get("id") for m in models.json().get("data", [])}:
                 return "health ok, model not listed"
-            reply = http.post(f"{base}/v1/chat/completions", json={
-                "model": alias, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1})
+            reply = http.post(
+                f"{base}/v1/chat/completions",
+                json={"model": alias, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1},
+            )
             return "ready" if reply.status_code == 200 else f"test completion answered {reply.status_code}"
         except (httpx.HTTPError, ValueError):
             return None

@@ -13,7 +13,8 @@ from aigo_apply.errors import AigoError
 def state_path(project: str) -> Path:
     """Where the project's state folder is (not created)."""
     root = os.environ.get("AIGO_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"), "aigo-apply")
+        os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"), "aigo-apply"
+    )
     return Path(root).expanduser().resolve() / project
 
 
@@ -23,6 +24,7 @@ def state_dir(project: str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise AigoError(f"cannot create the state directory {path}: {exc.strerror or exc}; "
-                        "set AIGO_STATE_DIR to a writable folder") from None
+        raise AigoError(
+            f"cannot create the state directory {path}: {exc.strerror or exc}; set AIGO_STATE_DIR to a writable folder"
+        ) from None
     return path

@@ -8,21 +8,34 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import click
 
 from aigo_apply import __version__
-from aigo_apply.errors import (EXIT_CHANGES, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
-                               AigoError, ConfigInvalid)
+from aigo_apply.errors import (
+    EXIT_CHANGES,
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    AigoError,
+    ConfigInvalid,
+)
 
 file_option = click.option(
-    "-f", "--file", "file", metavar="FILE", default=None,
-    help="Config file (default: $AIGO_FILE, else ./aigo.yaml).")
+    "-f", "--file", "file", metavar="FILE", default=None, help="Config file (default: $AIGO_FILE, else ./aigo.yaml)."
+)
 output_option = click.option(
-    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-    help="Human text, or the versioned JSON contract.")
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Human text, or the versioned JSON contract.",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -62,13 +75,19 @@ def validate(file: str | None, output: str) -> int:
         config = load_config(path)
     except ConfigInvalid as exc:
         if output == "json":
-            click.echo(json.dumps({"file": path, "valid": False, "problems": [p.__dict__ for p in exc.problems]}, indent=2))
+            click.echo(
+                json.dumps({"file": path, "valid": False, "problems": [p.__dict__ for p in exc.problems]}, indent=2)
+            )
             return EXIT_ERROR
         raise
     models = len(config.data.get("models", {}))
     if output == "json":
-        click.echo(json.dumps({"file": path, "valid": True, "problems": [], "project": config.data["project"],
-                               "models": models}, indent=2))
+        click.echo(
+            json.dumps(
+                {"file": path, "valid": True, "problems": [], "project": config.data["project"], "models": models},
+                indent=2,
+            )
+        )
     else:
         click.echo(f"{path}: valid (project '{config.data['project']}', {models} model{'s' if models != 1 else ''})")
     return EXIT_OK
@@ -79,41 +98,72 @@ def validate(file: str | None, output: str) -> int:
 @output_option
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on error.")
 @click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff of the router's config files.")
-@click.option("--out", "out", metavar="PLANFILE", type=click.Path(dir_okay=False, path_type=Path),
-              help="Save the plan (with a fingerprint of what it observed) for `aigo-apply apply PLANFILE`.")
+@click.option(
+    "--out",
+    "out",
+    metavar="PLANFILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Save the plan (with a fingerprint of what it observed) for `aigo-apply apply PLANFILE`.",
+)
 @click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
 @click.option("--target", "target", metavar="ALIAS", multiple=True, help="Plan only this model (repeatable).")
-@click.option("--ignore-readiness", "ignore", metavar="CHECK_ID", multiple=True,
-              help="Do not let this readiness check block (the plan says so).")
-def plan(file: str | None, output: str, detailed_exitcode: bool, show_diff: bool, out: Path | None,
-         replace: tuple[str, ...], target: tuple[str, ...], ignore: tuple[str, ...]) -> int:
+@click.option(
+    "--ignore-readiness",
+    "ignore",
+    metavar="CHECK_ID",
+    multiple=True,
+    help="Do not let this readiness check block (the plan says so).",
+)
+def plan(
+    file: str | None,
+    output: str,
+    detailed_exitcode: bool,
+    show_diff: bool,
+    out: Path | None,
+    replace: tuple[str, ...],
+    target: tuple[str, ...],
+    ignore: tuple[str, ...],
+) -> int:
     """Show what apply would change on this machine, and why."""
+    from aigo_apply.app.planning import make_plan
     from aigo_apply.plan import types as plan_file
     from aigo_apply.plan.text import plan_json, plan_text
-    from aigo_apply.app.planning import make_plan
 
     result = make_plan(file, replace, target, ignore=ignore)
     click.echo(plan_json(result) if output == "json" else plan_text(result, show_diff))
     if out is not None:
         plan_file.save(result, out)
         if output == "text":
-            click.echo(f"\nSaved the plan to {out}; `aigo-apply apply {out}` carries it out if nothing has changed since.")
+            click.echo(
+                f"\nSaved the plan to {out}; `aigo-apply apply {out}` carries it out if nothing has changed since."
+            )
     if result.blockers:
         return EXIT_ERROR
     return EXIT_CHANGES if detailed_exitcode and result.has_changes else EXIT_OK
 
 
-def _confirm() -> "Callable[[str], bool] | None":
+def _confirm() -> Callable[[str], bool] | None:
     if not sys.stdin.isatty():
         return None
     return lambda question: click.prompt(question, default="", show_default=False).strip() == "yes"
 
 
-pull_option = click.option("--pull", type=click.Choice(["missing", "always", "never"]), default="missing",
-                           show_default=True, help="Pull images that are missing, every image used, or none.")
+pull_option = click.option(
+    "--pull",
+    type=click.Choice(["missing", "always", "never"]),
+    default="missing",
+    show_default=True,
+    help="Pull images that are missing, every image used, or none.",
+)
 yes_option = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
-lock_option = click.option("--lock-timeout", type=float, default=0.0, show_default=True, metavar="SECONDS",
-                           help="How long to wait for another apply or destroy of this project to finish.")
+lock_option = click.option(
+    "--lock-timeout",
+    type=float,
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for another apply or destroy of this project to finish.",
+)
 
 
 @cli.command()
@@ -125,45 +175,76 @@ lock_option = click.option("--lock-timeout", type=float, default=0.0, show_defau
 @lock_option
 @click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
 @click.option("--target", "target", metavar="ALIAS", multiple=True, help="Apply only this model (repeatable).")
-@click.option("--ignore-readiness", "ignore", metavar="CHECK_ID", multiple=True,
-              help="Do not let this readiness check block (the plan says so).")
+@click.option(
+    "--ignore-readiness",
+    "ignore",
+    metavar="CHECK_ID",
+    multiple=True,
+    help="Do not let this readiness check block (the plan says so).",
+)
 @click.option("--locked", is_flag=True, help="Install exactly the model commits and images aigo.lock records.")
-def apply(planfile: Path | None, file: str | None, output: str, yes: bool, pull: str, lock_timeout: float,
-          replace: tuple[str, ...], target: tuple[str, ...], ignore: tuple[str, ...], locked: bool) -> int:
+def apply(
+    planfile: Path | None,
+    file: str | None,
+    output: str,
+    yes: bool,
+    pull: str,
+    lock_timeout: float,
+    replace: tuple[str, ...],
+    target: tuple[str, ...],
+    ignore: tuple[str, ...],
+    locked: bool,
+) -> int:
     """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove.
     A successful apply writes aigo.lock next to the file."""
     from aigo_apply.app.apply import ApplyOptions, run_apply
 
     if locked and planfile:
         raise click.UsageError("--locked applies the file; a saved plan already says what it installs")
-    return run_apply(ApplyOptions(file, planfile, yes, pull, output, lock_timeout, replace, target, _confirm(),
-                                  ignore, locked))
+    return run_apply(
+        ApplyOptions(file, planfile, yes, pull, output, lock_timeout, replace, target, _confirm(), ignore, locked)
+    )
 
 
 @cli.command()
 @file_option
 @output_option
-@click.option("--engine", type=click.Choice(["vllm", "sglang", "llama.cpp"]), default="vllm", show_default=True,
-              help="The engine whose image the report shows.")
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang", "llama.cpp"]),
+    default="vllm",
+    show_default=True,
+    help="The engine whose image the report shows.",
+)
 def readiness(file: str | None, output: str, engine: str) -> int:
     """Check this host for the file's engines: Docker, GPU plumbing, NVIDIA driver, GPUs. Exit 1 if blocked."""
     from aigo_apply.adapters.docker_engine import DockerRuntime
-    from aigo_apply.plan.gpu_ledger import render as ledger_lines
-    from aigo_apply.desired.images import image_object
     from aigo_apply.app.planning import host_checks, load_desired
+    from aigo_apply.desired.images import image_object
+    from aigo_apply.plan.gpu_ledger import render as ledger_lines
 
     desired = load_desired(file)
     checks, ledger = host_checks(desired, DockerRuntime())
     image_info = desired.vllm_image if engine == "vllm" else image_object(load_config_data(file), engine)
-    report = {"project": desired.project, "image": image_info, "checks": [c.to_dict() for c in checks],
-              "gpu_ledger": ledger, "blocked": any(c.status == "blocking" for c in checks)}
+    report = {
+        "project": desired.project,
+        "image": image_info,
+        "checks": [c.to_dict() for c in checks],
+        "gpu_ledger": ledger,
+        "blocked": any(c.status == "blocking" for c in checks),
+    }
     if output == "json":
         click.echo(json.dumps(report, indent=2))
     else:
-        marks = {"ok": click.style("ok", fg="green"), "warning": click.style("warning", fg="yellow"),
-                 "blocking": click.style("blocking", fg="red", bold=True)}
-        click.echo(f"image: {image_info['imageReference'] or f'(no tag: set engines.{engine}.image_tag)'}"
-                   + (" (tag overridden)" if image_info["tagOverridden"] else ""))
+        marks = {
+            "ok": click.style("ok", fg="green"),
+            "warning": click.style("warning", fg="yellow"),
+            "blocking": click.style("blocking", fg="red", bold=True),
+        }
+        click.echo(
+            f"image: {image_info['imageReference'] or f'(no tag: set engines.{engine}.image_tag)'}"
+            + (" (tag overridden)" if image_info["tagOverridden"] else "")
+        )
         for check in checks:
             click.echo(f"  {marks[check.status]:<8} {check.id}: {check.message}")
             if check.remediation and check.status != "ok":
@@ -204,12 +285,12 @@ def status(file: str | None, output: str) -> int:
 @file_option
 def watch(file: str | None) -> int:
     """Follow Docker events: remove a dead engine's route at once, re-add it once it is ready again."""
-    from aigo_apply.app.apply import router_for
-    from aigo_apply.desired.build import route_of
     from aigo_apply.adapters.docker_engine import DockerRuntime
+    from aigo_apply.app.apply import router_for
+    from aigo_apply.app.planning import load_desired, observe
+    from aigo_apply.desired.build import route_of
     from aigo_apply.errors import AigoError
     from aigo_apply.plan.types import Plan
-    from aigo_apply.app.planning import load_desired, observe
     from aigo_apply.router.watch import Watcher
 
     desired = load_desired(file)
@@ -229,13 +310,14 @@ def watch(file: str | None) -> int:
 @cli.command("render")
 @click.argument("alias", metavar="ALIAS")
 @file_option
-@click.option("--as", "form", type=click.Choice(["docker-run"]), default="docker-run", show_default=True,
-              help="What to render.")
+@click.option(
+    "--as", "form", type=click.Choice(["docker-run"]), default="docker-run", show_default=True, help="What to render."
+)
 def render_cmd(alias: str, file: str | None, form: str) -> int:
     """Print the exact `docker run` command for ALIAS (or `router`); secrets appear as references."""
+    from aigo_apply.app.planning import load_desired
     from aigo_apply.desired.docker_run import docker_run
     from aigo_apply.errors import UsageProblem
-    from aigo_apply.app.planning import load_desired
 
     desired = load_desired(file)
     if alias == "router":
@@ -251,12 +333,18 @@ def render_cmd(alias: str, file: str | None, form: str) -> int:
 @cli.command("export")
 @click.argument("alias", metavar="ALIAS")
 @file_option
-@click.option("-o", "--out", "out", metavar="NAME.baimodel", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write here instead of printing.")
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    metavar="NAME.baimodel",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write here instead of printing.",
+)
 def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
     """Write ALIAS as a portable model definition, without this machine's settings."""
-    from aigo_apply.config.load import choose_file
     from aigo_apply.app.portable import export_model
+    from aigo_apply.config.load import choose_file
 
     text = export_model(choose_file(file), alias)
     if out is None:
@@ -274,8 +362,8 @@ def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
 @click.option("--write", is_flag=True, help="Add the entry to the config file (which must still validate).")
 def import_cmd(definition: str, file: str | None, alias: str | None, write: bool) -> int:
     """Print the models: entry for a portable definition, or add it to the file with --write."""
-    from aigo_apply.config.load import choose_file
     from aigo_apply.app.portable import add_to_file, entry_text, read_definition
+    from aigo_apply.config.load import choose_file
 
     name, model = read_definition(definition, alias)
     if not write:
@@ -298,8 +386,8 @@ def image() -> None:
 @output_option
 def image_inspect(engine: str, file: str | None, output: str) -> int:
     """Show imageReference, defaultTag, tagOverridden, and the local id and digest."""
-    from aigo_apply.desired import images
     from aigo_apply.adapters.docker_engine import DockerRuntime
+    from aigo_apply.desired import images
 
     info = images.image_object(load_config_data(file), engine)
     reference = info["imageReference"]
@@ -314,10 +402,10 @@ def image_inspect(engine: str, file: str | None, output: str) -> int:
 @output_option
 def image_pull(engine: str, file: str | None, output: str) -> int:
     """Pull the configured image of ENGINE now, with progress."""
-    from aigo_apply.desired import images
     from aigo_apply.adapters.docker_engine import DockerRuntime
     from aigo_apply.apply.executor import pull_image
     from aigo_apply.cli.reporter import JsonReporter, TextReporter
+    from aigo_apply.desired import images
 
     reference = images.image_object(load_config_data(file), engine)["imageReference"]
     if reference is None:
@@ -337,9 +425,9 @@ def models() -> None:
 @output_option
 def models_pull(aliases: tuple[str, ...], file: str | None, output: str) -> int:
     """Download the files of the named models (default: all) from Hugging Face, resumably."""
-    from aigo_apply.cli.reporter import JsonReporter, TextReporter
-    from aigo_apply.app.planning import load_desired
     from aigo_apply.app.models import pull
+    from aigo_apply.app.planning import load_desired
+    from aigo_apply.cli.reporter import JsonReporter, TextReporter
 
     pull(load_desired(file), aliases, JsonReporter() if output == "json" else TextReporter())
     return EXIT_OK
@@ -350,8 +438,8 @@ def models_pull(aliases: tuple[str, ...], file: str | None, output: str) -> int:
 @output_option
 def models_list(file: str | None, output: str) -> int:
     """List the downloaded models (repo, revision, commit, size, which models use them)."""
-    from aigo_apply.app.planning import load_desired
     from aigo_apply.app.models import listing, render
+    from aigo_apply.app.planning import load_desired
 
     desired = load_desired(file)
     rows = listing(desired, desired.models_dir)
@@ -381,8 +469,10 @@ def main(argv: list[str] | None = None) -> None:
         for line in exc.lines():
             click.echo(line, err=True)
         code = exc.exit_code
-    except Exception:  # noqa: BLE001 - the one place that turns a bug into a report
-        click.echo("internal error in aigo-apply " + __version__ + " (a bug; please report it with this output):", err=True)
+    except Exception:
+        click.echo(
+            "internal error in aigo-apply " + __version__ + " (a bug; please report it with this output):", err=True
+        )
         click.echo(traceback.format_exc(limit=-8), err=True)
         code = EXIT_INTERNAL
     sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -7,7 +7,7 @@ import json
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import click
@@ -21,7 +21,7 @@ class JsonReporter:
         self._lock = threading.Lock()
 
     def event(self, kind: str, **fields: Any) -> None:
-        record = {"event": kind, "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields}
+        record = {"event": kind, "time": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
         with self._lock:
             self.stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             self.stream.flush()
@@ -70,23 +70,26 @@ class TextReporter:
             self._pulls[image] = {"start": time.monotonic()}
         self._line(address, f"pulling {image}")
 
-    def _on_pull_progress(self, image: str, layer: str, status: str, current: int | None = None,
-                          total: int | None = None, **_: Any) -> None:
+    def _on_pull_progress(
+        self, image: str, layer: str, status: str, current: int | None = None, total: int | None = None, **_: Any
+    ) -> None:
         state = self._pulls.get(image)
         if not state or "progress" not in state:
             return
         progress, layers = state["progress"], state["layers"]
         if layer not in layers:
             layers[layer] = progress.add_task(f"{layer[:12]} {status}", total=total or None)
-        progress.update(layers[layer], description=f"{layer[:12]} {status}", completed=current or 0,
-                        total=total or None)
+        progress.update(
+            layers[layer], description=f"{layer[:12]} {status}", completed=current or 0, total=total or None
+        )
 
     def _on_download_start(self, address: str, message: str, total: int | None = None, **_: Any) -> None:
         if sys.stdout.isatty() and total:
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-            progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                                transient=True)
+            progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True
+            )
             progress.start()
             self._pulls[address] = {"progress": progress, "task": progress.add_task(address, total=total)}
         self._line(address, message)
@@ -106,5 +109,6 @@ class TextReporter:
         state = self._pulls.pop(image, {})
         if "progress" in state:
             state["progress"].stop()
-        self._line(address, f"pulled {image} in {time.monotonic() - state.get('start', time.monotonic()):.1f} s",
-                   "green")
+        self._line(
+            address, f"pulled {image} in {time.monotonic() - state.get('start', time.monotonic()):.1f} s", "green"
+        )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_-]+$")
 

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aigo_apply import __version__
 from aigo_apply.config import rules as checks
 from aigo_apply.config import schema
 from aigo_apply.config.defaults import DEFAULT_FILE, FILE_ENV
-from aigo_apply.errors import ConfigInvalid
 from aigo_apply.config.yaml_source import Marks, load
+from aigo_apply.errors import ConfigInvalid
+from aigo_apply.resources import data_dir
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,6 @@ def _cache_dir() -> Path | None:
 
 def _validated_key(path: Path) -> str | None:
     import hashlib
-
-    from aigo_apply import __version__
-    from aigo_apply.resources import data_dir
 
     try:
         digest = hashlib.sha256(path.read_bytes())

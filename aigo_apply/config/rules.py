@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from pathlib import Path
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT
-from aigo_apply.desired.engines import engine_of, weights_format
-from aigo_apply.errors import Problem
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import deprecated_quantizations
 from aigo_apply.config.yaml_source import Source
+from aigo_apply.desired.engines import engine_of, weights_format
+from aigo_apply.errors import Problem
 
 ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MIN_CONTEXT, MAX_CONTEXT = 1, 16 * 1024 * 1024
@@ -76,15 +76,24 @@ def _engines(data: dict, models: dict, f: _Finder) -> None:
         engine, fmt = _engine(data, model), weights_format(model.get("source"))
         where = ("models", alias, "engine") if "engine" in model else ("models", alias)
         if fmt == "gguf" and engine != "llama.cpp":
-            f.at_key(where, f"the model is one GGUF file, which {engine} does not serve here; "
-                            "use engine: llama.cpp (or point source at a safetensors folder or repo)")
+            f.at_key(
+                where,
+                f"the model is one GGUF file, which {engine} does not serve here; "
+                "use engine: llama.cpp (or point source at a safetensors folder or repo)",
+            )
         elif fmt == "safetensors-repo" and engine == "llama.cpp":
-            f.at_key(where, "llama.cpp serves one .gguf file; set source.path to a .gguf file or source.file to the "
-                            ".gguf file in the repo, or use engine: vllm or sglang for a safetensors model")
+            f.at_key(
+                where,
+                "llama.cpp serves one .gguf file; set source.path to a .gguf file or source.file to the "
+                ".gguf file in the repo, or use engine: vllm or sglang for a safetensors model",
+            )
         section = engines.get(engine) if isinstance(engines.get(engine), dict) else {}
         if engine in TAG_EXAMPLES and "image_tag" not in section:
-            f.at_key(where, f"the model runs on {engine}, which has no built-in image tag; set "
-                            f"engines.{engine}.image_tag (for example {TAG_EXAMPLES[engine]})")
+            f.at_key(
+                where,
+                f"the model runs on {engine}, which has no built-in image tag; set "
+                f"engines.{engine}.image_tag (for example {TAG_EXAMPLES[engine]})",
+            )
 
 
 def _aliases(data: dict, models: dict, f: _Finder) -> None:
@@ -92,11 +101,17 @@ def _aliases(data: dict, models: dict, f: _Finder) -> None:
     for alias in models:
         path = ("models", alias)
         if not ALIAS_RE.match(alias):
-            f.at_key(path, f"alias '{alias}' is not a safe name: use 1-64 letters, digits, '.', '_' or '-', "
-                           "starting with a letter or digit (clients send it as `model`)")
+            f.at_key(
+                path,
+                f"alias '{alias}' is not a safe name: use 1-64 letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit (clients send it as `model`)",
+            )
         folded = alias.lower()
         if folded in seen:
-            f.at_key(path, f"alias '{alias}' differs from '{seen[folded]}' only in case; clients would confuse them, rename one")
+            f.at_key(
+                path,
+                f"alias '{alias}' differs from '{seen[folded]}' only in case; clients would confuse them, rename one",
+            )
         seen.setdefault(folded, alias)
 
 
@@ -174,9 +189,12 @@ def _gpu_fractions(data: dict, models: dict, f: _Finder) -> None:
         path = ("models", last, engine, "gpu_memory_utilization")
         if "gpu_memory_utilization" not in settings:
             path = ("models", last)
-        f.at_key(path, f"{where} would be over-committed: {parts} = {total:.2f} of its memory; "
-                       f"lower {engine}.gpu_memory_utilization (or defaults.gpu_memory_utilization) so the sum is at most 1.0, "
-                       "or put the models on different GPUs with `gpus:`")
+        f.at_key(
+            path,
+            f"{where} would be over-committed: {parts} = {total:.2f} of its memory; "
+            f"lower {engine}.gpu_memory_utilization (or defaults.gpu_memory_utilization) so the sum is at most 1.0, "
+            "or put the models on different GPUs with `gpus:`",
+        )
 
 
 def _tensor_parallel(data: dict, models: dict, f: _Finder) -> None:
@@ -190,7 +208,10 @@ def _tensor_parallel(data: dict, models: dict, f: _Finder) -> None:
         if gpus == "none":
             f.at_value(path, f"tensor_parallel_size {tp} needs {tp} GPUs but the model has `gpus: none`")
         elif isinstance(gpus, list) and len(gpus) < tp:
-            f.at_value(path, f"tensor_parallel_size {tp} needs {tp} GPUs but `gpus` lists {len(gpus)}; list {tp} GPUs or lower it")
+            f.at_value(
+                path,
+                f"tensor_parallel_size {tp} needs {tp} GPUs but `gpus` lists {len(gpus)}; list {tp} GPUs or lower it",
+            )
 
 
 def _env(data: dict, models: dict, f: _Finder) -> None:
@@ -200,13 +221,17 @@ def _env(data: dict, models: dict, f: _Finder) -> None:
             continue
         for name, value in env.items():
             if name in HUB_TOKEN_NAMES:
-                f.at_key(("models", alias, "env", name),
-                         "engine containers never get a Hugging Face token: aigo-apply downloads models on this host "
-                         "(with HF_TOKEN from its environment or `hf auth login`) and the engine runs offline "
-                         "(HF_HUB_OFFLINE=1); remove this entry")
+                f.at_key(
+                    ("models", alias, "env", name),
+                    "engine containers never get a Hugging Face token: aigo-apply downloads models on this host "
+                    "(with HF_TOKEN from its environment or `hf auth login`) and the engine runs offline "
+                    "(HF_HUB_OFFLINE=1); remove this entry",
+                )
             elif isinstance(value, str) and value and SECRET_NAME_RE.search(name):
-                f.at_value(("models", alias, "env", name),
-                           f"{name} looks like a secret written in clear; pass it by reference, e.g. {name}: {{from_env: {name}}}")
+                f.at_value(
+                    ("models", alias, "env", name),
+                    f"{name} looks like a secret written in clear; pass it by reference, e.g. {name}: {{from_env: {name}}}",
+                )
 
 
 def _quantization(data: dict, models: dict, f: _Finder) -> None:
@@ -215,13 +240,28 @@ def _quantization(data: dict, models: dict, f: _Finder) -> None:
         engine, settings = _settings(data, model)
         method = settings.get("quantization") if engine == "vllm" else None
         if method in deprecated:
-            f.at_value(("models", alias, "vllm", "quantization"),
-                       f"'{method}' is deprecated in vLLM v0.31.0 and only starts behind an extra allow flag, "
-                       "which aigo-apply does not set; leave quantization unset to use the checkpoint's own method")
+            f.at_value(
+                ("models", alias, "vllm", "quantization"),
+                f"'{method}' is deprecated in vLLM v0.31.0 and only starts behind an extra allow flag, "
+                "which aigo-apply does not set; leave quantization unset to use the checkpoint's own method",
+            )
 
 
-SYSTEM_DIRS = ("/etc", "/proc", "/sys", "/dev", "/boot", "/run", "/var/run", "/var/lib/docker", "/usr", "/bin",
-               "/sbin", "/lib", "/root/.ssh")
+SYSTEM_DIRS = (
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/boot",
+    "/run",
+    "/var/run",
+    "/var/lib/docker",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/root/.ssh",
+)
 PRIVATE_HOME_DIRS = (".ssh", ".gnupg", ".aws", ".docker", ".kube", ".config", ".local/share/keyrings")
 
 
@@ -267,8 +307,11 @@ def _host_paths(data: dict, models: dict, f: _Finder, base: Path) -> None:
             continue
         why = _unsafe_mount(resolved)
         if why:
-            f.at_value(where, f"{raw!r} is {why} ({resolved}); engines get this folder mounted, so it must be "
-                              "the model's own folder: point it there")
+            f.at_value(
+                where,
+                f"{raw!r} is {why} ({resolved}); engines get this folder mounted, so it must be "
+                "the model's own folder: point it there",
+            )
 
 
 def _router_bind(data: dict, f: _Finder) -> None:
@@ -278,4 +321,6 @@ def _router_bind(data: dict, f: _Finder) -> None:
         try:
             ipaddress.ip_address(bind)
         except ValueError:
-            f.at_value(("router", "bind"), f"'{bind}' is not an IP address; use 127.0.0.1 (this machine only) or 0.0.0.0")
+            f.at_value(
+                ("router", "bind"), f"'{bind}' is not an IP address; use 127.0.0.1 (this machine only) or 0.0.0.0"
+            )

@@ -10,15 +10,13 @@ from __future__ import annotations
 import difflib
 import json
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from typing import TYPE_CHECKING
-
-from aigo_apply.errors import Problem
 from aigo_apply.config.doc_path import dotted
-from aigo_apply.resources import data_dir
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION
 from aigo_apply.config.yaml_source import Source
+from aigo_apply.errors import Problem
+from aigo_apply.resources import data_dir
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -43,7 +41,7 @@ def schema() -> dict[str, Any]:
 
 
 @cache
-def _validator() -> "Draft202012Validator":
+def _validator() -> Draft202012Validator:
     from jsonschema import Draft202012Validator  # imported only when a file must really be validated
 
     return Draft202012Validator(schema())
@@ -62,7 +60,7 @@ def validate(source: Source) -> list[Problem]:
     return sorted(set(problems))
 
 
-def _explain(error: "ValidationError", path: tuple, source: Source) -> list[Problem]:
+def _explain(error: ValidationError, path: tuple, source: Source) -> list[Problem]:
     marks, file = source.marks, source.file
     kind, value = error.validator, error.instance
 
@@ -83,17 +81,27 @@ def _explain(error: "ValidationError", path: tuple, source: Source) -> list[Prob
         return [Problem(line, col, dotted(path), f"missing required key '{k}'", file) for k in missing]
     if kind == "pattern" and "propertyNames" in error.schema_path:
         line, col = marks.of_key(path + (value,))
-        return [Problem(line, col, dotted(path + (value,)),
-                        f"'{value}' is not a valid environment variable name (letters, digits and '_', not starting with a digit)",
-                        file)]
+        return [
+            Problem(
+                line,
+                col,
+                dotted(path + (value,)),
+                f"'{value}' is not a valid environment variable name (letters, digits and '_', not starting with a digit)",
+                file,
+            )
+        ]
     custom = error.schema.get("x-error") if isinstance(error.schema, dict) else None
     if kind == "type" and not custom:
         return [at_value(f"must be {_expected(error.validator_value)}, not {_describe(value)}")]
     if kind == "enum":
         return [at_value(_enum_message(path, value, list(error.validator_value)))]
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        words = {"minimum": "at least", "maximum": "at most",
-                 "exclusiveMinimum": "greater than", "exclusiveMaximum": "less than"}[kind]
+        words = {
+            "minimum": "at least",
+            "maximum": "at most",
+            "exclusiveMinimum": "greater than",
+            "exclusiveMaximum": "less than",
+        }[kind]
         return [at_value(f"must be {words} {error.validator_value}, not {value!r}")]
     if kind == "pattern" and path[-3:] == ("engines", "vllm", "image_tag") and ":" in str(value):
         tag = str(value).rsplit(":", 1)[1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from aigo_apply.config.schema import schema
 from aigo_apply.errors import AigoError, UsageProblem
 from aigo_apply.resources import data_dir
 
@@ -19,15 +20,19 @@ def project_name_for(directory: Path) -> str:
 def render_starter(project: str) -> str:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
     schema = data_dir("schemas") / "aigo.schema.json"
-    return env.get_template("aigo.yaml.j2").render(project=project, alias="qwen3-8b", repo="Qwen/Qwen3-8B",
-                                                   schema_url=schema.as_uri())
+    return env.get_template("aigo.yaml.j2").render(
+        project=project, alias="qwen3-8b", repo="Qwen/Qwen3-8B", schema_url=schema.as_uri()
+    )
 
 
 def write_starter(path: Path, project: str, force: bool = False) -> None:
-    from aigo_apply.config.schema import schema
 
     rule = schema()["properties"]["project"]
     if not re.match(rule["pattern"], project):

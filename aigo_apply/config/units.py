@@ -22,7 +22,9 @@ def parse_token_count(value: int | str) -> int:
         )
     match = _HUMAN.match(text)
     if not match:
-        raise ValueError(f"'{value}' is not a token count; write an integer such as 32768, or 32k (=32000) / 32K (=32768)")
+        raise ValueError(
+            f"'{value}' is not a token count; write an integer such as 32768, or 32k (=32000) / 32K (=32768)"
+        )
     num, unit = match["num"], match["unit"]
     if not unit:
         if "." in num:

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from aigo_apply.errors import ConfigFileError, Problem
 from aigo_apply.config.doc_path import dotted
+from aigo_apply.errors import ConfigFileError, Problem
 
 # libyaml's parser when PyYAML has it (several times faster), the pure-Python one otherwise.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -60,7 +60,9 @@ def read_text(path: Path, display: str) -> str:
         with open(path, "rb") as f:  # never more than the limit (+1 to know it was exceeded): /dev/zero stays harmless
             raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigFileError(display, "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE") from None
+        raise ConfigFileError(
+            display, "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
+        ) from None
     except IsADirectoryError:
         raise ConfigFileError(display, "is a directory, not a YAML file; pass the file itself with -f/--file") from None
     except PermissionError:
@@ -73,11 +75,15 @@ def read_text(path: Path, display: str) -> str:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigFileError(display, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x}); save it as UTF-8", line, 1) from None
+        raise ConfigFileError(
+            display, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x}); save it as UTF-8", line, 1
+        ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
     if not text.strip() or all(not ln.strip() or ln.lstrip().startswith("#") for ln in text.splitlines()):
-        raise ConfigFileError(display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)")
+        raise ConfigFileError(
+            display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)"
+        )
     return text
 
 
@@ -98,7 +104,9 @@ def load(path: Path, display: str | None = None) -> Source:
     finally:
         loader.dispose()
     if node is None:
-        raise ConfigFileError(display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)")
+        raise ConfigFileError(
+            display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)"
+        )
     builder = _Builder(loader, display)
     data = builder.build(node, ())
     return Source(display, data, builder.marks, builder.problems)
@@ -128,32 +136,47 @@ class _Builder:
         try:
             return self.loader.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
-            raise ConfigFileError(self.file, f"cannot read value: {getattr(exc, 'problem', exc)}",
-                                  node.start_mark.line + 1, node.start_mark.column + 1) from None
+            raise ConfigFileError(
+                self.file,
+                f"cannot read value: {getattr(exc, 'problem', exc)}",
+                node.start_mark.line + 1,
+                node.start_mark.column + 1,
+            ) from None
 
     def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict:
         try:
             self.loader.flatten_mapping(node)  # resolves `<<:` merge keys
         except yaml.YAMLError as exc:
-            raise ConfigFileError(self.file, f"bad merge key: {getattr(exc, 'problem', exc)}",
-                                  node.start_mark.line + 1, node.start_mark.column + 1) from None
+            raise ConfigFileError(
+                self.file,
+                f"bad merge key: {getattr(exc, 'problem', exc)}",
+                node.start_mark.line + 1,
+                node.start_mark.column + 1,
+            ) from None
         result: dict = {}
         for key_node, value_node in node.value:
             line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
             if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigFileError(self.file, "a mapping key must be a plain value, not a list or mapping", line, col)
+                raise ConfigFileError(
+                    self.file, "a mapping key must be a plain value, not a list or mapping", line, col
+                )
             key = self.loader.construct_object(key_node, deep=True)
             if not isinstance(key, str):  # `1:`, `true:`, `null:` keys, named as written in YAML
                 key = "null" if key is None else str(key).lower() if isinstance(key, bool) else str(key)
             child = path + (key,)
             if key in result:
                 first = self.marks.keys[child]
-                self.problems.append(Problem(line, col, dotted(child),
-                                             f"duplicate key '{key}' (first written on line {first[0]}); keep only one",
-                                             self.file))
+                self.problems.append(
+                    Problem(
+                        line,
+                        col,
+                        dotted(child),
+                        f"duplicate key '{key}' (first written on line {first[0]}); keep only one",
+                        self.file,
+                    )
+                )
             else:
                 self.marks.keys[child] = (line, col)
             self.marks.values.pop(child, None)
             result[key] = self.build(value_node, child)
         return result
-

@@ -12,27 +12,40 @@ import re
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.desired import engines
-from aigo_apply.desired.engines import ENGINES, engine_of, weights_format
-from aigo_apply.config.load import Config
-from aigo_apply.config.defaults import (AUTO_PORT_BASE, AUTO_PORT_SPAN, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_READY_TIMEOUT,
-                                 DEFAULT_ROUTER_BIND, DEFAULT_ROUTER_PORT, DEFAULT_TOOL_CALL_PARSER,
-                                 ROUTER_DEFAULT_TAG, ROUTER_IMAGE, ROUTER_MAX_BODY_MB, ROUTER_TIMEOUT,
-                                 VLLM_DEFAULT_TAG, default_models_dir)
-from aigo_apply.desired.images import image_object, image_reference
-from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState
-from aigo_apply.desired.model_store import local_dir, repo_dir
-from aigo_apply.router.haproxy import Route, render_key, router_container, settings_of
 from aigo_apply.apply.state_dir import state_path
+from aigo_apply.config.defaults import (
+    AUTO_PORT_BASE,
+    AUTO_PORT_SPAN,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_READY_TIMEOUT,
+    DEFAULT_ROUTER_BIND,
+    DEFAULT_ROUTER_PORT,
+    DEFAULT_TOOL_CALL_PARSER,
+    ROUTER_DEFAULT_TAG,
+    ROUTER_IMAGE,
+    ROUTER_MAX_BODY_MB,
+    ROUTER_TIMEOUT,
+    VLLM_DEFAULT_TAG,
+    default_models_dir,
+)
+from aigo_apply.config.load import Config
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import VLLM_VERSION, deprecated_mtp_aliases
+from aigo_apply.desired import engines
+from aigo_apply.desired.engines import ENGINES, engine_of, weights_format
+from aigo_apply.desired.engines.router import router_container, settings_of
+from aigo_apply.desired.images import image_object, image_reference
+from aigo_apply.desired.model_store import local_dir, repo_dir
+from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState, Route
 
 
 def build_desired(config: Config, models_dir: Path | None = None) -> DesiredState:
     data = config.data
     defaults = data.get("defaults", {})
     router_port = data.get("router", {}).get("port", DEFAULT_ROUTER_PORT)
-    store = Path(defaults["models_dir"]).expanduser() if "models_dir" in defaults else (models_dir or default_models_dir())
+    store = (
+        Path(defaults["models_dir"]).expanduser() if "models_dir" in defaults else (models_dir or default_models_dir())
+    )
     if not store.is_absolute():
         store = (config.base_dir / store).resolve()
     models = data.get("models", {})
@@ -40,22 +53,32 @@ def build_desired(config: Config, models_dir: Path | None = None) -> DesiredStat
     desired = {}
     for alias in sorted(models):
         engine = engine_of(models[alias], defaults)
-        spec = model_spec(models[alias], defaults, engine, image_reference(data, engine), ports[alias],
-                          config.base_dir, store)
+        spec = model_spec(
+            models[alias], defaults, engine, image_reference(data, engine), ports[alias], config.base_dir, store
+        )
         notes = ignored_settings(models[alias], engine)
         written = models[alias]["context_length"]
         if isinstance(written, str):
             notes += (f"context_length {written!r} means {spec['context_length']} tokens",)
         method = spec.get("vllm", {}).get("speculative", {}).get("method")
         if method in deprecated_mtp_aliases():
-            notes += (f"speculative method {method!r} is deprecated in vLLM v0.31.0, which runs it as 'mtp'; "
-                      "write method: mtp",)
+            notes += (
+                f"speculative method {method!r} is deprecated in vLLM v0.31.0, which runs it as 'mtp'; "
+                "write method: mtp",
+            )
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
         desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
     uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
-    return DesiredState(data["project"], config.file, desired_router(data, desired), desired, warnings,
-                        image_object(data, "vllm"), store)
+    return DesiredState(
+        data["project"],
+        config.file,
+        desired_router(data, desired),
+        desired,
+        warnings,
+        image_object(data, "vllm"),
+        store,
+    )
 
 
 def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
@@ -63,12 +86,16 @@ def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
     tag = engine.get("image_tag", VLLM_DEFAULT_TAG)
     release = re.match(r"^v?(\d+\.\d+\.\d+)", tag)
     if release and release.group(1) != VLLM_VERSION:
-        return (f"engines.vllm.image_tag {tag} is vLLM {release.group(1)}, but aigo-apply checked every setting "
-                f"name against vLLM v{VLLM_VERSION}; a release that does not know a name exits at start-up "
-                "(apply then restores the previous container)",)
+        return (
+            f"engines.vllm.image_tag {tag} is vLLM {release.group(1)}, but aigo-apply checked every setting "
+            f"name against vLLM v{VLLM_VERSION}; a release that does not know a name exits at start-up "
+            "(apply then restores the previous container)",
+        )
     if tag.startswith(("latest", "nightly")):
-        return (f"engines.vllm.image_tag {tag} moves over time; setting names were checked against vLLM "
-                f"v{VLLM_VERSION}, and a release that does not know a name exits at start-up",)
+        return (
+            f"engines.vllm.image_tag {tag} moves over time; setting names were checked against vLLM "
+            f"v{VLLM_VERSION}, and a release that does not know a name exits at start-up",
+        )
     return ()
 
 
@@ -91,7 +118,7 @@ def desired_router(data: dict[str, Any], models: dict[str, DesiredModel]) -> Des
     spec = router_spec(project, data.get("router", {}))
     routes = tuple(route_of(m) for _, m in sorted(models.items()))
     settings = settings_of(project, spec)
-    return DesiredRouter(spec, router_container(project, spec), routes, settings, render_key(settings, list(routes)))
+    return DesiredRouter(spec, router_container(project, spec), routes, settings)
 
 
 def route_of(model: DesiredModel) -> Route:
@@ -100,12 +127,16 @@ def route_of(model: DesiredModel) -> Route:
 
 def ignored_settings(model: dict[str, Any], engine: str) -> tuple[str, ...]:
     """A note for each engine's settings block that this model's engine does not read."""
-    return tuple(f"{other} settings ({', '.join(sorted(model[other]))}) are ignored: this model runs on {engine}"
-                 for other in ENGINES if other != engine and model.get(other))
+    return tuple(
+        f"{other} settings ({', '.join(sorted(model[other]))}) are ignored: this model runs on {engine}"
+        for other in ENGINES
+        if other != engine and model.get(other)
+    )
 
 
-def model_spec(model: dict[str, Any], defaults: dict[str, Any], engine: str, image: str, port: int,
-               base_dir: Path, store: Path) -> dict[str, Any]:
+def model_spec(
+    model: dict[str, Any], defaults: dict[str, Any], engine: str, image: str, port: int, base_dir: Path, store: Path
+) -> dict[str, Any]:
     """The canonical spec of one model: every value that shapes its container, defaults filled.
     Only the settings of the engine that runs it are part of it (others cannot cause a recreate)."""
     source = model["source"]
@@ -140,8 +171,11 @@ def model_spec(model: dict[str, Any], defaults: dict[str, Any], engine: str, ima
         spec["vllm"] = settings
     elif engine == "sglang":
         settings = dict(model.get("sglang", {}))
-        settings["gpu_memory_utilization"] = float(settings.get(
-            "gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)))
+        settings["gpu_memory_utilization"] = float(
+            settings.get(
+                "gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
+            )
+        )
         spec["sglang"] = dict(sorted(settings.items()))
     else:
         spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
@@ -155,8 +189,11 @@ def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path) -> dict[
     draft = spec.get("draft")
     if draft and "repo" in draft:
         revision = draft.get("revision", "main")
-        out["draft"] = {"repo": draft["repo"], "revision": revision,
-                        "model_dir": str(repo_dir(store, draft["repo"], revision))}
+        out["draft"] = {
+            "repo": draft["repo"],
+            "revision": revision,
+            "model_dir": str(repo_dir(store, draft["repo"], revision)),
+        }
     elif draft:
         folder = str(local_dir(base_dir, draft["path"]))
         out["draft"] = {"path": folder, "model_dir": folder}
@@ -166,7 +203,8 @@ def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path) -> dict[
 def vllm_settings(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     out = dict(settings)
     out["gpu_memory_utilization"] = float(
-        settings.get("gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)))
+        settings.get("gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
+    )
     out["tool_calling"] = settings.get("tool_calling", True)
     if out["tool_calling"] and "tool_call_parser" not in settings:
         out["tool_call_parser"] = DEFAULT_TOOL_CALL_PARSER
@@ -191,8 +229,11 @@ def assign_ports(project: str, models: dict[str, Any], router_port: int) -> dict
         if "port" in model:
             ports[alias] = model["port"]
             taken.add(model["port"])
-    slots = {a: int(hashlib.sha256(f"{project}/{a}".encode()).hexdigest(), 16) % AUTO_PORT_SPAN
-             for a in models if a not in ports}
+    slots = {
+        a: int(hashlib.sha256(f"{project}/{a}".encode()).hexdigest(), 16) % AUTO_PORT_SPAN
+        for a in models
+        if a not in ports
+    }
     for alias in sorted(slots, key=lambda a: (slots[a], a)):
         slot = slots[alias]
         while AUTO_PORT_BASE + slot in taken:

@@ -6,13 +6,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from aigo_apply.config.defaults import (LLAMACPP_IMAGE, ROUTER_DEFAULT_TAG, ROUTER_IMAGE, SGLANG_IMAGE, VLLM_DEFAULT_TAG,
-                                 VLLM_IMAGE)
+from aigo_apply.config.defaults import (
+    LLAMACPP_IMAGE,
+    ROUTER_DEFAULT_TAG,
+    ROUTER_IMAGE,
+    SGLANG_IMAGE,
+    VLLM_DEFAULT_TAG,
+    VLLM_IMAGE,
+)
 from aigo_apply.errors import UsageProblem
 
 # engine -> (repository, built-in tag); SGLang and llama.cpp have none: the file names their tag.
-BUILT_IN = {"vllm": (VLLM_IMAGE, VLLM_DEFAULT_TAG), "sglang": (SGLANG_IMAGE, None),
-            "llama.cpp": (LLAMACPP_IMAGE, None), "router": (ROUTER_IMAGE, ROUTER_DEFAULT_TAG)}
+BUILT_IN = {
+    "vllm": (VLLM_IMAGE, VLLM_DEFAULT_TAG),
+    "sglang": (SGLANG_IMAGE, None),
+    "llama.cpp": (LLAMACPP_IMAGE, None),
+    "router": (ROUTER_IMAGE, ROUTER_DEFAULT_TAG),
+}
 
 
 def image_reference(data: dict[str, Any], engine: str) -> str | None:
@@ -52,12 +62,16 @@ def with_local(image: dict[str, Any], inspected: dict[str, Any] | None) -> dict[
 
 def render(image: dict[str, Any]) -> str:
     default = image["defaultTag"] or "(none built in: the file names the tag)"
-    lines = [f"engine:          {image['engine']}",
-             f"imageReference:  {image['imageReference'] or '(no tag given)'}",
-             f"defaultTag:      {default}" + ("" if not image["tagOverridden"] else f"  (overridden: {image['tag']})"),
-             f"tagOverridden:   {str(image['tagOverridden']).lower()}",
-             f"present locally: {'yes' if image['present'] else 'no (apply pulls it; or aigo-apply image pull)'}"]
+    lines = [
+        f"engine:          {image['engine']}",
+        f"imageReference:  {image['imageReference'] or '(no tag given)'}",
+        f"defaultTag:      {default}" + ("" if not image["tagOverridden"] else f"  (overridden: {image['tag']})"),
+        f"tagOverridden:   {str(image['tagOverridden']).lower()}",
+        f"present locally: {'yes' if image['present'] else 'no (apply pulls it; or aigo-apply image pull)'}",
+    ]
     if image["present"]:
         lines.append(f"id:              {image['id']}")
-        lines += [f"digest:          {d}" for d in image["repoDigests"]] or ["digest:          (none: built or imported locally)"]
+        lines += [f"digest:          {d}" for d in image["repoDigests"]] or [
+            "digest:          (none: built or imported locally)"
+        ]
     return "\n".join(lines)

@@ -17,12 +17,28 @@ from aigo_apply.errors import AigoError
 
 MARKER = ".aigo-download.json"
 # Besides the weights: what vLLM, SGLang and transformers read to serve a model.
-ENGINE_FILES = frozenset({
-    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model",
-    "special_tokens_map.json", "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "chat_template.json",
-    "chat_template.jinja", "preprocessor_config.json", "processor_config.json", "tiktoken.model",
-    "model.safetensors.index.json", "pytorch_model.bin.index.json", "params.json",
-})
+ENGINE_FILES = frozenset(
+    {
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "tokenizer.model",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "vocab.txt",
+        "merges.txt",
+        "chat_template.json",
+        "chat_template.jinja",
+        "preprocessor_config.json",
+        "processor_config.json",
+        "tiktoken.model",
+        "model.safetensors.index.json",
+        "pytorch_model.bin.index.json",
+        "params.json",
+    }
+)
 ENGINE_SUFFIXES = (".jinja", ".tiktoken", ".py")  # chat templates, tiktoken vocabularies, trust_remote_code modules
 _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-\d{5}-of-(?P<count>\d{5})\.gguf$")
 
@@ -56,22 +72,32 @@ def select_files(repo: str, paths: list[str], file: str | None = None) -> list[s
     config, tokenizer and chat template files. Raises UnsupportedModel naming what was found."""
     if file is not None:
         split = _SPLIT_GGUF.match(file)
-        wanted = [p for p in paths if p == file or (split and _SPLIT_GGUF.match(p)
-                                                   and _SPLIT_GGUF.match(p).group("stem") == split.group("stem"))]
+        wanted = [
+            p
+            for p in paths
+            if p == file
+            or (split and _SPLIT_GGUF.match(p) and _SPLIT_GGUF.match(p).group("stem") == split.group("stem"))
+        ]
         if file not in paths:
             ggufs = sorted(p for p in paths if p.endswith(".gguf"))[:8]
-            raise UnsupportedModel(f"{repo} has no file {file}" + (f"; its .gguf files: {', '.join(ggufs)}" if ggufs
-                                                                     else "; it has no .gguf file at all"))
+            raise UnsupportedModel(
+                f"{repo} has no file {file}"
+                + (f"; its .gguf files: {', '.join(ggufs)}" if ggufs else "; it has no .gguf file at all")
+            )
         return sorted(wanted)
     kind = classify(paths)
     if kind != "safetensors-repo":
         found = ", ".join(sorted(paths)[:8]) or "no files"
         hint = " (a GGUF repo: name the file with source.file and run it on llama.cpp)" if kind == "gguf" else ""
-        raise UnsupportedModel(f"{repo} is not a model vLLM or SGLang can serve: it needs config.json and "
-                               f".safetensors (or .bin) weights at its top level; found {found}{hint}")
+        raise UnsupportedModel(
+            f"{repo} is not a model vLLM or SGLang can serve: it needs config.json and "
+            f".safetensors (or .bin) weights at its top level; found {found}{hint}"
+        )
     top = [p for p in paths if "/" not in p]
     weights = [p for p in top if p.endswith(".safetensors")] or [p for p in top if p.endswith(".bin")]
-    index_name = "model.safetensors.index.json" if weights[0].endswith(".safetensors") else "pytorch_model.bin.index.json"
+    index_name = (
+        "model.safetensors.index.json" if weights[0].endswith(".safetensors") else "pytorch_model.bin.index.json"
+    )
     if index_name in top:  # the index names the shards the engine loads (a consolidated copy is skipped)
         weights = [w for w in weights if not w.startswith("consolidated")]
     extras = [p for p in top if p in ENGINE_FILES or p.endswith(ENGINE_SUFFIXES)]
@@ -109,8 +135,9 @@ def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             if "repo" not in source or not dest:
                 continue
             key = (source["repo"], source.get("revision", "main"), source.get("file"), dest)
-            entry = found.setdefault(key, {"repo": key[0], "revision": key[1], "file": key[2], "dest": dest,
-                                           "models": []})
+            entry = found.setdefault(
+                key, {"repo": key[0], "revision": key[1], "file": key[2], "dest": dest, "models": []}
+            )
             entry["models"].append(alias)
     return list(found.values())
 

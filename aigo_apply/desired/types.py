@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, Union
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class SecretRef:
         return f"<secret {self.kind}:{self.target}>"
 
 
-EnvValue = Union[str, SecretRef]
+EnvValue = str | SecretRef
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,33 @@ class ContainerSpec:
         return "sha256:" + hashlib.sha256(canonical_json(self.definition()).encode()).hexdigest()
 
 
+@dataclass(frozen=True, order=True)
+class Route:
+    alias: str
+    port: int
+    max_model_len: int
+    owned_by: str = "vllm"
+
+    @property
+    def backend(self) -> str:
+        """A safe HAProxy backend name; the real alias lives only in the map and the JSON."""
+        safe = re.sub(r"[^A-Za-z0-9_]", "_", self.alias)[:40]
+        return f"m_{safe}_{hashlib.sha256(self.alias.encode()).hexdigest()[:6]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    project: str
+    bind: str
+    port: int
+    api_keys: bool  # whether a key file is used (its content is written at apply time only)
+    max_body_mb: int = 16
+    timeout_s: int = 600
+
+
 @dataclass(frozen=True)
 class DesiredModel:
     alias: str
@@ -94,16 +121,8 @@ class DesiredRouter:
 
     spec: dict[str, Any]
     container: ContainerSpec
-    routes: tuple[Any, ...]  # router_render.Route, one per desired model
-    settings: Any  # router_render.RouterSettings
-    render_key: str  # router_render.render_key of settings and routes: compared before rendering
-
-    @cached_property
-    def files(self) -> dict[str, str]:
-        """The rendered config folder (without the API key file); Jinja2 runs only when asked."""
-        from aigo_apply.router.haproxy import render_files
-
-        return render_files(self.settings, list(self.routes))
+    routes: tuple[Route, ...]  # one per desired model
+    settings: RouterSettings
 
     @property
     def port(self) -> int:

@@ -89,10 +89,13 @@ def parse_container(raw: dict[str, Any]) -> ObservedContainer:
     name = names[0].lstrip("/") if names else raw.get("Id", "")[:12]
     status = raw.get("Status") or ""
     match = _EXIT.match(status)
-    ports = tuple(sorted(
-        (p.get("IP", ""), int(p["PublicPort"]), int(p.get("PrivatePort", 0)))
-        for p in raw.get("Ports") or [] if p.get("PublicPort")
-    ))
+    ports = tuple(
+        sorted(
+            (p.get("IP", ""), int(p["PublicPort"]), int(p.get("PrivatePort", 0)))
+            for p in raw.get("Ports") or []
+            if p.get("PublicPort")
+        )
+    )
     return ObservedContainer(
         id=raw.get("Id", ""),
         name=name,
@@ -116,16 +119,27 @@ def parse_images(raw: list[dict[str, Any]]) -> dict[str, str]:
     return found
 
 
-def parse_state(project: str, containers: list[dict[str, Any]], images: list[dict[str, Any]],
-                router_files: dict[str, str] | None = None, model_files: dict[str, dict] | None = None) -> ObservedState:
+def parse_state(
+    project: str,
+    containers: list[dict[str, Any]],
+    images: list[dict[str, Any]],
+    router_files: dict[str, str] | None = None,
+    model_files: dict[str, dict] | None = None,
+) -> ObservedState:
     ours, others = [], []
     for raw in containers:
         container = parse_container(raw)
         (ours if L.is_ours(container.labels, project) else others).append(container)
-    key = lambda c: c.name  # noqa: E731
-    return ObservedState(project, tuple(sorted(ours, key=key)), tuple(sorted(others, key=key)), parse_images(images),
-                         frozenset(i.get("Id", "") for i in images if i.get("Id")),
-                         dict(router_files or {}), dict(model_files or {}))
+    key = lambda c: c.name
+    return ObservedState(
+        project,
+        tuple(sorted(ours, key=key)),
+        tuple(sorted(others, key=key)),
+        parse_images(images),
+        frozenset(i.get("Id", "") for i in images if i.get("Id")),
+        dict(router_files or {}),
+        dict(model_files or {}),
+    )
 
 
 def running_engines(project: str, containers: list[dict[str, Any]]) -> dict[str, str]:

@@ -90,9 +90,13 @@ def as_config(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
     layers, heads, hidden = number("block_count"), number("attention.head_count"), number("embedding_length")
     if not layers or not heads or not hidden:
         return None, [f"the GGUF metadata lacks {arch}.block_count, attention.head_count or embedding_length"]
-    config: dict[str, Any] = {"num_hidden_layers": layers, "num_attention_heads": heads, "hidden_size": hidden,
-                              "num_key_value_heads": number("attention.head_count_kv") or heads,
-                              "torch_dtype": LLAMA_CPP_KV_DTYPE}
+    config: dict[str, Any] = {
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "hidden_size": hidden,
+        "num_key_value_heads": number("attention.head_count_kv") or heads,
+        "torch_dtype": LLAMA_CPP_KV_DTYPE,
+    }
     key_length, value_length = number("attention.key_length"), number("attention.value_length")
     if key_length or value_length:  # K and V heads of different sizes count at their mean
         mean = ((key_length or value_length) + (value_length or key_length)) / 2

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.desired.model_store import MARKER
+from aigo_apply.observe import gguf
 from aigo_apply.plan.vram import weights_from_headers
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
@@ -51,11 +52,16 @@ def _load_config(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
 
 def _gguf_facts(path: Path) -> dict[str, Any]:
     """A GGUF file's size (its weights) and the attention sizes in its metadata (for the KV cache)."""
-    from aigo_apply.observe import gguf
 
     split = re.fullmatch(r"(.+)-00001-of-(\d{5})\.gguf", path.name)  # llama.cpp's split files: all parts count
-    parts = [path.with_name(f"{split.group(1)}-{i:05d}-of-{split.group(2)}.gguf")
-             for i in range(1, int(split.group(2)) + 1)] if split else [path]
+    parts = (
+        [
+            path.with_name(f"{split.group(1)}-{i:05d}-of-{split.group(2)}.gguf")
+            for i in range(1, int(split.group(2)) + 1)
+        ]
+        if split
+        else [path]
+    )
     try:
         weights = sum(part.stat().st_size for part in parts)
     except OSError:
@@ -64,8 +70,9 @@ def _gguf_facts(path: Path) -> dict[str, Any]:
         config, notes = gguf.as_config(gguf.read_metadata(path))
     except (OSError, ValueError, struct.error) as exc:
         config, notes = None, [f"cannot read the GGUF metadata of {path.name}: {exc}"]
-    found = (f"sizes of the {len(parts)} parts of the .gguf file" if split else "size of the .gguf file") + \
-        (" and its metadata" if config else "")
+    found = (f"sizes of the {len(parts)} parts of the .gguf file" if split else "size of the .gguf file") + (
+        " and its metadata" if config else ""
+    )
     return {"weights": weights, "config": config, "notes": notes, "found": found}
 
 
@@ -82,8 +89,12 @@ def model_facts(spec: dict[str, Any], remote: dict[str, Any] | None = None, weig
     folder = Path(spec["model_dir"])
     out: dict[str, Any] = {"weights": None, "config": None, "found": None, "problem": None}
     if remote and "weights" in remote and not (folder / MARKER).is_file():
-        return {"weights": remote["weights"], "config": remote.get("config"), "problem": None,
-                "found": "file sizes on the Hub (not downloaded yet)"}
+        return {
+            "weights": remote["weights"],
+            "config": remote.get("config"),
+            "problem": None,
+            "found": "file sizes on the Hub (not downloaded yet)",
+        }
     if weights_too is False:
         out["config"] = read_config(folder)
         return out

@@ -23,7 +23,7 @@ def model_gpus(spec: dict[str, Any], count: int) -> list[int]:
     visible = list(range(count)) if spec["gpus"] == "all" else [g for g in spec["gpus"] if g < count]
     if spec["engine"] == "llama.cpp":
         return visible
-    return visible[:max(1, _settings(spec).get("tensor_parallel_size", 1))]
+    return visible[: max(1, _settings(spec).get("tensor_parallel_size", 1))]
 
 
 def _settings(spec: dict[str, Any]) -> dict[str, Any]:
@@ -38,8 +38,14 @@ def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int):
         if facts.get("config") is None:
             return dataclasses.replace(est, kv_cache=0, notes=notes + ("KV cache of this GGUF model not estimated",))
         return dataclasses.replace(est, notes=est.notes + notes)
-    return estimate(facts.get("config"), facts.get("weights"), spec["context_length"],
-                    settings.get("tensor_parallel_size", 1), settings.get("kv_cache_dtype"), settings.get("dtype"))
+    return estimate(
+        facts.get("config"),
+        facts.get("weights"),
+        spec["context_length"],
+        settings.get("tensor_parallel_size", 1),
+        settings.get("kv_cache_dtype"),
+        settings.get("dtype"),
+    )
 
 
 def build(desired, nvml: dict[str, Any], facts: dict[str, dict[str, Any]], ours: set[str]) -> list[dict[str, Any]]:
@@ -54,12 +60,24 @@ def build(desired, nvml: dict[str, Any], facts: dict[str, dict[str, Any]], ours:
         mine = sum(p.get("used") or 0 for p in procs if p.get("container_id") in ours)
         others_held = None if used is None else max(0, used - mine)
         free = None if total is None or others_held is None else total - others_held
-        rows.append({"index": gpu["index"], "name": gpu.get("name", ""), "memory_total": total,
-                     "memory_held_by_others": others_held, "memory_free": free,
-                     "unified_memory": bool(gpu.get("unified_memory")),
-                     "other_processes": [{"pid": p.get("pid"), "name": p.get("name", ""), "used": p.get("used")}
-                                         for p in procs if p.get("container_id") not in ours],
-                     "models": [], "fraction_sum": 0.0, "budget_sum": 0})
+        rows.append(
+            {
+                "index": gpu["index"],
+                "name": gpu.get("name", ""),
+                "memory_total": total,
+                "memory_held_by_others": others_held,
+                "memory_free": free,
+                "unified_memory": bool(gpu.get("unified_memory")),
+                "other_processes": [
+                    {"pid": p.get("pid"), "name": p.get("name", ""), "used": p.get("used")}
+                    for p in procs
+                    if p.get("container_id") not in ours
+                ],
+                "models": [],
+                "fraction_sum": 0.0,
+                "budget_sum": 0,
+            }
+        )
     for alias, model in sorted(desired.models.items()):
         spec = model.spec
         on = model_gpus(spec, len(gpus))
@@ -73,9 +91,17 @@ def build(desired, nvml: dict[str, Any], facts: dict[str, dict[str, Any]], ours:
             if fraction is not None:
                 row["fraction_sum"] = round(row["fraction_sum"] + fraction, 6)
                 row["budget_sum"] += budget or 0
-            row["models"].append({"alias": alias, "engine": spec["engine"], "fraction": fraction, "budget": budget,
-                                  "estimate": est.to_dict(), "found": facts.get(alias, {}).get("found"),
-                                  "problem": facts.get(alias, {}).get("problem")})
+            row["models"].append(
+                {
+                    "alias": alias,
+                    "engine": spec["engine"],
+                    "fraction": fraction,
+                    "budget": budget,
+                    "estimate": est.to_dict(),
+                    "found": facts.get(alias, {}).get("found"),
+                    "problem": facts.get(alias, {}).get("problem"),
+                }
+            )
     for row in rows:
         _judge(row)
     return rows
@@ -88,38 +114,59 @@ def _judge(row: dict[str, Any]) -> None:
     for m in row["models"]:
         need = m["estimate"]["total"]
         if need is None:
-            m["verdict"], m["message"] = "warning", f"model {m['alias']}: size unknown on {where} ({m['problem'] or 'no config.json'})"
+            m["verdict"], m["message"] = (
+                "warning",
+                f"model {m['alias']}: size unknown on {where} ({m['problem'] or 'no config.json'})",
+            )
         elif m["budget"] is None:  # llama.cpp: whatever is left after the others' budgets
             fits = left is None or need <= left
             m["verdict"] = "ok" if fits else "blocking"
-            m["message"] = (f"model {m['alias']} needs ~{gib(need)} on {where}, where {gib(left)} is left after "
-                            "the other models' budgets")
+            m["message"] = (
+                f"model {m['alias']} needs ~{gib(need)} on {where}, where {gib(left)} is left after "
+                "the other models' budgets"
+            )
         else:
             m["verdict"] = "blocking" if need > m["budget"] else "warning" if need > TIGHT * m["budget"] else "ok"
             est = m["estimate"]
-            m["message"] = (f"model {m['alias']} needs ~{gib(need)} on {where} (weights {gib(est['weights'])} + KV cache "
-                            f"{gib(est['kv_cache'])} for one {est['tokens']}-token sequence"
-                            + (f" + Mamba state {gib(est['mamba_state'])}" if est["mamba_state"] else "")
-                            + f" + overhead {gib(est['overhead'])}); its budget is {gib(m['budget'])} "
-                            f"({m['fraction']:g} x {gib(row['memory_total'])})")
+            m["message"] = (
+                f"model {m['alias']} needs ~{gib(need)} on {where} (weights {gib(est['weights'])} + KV cache "
+                f"{gib(est['kv_cache'])} for one {est['tokens']}-token sequence"
+                + (f" + Mamba state {gib(est['mamba_state'])}" if est["mamba_state"] else "")
+                + f" + overhead {gib(est['overhead'])}); its budget is {gib(m['budget'])} "
+                f"({m['fraction']:g} x {gib(row['memory_total'])})"
+            )
     verdict, message = "ok", f"{where}: the models' budgets fit"
     if row["fraction_sum"] > 1.0 + 1e-9:
         verdict, message = "blocking", f"{where}: memory fractions add up to {row['fraction_sum']:.2f} (more than 1.0)"
     elif row["memory_free"] is not None and row["budget_sum"] > row["memory_free"]:
         verdict = "warning" if row["unified_memory"] else "blocking"
-        held = ", ".join(f"pid {p['pid']} {p['name']} {gib(p['used'])}".replace("  ", " ")
-                         for p in row["other_processes"] if p.get("used")) or "the driver and the desktop"
-        message = (f"{where}: the models' budgets take {gib(row['budget_sum'])} but only {gib(row['memory_free'])} is "
-                   f"free ({gib(row['memory_held_by_others'])} held by other processes: {held})")
+        held = (
+            ", ".join(
+                f"pid {p['pid']} {p['name']} {gib(p['used'])}".replace("  ", " ")
+                for p in row["other_processes"]
+                if p.get("used")
+            )
+            or "the driver and the desktop"
+        )
+        message = (
+            f"{where}: the models' budgets take {gib(row['budget_sum'])} but only {gib(row['memory_free'])} is "
+            f"free ({gib(row['memory_held_by_others'])} held by other processes: {held})"
+        )
     row["verdict"], row["message"] = verdict, message
 
 
-FIT_FIX = ("lower context_length, raise its gpu_memory_utilization, spread it over more GPUs with "
-           "tensor_parallel_size, or use a smaller or quantized checkpoint")
-UNKNOWN_FIX = ("put the model's files on this machine (config.json and weights) so the estimate can run; "
-               "or --ignore-readiness gpu.fit if you know it fits")
-MEMORY_FIX = ("stop the processes holding the GPU (see nvidia-smi), or lower the models' gpu_memory_utilization "
-              "so their budgets fit in the free memory")
+FIT_FIX = (
+    "lower context_length, raise its gpu_memory_utilization, spread it over more GPUs with "
+    "tensor_parallel_size, or use a smaller or quantized checkpoint"
+)
+UNKNOWN_FIX = (
+    "put the model's files on this machine (config.json and weights) so the estimate can run; "
+    "or --ignore-readiness gpu.fit if you know it fits"
+)
+MEMORY_FIX = (
+    "stop the processes holding the GPU (see nvidia-smi), or lower the models' gpu_memory_utilization "
+    "so their budgets fit in the free memory"
+)
 
 
 def checks(rows: list[dict[str, Any]]) -> list[Check]:
@@ -134,9 +181,15 @@ def checks(rows: list[dict[str, Any]]) -> list[Check]:
             fix = "" if status == "ok" else UNKNOWN_FIX if unknown else FIT_FIX
             text = m["message"] + ("" if status != "warning" or unknown else " - a tight fit")
             out.append(Check("gpu.fit", status, text, fix))
-        fix = "" if row["verdict"] == "ok" else (
-            "lower the models' gpu_memory_utilization so the sum is at most 1.0" if row["fraction_sum"] > 1.0
-            else MEMORY_FIX)
+        fix = (
+            ""
+            if row["verdict"] == "ok"
+            else (
+                "lower the models' gpu_memory_utilization so the sum is at most 1.0"
+                if row["fraction_sum"] > 1.0
+                else MEMORY_FIX
+            )
+        )
         out.append(Check("gpu.memory", row["verdict"], row["message"], fix))
     return out
 
@@ -148,12 +201,15 @@ def render(rows: list[dict[str, Any]]) -> list[str]:
         if not row["models"]:
             continue
         total = gib(row["memory_total"]) + (" (unified memory)" if row["unified_memory"] else "")
-        lines.append(f"GPU {row['index']} {row['name']}: {total}, {gib(row['memory_held_by_others'])} held by other "
-                     f"processes, {gib(row['memory_free'])} free")
+        lines.append(
+            f"GPU {row['index']} {row['name']}: {total}, {gib(row['memory_held_by_others'])} held by other "
+            f"processes, {gib(row['memory_free'])} free"
+        )
         for m in row["models"]:
             est = m["estimate"]
             share = f"{m['fraction']:g} -> budget {gib(m['budget'])}" if m["fraction"] is not None else "no fraction"
             lines.append(f"  {m['alias']:<20} {m['engine']:<9} {share}; needs ~{gib(est['total'])}  [{m['verdict']}]")
-        lines.append(f"  fractions {row['fraction_sum']:.2f} of 1.00, budgets {gib(row['budget_sum'])}  [{row['verdict']}]")
+        lines.append(
+            f"  fractions {row['fraction_sum']:.2f} of 1.00, budgets {gib(row['budget_sum'])}  [{row['verdict']}]"
+        )
     return lines
-

@@ -50,51 +50,90 @@ def _docker(docker: dict[str, Any]) -> Check:
     if docker.get("reachable"):
         return Check("docker.engine", "ok", f"{docker['engine']} {docker['version']} is reachable")
     if docker.get("problem") == "permission":
-        return Check("docker.engine", "blocking", "the Docker socket refuses this user",
-                     "Add your user to the docker group: sudo usermod -aG docker $USER, then log in again")
+        return Check(
+            "docker.engine",
+            "blocking",
+            "the Docker socket refuses this user",
+            "Add your user to the docker group: sudo usermod -aG docker $USER, then log in again",
+        )
     if docker.get("problem") == "missing":
-        return Check("docker.engine", "blocking", "Docker is not installed",
-                     "Install Docker (e.g. sudo apt-get install docker.io), or point DOCKER_HOST at Podman's socket")
-    return Check("docker.engine", "blocking", f"the Docker engine is not reachable ({docker.get('detail', '')})",
-                 "Start the Docker service: sudo systemctl start docker")
+        return Check(
+            "docker.engine",
+            "blocking",
+            "Docker is not installed",
+            "Install Docker (e.g. sudo apt-get install docker.io), or point DOCKER_HOST at Podman's socket",
+        )
+    return Check(
+        "docker.engine",
+        "blocking",
+        f"the Docker engine is not reachable ({docker.get('detail', '')})",
+        "Start the Docker service: sudo systemctl start docker",
+    )
 
 
 def _gpu_runtime(docker: dict[str, Any], who: str) -> Check:
-    if "nvidia" in docker.get("runtimes", []) or any(d.startswith("nvidia.com/gpu") for d in docker.get("cdi_devices", [])):
+    if "nvidia" in docker.get("runtimes", []) or any(
+        d.startswith("nvidia.com/gpu") for d in docker.get("cdi_devices", [])
+    ):
         return Check("docker.gpu_runtime", "ok", "the container engine can pass NVIDIA GPUs into containers")
-    return Check("docker.gpu_runtime", "blocking",
-                 f"models {who} ask for GPUs, but {docker.get('engine', 'Docker')} has no NVIDIA runtime and no "
-                 "NVIDIA CDI devices",
-                 "Install the NVIDIA Container Toolkit: sudo nvidia-ctk runtime configure --runtime=docker, "
-                 "then restart Docker")
+    return Check(
+        "docker.gpu_runtime",
+        "blocking",
+        f"models {who} ask for GPUs, but {docker.get('engine', 'Docker')} has no NVIDIA runtime and no "
+        "NVIDIA CDI devices",
+        "Install the NVIDIA Container Toolkit: sudo nvidia-ctk runtime configure --runtime=docker, then restart Docker",
+    )
 
 
 def _nvidia(nvml: dict[str, Any], who: str, indices: list[int], image: dict[str, Any]) -> list[Check]:
     if not nvml.get("available"):
-        return [Check("nvidia.driver", "blocking",
-                      f"models {who} ask for GPUs, but no NVIDIA driver answers ({nvml.get('problem')})",
-                      "Install the NVIDIA driver, R580 or newer (or set `gpus: none` on models that need no GPU)")]
+        return [
+            Check(
+                "nvidia.driver",
+                "blocking",
+                f"models {who} ask for GPUs, but no NVIDIA driver answers ({nvml.get('problem')})",
+                "Install the NVIDIA driver, R580 or newer (or set `gpus: none` on models that need no GPU)",
+            )
+        ]
     checks = []
     major = int(re.match(r"(\d+)", nvml["driver"]).group(1)) if re.match(r"\d+", nvml.get("driver", "")) else 0
     tag = image.get("tag", "")
     cuda13 = not re.search(r"-cu1[0-2]\d", tag)
     if major < MIN_DRIVER_CUDA13 and cuda13:
-        checks.append(Check("nvidia.driver", "blocking",
-                            f"driver {nvml['driver']} is older than R{MIN_DRIVER_CUDA13}, which the CUDA 13 image "
-                            f"{image.get('imageReference')} needs",
-                            f"set `engines.vllm.image_tag: {CU12_TAG}` (or upgrade the driver to R{MIN_DRIVER_CUDA13}+)"))
+        checks.append(
+            Check(
+                "nvidia.driver",
+                "blocking",
+                f"driver {nvml['driver']} is older than R{MIN_DRIVER_CUDA13}, which the CUDA 13 image "
+                f"{image.get('imageReference')} needs",
+                f"set `engines.vllm.image_tag: {CU12_TAG}` (or upgrade the driver to R{MIN_DRIVER_CUDA13}+)",
+            )
+        )
     else:
         checks.append(Check("nvidia.driver", "ok", f"driver {nvml['driver']} fits {image.get('imageReference')}"))
     count = len(nvml.get("gpus", []))
     missing = [i for i in indices if i >= count]
     if missing:
-        checks.append(Check("nvidia.gpu_index", "blocking",
-                            f"GPU {', '.join(map(str, missing))} does not exist: this machine has {count} GPU"
-                            f"{'s' if count != 1 else ''} (0-{count - 1})" if count else "no GPU is visible",
-                            "list only existing GPU indices in `gpus:`"))
+        checks.append(
+            Check(
+                "nvidia.gpu_index",
+                "blocking",
+                f"GPU {', '.join(map(str, missing))} does not exist: this machine has {count} GPU"
+                f"{'s' if count != 1 else ''} (0-{count - 1})"
+                if count
+                else "no GPU is visible",
+                "list only existing GPU indices in `gpus:`",
+            )
+        )
     elif count == 0:
-        checks.append(Check("nvidia.gpu_index", "blocking", "the driver answers but sees no GPU",
-                            "check `nvidia-smi`; the GPU may be disabled or held by a VM"))
+        checks.append(
+            Check(
+                "nvidia.gpu_index",
+                "blocking",
+                "the driver answers but sees no GPU",
+                "check `nvidia-smi`; the GPU may be disabled or held by a VM",
+            )
+        )
     else:
         names = ", ".join(f"{g['index']}: {g['name']}" for g in nvml["gpus"])
         checks.append(Check("nvidia.gpu_index", "ok", f"GPUs present ({names})"))

@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.errors import AigoError
 from aigo_apply.desired.model_store import downloads, label
+from aigo_apply.errors import AigoError
 
 FORMAT = 1
 NAME = "aigo.lock"
@@ -35,7 +35,9 @@ def read(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise AigoError(f"{path}: not a readable lock file ({exc}); delete it and apply again to write a new one") from None
+        raise AigoError(
+            f"{path}: not a readable lock file ({exc}); delete it and apply again to write a new one"
+        ) from None
     if not isinstance(data, dict) or data.get("version") != FORMAT:
         raise AigoError(f"{path}: not an aigo-apply lock file of version {FORMAT}; delete it and apply again")
     data.setdefault("images", {})
@@ -81,16 +83,23 @@ def write(path: Path, data: dict[str, Any]) -> bool:
     return True
 
 
-def drift(lock: dict[str, Any], desired, images: dict[str, str], markers: dict[str, dict[str, Any]],
-          hub_commits: dict[str, str]) -> list[str]:
+def drift(
+    lock: dict[str, Any],
+    desired,
+    images: dict[str, str],
+    markers: dict[str, dict[str, Any]],
+    hub_commits: dict[str, str],
+) -> list[str]:
     """Where this machine or the Hub no longer matches the lock (plan warnings). `images` maps local
     tags to ids; `hub_commits` maps repo@revision keys to the commit the Hub names now."""
     out = []
     for ref, entry in sorted(lock["images"].items()):
         local = images.get(ref)
         if local and entry.get("id") and local != entry["id"]:
-            out.append(f"image {ref} is now {local[:19]}, aigo.lock records {entry['id'][:19]}"
-                       + (f" ({entry['digest']})" if entry.get("digest") else ""))
+            out.append(
+                f"image {ref} is now {local[:19]}, aigo.lock records {entry['id'][:19]}"
+                + (f" ({entry['digest']})" if entry.get("digest") else "")
+            )
     for need in downloads(desired.specs()):
         entry = lock["models"].get(label(need))
         if not entry:
@@ -100,8 +109,10 @@ def drift(lock: dict[str, Any], desired, images: dict[str, str], markers: dict[s
             out.append(f"{label(need)} on this machine is commit {here[:12]}, aigo.lock records {entry['commit'][:12]}")
         now = hub_commits.get(label(need))
         if now and now != entry["commit"]:
-            out.append(f"{label(need)} now points to commit {now[:12]} on the Hub; aigo.lock records "
-                       f"{entry['commit'][:12]} (`apply --locked` installs the recorded one)")
+            out.append(
+                f"{label(need)} now points to commit {now[:12]} on the Hub; aigo.lock records "
+                f"{entry['commit'][:12]} (`apply --locked` installs the recorded one)"
+            )
     return out
 
 
@@ -120,12 +131,15 @@ def restore_for(ref: str, entry: dict[str, Any], local_ids: frozenset[str]) -> d
 
 def valid_restore(ref: str, restore: dict[str, Any]) -> bool:
     """Whether a (saved) plan's restore is one restore_for makes: checked again before tagging."""
-    return (IMAGE_ID.fullmatch(str(restore.get("locked_id"))) is not None
-            and (restore.get("how") == "retag" or (restore.get("how") == "pull" and _digest_of(ref, restore.get("digest")))))
+    return IMAGE_ID.fullmatch(str(restore.get("locked_id"))) is not None and (
+        restore.get("how") == "retag" or (restore.get("how") == "pull" and _digest_of(ref, restore.get("digest")))
+    )
 
 
 def _digest_of(ref: str, digest: Any) -> bool:
     """A registry digest of the same repository as `ref` (repo@sha256:...)."""
-    return isinstance(digest, str) and DIGEST.fullmatch(digest) is not None and \
-        digest.split("@")[0] == ref.rpartition(":")[0]
-
+    return (
+        isinstance(digest, str)
+        and DIGEST.fullmatch(digest) is not None
+        and digest.split("@")[0] == ref.rpartition(":")[0]
+    )

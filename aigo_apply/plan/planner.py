@@ -7,24 +7,32 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from aigo_apply.errors import UsageProblem
-from aigo_apply.desired.types import DesiredModel, DesiredState
-from aigo_apply.desired.model_store import downloads, is_complete, label
-from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.config.doc_path import dotted
+from aigo_apply.desired.model_store import downloads, is_complete, label
+from aigo_apply.desired.types import DesiredModel, DesiredState
+from aigo_apply.errors import UsageProblem
+from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.plan.types import Action, Blocker, Change, Plan
-from aigo_apply.router.haproxy import routes_from_models_json, verified_render_key
+from aigo_apply.router.haproxy import render_files, render_key, routes_from_models_json, verified_render_key
 
 STOPPED = ("created", "exited")
 
 
-def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable[str] = (),
-               target: Iterable[str] = (), checks: Iterable[Any] = (), ignore: Iterable[str] = (),
-               gpu_ledger: Iterable[dict[str, Any]] = (), remote: dict[tuple, dict[str, Any]] | None = None,
-               checkpoints: dict[str, dict[str, Any]] | None = None,
-               locked_images: dict[str, dict[str, Any]] | None = None) -> Plan:
+def build_plan(
+    desired: DesiredState,
+    observed: ObservedState,
+    replace: Iterable[str] = (),
+    target: Iterable[str] = (),
+    checks: Iterable[Any] = (),
+    ignore: Iterable[str] = (),
+    gpu_ledger: Iterable[dict[str, Any]] = (),
+    remote: dict[tuple, dict[str, Any]] | None = None,
+    checkpoints: dict[str, dict[str, Any]] | None = None,
+    locked_images: dict[str, dict[str, Any]] | None = None,
+) -> Plan:
     """`checks` are the host readiness checks (hostcheck.Check); blocking ones become blockers
     unless their id is in `ignore`, which the plan then states as a warning. `gpu_ledger` (built by
     gpu_ledger.build, its verdicts already among the checks) is carried into the plan as it is.
@@ -39,7 +47,7 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
         raise UsageProblem(f"--replace {alias}: no model '{alias}' in {desired.file}")
     for alias in sorted(target - known):
         raise UsageProblem(f"--target {alias}: no model '{alias}' in {desired.file} or on this machine")
-    wanted = lambda alias: not target or alias in target  # noqa: E731
+    wanted = lambda alias: not target or alias in target
 
     by_alias: dict[str, list[ObservedContainer]] = {}
     for container in observed.engines:
@@ -73,17 +81,27 @@ def build_plan(desired: DesiredState, observed: ObservedState, replace: Iterable
         elif check.status == "blocking":
             blockers.append(Blocker(check.id, check.message, check.remediation, "host"))
         elif check.status == "warning":
-            warnings.append(f"{check.id}: {check.message} ({check.remediation})" if check.remediation else check.message)
-    return Plan(desired.project, desired.file, observed.fingerprint(), tuple(pulls + model_actions), tuple(blockers),
-                tuple(warnings), tuple(gpu_ledger))
+            warnings.append(
+                f"{check.id}: {check.message} ({check.remediation})" if check.remediation else check.message
+            )
+    return Plan(
+        desired.project,
+        desired.file,
+        observed.fingerprint(),
+        tuple(pulls + model_actions),
+        tuple(blockers),
+        tuple(warnings),
+        tuple(gpu_ledger),
+    )
 
 
-def _router_action(desired: DesiredState, observed: ObservedState, model_actions: list[Action],
-                   targeted: bool, images: dict[str, str]) -> list[Action]:
+def _router_action(
+    desired: DesiredState, observed: ObservedState, model_actions: list[Action], targeted: bool, images: dict[str, str]
+) -> list[Action]:
     """The router: created, recreated or started like an engine; reloaded when its files differ
     from what is deployed, or when it routes to an engine that is not running (a stale route)."""
     want, have = desired.router, observed.router
-    base = dict(container=want.container.name, image=want.container.image, spec=want.spec, ready_timeout=60.0)
+    base = {"container": want.container.name, "image": want.container.image, "spec": want.spec, "ready_timeout": 60.0}
     if have is None:
         changes = tuple(Change(p, None, v, "create") for p, v in _flatten(want.spec))
         return [Action("router", "create", (f"no router container {want.container.name} exists",), changes, **base)]
@@ -101,8 +119,8 @@ def _router_action(desired: DesiredState, observed: ObservedState, model_actions
     if targeted:
         return []
     reasons = _route_reasons(desired, observed, model_actions)
-    same = verified_render_key(observed.router_files) == want.render_key
-    diff = "" if same else unified_diff(observed.router_files, want.files)
+    same = verified_render_key(observed.router_files) == render_key(want.settings, list(want.routes))
+    diff = "" if same else unified_diff(observed.router_files, render_files(want.settings, list(want.routes)))
     if diff and not reasons:
         reasons = ["the router configuration differs from what this file and aigo-apply version render"]
     if reasons:
@@ -134,20 +152,25 @@ def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
     for name in sorted(set(before) | set(after)):
         a, b = before.get(name, ""), after.get(name, "")
         if a != b:
-            out += difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
-                                        f"deployed/{name}", f"desired/{name}")
+            out += difflib.unified_diff(
+                a.splitlines(keepends=True), b.splitlines(keepends=True), f"deployed/{name}", f"desired/{name}"
+            )
     return "".join(out)
 
 
-def _model_actions(model: DesiredModel, containers: list[ObservedContainer], replace: bool,
-                   images: dict[str, str]) -> list[Action]:
+def _model_actions(
+    model: DesiredModel, containers: list[ObservedContainer], replace: bool, images: dict[str, str]
+) -> list[Action]:
     name = model.container.name
     primary = next((c for c in containers if c.name == name), None)
-    extras = [_remove(c, f"leftover container of model '{model.alias}' (not its current container {name})")
-              for c in containers if c is not primary]
+    extras = [
+        _remove(c, f"leftover container of model '{model.alias}' (not its current container {name})")
+        for c in containers
+        if c is not primary
+    ]
     address = f"model.{model.alias}"
-    base = dict(model=model.alias, container=name, image=model.container.image, notes=model.notes)
-    waits = dict(spec=model.spec, ready_timeout=model.ready_timeout)
+    base = {"model": model.alias, "container": name, "image": model.container.image, "notes": model.notes}
+    waits = {"spec": model.spec, "ready_timeout": model.ready_timeout}
     if primary is None:
         changes = tuple(Change(p, None, v, "create") for p, v in _flatten(model.spec))
         return extras + [Action(address, "create", (f"no container {name} exists",), changes, **waits, **base)]
@@ -160,14 +183,21 @@ def _model_actions(model: DesiredModel, containers: list[ObservedContainer], rep
     if primary.state == "paused":
         return extras + [Action(address, "start", ("container is paused",), **waits, **base)]
     if primary.state == "restarting":
-        return extras + [Action(address, "noop", (
-            f"settings match, but the container is restarting after a crash; see `docker logs {name}`",),
-            spec=model.spec, **base)]
+        return extras + [
+            Action(
+                address,
+                "noop",
+                (f"settings match, but the container is restarting after a crash; see `docker logs {name}`",),
+                spec=model.spec,
+                **base,
+            )
+        ]
     return extras + [Action(address, "noop", ("settings match and the container is running",), spec=model.spec, **base)]
 
 
-def _differences(model: DesiredModel, primary: ObservedContainer, replace: bool,
-                 images: dict[str, str]) -> tuple[list[str], list[Change]]:
+def _differences(
+    model: DesiredModel, primary: ObservedContainer, replace: bool, images: dict[str, str]
+) -> tuple[list[str], list[Change]]:
     if replace:
         return ["replacement requested with --replace"], []
     if primary.state in ("dead", "removing"):
@@ -180,14 +210,17 @@ def _differences(model: DesiredModel, primary: ObservedContainer, replace: bool,
         changes = diff_specs(before, model.spec)
         reasons = [f"{c.path} changed" for c in changes]
     elif primary.spec_hash != model.container.definition_hash():
-        reasons = ["same settings, but this aigo-apply version defines the container differently "
-                   "(command line, mounts or options)"]
+        reasons = [
+            "same settings, but this aigo-apply version defines the container differently "
+            "(command line, mounts or options)"
+        ]
     moved_reasons, moved = _image_moved(model.container.image, primary, images)
     return reasons + moved_reasons, changes + moved
 
 
-def _image_moved(ref: str, container: ObservedContainer, images: dict[str, str],
-                 effect: str = "recreate") -> tuple[list[str], list[Change]]:
+def _image_moved(
+    ref: str, container: ObservedContainer, images: dict[str, str], effect: str = "recreate"
+) -> tuple[list[str], list[Change]]:
     """A container made from `ref` (repo:tag), which now names another image on this machine (pulled
     or rebuilt since), runs stale code: recreate it, as docker compose does. An image no longer here,
     or an id Docker did not report, says nothing either way. (Docker's list shows such a container's
@@ -195,9 +228,13 @@ def _image_moved(ref: str, container: ObservedContainer, images: dict[str, str],
     local, running = images.get(ref), container.image_id
     if not local or not running or local == running:
         return [], []
-    return ([f"image {ref} on this machine is now {local[:19]}; the container runs {running[:19]} "
-             "(the tag was pulled or rebuilt since the container was made)"],
-            [Change("image_id", running, local, effect)])
+    return (
+        [
+            f"image {ref} on this machine is now {local[:19]}; the container runs {running[:19]} "
+            "(the tag was pulled or rebuilt since the container was made)"
+        ],
+        [Change("image_id", running, local, effect)],
+    )
 
 
 def diff_specs(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
@@ -231,8 +268,11 @@ def _flatten(data: dict[str, Any], prefix: tuple = ()) -> list[tuple[str, Any]]:
 
 
 def _remove(container: ObservedContainer, reason: str) -> Action:
-    address = "router" if container.role == "router" else (
-        f"model.{container.alias}" if container.alias else f"container.{container.name}")
+    address = (
+        "router"
+        if container.role == "router"
+        else (f"model.{container.alias}" if container.alias else f"container.{container.name}")
+    )
     return Action(address, "remove", (reason,), model=container.alias, container=container.name)
 
 
@@ -241,18 +281,32 @@ def _restores(observed: ObservedState, locked: dict[str, dict[str, Any]]) -> lis
     out = []
     for ref, how in sorted(locked.items()):
         now = observed.images.get(ref)
-        where = ("it is still on this machine: re-tag it" if how["how"] == "retag"
-                 else f"pull it by its digest {how['digest']}")
-        out.append(Action(f"image.{ref}", "pull", (
-            f"aigo.lock records {how['locked_id'][:19]}; the tag names {now[:19] if now else 'no image'} now; {where}",),
-            image=ref, spec=dict(how)))
+        where = (
+            "it is still on this machine: re-tag it"
+            if how["how"] == "retag"
+            else f"pull it by its digest {how['digest']}"
+        )
+        out.append(
+            Action(
+                f"image.{ref}",
+                "pull",
+                (
+                    f"aigo.lock records {how['locked_id'][:19]}; the tag names {now[:19] if now else 'no image'} now; {where}",
+                ),
+                image=ref,
+                spec=dict(how),
+            )
+        )
     return out
 
 
 def _pulls(actions: list[Action], local: dict[str, str]) -> list[Action]:
     needed = sorted({a.image for a in actions if a.kind in ("create", "recreate") and a.image})
-    return [Action(f"image.{ref}", "pull", ("the image is not on this machine",), image=ref)
-            for ref in needed if ref not in local]
+    return [
+        Action(f"image.{ref}", "pull", ("the image is not on this machine",), image=ref)
+        for ref in needed
+        if ref not in local
+    ]
 
 
 def _quant_family(method: str) -> str:
@@ -260,8 +314,9 @@ def _quant_family(method: str) -> str:
     return method.lower().removeprefix("auto_").replace("-", "_").split("_")[0]
 
 
-def _checkpoint_notes(desired: DesiredState, actions: list[Action],
-                      checkpoints: dict[str, dict[str, Any]]) -> tuple[list[Action], list[Blocker]]:
+def _checkpoint_notes(
+    desired: DesiredState, actions: list[Action], checkpoints: dict[str, dict[str, Any]]
+) -> tuple[list[Action], list[Blocker]]:
     """Say when a checkpoint is pre-quantized; block a quantization setting that contradicts it."""
     out, blockers = [], []
     for action in actions:
@@ -274,24 +329,30 @@ def _checkpoint_notes(desired: DesiredState, actions: list[Action],
         note = f"pre-quantized checkpoint ({method}, from config.json); the engine reads its quantization from it"
         out.append(dataclasses.replace(action, notes=tuple(action.notes) + (note,)))
         if setting and _quant_family(setting) != _quant_family(method):
-            blockers.append(Blocker(
-                "model.quantization", f"models.{action.model}.vllm.quantization is '{setting}', but the checkpoint is "
-                f"quantized with '{method}' (config.json quantization_config.quant_method); vLLM would refuse it",
-                f"remove vllm.quantization (vLLM then uses the checkpoint's own method), or name a {method} kernel",
-                action.address))
+            blockers.append(
+                Blocker(
+                    "model.quantization",
+                    f"models.{action.model}.vllm.quantization is '{setting}', but the checkpoint is "
+                    f"quantized with '{method}' (config.json quantization_config.quant_method); vLLM would refuse it",
+                    f"remove vllm.quantization (vLLM then uses the checkpoint's own method), or name a {method} kernel",
+                    action.address,
+                )
+            )
     return out, blockers
 
 
-def _downloads(desired: DesiredState, observed: ObservedState, model_actions: list[Action],
-               remote: dict[tuple, dict[str, Any]]) -> tuple[list[Action], list[Blocker], list[str]]:
+def _downloads(
+    desired: DesiredState, observed: ObservedState, model_actions: list[Action], remote: dict[tuple, dict[str, Any]]
+) -> tuple[list[Action], list[Blocker], list[str]]:
     """A `download` for every model folder that is not complete on this machine and that a model
     being created, replaced or started needs; it runs before any container is stopped."""
     acting = {a.model for a in model_actions if a.kind in ("create", "recreate", "start") and a.model}
     actions, blockers, warnings = [], [], []
     for need in downloads(desired.specs()):
         info = remote.get((need["repo"], need["revision"], need["file"]), {})
-        if is_complete(observed.model_files.get(need["dest"]), need["file"], info.get("pin")) or \
-                not acting & set(need["models"]):
+        if is_complete(observed.model_files.get(need["dest"]), need["file"], info.get("pin")) or not acting & set(
+            need["models"]
+        ):
             continue
         what = label(need)
         first = f"model.{need['models'][0]}"
@@ -303,8 +364,10 @@ def _downloads(desired: DesiredState, observed: ObservedState, model_actions: li
             reason = f"{what} is not on this machine (size unknown)"
         elif info:
             count = len(info["files"])
-            reason = (f"{what} is not on this machine: {count} file{'s' if count != 1 else ''}, "
-                      f"{_size(info['bytes'])}, commit {info['commit'][:12]}")
+            reason = (
+                f"{what} is not on this machine: {count} file{'s' if count != 1 else ''}, "
+                f"{_size(info['bytes'])}, commit {info['commit'][:12]}"
+            )
         else:
             reason = f"{what} is not on this machine"
         if info.get("pin"):
@@ -315,8 +378,9 @@ def _downloads(desired: DesiredState, observed: ObservedState, model_actions: li
     return actions, blockers, warnings
 
 
-def _lock_moves(desired: DesiredState, observed: ObservedState, actions: list[Action],
-                remote: dict[tuple, dict[str, Any]]) -> list[Action]:
+def _lock_moves(
+    desired: DesiredState, observed: ObservedState, actions: list[Action], remote: dict[tuple, dict[str, Any]]
+) -> list[Action]:
     """With `apply --locked`, a model whose folder holds another commit than aigo.lock records is
     replaced once the recorded commit is downloaded (its files change under it)."""
     moving: dict[str, str] = {}
@@ -324,13 +388,18 @@ def _lock_moves(desired: DesiredState, observed: ObservedState, actions: list[Ac
         pin = remote.get((need["repo"], need["revision"], need["file"]), {}).get("pin")
         here = (observed.model_files.get(need["dest"]) or {}).get("commit")
         if pin and here and here != pin:
-            moving.update({alias: pin for alias in need["models"]})
+            moving.update(dict.fromkeys(need["models"], pin))
     out = []
     for action in actions:
         if action.model in moving and action.kind in ("noop", "start"):
             reason = f"its model files move to commit {moving[action.model][:12]} (aigo.lock)"
-            action = dataclasses.replace(action, kind="recreate", reasons=(reason,), changes=(),
-                                         ready_timeout=desired.models[action.model].ready_timeout)
+            action = dataclasses.replace(
+                action,
+                kind="recreate",
+                reasons=(reason,),
+                changes=(),
+                ready_timeout=desired.models[action.model].ready_timeout,
+            )
         out.append(action)
     return out
 
@@ -351,21 +420,36 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
         for other in observed.others:
             address = f"model.{model.alias}"
             if other.name == name:
-                blockers.append(Blocker(
-                    "conflict.name", f"a container named {name} exists but is not managed by aigo-apply "
-                    f"for project '{desired.project}'", f"remove or rename it (docker rm -f {name}), or rename the model",
-                    address))
+                blockers.append(
+                    Blocker(
+                        "conflict.name",
+                        f"a container named {name} exists but is not managed by aigo-apply "
+                        f"for project '{desired.project}'",
+                        f"remove or rename it (docker rm -f {name}), or rename the model",
+                        address,
+                    )
+                )
             elif model.container.host_port in other.host_ports:
-                blockers.append(Blocker(
-                    "conflict.port", f"port {model.container.host_port} of model '{model.alias}' is published by "
-                    f"container {other.name}, which aigo-apply does not manage here",
-                    f"stop that container, or set models.{model.alias}.port to a free port", address))
+                blockers.append(
+                    Blocker(
+                        "conflict.port",
+                        f"port {model.container.host_port} of model '{model.alias}' is published by "
+                        f"container {other.name}, which aigo-apply does not manage here",
+                        f"stop that container, or set models.{model.alias}.port to a free port",
+                        address,
+                    )
+                )
     router_port = desired.router.port
     for other in observed.others:
         if router_port in other.host_ports:
-            blockers.append(Blocker(
-                "conflict.port", f"the router's port {router_port} is published by container {other.name}",
-                "stop that container, or set router.port to a free port", "router"))
+            blockers.append(
+                Blocker(
+                    "conflict.port",
+                    f"the router's port {router_port} is published by container {other.name}",
+                    "stop that container, or set router.port to a free port",
+                    "router",
+                )
+            )
     return blockers
 
 

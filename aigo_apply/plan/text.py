@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from aigo_apply.plan.gpu_ledger import render
 from aigo_apply.plan.types import Action, Plan
 
 SYMBOLS = {  # kind -> (symbol, colour, phrase)
@@ -21,10 +22,24 @@ SYMBOLS = {  # kind -> (symbol, colour, phrase)
     "remove": ("-", "red", "will be removed"),
     "reload_router": ("~", "yellow", "will be reloaded"),
 }
-LEGEND = {"pull": "pull", "download": "download", "create": "create", "recreate": "replace",
-          "start": "start", "remove": "remove", "reload_router": "reload"}
-SUMMARY = (("pull", "to pull"), ("download", "to download"), ("create", "to create"),
-           ("recreate", "to replace"), ("start", "to start"), ("remove", "to remove"), ("reload_router", "to reload"))
+LEGEND = {
+    "pull": "pull",
+    "download": "download",
+    "create": "create",
+    "recreate": "replace",
+    "start": "start",
+    "remove": "remove",
+    "reload_router": "reload",
+}
+SUMMARY = (
+    ("pull", "to pull"),
+    ("download", "to download"),
+    ("create", "to create"),
+    ("recreate", "to replace"),
+    ("start", "to start"),
+    ("remove", "to remove"),
+    ("reload_router", "to reload"),
+)
 
 
 def plan_text(plan: Plan, show_diff: bool = False) -> str:
@@ -44,8 +59,10 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
     unchanged = [a for a in plan.actions if a.kind == "noop"]
     if not changing:
         models = len([a for a in unchanged if a.model])
-        lines.append(click.style("No changes.", bold=True) + f" The containers of project '{plan.project}' match "
-                     f"{plan.config_file} ({models} model{'s' if models != 1 else ''}).")
+        lines.append(
+            click.style("No changes.", bold=True) + f" The containers of project '{plan.project}' match "
+            f"{plan.config_file} ({models} model{'s' if models != 1 else ''})."
+        )
         lines += _notes(plan.actions)
         return "\n".join(lines)
     used = [k for k in SYMBOLS if any(a.kind == k for a in changing)]
@@ -65,7 +82,6 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
 
 
 def _ledger(rows) -> list[str]:
-    from aigo_apply.plan.gpu_ledger import render
 
     return render(list(rows)) if rows else []
 
@@ -87,7 +103,9 @@ def _block(action: Action) -> list[str]:
         if change.effect == "create":
             lines.append(f"      {click.style('+', fg='green')} {change.path}: {_value(change.after)}")
         else:
-            lines.append(f"      {click.style('~', fg=colour)} {change.path}: {_value(change.before)} -> {_value(change.after)}")
+            lines.append(
+                f"      {click.style('~', fg=colour)} {change.path}: {_value(change.before)} -> {_value(change.after)}"
+            )
     lines += [f"      note: {note}" for note in action.notes]
     return lines
 

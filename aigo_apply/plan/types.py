@@ -44,8 +44,12 @@ class Action:
     diff: str | None = None  # router: unified diff of its config files (plan --diff)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"address": self.address, "kind": self.kind, "reasons": list(self.reasons),
-                               "changes": [c.to_dict() for c in self.changes]}
+        out: dict[str, Any] = {
+            "address": self.address,
+            "kind": self.kind,
+            "reasons": list(self.reasons),
+            "changes": [c.to_dict() for c in self.changes],
+        }
         for key in ("model", "container", "image", "spec", "ready_timeout", "diff"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -76,7 +80,7 @@ class Plan:
 
     @property
     def summary(self) -> dict[str, Any]:
-        counts = {kind: 0 for kind in KINDS}
+        counts = dict.fromkeys(KINDS, 0)
         for action in self.actions:
             counts[action.kind] += 1
         return {**counts, "has_changes": self.has_changes, "blocked": bool(self.blockers)}
@@ -105,20 +109,41 @@ class Plan:
             raise PlanFileError(f"not an aigo-apply plan of format version {FORMAT_VERSION}")
         try:
             actions = tuple(
-                Action(a["address"], a["kind"], tuple(a["reasons"]),
-                       tuple(Change(**c) for c in a.get("changes", [])),
-                       a.get("model"), a.get("container"), a.get("image"), a.get("spec"), tuple(a.get("notes", [])),
-                       a.get("ready_timeout"), a.get("diff"))
+                Action(
+                    a["address"],
+                    a["kind"],
+                    tuple(a["reasons"]),
+                    tuple(Change(**c) for c in a.get("changes", [])),
+                    a.get("model"),
+                    a.get("container"),
+                    a.get("image"),
+                    a.get("spec"),
+                    tuple(a.get("notes", [])),
+                    a.get("ready_timeout"),
+                    a.get("diff"),
+                )
                 for a in data["actions"]
             )
-            blockers = tuple(Blocker(b["id"], b["message"], b["remediation"], b.get("address"))
-                             for b in data.get("blockers", []))
-            plan = cls(data["project"], data["config_file"], data["fingerprint"], actions, blockers,
-                       tuple(data.get("warnings", [])), tuple(data.get("gpu_ledger", [])))
+            blockers = tuple(
+                Blocker(b["id"], b["message"], b["remediation"], b.get("address")) for b in data.get("blockers", [])
+            )
+            plan = cls(
+                data["project"],
+                data["config_file"],
+                data["fingerprint"],
+                actions,
+                blockers,
+                tuple(data.get("warnings", [])),
+                tuple(data.get("gpu_ledger", [])),
+            )
         except (KeyError, TypeError) as exc:
-            raise PlanFileError(f"the plan file is damaged or edited by hand ({exc!r}); make a new one with `aigo-apply plan --out`") from None
+            raise PlanFileError(
+                f"the plan file is damaged or edited by hand ({exc!r}); make a new one with `aigo-apply plan --out`"
+            ) from None
         if any(a.kind not in KINDS for a in plan.actions):
-            raise PlanFileError("the plan file names an unknown action kind; make a new one with `aigo-apply plan --out`")
+            raise PlanFileError(
+                "the plan file names an unknown action kind; make a new one with `aigo-apply plan --out`"
+            )
         return plan
 
 

@@ -28,16 +28,47 @@ TIGHT = 0.90  # an estimate above this share of the budget is a tight fit
 # Bytes per element of vLLM v0.31.0's --kv-cache-dtype names ("auto": the model's dtype). Quantized
 # formats leave out their small per-block scales.
 KV_DTYPE_BYTES = {
-    "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
-    "fp8_per_token_head": 1, "int8_per_token_head": 1, "int4_per_token_head": 0.5, "nvfp4": 0.5,
-    "nvfp4_4over6": 0.5, "nvfp4_ds_mla": 0.5, "turboquant_3bit_nc": 3 / 8, "turboquant_4bit_nc": 0.5,
-    "turboquant_k3v4_nc": 7 / 16, "turboquant_k8v4": 0.75,
+    "bfloat16": 2,
+    "float16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
+    "fp8_per_token_head": 1,
+    "int8_per_token_head": 1,
+    "int4_per_token_head": 0.5,
+    "nvfp4": 0.5,
+    "nvfp4_4over6": 0.5,
+    "nvfp4_ds_mla": 0.5,
+    "turboquant_3bit_nc": 3 / 8,
+    "turboquant_4bit_nc": 0.5,
+    "turboquant_k3v4_nc": 7 / 16,
+    "turboquant_k8v4": 0.75,
 }
 MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 # safetensors dtypes (hub metadata gives parameter counts per dtype)
-SAFETENSORS_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
-                           "I16": 2, "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1,
-                           "BOOL": 1, "F6_E2M3": 0.75, "F6_E3M2": 0.75, "F4": 0.5}
+SAFETENSORS_DTYPE_BYTES = {
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F6_E2M3": 0.75,
+    "F6_E3M2": 0.75,
+    "F4": 0.5,
+}
 ATTENTION_LAYER_TYPES = {"full_attention", "attention", "sliding_attention", "chunked_attention"}
 
 
@@ -89,7 +120,11 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def model_dtype_bytes(config: dict[str, Any], dtype_setting: str | None = None) -> int:
-    name = dtype_setting if dtype_setting and dtype_setting != "auto" else (config.get("torch_dtype") or config.get("dtype"))
+    name = (
+        dtype_setting
+        if dtype_setting and dtype_setting != "auto"
+        else (config.get("torch_dtype") or config.get("dtype"))
+    )
     return MODEL_DTYPE_BYTES.get(str(name), 2)
 
 
@@ -104,16 +139,24 @@ def layer_kinds(config: dict[str, Any]) -> tuple[list[str], list[str]]:
         kinds = []
         for t in types:
             t = str(t)
-            kinds.append("sliding" if t == "sliding_attention" else "attention" if t in ATTENTION_LAYER_TYPES
-                         else "mamba" if "mamba" in t else "linear")
+            kinds.append(
+                "sliding"
+                if t == "sliding_attention"
+                else "attention"
+                if t in ATTENTION_LAYER_TYPES
+                else "mamba"
+                if "mamba" in t
+                else "linear"
+            )
         return kinds, ["layer_types"]
     period, offset = config.get("attn_layer_period"), config.get("attn_layer_offset")
     if isinstance(period, int) and period > 0 and isinstance(offset, int):  # Jamba
         return ["attention" if i % period == offset else "mamba" for i in range(layers)], ["Jamba attention period"]
     interval = config.get("full_attention_interval")
     if isinstance(interval, int) and interval > 0:  # Qwen3-Next: every Nth layer full attention
-        return ["attention" if (i + 1) % interval == 0 else "linear" for i in range(layers)], \
-            ["linear-attention layers' state not counted"]
+        return ["attention" if (i + 1) % interval == 0 else "linear" for i in range(layers)], [
+            "linear-attention layers' state not counted"
+        ]
     return ["attention"] * layers, []
 
 
@@ -139,8 +182,14 @@ def mamba_state_bytes(config: dict[str, Any], mamba_layers: int, tp: int, dtype_
     return math.ceil(mamba_layers * (ssm + conv) / tp)
 
 
-def estimate(config: dict[str, Any] | None, weight_bytes: int | None, max_model_len: int, tp: int = 1,
-             kv_cache_dtype: str | None = None, dtype: str | None = None) -> Estimate:
+def estimate(
+    config: dict[str, Any] | None,
+    weight_bytes: int | None,
+    max_model_len: int,
+    tp: int = 1,
+    kv_cache_dtype: str | None = None,
+    dtype: str | None = None,
+) -> Estimate:
     """The estimate for one model on each of its `tp` GPUs."""
     tp = max(1, tp)
     weights = None if weight_bytes is None else math.ceil(weight_bytes / tp)

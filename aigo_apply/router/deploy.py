@@ -23,9 +23,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.desired.engines.router import ROUTER_MOUNT
+from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import AigoError
-from aigo_apply.router.haproxy import (KEYS_FILE, ROUTER_MOUNT, Route, RouterSettings, keys_file,
-                                      render_files, render_key, routes_from_models_json, verified_render_key)
+from aigo_apply.router.haproxy import (
+    KEYS_FILE,
+    keys_file,
+    render_files,
+    render_key,
+    routes_from_models_json,
+    verified_render_key,
+)
 
 RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
 VERIFY_TIMEOUT = 10.0
@@ -60,8 +68,16 @@ def live_routes(folder: Path) -> list[Route]:
 
 
 class Router:
-    def __init__(self, runtime: Any, folder: Path, settings: RouterSettings, container: str, image: str,
-                 keys: list[str] | None = None, user: str | None = None):
+    def __init__(
+        self,
+        runtime: Any,
+        folder: Path,
+        settings: RouterSettings,
+        container: str,
+        image: str,
+        keys: list[str] | None = None,
+        user: str | None = None,
+    ):
         self.runtime, self.folder, self.settings = runtime, folder, settings
         self.container, self.image, self.keys, self.user = container, image, keys, user
         self.routes: dict[str, Route] = {r.alias: r for r in live_routes(folder)}
@@ -165,8 +181,9 @@ class Router:
                     self.runtime.kill(self.container, "SIGUSR2")
                 except AigoError:
                     pass
-            raise RouterError(f"the router did not take the new routes ({exc}); the previous configuration "
-                              "was put back") from None
+            raise RouterError(
+                f"the router did not take the new routes ({exc}); the previous configuration was put back"
+            ) from None
         self.routes = routes
         self._prune(keep={gen, previous})
 
@@ -196,12 +213,15 @@ class Router:
         if running:
             code, output = self.runtime.exec(self.container, ["haproxy"] + command)
         else:
-            code, output = self.runtime.run_once(self.image, command, ["haproxy"], {str(self.folder): ROUTER_MOUNT},
-                                                 user=self.user)
+            code, output = self.runtime.run_once(
+                self.image, command, ["haproxy"], {str(self.folder): ROUTER_MOUNT}, user=self.user
+            )
         if code != 0:
             lines = [ln for ln in output.splitlines() if "ALERT" in ln or "rror" in ln][:5] or output.splitlines()[-5:]
-            raise RouterError("the new router configuration failed `haproxy -c`; the router keeps serving the "
-                              "previous one:\n    " + "\n    ".join(lines))
+            raise RouterError(
+                "the new router configuration failed `haproxy -c`; the router keeps serving the "
+                "previous one:\n    " + "\n    ".join(lines)
+            )
 
     def _point_live_at(self, gen: str) -> None:
         tmp = self.folder / "live.next"

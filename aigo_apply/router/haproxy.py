@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import cache
-from typing import Any
 
+from aigo_apply import __version__
+from aigo_apply.desired.engines.router import LIVE
+from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.resources import data_dir
 
 KEYS_FILE = "api-keys"
@@ -18,68 +19,85 @@ RENDER_KEY_FILE = "render.key"  # what a generation was rendered from, and the d
 TEMPLATE = "haproxy.cfg.j2"
 
 
-@dataclass(frozen=True, order=True)
-class Route:
-    alias: str
-    port: int
-    max_model_len: int
-    owned_by: str = "vllm"
-
-    @property
-    def backend(self) -> str:
-        """A safe HAProxy backend name; the real alias lives only in the map and the JSON."""
-        safe = re.sub(r"[^A-Za-z0-9_]", "_", self.alias)[:40]
-        return f"m_{safe}_{hashlib.sha256(self.alias.encode()).hexdigest()[:6]}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class RouterSettings:
-    project: str
-    bind: str
-    port: int
-    api_keys: bool  # whether a key file is used (its content is written at apply time only)
-    max_body_mb: int = 16
-    timeout_s: int = 600
-
-
 @cache
 def _env():
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
 
 
 def render_files(settings: RouterSettings, routes: list[Route], conf: str | None = None) -> dict[str, str]:
     """Every file of the router's config folder except the API key file, by relative name. `conf`
     is the folder the config names its files in (the live one, unless checking a new generation)."""
     routes = sorted(routes)
-    config = _env().get_template(TEMPLATE).render(
-        project=settings.project, conf=conf or LIVE, bind=settings.bind, port=settings.port,
-        api_keys=settings.api_keys, routes=routes, bufsize=settings.max_body_mb * 1024 * 1024,
-        timeout_client=f"{settings.timeout_s}s", timeout_server=f"{settings.timeout_s}s", hard_stop_after="60s")
+    config = (
+        _env()
+        .get_template(TEMPLATE)
+        .render(
+            project=settings.project,
+            conf=conf or LIVE,
+            bind=settings.bind,
+            port=settings.port,
+            api_keys=settings.api_keys,
+            routes=routes,
+            bufsize=settings.max_body_mb * 1024 * 1024,
+            timeout_client=f"{settings.timeout_s}s",
+            timeout_server=f"{settings.timeout_s}s",
+            hard_stop_after="60s",
+        )
+    )
     files = {
         "haproxy.cfg": config,
         "models.map": "".join(f"{r.alias} {r.backend}\n" for r in routes),
-        "models.json": json.dumps({"object": "list", "data": [
-            {"id": r.alias, "object": "model", "created": 0, "owned_by": r.owned_by, "root": r.alias,
-             "parent": None, "max_model_len": r.max_model_len} for r in routes]}, indent=1) + "\n",
-        "errors/400.json": _error("The request needs a JSON body with a \"model\" field; GET /v1/models lists the "
-                                  "models served here.", "BadRequestError", 400, "model"),
-        "errors/401.json": _error("Missing or invalid API key: send 'Authorization: Bearer KEY'.",
-                                  "AuthenticationError", 401),
-        "errors/404-path.json": _error("Not found: this endpoint serves /v1/models and POST /v1/... requests "
-                                       "that name a model.", "NotFoundError", 404),
+        "models.json": json.dumps(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": r.alias,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": r.owned_by,
+                        "root": r.alias,
+                        "parent": None,
+                        "max_model_len": r.max_model_len,
+                    }
+                    for r in routes
+                ],
+            },
+            indent=1,
+        )
+        + "\n",
+        "errors/400.json": _error(
+            'The request needs a JSON body with a "model" field; GET /v1/models lists the models served here.',
+            "BadRequestError",
+            400,
+            "model",
+        ),
+        "errors/401.json": _error(
+            "Missing or invalid API key: send 'Authorization: Bearer KEY'.", "AuthenticationError", 401
+        ),
+        "errors/404-path.json": _error(
+            "Not found: this endpoint serves /v1/models and POST /v1/... requests that name a model.",
+            "NotFoundError",
+            404,
+        ),
     }
     for route in routes:
-        body = _error(f"The engine serving model `{route.alias}` is down or not ready; try again shortly.",
-                      "ServiceUnavailableError", 503)
+        body = _error(
+            f"The engine serving model `{route.alias}` is down or not ready; try again shortly.",
+            "ServiceUnavailableError",
+            503,
+        )
         files[f"errors/503-{route.backend}.http"] = (
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nCache-Control: no-cache\r\n"
-            f"Connection: close\r\nContent-Length: {len(body.encode())}\r\n\r\n{body}")
+            f"Connection: close\r\nContent-Length: {len(body.encode())}\r\n\r\n{body}"
+        )
     files[RENDER_KEY_FILE] = json.dumps({"inputs": render_key(settings, routes), "files": _digest(files)}) + "\n"
     return files
 
@@ -88,8 +106,10 @@ def render_key(settings: RouterSettings, routes: list[Route]) -> str:
     """A digest of everything the rendered files depend on (settings, routes, the template and this
     module's code), computed without Jinja2: when a deployed generation was rendered from the same
     key and its files are untouched, plan and apply know the files match without rendering them."""
-    basis = json.dumps({"settings": asdict(settings), "routes": [r.to_dict() for r in sorted(routes)],
-                        "code": _code_digest()}, sort_keys=True)
+    basis = json.dumps(
+        {"settings": asdict(settings), "routes": [r.to_dict() for r in sorted(routes)], "code": _code_digest()},
+        sort_keys=True,
+    )
     return hashlib.sha256(basis.encode()).hexdigest()
 
 
@@ -113,8 +133,6 @@ def _digest(files: dict[str, str]) -> str:
 def _code_digest() -> str:
     from pathlib import Path
 
-    from aigo_apply import __version__
-
     parts = [__version__.encode(), (data_dir("templates") / TEMPLATE).read_bytes(), Path(__file__).read_bytes()]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
@@ -134,28 +152,3 @@ def routes_from_models_json(text: str) -> list[str]:
 
 def _error(message: str, kind: str, code: int, param: str | None = None) -> str:
     return json.dumps({"error": {"message": message, "type": kind, "param": param, "code": code}}) + "\n"
-
-
-ROUTER_MOUNT = "/usr/local/etc/haproxy/aigo"  # the router's state folder, read-only, in the container
-LIVE = ROUTER_MOUNT + "/live"  # a symlink to the generation in service
-
-
-def router_container(project: str, spec: dict[str, Any]) -> "ContainerSpec":
-    """The router container: host networking (it binds router.bind:router.port itself and reaches
-    the engines on 127.0.0.1), the config folder read-only, HAProxy in master-worker mode so a
-    signal reloads it, running as the user who owns the config folder (the key file is 0600)."""
-    from aigo_apply.desired import labels
-    from aigo_apply.desired.types import ContainerSpec, Mount
-
-    container = ContainerSpec(
-        name=f"aigo-{project}-router", image=spec["image"],
-        command=("-W", "-db", "-f", f"{LIVE}/haproxy.cfg"), env=(),
-        mounts=(Mount(spec["config_dir"], ROUTER_MOUNT, True),), host_ip=spec["bind"], host_port=None,
-        container_port=None, gpus="none", ipc_mode="private", entrypoint=("haproxy",), network_mode="host",
-        user=spec["user"])
-    return ContainerSpec(**{**container.__dict__, "labels": labels.for_router(project, spec, container.definition_hash())})
-
-
-def settings_of(project: str, spec: dict[str, Any]) -> RouterSettings:
-    return RouterSettings(project, spec["bind"], spec["port"], spec["api_keys"] is not None,
-                          spec["max_body_mb"], spec["timeout"])

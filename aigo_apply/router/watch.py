@@ -11,22 +11,30 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from aigo_apply.apply.project_lock import LockHeld, ProjectLock
+from aigo_apply.apply.serving_wait import Engine, NotReady, Waiter
+from aigo_apply.apply.state_dir import state_dir
 from aigo_apply.desired import labels
 from aigo_apply.errors import AigoError
-from aigo_apply.apply.project_lock import LockHeld, ProjectLock
 from aigo_apply.observe.containers import running_engines
-from aigo_apply.apply.serving_wait import Engine, NotReady, Waiter
 from aigo_apply.router.deploy import Router
-from aigo_apply.apply.state_dir import state_dir
 
 LOCK_WAIT = 5.0
 
 
 class Watcher:
-    def __init__(self, runtime: Any, router: Router, project: str, routes: dict, say: Callable[[str], None],
-                 ready_timeout: float = 1800.0):
+    def __init__(
+        self,
+        runtime: Any,
+        router: Router,
+        project: str,
+        routes: dict,
+        say: Callable[[str], None],
+        ready_timeout: float = 1800.0,
+    ):
         self.runtime, self.router, self.project, self.desired = runtime, router, project, routes
         self.say, self.ready_timeout = say, ready_timeout
         self.stop = threading.Event()
@@ -51,8 +59,13 @@ class Watcher:
         route = self.desired.get(alias)
         if route is None:
             return
-        engine = Engine(alias, route.port, container, lambda: self.runtime.state(container),
-                        lambda n: self.runtime.logs_tail(container, n))
+        engine = Engine(
+            alias,
+            route.port,
+            container,
+            lambda: self.runtime.state(container),
+            lambda n: self.runtime.logs_tail(container, n),
+        )
         try:
             Waiter(self.ready_timeout, should_stop=self.stop.is_set).wait(engine)
         except NotReady as exc:
@@ -72,8 +85,11 @@ class Watcher:
                 threading.Thread(target=self._await_ready, args=(alias, cid), daemon=True).start()
 
     def run(self) -> None:
-        filters = {"type": "container", "label": [f"{labels.PROJECT}={self.project}", f"{labels.ROLE}={labels.ROLE_ENGINE}"],
-                   "event": ["die", "start"]}
+        filters = {
+            "type": "container",
+            "label": [f"{labels.PROJECT}={self.project}", f"{labels.ROLE}={labels.ROLE_ENGINE}"],
+            "event": ["die", "start"],
+        }
         events = self.runtime.api.events(filters=filters, decode=True)
         closer = threading.Thread(target=lambda: (self.stop.wait(), events.close()), daemon=True)
         closer.start()
@@ -89,7 +105,7 @@ class Watcher:
                     self._change("remove", alias)
                 elif event.get("status") == "start":
                     threading.Thread(target=self._await_ready, args=(alias, container), daemon=True).start()
-        except Exception:  # noqa: BLE001 - closing the stream on shutdown ends the loop with an error
+        except Exception:
             if not self.stop.is_set():
                 raise
 

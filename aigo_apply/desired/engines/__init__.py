@@ -11,6 +11,7 @@ from typing import Any
 from aigo_apply.desired.engines import llamacpp, sglang, vllm
 from aigo_apply.desired.engines.common import container_name
 from aigo_apply.desired.types import ContainerSpec
+from aigo_apply.errors import AigoError
 
 ENGINES = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp}
 ENGINE_BY_FORMAT = {"safetensors-repo": "vllm", "gguf": "llama.cpp"}
@@ -38,7 +39,5 @@ def engine_of(model: Any, defaults: Any) -> str:
 def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     engine = ENGINES.get(spec.get("engine", ""))
     if engine is None:
-        from aigo_apply.errors import AigoError
-
         raise AigoError(f"model '{alias}': unknown engine {spec.get('engine')!r}; known: {', '.join(ENGINES)}")
     return engine.render(project, alias, spec)

@@ -4,11 +4,12 @@ container that do not depend on the engine (name, environment, GPUs, published p
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from aigo_apply.desired import labels
-from aigo_apply.errors import AigoError
 from aigo_apply.desired.types import ContainerSpec, Mount, SecretRef
+from aigo_apply.errors import AigoError
 
 MODEL_MOUNT = "/models"
 # Models are downloaded on the host before the engine starts: the engine must never reach the Hub
@@ -56,17 +57,32 @@ def check_command(engine: str, alias: str, command: list[str], flags: Iterable[s
             raise UnsafeSetting(f"model '{alias}': refusing to put {arg!r} on the {engine} command line")
 
 
-def engine_container(project: str, alias: str, spec: dict[str, Any], command: list[str], mounts: list[Mount],
-                     container_port: int, entrypoint: tuple[str, ...] | None = None) -> ContainerSpec:
+def engine_container(
+    project: str,
+    alias: str,
+    spec: dict[str, Any],
+    command: list[str],
+    mounts: list[Mount],
+    container_port: int,
+    entrypoint: tuple[str, ...] | None = None,
+) -> ContainerSpec:
     """The container for one model: published on 127.0.0.1 only, secrets kept as references."""
     env = []
     for name, value in sorted({**OFFLINE_ENV, **spec.get("env", {})}.items()):
         env.append((name, SecretRef(*next(iter(value.items()))) if isinstance(value, dict) else value))
     gpus = spec["gpus"] if isinstance(spec["gpus"], str) else tuple(spec["gpus"])
     container = ContainerSpec(
-        name=container_name(project, alias), image=spec["image"], command=tuple(command), env=tuple(env),
-        mounts=tuple(mounts), host_ip="127.0.0.1", host_port=spec["port"], container_port=container_port,
-        gpus=gpus, entrypoint=entrypoint)
+        name=container_name(project, alias),
+        image=spec["image"],
+        command=tuple(command),
+        env=tuple(env),
+        mounts=tuple(mounts),
+        host_ip="127.0.0.1",
+        host_port=spec["port"],
+        container_port=container_port,
+        gpus=gpus,
+        entrypoint=entrypoint,
+    )
     digest = container.definition_hash()
     engine = spec.get("engine", "vllm")
     return ContainerSpec(**{**container.__dict__, "labels": labels.for_engine(project, alias, engine, spec, digest)})

@@ -26,11 +26,20 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         raise UnsafeSetting(f"model '{alias}': {name!r} is not a .gguf file inside the model folder")
     folder = f"{MODEL_MOUNT}/{alias}"
     layers = settings.get("gpu_layers", "all")
-    command = ["--model", f"{folder}/{name}", "--alias", alias, "--ctx-size", str(spec["context_length"]),
-               "--n-gpu-layers", "0" if spec["gpus"] == "none" else str(ALL_LAYERS) if layers == "all" else number(layers)]
+    command = [
+        "--model",
+        f"{folder}/{name}",
+        "--alias",
+        alias,
+        "--ctx-size",
+        str(spec["context_length"]),
+        "--n-gpu-layers",
+        "0" if spec["gpus"] == "none" else str(ALL_LAYERS) if layers == "all" else number(layers),
+    ]
     if settings.get("tensor_parallel_size", 1) > 1:
         command += ["--split-mode", "row"]
     command += ["--jinja", "--host", "0.0.0.0", "--port", str(LLAMACPP_CONTAINER_PORT)]
     check_command("llama.cpp", alias, command, FLAGS)
-    return engine_container(project, alias, spec, command, [Mount(spec["model_dir"], folder, True)],
-                            LLAMACPP_CONTAINER_PORT, ENTRYPOINT)
+    return engine_container(
+        project, alias, spec, command, [Mount(spec["model_dir"], folder, True)], LLAMACPP_CONTAINER_PORT, ENTRYPOINT
+    )

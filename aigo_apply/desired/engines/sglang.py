@@ -10,13 +10,27 @@ from __future__ import annotations
 from typing import Any
 
 from aigo_apply.config.defaults import SGLANG_CONTAINER_PORT
-from aigo_apply.desired.engines.common import (MODEL_MOUNT, UnsafeSetting, cache_mount, check_command, engine_container,
-                                       number)
+from aigo_apply.desired.engines.common import (
+    MODEL_MOUNT,
+    UnsafeSetting,
+    cache_mount,
+    check_command,
+    engine_container,
+    number,
+)
 from aigo_apply.desired.types import ContainerSpec, Mount
 
 ENTRYPOINT = ("python3", "-m", "sglang.launch_server")
-FLAGS = ("--model-path", "--served-model-name", "--context-length", "--mem-fraction-static", "--tp-size",
-         "--trust-remote-code", "--host", "--port")
+FLAGS = (
+    "--model-path",
+    "--served-model-name",
+    "--context-length",
+    "--mem-fraction-static",
+    "--tp-size",
+    "--trust-remote-code",
+    "--host",
+    "--port",
+)
 
 
 def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
@@ -25,14 +39,28 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
         raise UnsafeSetting(f"model '{alias}': sglang.gpu_memory_utilization {fraction!r} is not a fraction in (0, 1]")
     model_path = f"{MODEL_MOUNT}/{alias}"
-    command = ["--model-path", model_path, "--served-model-name", alias,
-               "--context-length", str(spec["context_length"]), "--mem-fraction-static", number(fraction)]
+    command = [
+        "--model-path",
+        model_path,
+        "--served-model-name",
+        alias,
+        "--context-length",
+        str(spec["context_length"]),
+        "--mem-fraction-static",
+        number(fraction),
+    ]
     if "tensor_parallel_size" in settings:
         command += ["--tp-size", number(settings["tensor_parallel_size"])]
     if settings.get("trust_remote_code"):
         command.append("--trust-remote-code")
     command += ["--host", "0.0.0.0", "--port", str(SGLANG_CONTAINER_PORT)]
     check_command("SGLang", alias, command, FLAGS)
-    return engine_container(project, alias, spec, command,
-                            [Mount(spec["model_dir"], model_path, True), cache_mount(project)],
-                            SGLANG_CONTAINER_PORT, ENTRYPOINT)
+    return engine_container(
+        project,
+        alias,
+        spec,
+        command,
+        [Mount(spec["model_dir"], model_path, True), cache_mount(project)],
+        SGLANG_CONTAINER_PORT,
+        ENTRYPOINT,
+    )

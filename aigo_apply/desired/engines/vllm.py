@@ -12,10 +12,10 @@ import re
 from typing import Any
 
 from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
+from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names, speculative_methods
 from aigo_apply.desired.engines.common import MODEL_MOUNT, UnsafeSetting, cache_mount, check_command, engine_container
 from aigo_apply.desired.engines.common import number as _number
 from aigo_apply.desired.types import ContainerSpec, Mount
-from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names, speculative_methods
 
 # Settings that map to a flag taking a value, in command-line order.
 VALUE_FLAGS = (
@@ -34,8 +34,17 @@ BOOL_FLAGS = (
     ("trust_remote_code", "--trust-remote-code"),
     ("enforce_eager", "--enforce-eager"),
 )
-FIXED_FLAGS = frozenset({"--served-model-name", "--max-model-len", "--gpu-memory-utilization",
-                         "--enable-auto-tool-choice", "--tool-call-parser", "--port", "--speculative-config"})
+FIXED_FLAGS = frozenset(
+    {
+        "--served-model-name",
+        "--max-model-len",
+        "--gpu-memory-utilization",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "--port",
+        "--speculative-config",
+    }
+)
 # The one JSON value we build ourselves (--speculative-config) from checked names, numbers and paths.
 _SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}$')
 
@@ -44,9 +53,15 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     settings = spec.get("vllm", {})
     _recheck(alias, settings)
     model_path = f"{MODEL_MOUNT}/{alias}"
-    command = [model_path, "--served-model-name", alias,
-               "--max-model-len", str(spec["context_length"]),
-               "--gpu-memory-utilization", _number(settings["gpu_memory_utilization"])]
+    command = [
+        model_path,
+        "--served-model-name",
+        alias,
+        "--max-model-len",
+        str(spec["context_length"]),
+        "--gpu-memory-utilization",
+        _number(settings["gpu_memory_utilization"]),
+    ]
     if settings.get("tool_calling"):
         command.append("--enable-auto-tool-choice")
     if settings.get("tool_call_parser"):
@@ -63,7 +78,12 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         command += ["--speculative-config", config]
         mounts += draft_mount
     command += ["--port", str(VLLM_CONTAINER_PORT)]
-    flags = FIXED_FLAGS | {f for _, f in VALUE_FLAGS} | {f for _, f in BOOL_FLAGS} | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
+    flags = (
+        FIXED_FLAGS
+        | {f for _, f in VALUE_FLAGS}
+        | {f for _, f in BOOL_FLAGS}
+        | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
+    )
     check_command("vLLM", alias, command, flags, _SAFE_JSON)
     return engine_container(project, alias, spec, command, mounts + [cache_mount(project)], VLLM_CONTAINER_PORT)
 
@@ -77,8 +97,9 @@ def _recheck(alias: str, settings: dict[str, Any]) -> None:
     if speculative is not None:
         method, tokens = speculative.get("method"), speculative.get("num_speculative_tokens", 1)
         if method not in speculative_methods():
-            raise UnsafeSetting(f"model '{alias}': vllm.speculative.method {method!r} is not a name vLLM "
-                                f"v{VLLM_VERSION} accepts")
+            raise UnsafeSetting(
+                f"model '{alias}': vllm.speculative.method {method!r} is not a name vLLM v{VLLM_VERSION} accepts"
+            )
         if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 64:
             raise UnsafeSetting(f"model '{alias}': vllm.speculative.num_speculative_tokens {tokens!r} is not 1-64")
 
