@@ -105,3 +105,14 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
         cwd=cwd or ROOT,
         timeout=60,
     )
+
+
+def host_context(models_dir: Path | None = None):
+    """This process's host context (as the CLI reads it), with the model store moved where a test
+    wants it (a path that need not exist: desired state reads nothing from the machine)."""
+    from dataclasses import replace
+
+    from aigo_apply.app.host_context import current_host
+
+    host = current_host()
+    return replace(host, models_dir=models_dir) if models_dir is not None else host

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, write_config
+from conftest import EXAMPLES, ROOT, host_context, write_config
 
 from aigo_apply.config.load import load_config
 from aigo_apply.desired import labels
@@ -23,7 +23,7 @@ GOLDEN = Path(__file__).parent / "golden"
 def definition_of(example: str) -> dict:
     os.environ["AIGO_STATE_DIR"] = "/state"
     try:
-        desired = build_desired(load_config(str(EXAMPLES / example)), models_dir=Path("/store"))
+        desired = build_desired(load_config(str(EXAMPLES / example)), host_context(Path("/store")))
     finally:
         del os.environ["AIGO_STATE_DIR"]
     out = {}
@@ -82,7 +82,7 @@ def test_nemotron_command_line_maps_each_recipe_setting():
 
 
 def test_container_shape(tmp_path):
-    d = build_desired(load_config(str(EXAMPLES / "single-gpu.yaml")), models_dir=Path("/store"))
+    d = build_desired(load_config(str(EXAMPLES / "single-gpu.yaml")), host_context(Path("/store")))
     c = d.models["qwen3-8b"].container
     assert c.image == "vllm/vllm-openai:v0.31.0"
     assert c.name == "aigo-workstation-qwen3-8b"
@@ -96,7 +96,7 @@ def test_container_shape(tmp_path):
 
 def test_image_override_and_defaults(tmp_path):
     base = "version: 1\nproject: p\nmodels:\n  m: {source: {path: /m}, context_length: 10, gpus: none}\n"
-    spec = lambda text: build_desired(load_config(str(write_config(tmp_path, text)))).models["m"].spec
+    spec = lambda text: build_desired(load_config(str(write_config(tmp_path, text))), host_context()).models["m"].spec
     assert spec(base)["image"] == "vllm/vllm-openai:v0.31.0"
     assert spec(base + "engines: {vllm: {image_tag: v0.31.0-cu129}}\n")["image"] == "vllm/vllm-openai:v0.31.0-cu129"
     assert (
@@ -114,7 +114,7 @@ def test_image_override_and_defaults(tmp_path):
 def test_relative_path_source_resolves_against_the_file(tmp_path):
     (tmp_path / "models" / "m").mkdir(parents=True)
     text = "version: 1\nproject: p\nmodels:\n  m: {source: {path: models/m}, context_length: 10, gpus: none}\n"
-    spec = build_desired(load_config(str(write_config(tmp_path, text)))).models["m"].spec
+    spec = build_desired(load_config(str(write_config(tmp_path, text))), host_context()).models["m"].spec
     assert spec["source"] == {"path": str(tmp_path / "models" / "m")} and spec["model_dir"] == str(
         tmp_path / "models" / "m"
     )
@@ -173,7 +173,7 @@ def test_other_release_tags_are_warned_about(tmp_path, tag, warned):
         "version: 1\nproject: p\nmodels:\n  m: {source: {path: /m}, context_length: 10, gpus: none}\n"
         f"engines: {{vllm: {{image_tag: {tag}}}}}\n"
     )
-    warnings = build_desired(load_config(str(write_config(tmp_path, text)))).warnings
+    warnings = build_desired(load_config(str(write_config(tmp_path, text))), host_context()).warnings
     assert bool(warnings) == warned
     if warned:
         assert (
@@ -222,7 +222,7 @@ def test_speculative_renders_one_json_flag_and_mounts_the_draft(tmp_path):
         "  n:\n    source: {path: /n}\n    context_length: 10\n    gpus: none\n"
         "    vllm: {speculative: {method: nemotron_h_mtp}}\n"
     )
-    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    desired = build_desired(load_config(str(write_config(tmp_path, text))), host_context())
     m = desired.models["m"].container
     flag = m.command.index("--speculative-config")
     assert json.loads(m.command[flag + 1]) == {
@@ -277,7 +277,7 @@ models:
 
 
 def test_each_engine_has_its_own_launch_line_and_notes_ignored_settings(tmp_path):
-    desired = build_desired(load_config(str(write_config(tmp_path, ENGINES_FILE))), models_dir=Path("/store"))
+    desired = build_desired(load_config(str(write_config(tmp_path, ENGINES_FILE))), host_context(Path("/store")))
     m = desired.models
     assert {a: x.spec["engine"] for a, x in m.items()} == {
         "main": "vllm",
@@ -342,7 +342,7 @@ def test_each_engine_has_its_own_launch_line_and_notes_ignored_settings(tmp_path
 
 def test_engine_by_format_chooses_the_engine_of_a_model_that_names_none(tmp_path):
     text = ENGINES_FILE.replace("models:\n", "defaults: {engine_by_format: {safetensors-repo: sglang}}\nmodels:\n", 1)
-    desired = build_desired(load_config(str(write_config(tmp_path, text))), models_dir=Path("/store"))
+    desired = build_desired(load_config(str(write_config(tmp_path, text))), host_context(Path("/store")))
     assert desired.models["main"].spec["engine"] == "sglang"
     assert desired.models["main"].notes == ("vllm settings (tool_call_parser) are ignored: this model runs on sglang",)
     assert desired.warnings == ()  # no model runs on vLLM: no vLLM tag warning either
@@ -359,7 +359,7 @@ def test_engine_by_format_chooses_the_engine_of_a_model_that_names_none(tmp_path
     ],
 )
 def test_other_engines_recheck_values_before_any_container(tmp_path, engine, spec_patch, message):
-    desired = build_desired(load_config(str(write_config(tmp_path, ENGINES_FILE))), models_dir=Path("/store"))
+    desired = build_desired(load_config(str(write_config(tmp_path, ENGINES_FILE))), host_context(Path("/store")))
     alias = {"sglang": "sg", "llama.cpp": "quant"}[engine]
     with pytest.raises(UnsafeSetting, match=message.replace("(", r"\(").replace(")", r"\)")):
         render("lab", alias, {**desired.models[alias].spec, **spec_patch})

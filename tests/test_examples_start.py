@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, host_context
 
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
@@ -41,7 +41,7 @@ def wait_for_models(port: int, timeout: float = 20.0) -> dict:
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
 def test_example_command_lines_start_the_stub_engine(example, runtime, project, tmp_path):
-    desired = build_desired(load_config(str(EXAMPLES / example)), models_dir=tmp_path / "store")
+    desired = build_desired(load_config(str(EXAMPLES / example)), host_context(tmp_path / "store"))
     started = {}
     for alias, model in desired.models.items():
         # a free port, so a demo or another project on this machine never collides with the test

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, run_cli, write_config
+from conftest import EXAMPLES, host_context, run_cli, write_config
 
 from aigo_apply.adapters.host import docker_facts_from_info
 from aigo_apply.config.load import load_config
@@ -25,7 +25,7 @@ def facts(name: str) -> dict:
 
 def desired_of(tmp_path, example=None, text=None):
     path = EXAMPLES / example if example else write_config(tmp_path, text)
-    return build_desired(load_config(str(path)))
+    return build_desired(load_config(str(path)), host_context())
 
 
 def statuses(checks):

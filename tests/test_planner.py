@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write_config
+from conftest import host_context, write_config
 
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
@@ -34,7 +34,7 @@ models:
 
 
 def desired(tmp_path, text=CONFIG):
-    return build_desired(load_config(str(write_config(tmp_path, text))), models_dir=Path("/store"))
+    return build_desired(load_config(str(write_config(tmp_path, text))), host_context(Path("/store")))
 
 
 def running(d, state="running", status="Up 1 minute", router=True, **overrides):

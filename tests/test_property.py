@@ -17,6 +17,7 @@ import json
 import random
 
 import yaml
+from conftest import host_context
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -110,7 +111,7 @@ def valid(data: dict) -> dict:
 
 def desired_of(tmp_path, name, data, shuffle=None):
     valid(data)
-    return build_desired(load_config(write(tmp_path, name, data, shuffle)), models_dir=tmp_path / "store")
+    return build_desired(load_config(write(tmp_path, name, data, shuffle)), host_context(tmp_path / "store"))
 
 
 class Machine:

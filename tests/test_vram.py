@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, write_config
+from conftest import EXAMPLES, host_context, write_config
 from safetensors.numpy import save_file
 
 from aigo_apply.adapters.host import container_id_from_cgroup
@@ -153,7 +153,7 @@ def test_processes_are_told_apart_by_their_container():
 
 
 def example_desired(example: str, store: Path):
-    desired = build_desired(load_config(str(EXAMPLES / example)), models_dir=store)
+    desired = build_desired(load_config(str(EXAMPLES / example)), host_context(store))
     facts = {}
     for alias, model in desired.models.items():
         source = model.spec["source"]
@@ -238,7 +238,7 @@ def two_gpu_models(tmp_path):
     big = {**TINY_CONFIG, "num_hidden_layers": 64, "num_key_value_heads": 8, "head_dim": 128}
     make_tiny_model(tmp_path / "big", big)
     make_tiny_model(tmp_path / "small")
-    desired = build_desired(load_config(str(write_config(tmp_path, TWO_GPU))))
+    desired = build_desired(load_config(str(write_config(tmp_path, TWO_GPU))), host_context())
     return desired, {a: model_facts(m.spec) for a, m in desired.models.items()}
 
 
@@ -374,7 +374,7 @@ def test_a_gguf_models_kv_cache_is_estimated_from_its_metadata(tmp_path, gpus, t
     models:
       q: {{source: {{path: q.gguf}}, context_length: 4096, gpus: {gpus}}}
     """
-    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    desired = build_desired(load_config(str(write_config(tmp_path, text))), host_context())
     facts = model_facts(desired.models["q"].spec)
     assert facts["found"] == "size of the .gguf file and its metadata" and facts["weights"] == size
     rows = gpu_ledger.build(desired, nvml("two-gpu-r570"), {"q": facts}, set())
@@ -400,7 +400,7 @@ def test_a_split_gguf_file_counts_every_part(tmp_path):
     models:
       big: {source: {path: big-00001-of-00003.gguf}, context_length: 4096, gpus: [0]}
     """
-    spec = build_desired(load_config(str(write_config(tmp_path, text)))).models["big"].spec
+    spec = build_desired(load_config(str(write_config(tmp_path, text))), host_context()).models["big"].spec
     assert (
         model_facts(spec)["problem"]
         == f"{tmp_path}/big-00001-of-00003.gguf (or another of its parts) is not on this machine yet"
@@ -422,7 +422,7 @@ def test_llamacpp_models_spread_over_their_gpus_and_get_no_budget(tmp_path, engi
     models:
       q: {{source: {{path: q.gguf}}, context_length: 4096, {engine_block}}}
     """
-    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    desired = build_desired(load_config(str(write_config(tmp_path, text))), host_context())
     rows = gpu_ledger.build(desired, nvml("two-gpu-r570"), {"q": model_facts(desired.models["q"].spec)}, set())
     on = [r["index"] for r in rows if r["models"]]
     assert on == expected_gpus
@@ -438,7 +438,7 @@ def test_tight_fit_warns_and_every_remediation_is_exact(tmp_path):
         "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 1000000, gpus: [0], "
         "vllm: {gpu_memory_utilization: 0.40}}\n"
     )
-    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    desired = build_desired(load_config(str(write_config(tmp_path, text))), host_context())
     facts = {"m": model_facts(desired.models["m"].spec)}
     fit = gpu_ledger.checks(gpu_ledger.build(desired, nvml("two-gpu-r570"), facts, set()))[0]
     assert (fit.id, fit.status) == ("gpu.fit", "warning") and fit.message.endswith(" - a tight fit")
@@ -471,7 +471,7 @@ def test_a_model_not_downloaded_yet_is_estimated_from_what_the_hub_says(tmp_path
         "version: 1\nproject: lab\ndefaults: {models_dir: store}\nmodels:\n"
         "  m: {source: {repo: org/tiny}, context_length: 4096, gpus: [0]}\n"
     )
-    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    desired = build_desired(load_config(str(write_config(tmp_path, text))), host_context())
     with Hub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
@@ -496,5 +496,5 @@ def test_checkpoints_read_the_quantization_of_a_local_folder(tmp_path):
 
     make_tiny_model(tmp_path / "m", {**TINY_CONFIG, "quantization_config": {"quant_method": "awq", "bits": 4}})
     text = "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 4096, gpus: none}\n"
-    desired = build_desired(load_config(str(write_config(tmp_path, text))))
+    desired = build_desired(load_config(str(write_config(tmp_path, text))), host_context())
     assert checkpoints(desired) == {"m": {"quant_method": "awq"}}

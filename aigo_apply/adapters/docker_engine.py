@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from aigo_apply.desired import labels
 from aigo_apply.desired.types import ContainerSpec
 from aigo_apply.errors import DockerUnavailable
 
@@ -50,6 +51,17 @@ class DockerRuntime:
             raise DockerUnavailable(_explain(exc, self.where)) from None
 
     # -- reads ---------------------------------------------------------------------------------
+    def engine_events(self, project: str) -> Any:
+        """The project's engine containers dying and starting, as Docker reports them (a stream
+        whose `close()` ends the iteration); each event names the model alias and container id."""
+        filters = {
+            "type": "container",
+            "label": [f"{labels.PROJECT}={project}", f"{labels.ROLE}={labels.ROLE_ENGINE}"],
+            "event": ["die", "start"],
+        }
+        with self._errors():
+            return _EngineEvents(self.api.events(filters=filters, decode=True))
+
     def list_containers(self) -> list[dict[str, Any]]:
         """Every container (running or not) with labels, state and ports: one API call."""
         with self._errors():
@@ -206,6 +218,23 @@ class DockerRuntime:
                 f"pulling {reference} failed: {exc}; check the name and tag, or the registry "
                 "(build or load the image locally and use --pull never)"
             ) from None
+
+
+class _EngineEvents:
+    """Docker's event stream reduced to what watch needs: {"action", "alias", "container"}."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[dict[str, str]]:
+        for event in self._stream:
+            attributes = event.get("Actor", {}).get("Attributes", {})
+            alias = attributes.get(labels.MODEL)
+            if alias and event.get("status") in ("die", "start"):
+                yield {"action": event["status"], "alias": alias, "container": event.get("id", "")}
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 def _split_reference(reference: str) -> tuple[str, str]:

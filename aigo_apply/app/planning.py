@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
 from aigo_apply.adapters.hub import HubError, offline, remote, resolve
+from aigo_apply.app.host_context import current_host
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file, load_config
 from aigo_apply.desired.build import build_desired
@@ -26,7 +27,7 @@ from aigo_apply.router.deploy import read_live
 
 
 def load_desired(file: str | None) -> DesiredState:
-    return build_desired(load_config(choose_file(file)))
+    return build_desired(load_config(choose_file(file)), current_host())
 
 
 def observe(project: str, runtime=None, desired: DesiredState | None = None) -> ObservedState:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aigo_apply.adapters.hub import download
+from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.secrets import container_env
 from aigo_apply.apply.serving_wait import Engine, NotReady, Waiter
@@ -40,7 +41,7 @@ from aigo_apply.config.schema import schema
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.model_store import is_complete, read_marker, repo_dir
-from aigo_apply.desired.types import ContainerSpec, Route
+from aigo_apply.desired.types import ContainerSpec, Route, RouterSettings
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.observe.containers import running_engines
 from aigo_apply.plan.lockfile import valid_restore
@@ -56,11 +57,13 @@ class Routes(Protocol):
     and removed before its container stops."""
 
     routes: dict[str, Route]
+    settings: RouterSettings
 
+    def stage(self, route: Route) -> None: ...
     def add(self, route: Route) -> None: ...
     def remove(self, alias: str) -> None: ...
     def converge(self, routes: dict[str, Route]) -> bool: ...
-    def prepare_first(self, routes: list[Route]) -> None: ...
+    def prepare_first(self, routes: list[Route], check: bool = True) -> None: ...
     def remove_files(self) -> None: ...
 
 
@@ -98,13 +101,15 @@ class _Prepared:
 class Executor:
     def __init__(
         self,
-        runtime: Any,
+        runtime: Runtime,
         reporter: Any,
         journal: Journal,
         routes: Routes | None = None,
         interrupted: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
         fetch: Callable[..., dict] | None = None,
+        make_waiter: Callable[..., Waiter] = Waiter,
+        wait_router: Callable[[RouterSettings], None] = wait_serving,
     ):
         self.runtime, self.reporter, self.journal = runtime, reporter, journal
         self.fetch = fetch  # downloads a model folder (hf.download unless a test passes another)
@@ -113,6 +118,8 @@ class Executor:
         self._router_gate = threading.Event()  # set while the router can take route changes
         self._router_gate.set()
         self.clock = clock
+        self.wait_router = wait_router  # until the router answers on its port: unit tests pass a fake
+        self.make_waiter = make_waiter  # Waiter(timeout, should_stop=, on_progress=): unit tests pass a fake
 
     # -- the fixed order -----------------------------------------------------------------------
     def run(self, plan: Plan, pulls: list[str]) -> ApplyReport:
@@ -428,7 +435,7 @@ class Executor:
             self._step("router", action.kind, "", f"creating {name} from {container.image}")
             self.runtime.start(self.runtime.create(container, {}))
         try:
-            wait_serving(self.routes.settings)
+            self.wait_router(self.routes.settings)
         except AigoError as exc:
             lines = self.runtime.logs_tail(name, 20)
             if lines:
@@ -464,7 +471,7 @@ class Executor:
             self.reporter.event("waiting", address=f"model.{alias}", elapsed=round(elapsed, 1), stage=stage, log=log)
 
         timeout = action.ready_timeout or DEFAULT_READY_TIMEOUT
-        return Waiter(timeout, should_stop=self.interrupted.is_set, on_progress=progress)
+        return self.make_waiter(timeout, should_stop=self.interrupted.is_set, on_progress=progress)
 
     def _failed(self, action: Action, message: str, tail: list[str]) -> Outcome:
         if tail:

@@ -10,12 +10,17 @@ from pathlib import Path
 from aigo_apply.errors import AigoError
 
 
-def state_path(project: str) -> Path:
-    """Where the project's state folder is (not created)."""
+def state_root() -> Path:
+    """The folder that holds one state folder per project."""
     root = os.environ.get("AIGO_STATE_DIR") or os.path.join(
         os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"), "aigo-apply"
     )
-    return Path(root).expanduser().resolve() / project
+    return Path(root).expanduser().resolve()
+
+
+def state_path(project: str) -> Path:
+    """Where the project's state folder is (not created)."""
+    return state_root() / project
 
 
 def state_dir(project: str) -> Path:

@@ -288,10 +288,10 @@ def watch(file: str | None) -> int:
     from aigo_apply.adapters.docker_engine import DockerRuntime
     from aigo_apply.app.apply import router_for
     from aigo_apply.app.planning import load_desired, observe
+    from aigo_apply.app.watch import Watcher
     from aigo_apply.desired.build import route_of
     from aigo_apply.errors import AigoError
     from aigo_apply.plan.types import Plan
-    from aigo_apply.router.watch import Watcher
 
     desired = load_desired(file)
     runtime = DockerRuntime(timeout=None)

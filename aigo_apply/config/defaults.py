@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 DEFAULT_FILE = "aigo.yaml"
 FILE_ENV = "AIGO_FILE"
 
@@ -27,9 +24,3 @@ LLAMACPP_CONTAINER_PORT = 8080
 DEFAULT_READY_TIMEOUT = 1800  # seconds; a large model with compilation takes many minutes
 
 AUTO_PORT_BASE, AUTO_PORT_SPAN = 20000, 10000  # below Linux's ephemeral range (32768+)
-
-
-def default_models_dir() -> Path:
-    """Where downloaded models live unless defaults.models_dir says otherwise."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "aigo-apply" / "models"

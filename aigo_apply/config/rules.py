@@ -15,10 +15,10 @@ from typing import Any
 
 from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT
 from aigo_apply.config.doc_path import dotted
+from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import deprecated_quantizations
 from aigo_apply.config.yaml_source import Source
-from aigo_apply.desired.engines import engine_of, weights_format
 from aigo_apply.errors import Problem
 
 ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -7,12 +7,10 @@ Pure: it reads no files and calls no daemon, so the same config always gives the
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.defaults import (
     AUTO_PORT_BASE,
     AUTO_PORT_SPAN,
@@ -26,26 +24,23 @@ from aigo_apply.config.defaults import (
     ROUTER_MAX_BODY_MB,
     ROUTER_TIMEOUT,
     VLLM_DEFAULT_TAG,
-    default_models_dir,
 )
+from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_format
 from aigo_apply.config.load import Config
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import VLLM_VERSION, deprecated_mtp_aliases
 from aigo_apply.desired import engines
-from aigo_apply.desired.engines import ENGINES, engine_of, weights_format
 from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
 from aigo_apply.desired.model_store import local_dir, repo_dir
-from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState, Route
+from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState, HostContext, Route
 
 
-def build_desired(config: Config, models_dir: Path | None = None) -> DesiredState:
+def build_desired(config: Config, host: HostContext) -> DesiredState:
     data = config.data
     defaults = data.get("defaults", {})
     router_port = data.get("router", {}).get("port", DEFAULT_ROUTER_PORT)
-    store = (
-        Path(defaults["models_dir"]).expanduser() if "models_dir" in defaults else (models_dir or default_models_dir())
-    )
+    store = host.expand_home(defaults["models_dir"]) if "models_dir" in defaults else host.models_dir
     if not store.is_absolute():
         store = (config.base_dir / store).resolve()
     models = data.get("models", {})
@@ -73,7 +68,7 @@ def build_desired(config: Config, models_dir: Path | None = None) -> DesiredStat
     return DesiredState(
         data["project"],
         config.file,
-        desired_router(data, desired),
+        desired_router(data, desired, host),
         desired,
         warnings,
         image_object(data, "vllm"),
@@ -99,7 +94,7 @@ def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
     return ()
 
 
-def router_spec(project: str, router: dict[str, Any]) -> dict[str, Any]:
+def router_spec(project: str, router: dict[str, Any], host: HostContext) -> dict[str, Any]:
     """The canonical spec of the router container (API keys only as a reference)."""
     return {
         "image": f"{router.get('image', ROUTER_IMAGE)}:{router.get('image_tag', ROUTER_DEFAULT_TAG)}",
@@ -108,14 +103,14 @@ def router_spec(project: str, router: dict[str, Any]) -> dict[str, Any]:
         "api_keys": dict(router["api_keys"]) if "api_keys" in router else None,
         "max_body_mb": router.get("max_body_mb", ROUTER_MAX_BODY_MB),
         "timeout": router.get("timeout", ROUTER_TIMEOUT),
-        "config_dir": str(state_path(project) / "router"),
-        "user": f"{os.getuid()}:{os.getgid()}",
+        "config_dir": str(host.state_folder(project) / "router"),
+        "user": f"{host.uid}:{host.gid}",
     }
 
 
-def desired_router(data: dict[str, Any], models: dict[str, DesiredModel]) -> DesiredRouter:
+def desired_router(data: dict[str, Any], models: dict[str, DesiredModel], host: HostContext) -> DesiredRouter:
     project = data["project"]
-    spec = router_spec(project, data.get("router", {}))
+    spec = router_spec(project, data.get("router", {}), host)
     routes = tuple(route_of(m) for _, m in sorted(models.items()))
     settings = settings_of(project, spec)
     return DesiredRouter(spec, router_container(project, spec), routes, settings)
@@ -129,7 +124,7 @@ def ignored_settings(model: dict[str, Any], engine: str) -> tuple[str, ...]:
     """A note for each engine's settings block that this model's engine does not read."""
     return tuple(
         f"{other} settings ({', '.join(sorted(model[other]))}) are ignored: this model runs on {engine}"
-        for other in ENGINES
+        for other in ENGINE_NAMES
         if other != engine and model.get(other)
     )
 

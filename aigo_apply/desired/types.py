@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -104,6 +105,28 @@ class RouterSettings:
     api_keys: bool  # whether a key file is used (its content is written at apply time only)
     max_body_mb: int = 16
     timeout_s: int = 600
+
+
+@dataclass(frozen=True)
+class HostContext:
+    """What the desired state depends on from the machine it is planned for. The app layer reads it
+    once (app/host_context.py), so building the desired state reads nothing from the process: the
+    same file and the same context always give the same state, whoever runs it."""
+
+    uid: int
+    gid: int
+    home: Path  # for `~` in defaults.models_dir
+    state_root: Path  # one state folder per project below it (the router's files live there)
+    models_dir: Path  # the model store unless defaults.models_dir names another
+
+    def state_folder(self, project: str) -> Path:
+        return self.state_root / project
+
+    def expand_home(self, path: str) -> Path:
+        """`~` and `~/...` against this context's home (never another user's `~name`)."""
+        if path == "~" or path.startswith("~/"):
+            return self.home / path[2:]
+        return Path(path)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from typing import Any
 
 from aigo_apply.desired.model_store import MARKER
 from aigo_apply.observe import gguf
-from aigo_apply.plan.vram import weights_from_headers
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
 
@@ -119,3 +118,14 @@ def model_facts(spec: dict[str, Any], remote: dict[str, Any] | None = None, weig
         out["problem"] = f"cannot read the weights' headers in {folder}: {exc}"
         out["weights"] = None
     return out
+
+
+def weights_from_headers(headers: list[dict[str, Any]]) -> int:
+    """Bytes of every tensor in safetensors headers (the JSON at the head of each file)."""
+    total = 0
+    for header in headers:
+        for name, tensor in header.items():
+            if name != "__metadata__":
+                begin, end = tensor["data_offsets"]
+                total += end - begin
+    return total

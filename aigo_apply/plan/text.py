@@ -1,14 +1,12 @@
 """The human view of a Plan, in Terraform's shape: a legend of the symbols used, one block per
 resource with `(because ...)` lines and `path: before -> after` changes, a summary line, and a
-distinct "No changes." message. Colours are added by click only when writing to a terminal.
+distinct "No changes." message. Colours are ANSI codes that the CLI's output strips when it is not writing to a terminal.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-import click
 
 from aigo_apply.plan.gpu_ledger import render
 from aigo_apply.plan.types import Action, Plan
@@ -42,25 +40,34 @@ SUMMARY = (
 )
 
 
+_COLOURS = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36}
+
+
+def style(text: str, fg: str | None = None, bold: bool = False, dim: bool = False) -> str:
+    """ANSI styling (the codes click.style writes), without importing click into the pure core."""
+    codes = ([_COLOURS[fg]] if fg else []) + ([1] if bold else []) + ([2] if dim else [])
+    return "".join(f"\x1b[{c}m" for c in codes) + text + "\x1b[0m" if codes else text
+
+
 def plan_text(plan: Plan, show_diff: bool = False) -> str:
     lines: list[str] = []
     if plan.blockers:
-        lines.append(click.style(f"The plan is blocked ({len(plan.blockers)}):", fg="red", bold=True))
+        lines.append(style(f"The plan is blocked ({len(plan.blockers)}):", fg="red", bold=True))
         for blocker in plan.blockers:
-            lines.append(click.style(f"  x {blocker.id}: ", fg="red") + blocker.message)
+            lines.append(style(f"  x {blocker.id}: ", fg="red") + blocker.message)
             lines.append(f"      fix: {blocker.remediation}")
         lines.append("")
     for warning in plan.warnings:
-        lines.append(click.style("Warning: ", fg="yellow", bold=True) + warning)
+        lines.append(style("Warning: ", fg="yellow", bold=True) + warning)
     ledger = _ledger(plan.gpu_ledger)
     if ledger:
-        lines += [click.style("GPU memory (estimates per GPU):", bold=True)] + ["  " + line for line in ledger] + [""]
+        lines += [style("GPU memory (estimates per GPU):", bold=True)] + ["  " + line for line in ledger] + [""]
     changing = [a for a in plan.actions if a.kind in SYMBOLS]
     unchanged = [a for a in plan.actions if a.kind == "noop"]
     if not changing:
         models = len([a for a in unchanged if a.model])
         lines.append(
-            click.style("No changes.", bold=True) + f" The containers of project '{plan.project}' match "
+            style("No changes.", bold=True) + f" The containers of project '{plan.project}' match "
             f"{plan.config_file} ({models} model{'s' if models != 1 else ''})."
         )
         lines += _notes(plan.actions)
@@ -76,7 +83,7 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
         lines.append("")
     counts = plan.summary
     summary = ", ".join(f"{counts[k]} {words}" for k, words in SUMMARY if k != "download" or counts[k])
-    lines.append(click.style("Plan: ", bold=True) + f"{summary}; {len(unchanged)} unchanged.")
+    lines.append(style("Plan: ", bold=True) + f"{summary}; {len(unchanged)} unchanged.")
     lines += _notes(plan.actions)
     return "\n".join(lines)
 
@@ -88,23 +95,23 @@ def _ledger(rows) -> list[str]:
 
 def _sym(kind: str) -> str:
     symbol, colour, _ = SYMBOLS[kind]
-    return click.style(symbol, fg=colour, bold=True)
+    return style(symbol, fg=colour, bold=True)
 
 
 def _block(action: Action) -> list[str]:
     _, colour, phrase = SYMBOLS[action.kind]
-    lines = [click.style(f"  # {action.address} {phrase}", bold=True)]
+    lines = [style(f"  # {action.address} {phrase}", bold=True)]
     lines += [f"    (because {reason})" for reason in action.reasons]
     head = f"  {_sym(action.kind)} {action.address}"
     if action.container:
-        head += click.style(f"  [{action.container}]", dim=True)
+        head += style(f"  [{action.container}]", dim=True)
     lines.append(head)
     for change in action.changes:
         if change.effect == "create":
-            lines.append(f"      {click.style('+', fg='green')} {change.path}: {_value(change.after)}")
+            lines.append(f"      {style('+', fg='green')} {change.path}: {_value(change.after)}")
         else:
             lines.append(
-                f"      {click.style('~', fg=colour)} {change.path}: {_value(change.before)} -> {_value(change.after)}"
+                f"      {style('~', fg=colour)} {change.path}: {_value(change.before)} -> {_value(change.after)}"
             )
     lines += [f"      note: {note}" for note in action.notes]
     return lines
@@ -112,9 +119,9 @@ def _block(action: Action) -> list[str]:
 
 def _diff_line(line: str) -> str:
     if line.startswith(("+++", "---")):
-        return click.style(line, bold=True)
+        return style(line, bold=True)
     colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
-    return click.style(line, fg=colour) if colour else line
+    return style(line, fg=colour) if colour else line
 
 
 def _notes(actions: tuple[Action, ...]) -> list[str]:

@@ -94,22 +94,6 @@ class Estimate:
         return {**asdict(self), "notes": list(self.notes), "total": self.total}
 
 
-def weights_from_headers(headers: list[dict[str, Any]]) -> int:
-    """Bytes of every tensor in safetensors headers (the JSON at the head of each file)."""
-    total = 0
-    for header in headers:
-        for name, tensor in header.items():
-            if name != "__metadata__":
-                begin, end = tensor["data_offsets"]
-                total += end - begin
-    return total
-
-
-def weights_from_parameter_counts(counts: dict[str, int]) -> int:
-    """Bytes from the hub's safetensors metadata: parameters per dtype."""
-    return int(sum(n * SAFETENSORS_DTYPE_BYTES.get(dtype, 2) for dtype, n in counts.items()))
-
-
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
     """Multimodal configs keep the language model's numbers under text_config / llm_config."""
     for key in ("text_config", "llm_config", "language_config"):

@@ -12,12 +12,11 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
 
+from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.project_lock import LockHeld, ProjectLock
 from aigo_apply.apply.serving_wait import Engine, NotReady, Waiter
 from aigo_apply.apply.state_dir import state_dir
-from aigo_apply.desired import labels
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import running_engines
 from aigo_apply.router.deploy import Router
@@ -28,7 +27,7 @@ LOCK_WAIT = 5.0
 class Watcher:
     def __init__(
         self,
-        runtime: Any,
+        runtime: Runtime,
         router: Router,
         project: str,
         routes: dict,
@@ -85,25 +84,17 @@ class Watcher:
                 threading.Thread(target=self._await_ready, args=(alias, cid), daemon=True).start()
 
     def run(self) -> None:
-        filters = {
-            "type": "container",
-            "label": [f"{labels.PROJECT}={self.project}", f"{labels.ROLE}={labels.ROLE_ENGINE}"],
-            "event": ["die", "start"],
-        }
-        events = self.runtime.api.events(filters=filters, decode=True)
+        events = self.runtime.engine_events(self.project)
         closer = threading.Thread(target=lambda: (self.stop.wait(), events.close()), daemon=True)
         closer.start()
         self.reconcile()
         self.say(f"watching project '{self.project}' (Ctrl-C to stop)")
         try:
             for event in events:
-                attributes = event.get("Actor", {}).get("Attributes", {})
-                alias, container = attributes.get(labels.MODEL), event.get("id", "")
-                if not alias:
-                    continue
-                if event.get("status") == "die":
+                alias, container = event["alias"], event["container"]
+                if event["action"] == "die":
                     self._change("remove", alias)
-                elif event.get("status") == "start":
+                elif event["action"] == "start":
                     threading.Thread(target=self._await_ready, args=(alias, container), daemon=True).start()
         except Exception:
             if not self.stop.is_set():

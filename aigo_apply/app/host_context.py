@@ -1,0 +1,20 @@
+"""Reads the host context the desired state depends on (user and group ids, home, the state and
+model-store folders) from this process, once, so that `desired/` reads nothing itself."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from aigo_apply.apply.state_dir import state_root
+from aigo_apply.desired.types import HostContext
+
+
+def default_models_dir() -> Path:
+    """Where downloaded models live unless defaults.models_dir says otherwise."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "aigo-apply" / "models"
+
+
+def current_host() -> HostContext:
+    return HostContext(os.getuid(), os.getgid(), Path.home(), state_root(), default_models_dir())

@@ -1,0 +1,28 @@
+"""Which engine serves a model: `engine:` as written, else `defaults.engine_by_format` for the
+weights' format, else the built-in choice. Decided from the file's text alone, so validation and
+the desired state agree and the plan never depends on what is on disk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ENGINE_NAMES = ("vllm", "sglang", "llama.cpp")
+ENGINE_BY_FORMAT = {"safetensors-repo": "vllm", "gguf": "llama.cpp"}
+
+
+def weights_format(source: Any) -> str:
+    """'gguf' for one .gguf file (a local file, or `file` in a repo); else 'safetensors-repo'.
+    Decided from the file's text alone, so the plan never depends on what is on disk."""
+    if isinstance(source, dict) and ("file" in source or str(source.get("path", "")).endswith(".gguf")):
+        return "gguf"
+    return "safetensors-repo"
+
+
+def engine_of(model: Any, defaults: Any) -> str:
+    """`engine:` as written, else defaults.engine_by_format for the weights' format, else the built-in.
+    Tolerates a file that failed the schema (the cross-field checks call it on such data)."""
+    model = model if isinstance(model, dict) else {}
+    fmt = weights_format(model.get("source"))
+    by_format = defaults.get("engine_by_format") if isinstance(defaults, dict) else None
+    chosen = model.get("engine") or (by_format.get(fmt) if isinstance(by_format, dict) else None)
+    return chosen if isinstance(chosen, str) and chosen in ENGINE_NAMES else ENGINE_BY_FORMAT[fmt]
