@@ -13,6 +13,7 @@ from aigo_apply.adapters.host import docker_facts_from_info
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.observe.containers import parse_state
+from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import run_checks
 from aigo_apply.plan.planner import build_plan
 
@@ -105,9 +106,14 @@ def test_podman_counts_as_a_supported_engine():
 def test_blocking_checks_become_plan_blockers_unless_ignored(tmp_path):
     d = desired_of(tmp_path, "single-gpu.yaml")
     checks = run_checks(facts("two-gpu-r570"), d, d.vllm_image)
-    plan = build_plan(d, parse_state(d.project, [], []), checks=checks)
+    plan = build_plan(d, parse_state(d.project, [], []), PlanFacts(checks=tuple(checks)))
     assert [(b.id, b.address) for b in plan.blockers] == [("nvidia.driver", "host")]
-    plan = build_plan(d, parse_state(d.project, [], []), checks=checks, ignore=["nvidia.driver"])
+    plan = build_plan(
+        d,
+        parse_state(d.project, [], []),
+        PlanFacts(checks=tuple(checks)),
+        PlanRequest(ignore=frozenset(["nvidia.driver"])),
+    )
     assert plan.blockers == () and any("readiness check nvidia.driver ignored" in w for w in plan.warnings)
 
 

@@ -12,6 +12,7 @@ from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.model_store import downloads
 from aigo_apply.errors import AigoError, UsageProblem
 from aigo_apply.observe.containers import parse_state
+from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.types import Action
 from aigo_apply.router.haproxy import render_files
@@ -130,7 +131,7 @@ def test_unchanged_file_plans_only_noops_every_time(tmp_path):
 def test_changed_parser_recreates_and_names_the_field(tmp_path):
     before = observed(desired(tmp_path))
     changed = desired(tmp_path, CONFIG.replace("tool_call_parser: hermes", "tool_call_parser: qwen3_coder"))
-    plan = build_plan(changed, before, target=["alpha", "beta"])
+    plan = build_plan(changed, before, None, PlanRequest(target=frozenset(["alpha", "beta"])))
     assert kinds(plan) == {"model.alpha": "noop", "model.beta": "recreate"}
     beta = plan.actions[1]
     assert beta.reasons == ("vllm.tool_call_parser changed",)
@@ -170,8 +171,6 @@ def test_a_tag_that_now_names_another_image_recreates_its_containers(tmp_path):
 
 
 def test_locked_images_are_restored_first_and_the_containers_planned_against_them(tmp_path):
-    from aigo_apply.app.apply import choose_pulls
-
     d = desired(tmp_path)
     old, new = "sha256:" + "a" * 64, "sha256:" + "b" * 64
     entries = running(d, alpha={"ImageID": old}, beta={"ImageID": new})
@@ -181,7 +180,7 @@ def test_locked_images_are_restored_first_and_the_containers_planned_against_the
         {"Id": old, "RepoTags": []},
     ]
     seen = observed(d, entries, images=images)
-    plan = build_plan(d, seen, locked_images={"local/engine:1": {"locked_id": old, "how": "retag"}})
+    plan = build_plan(d, seen, PlanFacts(locked_images={"local/engine:1": {"locked_id": old, "how": "retag"}}))
     assert plan.actions[0].address == "image.local/engine:1" and plan.actions[0].kind == "pull"
     assert plan.actions[0].reasons == (
         f"aigo.lock records {old[:19]}; the tag names {new[:19]} now; it is still on this machine: re-tag it",
@@ -192,12 +191,20 @@ def test_locked_images_are_restored_first_and_the_containers_planned_against_the
         "model.beta": "recreate",
         "router": "noop",
     }
-    assert choose_pulls(plan, seen.images, "never") == ["local/engine:1"]  # a re-tag needs no registry
+    never = build_plan(
+        d,
+        seen,
+        PlanFacts(locked_images={"local/engine:1": {"locked_id": old, "how": "retag"}}),
+        PlanRequest(pull="never"),
+    )
+    assert [a.address for a in never.actions if a.kind == "pull"] == [
+        "image.local/engine:1"
+    ]  # a re-tag needs no registry
     digest = {"locked_id": old, "how": "pull", "digest": "local/engine@sha256:" + "c" * 64}
-    fetch = build_plan(d, seen, locked_images={"local/engine:1": digest})
-    assert choose_pulls(fetch, seen.images, "missing") == ["local/engine:1"]
+    fetch = build_plan(d, seen, PlanFacts(locked_images={"local/engine:1": digest}))
+    assert [a.address for a in fetch.actions if a.kind == "pull"] == ["image.local/engine:1"]
     with pytest.raises(AigoError, match="must be pulled by its digest"):
-        choose_pulls(fetch, seen.images, "never")
+        build_plan(d, seen, PlanFacts(locked_images={"local/engine:1": digest}), PlanRequest(pull="never"))
 
 
 def test_stopped_container_starts_and_says_why(tmp_path):
@@ -222,15 +229,15 @@ def test_model_removed_from_file_is_removed(tmp_path):
 def test_replace_and_target(tmp_path):
     d = desired(tmp_path)
     seen = observed(d)
-    plan = build_plan(d, seen, replace=["alpha"])
+    plan = build_plan(d, seen, None, PlanRequest(replace=frozenset(["alpha"])))
     assert kinds(plan)["model.alpha"] == "recreate"
     assert plan.actions[0].reasons == ("replacement requested with --replace",)
-    plan = build_plan(d, observed(d, running(d, router=True)[:1]), target=["beta"])
+    plan = build_plan(d, observed(d, running(d, router=True)[:1]), None, PlanRequest(target=frozenset(["beta"])))
     assert kinds(plan) == {"model.beta": "create"}
     with pytest.raises(UsageProblem, match="--replace gamma: no model 'gamma'"):
-        build_plan(d, seen, replace=["gamma"])
+        build_plan(d, seen, None, PlanRequest(replace=frozenset(["gamma"])))
     with pytest.raises(UsageProblem, match="--target gamma"):
-        build_plan(d, seen, target=["gamma"])
+        build_plan(d, seen, None, PlanRequest(target=frozenset(["gamma"])))
 
 
 def test_definition_change_without_setting_change_recreates(tmp_path):
@@ -364,12 +371,12 @@ def test_missing_model_files_are_downloaded_first_with_size_and_commit(tmp_path)
             "files": ["config.json", "m.safetensors"],
         }
     }
-    plan = build_plan(d, observed(d, downloaded=False, entries=[]), remote=remote)
+    plan = build_plan(d, observed(d, downloaded=False, entries=[]), PlanFacts(remote=remote))
     download = next(a for a in plan.actions if a.kind == "download")
     assert download.reasons == ("org/beta@v1 is not on this machine: 2 files, 16.4 GB, commit aaaaaaaaaaaa",)
     assert download.spec["dest"].endswith("/org--beta/v1") and download.spec["models"] == ["beta"]
     # a model that keeps running needs no download even when its folder is gone
-    assert "download" not in kinds(build_plan(d, observed(d, downloaded=False), remote=remote)).values()
+    assert "download" not in kinds(build_plan(d, observed(d, downloaded=False), PlanFacts(remote=remote))).values()
 
 
 def test_gated_repo_blocks_the_plan_and_an_unreachable_hub_warns(tmp_path):
@@ -377,18 +384,18 @@ def test_gated_repo_blocks_the_plan_and_an_unreachable_hub_warns(tmp_path):
     gated = {
         ("org/beta", "v1", None): {"error": "org/beta@v1: the repo is gated", "fix": "request access", "access": True}
     }
-    plan = build_plan(d, observed(d, downloaded=False, entries=[]), remote=gated)
+    plan = build_plan(d, observed(d, downloaded=False, entries=[]), PlanFacts(remote=gated))
     assert [(b.id, b.message, b.remediation, b.address) for b in plan.blockers] == [
         ("hub.access", "org/beta@v1: the repo is gated", "request access", "model.beta")
     ]
     offline = {("org/beta", "v1", None): {"error": "cannot reach the Hub", "access": False}}
-    plan = build_plan(d, observed(d, downloaded=False, entries=[]), remote=offline)
+    plan = build_plan(d, observed(d, downloaded=False, entries=[]), PlanFacts(remote=offline))
     assert not plan.blockers and "org/beta@v1: the Hub could not tell its size (cannot reach the Hub)" in plan.warnings
 
 
 def test_pre_quantized_checkpoints_get_a_note_and_a_contradicting_setting_blocks(tmp_path):
     d = desired(tmp_path)
-    plan = build_plan(d, observed(d, entries=[]), checkpoints={"alpha": {"quant_method": "awq"}})
+    plan = build_plan(d, observed(d, entries=[]), PlanFacts(checkpoints={"alpha": {"quant_method": "awq"}}))
     alpha = next(a for a in plan.actions if a.address == "model.alpha")
     assert (
         alpha.notes[-1] == "pre-quantized checkpoint (awq, from config.json); the engine reads its quantization from it"
@@ -396,13 +403,15 @@ def test_pre_quantized_checkpoints_get_a_note_and_a_contradicting_setting_blocks
     assert not plan.blockers
     text = CONFIG.replace("  alpha:\n", "  alpha:\n    vllm: {quantization: gptq_marlin}\n", 1)
     d = desired(tmp_path, text)
-    plan = build_plan(d, observed(d, entries=[]), checkpoints={"alpha": {"quant_method": "awq"}})
+    plan = build_plan(d, observed(d, entries=[]), PlanFacts(checkpoints={"alpha": {"quant_method": "awq"}}))
     assert [(b.id, b.address) for b in plan.blockers] == [("model.quantization", "model.alpha")]
     assert plan.blockers[0].message.startswith(
         "models.alpha.vllm.quantization is 'gptq_marlin', but the checkpoint is quantized with 'awq'"
     )
     d = desired(tmp_path, CONFIG.replace("  alpha:\n", "  alpha:\n    vllm: {quantization: awq_marlin}\n", 1))
-    assert not build_plan(d, observed(d, entries=[]), checkpoints={"alpha": {"quant_method": "awq"}}).blockers
+    assert not build_plan(
+        d, observed(d, entries=[]), PlanFacts(checkpoints={"alpha": {"quant_method": "awq"}})
+    ).blockers
 
 
 @pytest.mark.parametrize(
@@ -419,7 +428,7 @@ def test_pre_quantized_checkpoints_get_a_note_and_a_contradicting_setting_blocks
     ],
 )
 def test_a_saved_plans_download_is_checked_again_before_it_runs(tmp_path, edit):
-    from aigo_apply.apply.executor import check_download
+    from aigo_apply.apply.fetch_steps import check_download
     from aigo_apply.errors import PlanFileError
 
     d = desired(tmp_path)

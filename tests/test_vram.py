@@ -22,6 +22,7 @@ from aigo_apply.observe import gguf as gguf_reader
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.observe.model_files import model_facts
 from aigo_apply.plan import gpu_ledger
+from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.vram import GIB, OVERHEAD_BYTES, estimate
 
@@ -283,9 +284,14 @@ def test_blocking_fit_reaches_the_plan_and_can_be_ignored(tmp_path):
     desired, facts = two_gpu_models(tmp_path)
     rows = gpu_ledger.build(desired, nvml("two-gpu-r570"), facts, ours=set())
     observed = parse_state("lab", [], [])
-    plan = build_plan(desired, observed, checks=gpu_ledger.checks(rows), gpu_ledger=rows)
+    plan = build_plan(desired, observed, PlanFacts(checks=tuple(gpu_ledger.checks(rows)), gpu_ledger=tuple(rows)))
     assert [b.id for b in plan.blockers] == ["gpu.fit"] and plan.to_dict()["gpu_ledger"][0]["index"] == 0
-    waived = build_plan(desired, observed, checks=gpu_ledger.checks(rows), ignore=["gpu.fit"], gpu_ledger=rows)
+    waived = build_plan(
+        desired,
+        observed,
+        PlanFacts(checks=tuple(gpu_ledger.checks(rows)), gpu_ledger=tuple(rows)),
+        PlanRequest(ignore=frozenset(["gpu.fit"])),
+    )
     assert not waived.blockers and any("readiness check gpu.fit ignored" in w for w in waived.warnings)
     import jsonschema
 

@@ -1,5 +1,5 @@
 """`apply` and `destroy` end to end: lock the project, observe, plan (or check a saved plan's
-fingerprint), show the plan, confirm, choose the pulls, and hand the plan to the executor with a
+fingerprint), show the plan, confirm, and hand the plan to the executor with a
 Ctrl-C handler that lets the current step finish cleanly."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import click
+from typing import Any, Protocol
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.planning import load_desired, observe, plan_for
@@ -20,7 +19,6 @@ from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.secrets import resolve
 from aigo_apply.apply.state_dir import state_dir
-from aigo_apply.cli.reporter import JsonReporter, TextReporter
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
 from aigo_apply.desired.model_store import read_markers
@@ -28,16 +26,23 @@ from aigo_apply.desired.types import SecretRef
 from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked, PlanFileError
 from aigo_apply.plan import lockfile
 from aigo_apply.plan import types as plan_file
+from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.planner import destroy_plan
-from aigo_apply.plan.text import plan_json, plan_text
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import Router
 
-PULL_POLICIES = ("missing", "always", "never")
+
+class Console(Protocol):
+    """How apply and destroy talk to the user (cli/reporter.py: human lines, or JSON lines with -o json)."""
+
+    def event(self, kind: str, **fields: Any) -> None: ...
+    def show_plan(self, plan: Plan) -> None: ...
+    def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None: ...
 
 
 @dataclass
 class ApplyOptions:
+    console: Console
     file: str | None = None
     planfile: Path | None = None
     yes: bool = False
@@ -66,9 +71,8 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
             )
         runtime = runtime or _docker()
         project = desired.project
-        make = lambda observed: plan_for(
-            desired, observed, runtime, opts.replace, opts.target, opts.ignore, lock, opts.locked
-        )
+        request = PlanRequest(frozenset(opts.replace), frozenset(opts.target), frozenset(opts.ignore), opts.pull)
+        make = lambda observed: plan_for(desired, observed, runtime, request, lock, opts.locked)
         return _converge(project, "apply", make, opts, runtime, ask=True, desired=desired)
     return _converge(project, "apply", make, opts, runtime or _docker(), ask=False)
 
@@ -91,18 +95,18 @@ def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) ->
         project, "destroy", lambda observed: destroy_plan(project, file, observed), opts, runtime, ask=True
     )
     if code == EXIT_OK:
-        if runtime.remove_volume(cache_volume(project)) and opts.output == "text":
-            click.echo(f"removed the cache volume {cache_volume(project)}")
+        if runtime.remove_volume(cache_volume(project)):
+            opts.console.say(f"removed the cache volume {cache_volume(project)}")
     return code
 
 
 def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, runtime, ask: bool, desired=None) -> int:
-    reporter = JsonReporter() if opts.output == "json" else TextReporter()
+    reporter = opts.console
     directory = state_dir(project)
     with ProjectLock(directory, project, command, opts.lock_timeout):
         observed = observe(project, runtime, desired)
         plan: Plan = make(observed)
-        _show(plan, opts.output, reporter)
+        reporter.show_plan(plan)
         if plan.blockers:
             raise PlanBlocked(
                 f"{command} refused: the plan is blocked ({len(plan.blockers)} problem"
@@ -112,7 +116,6 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
             if desired is not None and command == "apply" and not opts.target:
                 record_lock(desired, runtime)
             return EXIT_OK
-        pulls = choose_pulls(plan, observed.images, opts.pull)
         if ask and not opts.yes:
             if opts.confirm is None:
                 raise AigoError(
@@ -120,11 +123,11 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
                     "pass -y/--yes to go ahead without asking"
                 )
             if not opts.confirm(f"Do you want to {command} these changes? Only 'yes' will be accepted"):
-                click.echo(f"{command.capitalize()} cancelled; nothing was changed.", err=True)
+                reporter.say(f"{command.capitalize()} cancelled; nothing was changed.", err=True)
                 return EXIT_ERROR
         executor = Executor(runtime, reporter, Journal(directory), routes=router_for(plan, observed, runtime))
-        with _interrupts(executor.interrupted, opts.output == "text"):
-            report = executor.run(plan, pulls)
+        with _interrupts(executor.interrupted, reporter):
+            report = executor.run(plan)
         code = _finish(report, command, reporter, opts.output)
         if code == EXIT_OK and desired is not None and command == "apply" and not opts.target:
             record_lock(desired, runtime)
@@ -166,41 +169,7 @@ def _check_saved(saved: Plan, observed) -> Plan:
     return saved
 
 
-def choose_pulls(plan: Plan, local: dict[str, str], policy: str) -> list[str]:
-    """The images to pull before anything stops: missing ones, every one used, or none at all."""
-    missing = [a.image for a in plan.actions if a.kind == "pull" and a.image and not a.spec]
-    restores = {a.image: a.spec for a in plan.actions if a.kind == "pull" and a.image and a.spec}  # apply --locked
-    if policy == "never":
-        if missing:
-            raise AigoError(
-                f"--pull never, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
-                "this machine; pull or build it first, or use --pull missing (nothing was changed)"
-            )
-        fetch = [image for image, how in restores.items() if how.get("how") == "pull"]
-        if fetch:
-            raise AigoError(
-                f"--pull never, but the image aigo.lock records for {', '.join(fetch)} must be pulled by "
-                "its digest; use --pull missing (nothing was changed)"
-            )
-        return list(restores)
-    if policy == "always":
-        used = sorted({a.image for a in plan.actions if a.kind in ("create", "recreate") and a.image})
-        return list(restores) + [image for image in used if image not in restores]
-    return list(restores) + missing
-
-
-def _show(plan: Plan, output: str, reporter) -> None:
-    if output == "json":
-        import json
-
-        reporter.event("plan", plan=json.loads(plan_json(plan)))
-    else:
-        click.echo(plan_text(plan))
-        if plan.has_changes:
-            click.echo("")
-
-
-def _finish(report: ApplyReport, command: str, reporter, output: str) -> int:
+def _finish(report: ApplyReport, command: str, reporter: Console, output: str) -> int:
     counts: dict[str, int] = {}
     router = []
     for outcome in report.outcomes:
@@ -222,20 +191,18 @@ def _finish(report: ApplyReport, command: str, reporter, output: str) -> int:
             ],
         )
     if report.interrupted:
-        click.echo(
+        reporter.say(
             f"\n{command.capitalize()} interrupted: {done}. Run `aigo-apply {command}` again to converge.", err=True
         )
         return EXIT_INTERRUPTED
     if failed:
-        click.echo(
-            click.style(f"\n{command.capitalize()} failed: ", fg="red", bold=True) + f"{done}; {len(failed)} failed:",
-            err=True,
+        reporter.say(
+            f"{done}; {len(failed)} failed:", err=True, head=f"\n{command.capitalize()} failed: ", colour="red"
         )
         for outcome in failed:
-            click.echo(f"  {outcome.address}: {outcome.message}", err=True)
+            reporter.say(f"  {outcome.address}: {outcome.message}", err=True)
         return EXIT_ERROR
-    if output == "text":
-        click.echo(click.style(f"\n{command.capitalize()} complete: ", fg="green", bold=True) + done + ".")
+    reporter.say(done + ".", head=f"\n{command.capitalize()} complete: ", colour="green")
     return EXIT_OK
 
 
@@ -249,7 +216,7 @@ _PAST = {
 
 
 @contextmanager
-def _interrupts(event: threading.Event, talk: bool) -> Iterator[None]:
+def _interrupts(event: threading.Event, reporter: Console) -> Iterator[None]:
     """First Ctrl-C (or SIGTERM): finish the current step, undo the model in progress, stop.
     A second Ctrl-C: stop at once."""
     if threading.current_thread() is not threading.main_thread():
@@ -260,8 +227,7 @@ def _interrupts(event: threading.Event, talk: bool) -> Iterator[None]:
         if event.is_set():
             raise KeyboardInterrupt
         event.set()
-        if talk:
-            click.echo("\nStopping after the current step (Ctrl-C again to abort at once)...", err=True)
+        reporter.say("\nStopping after the current step (Ctrl-C again to abort at once)...", err=True)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

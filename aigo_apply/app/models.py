@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.apply.executor import download_folder
+from aigo_apply.apply.fetch_steps import download_folder
 from aigo_apply.desired.model_store import MARKER, downloads, label, read_marker
 from aigo_apply.errors import UsageProblem
 

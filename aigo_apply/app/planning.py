@@ -4,8 +4,6 @@ entry point the user has."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
 from aigo_apply.adapters.hub import HubError, offline, remote, resolve
@@ -19,6 +17,7 @@ from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
+from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks
 from aigo_apply.plan.lockfile import drift, path_for, read, restore_for
 from aigo_apply.plan.planner import build_plan
@@ -184,23 +183,19 @@ def _remote_key(spec: dict) -> tuple | None:
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
 
-def make_plan(
-    file: str | None, replace: Iterable[str] = (), target: Iterable[str] = (), runtime=None, ignore: Iterable[str] = ()
-) -> Plan:
+def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None) -> Plan:
 
     desired = load_desired(file)
     runtime = runtime or _docker()
     observed = observe(desired.project, runtime, desired)
-    return plan_for(desired, observed, runtime, replace, target, ignore, read(path_for(desired.file)))
+    return plan_for(desired, observed, runtime, request or PlanRequest(), read(path_for(desired.file)))
 
 
 def plan_for(
     desired: DesiredState,
     observed: ObservedState,
     runtime,
-    replace: Iterable[str] = (),
-    target: Iterable[str] = (),
-    ignore: Iterable[str] = (),
+    request: PlanRequest,
     lock: dict | None = None,
     locked: bool = False,
 ) -> Plan:
@@ -211,18 +206,14 @@ def plan_for(
     checks, ledger = host_checks(desired, runtime, observed, remote)
     restores = locked_images(desired, observed, lock) if locked and lock else {}
     checks += lock_checks(desired, observed, lock, restores)
-    return build_plan(
-        desired,
-        observed,
-        replace,
-        target,
-        checks,
-        ignore,
-        ledger,
+    facts = PlanFacts(
+        tuple(checks),
+        tuple(ledger),
         remote,
         checkpoints(desired, remote),
         {ref: how for ref, how in restores.items() if how},
     )
+    return build_plan(desired, observed, facts, request)
 
 
 def checkpoints(desired: DesiredState, remote: dict[tuple, dict] | None = None) -> dict[str, dict]:

@@ -1,5 +1,6 @@
 """How apply tells the user what it is doing: human lines (with live per-layer pull progress from
-rich on a terminal), or JSON lines with `--output json`. The executor only calls `event()`."""
+rich on a terminal), or JSON lines with `--output json`. The executor only calls `event()`; apply
+and destroy also `show_plan()` and `say()` (app/apply.py's Console)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import click
+
+from aigo_apply.plan.text import plan_json, plan_text
+from aigo_apply.plan.types import Plan
 
 
 class JsonReporter:
@@ -25,6 +29,14 @@ class JsonReporter:
         with self._lock:
             self.stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             self.stream.flush()
+
+    def show_plan(self, plan: Plan) -> None:
+        self.event("plan", plan=json.loads(plan_json(plan)))
+
+    def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None:
+        """Standard output holds only JSON lines; what a person must see goes to standard error."""
+        if err:
+            click.echo(head + message, err=True)
 
 
 class TextReporter:
@@ -41,6 +53,14 @@ class TextReporter:
                 handler(**fields)
             elif "message" in fields:
                 self._line(fields.get("address", ""), fields["message"])
+
+    def show_plan(self, plan: Plan) -> None:
+        click.echo(plan_text(plan))
+        if plan.has_changes:
+            click.echo("")
+
+    def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None:
+        click.echo((click.style(head, fg=colour, bold=True) if head else "") + message, err=err)
 
     def _line(self, address: str, message: str, colour: str | None = None) -> None:
         head = click.style(f"{address}: ", bold=True) if address else ""

@@ -1,5 +1,5 @@
-"""The plan as a value: ordered actions with reasons and field changes, blockers, and the
-fingerprint of what was observed. Its JSON form (`to_dict`) is the versioned contract; the text
+"""The plan as a value: ordered actions with reasons and field changes, blockers, the GPU lanes
+models start in, and the fingerprint of what was observed. Its JSON form (`to_dict`) is the versioned contract; the text
 view is rendered from it, and `plan --out` saves it for `apply PLANFILE`.
 """
 
@@ -77,6 +77,7 @@ class Plan:
     blockers: tuple[Blocker, ...] = ()
     warnings: tuple[str, ...] = ()
     gpu_ledger: tuple[dict[str, Any], ...] = field(default=())
+    lanes: tuple[tuple[str, ...], ...] = ()  # addresses of the models that start, by GPU lane (plan/lanes.py)
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -100,6 +101,7 @@ class Plan:
             "blockers": [b.to_dict() for b in self.blockers],
             "warnings": list(self.warnings),
             "gpu_ledger": list(self.gpu_ledger),
+            "lanes": [list(lane) for lane in self.lanes],
             "summary": self.summary,
         }
 
@@ -135,6 +137,7 @@ class Plan:
                 blockers,
                 tuple(data.get("warnings", [])),
                 tuple(data.get("gpu_ledger", [])),
+                tuple(tuple(lane) for lane in data.get("lanes", [])),
             )
         except (KeyError, TypeError) as exc:
             raise PlanFileError(

@@ -1,0 +1,189 @@
+"""One model's steps: remove, start, create and recreate, each waiting until the engine really
+serves before its route is added. A recreate keeps the old container (renamed NAME-aigo-previous)
+until the new one is ready, and puts it back when the new one fails or the user interrupts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.apply.outcome import Outcome, StepLog
+from aigo_apply.apply.router_steps import RouterSteps, route_of
+from aigo_apply.apply.serving_wait import Engine, NotReady, Waiter
+from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
+from aigo_apply.desired.types import ContainerSpec, Route
+from aigo_apply.errors import AigoError
+from aigo_apply.plan.types import Action
+
+BACKUP_SUFFIX = "-aigo-previous"
+
+
+@dataclass
+class Prepared:
+    """An action with its container rendered (and re-checked) and its secrets resolved."""
+
+    action: Action
+    container: ContainerSpec | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class ModelSteps:
+    def __init__(
+        self,
+        runtime: Runtime,
+        log: StepLog,
+        router: RouterSteps | None,
+        interrupted: threading.Event,
+        make_waiter: Callable[..., Waiter],
+    ):
+        self.runtime, self.log, self.router = runtime, log, router
+        self.interrupted, self.make_waiter = interrupted, make_waiter
+
+    def run(self, item: Prepared) -> Outcome:
+        step = {"start": self.start, "create": self.create, "recreate": self.recreate}[item.action.kind]
+        return step(item)
+
+    def remove(self, action: Action) -> Outcome:
+        container = action.container or ""
+        if action.model and self.router:
+            self.router.deroute(action)
+        self.log.step(action.address, "remove", "", f"stopping and removing {container}")
+        self.runtime.stop(container)
+        self.runtime.remove(container)
+        self.log.step(action.address, "remove", "ok", f"removed {container}")
+        return Outcome(action.address, "remove", True, f"removed {container}")
+
+    def start(self, item: Prepared) -> Outcome:
+        action, name = item.action, item.action.container or ""
+        if self.router:
+            self.router.deroute(action)
+        self.log.step(action.address, "start", "", f"starting {name}")
+        if self.runtime.state(name).get("Paused"):
+            self.runtime.unpause(name)
+        else:
+            self.runtime.start(name)
+        return self._await_and_route(item, name, "started")
+
+    def create(self, item: Prepared) -> Outcome:
+        action, container = item.action, _container(item)
+        self.log.step(action.address, "create", "", f"creating {container.name} from {container.image}")
+        cid = self.runtime.create(container, item.env)
+        try:
+            self.runtime.start(cid)
+        except AigoError as exc:  # e.g. its port is taken by a process outside Docker
+            self.runtime.remove(cid)
+            return self.log.failed(action.address, action.kind, f"{exc}; the container was removed", [])
+        try:
+            return self._await_and_route(item, cid, "created")
+        except NotReady as exc:
+            self.runtime.remove(cid)  # never leave an engine that was not verified ready
+            if exc.interrupted:
+                self.log.step(
+                    action.address, "create", "interrupted", f"interrupted; removed the unready {container.name}"
+                )
+                return Outcome(action.address, "create", False, "interrupted")
+            return self.log.failed(action.address, action.kind, f"{exc}; the container was removed", exc.log_tail)
+
+    def recreate(self, item: Prepared) -> Outcome:
+        action, container = item.action, _container(item)
+        name, backup = container.name, container.name + BACKUP_SUFFIX
+        if self.router:
+            self.router.deroute(action)
+        self.log.step(action.address, "recreate", "", f"stopping {name} and keeping it as {backup}")
+        self.runtime.stop(name)
+        self.runtime.rename(name, backup)
+        self.log.journal.record("backup", action.address, "ok", container=backup)
+        cid = None
+        try:
+            self.log.step(action.address, "recreate", "", f"creating the new {name} from {container.image}")
+            cid = self.runtime.create(container, item.env)
+            self.runtime.start(cid)
+            outcome = self._await_and_route(item, cid, "replaced")
+        except (NotReady, AigoError) as exc:
+            if cid:
+                self.runtime.remove(cid)
+            return self._restore(action, name, backup, exc)
+        self.runtime.remove(backup)
+        self.log.journal.record("remove_backup", action.address, "ok", container=backup)
+        return outcome
+
+    def _restore(self, action: Action, name: str, backup: str, exc: AigoError) -> Outcome:
+        """The new container failed or was interrupted: the previous one takes its name back."""
+        tail = getattr(exc, "log_tail", [])
+        self.runtime.rename(backup, name)
+        self.runtime.start(name)
+        self.log.journal.record("restore", action.address, "ok", container=name)
+        if getattr(exc, "interrupted", False):
+            message = f"interrupted; the previous {name} is started again (not waited for)"
+            self.log.step(action.address, "recreate", "interrupted", message)
+            return Outcome(action.address, "recreate", False, "interrupted", restored=True)
+        if tail:
+            self.log.reporter.event("log_tail", address=action.address, lines=tail)
+        self.log.step(action.address, "recreate", "", f"restoring the previous version of {name}")
+        old = _old_route(action)
+        previous = Engine(
+            action.model or "",
+            old.port,
+            name,
+            lambda: self.runtime.state(name),
+            lambda n: self.runtime.logs_tail(name, n),
+        )
+        try:
+            self._waiter(action).wait(previous)
+            if self.router:
+                self.router.route(old)
+            message = f"{exc}; the previous version was restored and serves again"
+        except NotReady as again:
+            message = f"{exc}; the previous version was restarted but is not ready either ({again})"
+        self.log.step(action.address, "recreate", "restored", message)
+        return Outcome(action.address, "recreate", False, message, restored=True, log_tail=tail)
+
+    def _await_and_route(self, item: Prepared, container_id: str, verb: str) -> Outcome:
+        action, alias = item.action, item.action.model or ""
+        port = _container(item).host_port or 0
+        route = route_of(alias, action.spec or {})
+        if self.router:  # check the router's next generation while the engine loads
+            threading.Thread(target=self.router.stage, args=(route,), daemon=True).start()
+        engine = Engine(
+            alias,
+            port,
+            container_id,
+            lambda: self.runtime.state(container_id),
+            lambda n: self.runtime.logs_tail(container_id, n),
+        )
+        seconds = self._waiter(action).wait(engine)
+        if self.router:
+            self.router.route(route)
+        message = f"{verb} {action.container}; ready after {seconds:.1f} s on 127.0.0.1:{port}"
+        self.log.step(action.address, action.kind, "ok", message)
+        return Outcome(action.address, action.kind, True, message)
+
+    def _waiter(self, action: Action) -> Waiter:
+        def progress(alias: str, elapsed: float, stage: str, log: str) -> None:
+            self.log.reporter.event(
+                "waiting", address=f"model.{alias}", elapsed=round(elapsed, 1), stage=stage, log=log
+            )
+
+        timeout = action.ready_timeout or DEFAULT_READY_TIMEOUT
+        return self.make_waiter(timeout, should_stop=self.interrupted.is_set, on_progress=progress)
+
+
+def _container(item: Prepared) -> ContainerSpec:
+    if item.container is None:
+        raise AigoError(f"{item.action.address}: no container was rendered for this {item.action.kind}")
+    return item.container
+
+
+def _old_route(action: Action) -> Route:
+    """The route of the container a recreate replaces (its port and length before the change)."""
+    before: dict[str, Any] = {c.path: c.before for c in action.changes}
+    spec = action.spec or {}
+    return Route(
+        action.model or "",
+        before.get("port") or spec["port"],
+        before.get("context_length") or spec["context_length"],
+        spec["engine"],
+    )

@@ -1,0 +1,111 @@
+"""Commands that change the machine: apply, destroy, and watch (which keeps routes in step)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from aigo_apply.cli.group import (
+    _confirm,
+    _console,
+    cli,
+    file_option,
+    lock_option,
+    output_option,
+    pull_option,
+    yes_option,
+)
+from aigo_apply.errors import EXIT_OK, AigoError
+
+
+@cli.command()
+@click.argument("planfile", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@file_option
+@output_option
+@yes_option
+@pull_option
+@lock_option
+@click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
+@click.option("--target", "target", metavar="ALIAS", multiple=True, help="Apply only this model (repeatable).")
+@click.option(
+    "--ignore-readiness",
+    "ignore",
+    metavar="CHECK_ID",
+    multiple=True,
+    help="Do not let this readiness check block (the plan says so).",
+)
+@click.option("--locked", is_flag=True, help="Install exactly the model commits and images aigo.lock records.")
+def apply(
+    planfile: Path | None,
+    file: str | None,
+    output: str,
+    yes: bool,
+    pull: str,
+    lock_timeout: float,
+    replace: tuple[str, ...],
+    target: tuple[str, ...],
+    ignore: tuple[str, ...],
+    locked: bool,
+) -> int:
+    """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove.
+    A successful apply writes aigo.lock next to the file."""
+    from aigo_apply.app.apply import ApplyOptions, run_apply
+
+    if locked and planfile:
+        raise click.UsageError("--locked applies the file; a saved plan already says what it installs")
+    return run_apply(
+        ApplyOptions(
+            _console(output),
+            file,
+            planfile,
+            yes,
+            pull,
+            output,
+            lock_timeout,
+            replace,
+            target,
+            _confirm(),
+            ignore,
+            locked,
+        )
+    )
+
+
+@cli.command()
+@file_option
+@output_option
+@yes_option
+@lock_option
+@click.option("--project", metavar="NAME", help="Destroy this project without reading a config file.")
+def destroy(file: str | None, output: str, yes: bool, lock_timeout: float, project: str | None) -> int:
+    """Remove every container of the project (never anything else)."""
+    from aigo_apply.app.apply import ApplyOptions, run_destroy
+
+    options = ApplyOptions(_console(output), file, None, yes, "never", output, lock_timeout, confirm=_confirm())
+    return run_destroy(options, project)
+
+
+@cli.command()
+@file_option
+def watch(file: str | None) -> int:
+    """Follow Docker events: remove a dead engine's route at once, re-add it once it is ready again."""
+    from aigo_apply.adapters.docker_engine import DockerRuntime
+    from aigo_apply.app.apply import router_for
+    from aigo_apply.app.planning import load_desired, observe
+    from aigo_apply.app.watch import Watcher
+    from aigo_apply.desired.build import route_of
+    from aigo_apply.plan.types import Plan
+
+    desired = load_desired(file)
+    runtime = DockerRuntime(timeout=None)
+    observed = observe(desired.project, runtime)
+    router = router_for(Plan(desired.project, desired.file, "", ()), observed, runtime)
+    if router is None:
+        raise AigoError(f"project '{desired.project}' has no router yet; run `aigo-apply apply` first")
+    routes = {alias: route_of(m) for alias, m in desired.models.items()}
+    watcher = Watcher(runtime, router, desired.project, routes, lambda line: click.echo(line, err=False))
+    watcher.install_signals()
+    watcher.run()
+    click.echo("watch stopped")
+    return EXIT_OK

@@ -1,0 +1,182 @@
+"""Commands that read and report, and never change the machine: validate, plan, readiness,
+status, render."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from aigo_apply.cli.group import (
+    cli,
+    file_option,
+    load_config_data,
+    output_option,
+)
+from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, ConfigInvalid
+
+
+@cli.command()
+@file_option
+@output_option
+def validate(file: str | None, output: str) -> int:
+    """Check the config file against the schema and the cross-field rules; report every problem."""
+    from aigo_apply.config.load import choose_file, load_config
+
+    path = choose_file(file)
+    try:
+        config = load_config(path)
+    except ConfigInvalid as exc:
+        if output == "json":
+            click.echo(
+                json.dumps({"file": path, "valid": False, "problems": [p.__dict__ for p in exc.problems]}, indent=2)
+            )
+            return EXIT_ERROR
+        raise
+    models = len(config.data.get("models", {}))
+    if output == "json":
+        click.echo(
+            json.dumps(
+                {"file": path, "valid": True, "problems": [], "project": config.data["project"], "models": models},
+                indent=2,
+            )
+        )
+    else:
+        click.echo(f"{path}: valid (project '{config.data['project']}', {models} model{'s' if models != 1 else ''})")
+    return EXIT_OK
+
+
+@cli.command()
+@file_option
+@output_option
+@click.option("--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on error.")
+@click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff of the router's config files.")
+@click.option(
+    "--out",
+    "out",
+    metavar="PLANFILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Save the plan (with a fingerprint of what it observed) for `aigo-apply apply PLANFILE`.",
+)
+@click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
+@click.option("--target", "target", metavar="ALIAS", multiple=True, help="Plan only this model (repeatable).")
+@click.option(
+    "--ignore-readiness",
+    "ignore",
+    metavar="CHECK_ID",
+    multiple=True,
+    help="Do not let this readiness check block (the plan says so).",
+)
+def plan(
+    file: str | None,
+    output: str,
+    detailed_exitcode: bool,
+    show_diff: bool,
+    out: Path | None,
+    replace: tuple[str, ...],
+    target: tuple[str, ...],
+    ignore: tuple[str, ...],
+) -> int:
+    """Show what apply would change on this machine, and why."""
+    from aigo_apply.app.planning import make_plan
+    from aigo_apply.plan import types as plan_file
+    from aigo_apply.plan.facts import PlanRequest
+    from aigo_apply.plan.text import plan_json, plan_text
+
+    result = make_plan(file, PlanRequest(frozenset(replace), frozenset(target), frozenset(ignore)))
+    click.echo(plan_json(result) if output == "json" else plan_text(result, show_diff))
+    if out is not None:
+        plan_file.save(result, out)
+        if output == "text":
+            click.echo(
+                f"\nSaved the plan to {out}; `aigo-apply apply {out}` carries it out if nothing has changed since."
+            )
+    if result.blockers:
+        return EXIT_ERROR
+    return EXIT_CHANGES if detailed_exitcode and result.has_changes else EXIT_OK
+
+
+@cli.command()
+@file_option
+@output_option
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang", "llama.cpp"]),
+    default="vllm",
+    show_default=True,
+    help="The engine whose image the report shows.",
+)
+def readiness(file: str | None, output: str, engine: str) -> int:
+    """Check this host for the file's engines: Docker, GPU plumbing, NVIDIA driver, GPUs. Exit 1 if blocked."""
+    from aigo_apply.adapters.docker_engine import DockerRuntime
+    from aigo_apply.app.planning import host_checks, load_desired
+    from aigo_apply.desired.images import image_object
+    from aigo_apply.plan.gpu_ledger import render as ledger_lines
+
+    desired = load_desired(file)
+    checks, ledger = host_checks(desired, DockerRuntime())
+    image_info = desired.vllm_image if engine == "vllm" else image_object(load_config_data(file), engine)
+    report = {
+        "project": desired.project,
+        "image": image_info,
+        "checks": [c.to_dict() for c in checks],
+        "gpu_ledger": ledger,
+        "blocked": any(c.status == "blocking" for c in checks),
+    }
+    if output == "json":
+        click.echo(json.dumps(report, indent=2))
+    else:
+        marks = {
+            "ok": click.style("ok", fg="green"),
+            "warning": click.style("warning", fg="yellow"),
+            "blocking": click.style("blocking", fg="red", bold=True),
+        }
+        click.echo(
+            f"image: {image_info['imageReference'] or f'(no tag: set engines.{engine}.image_tag)'}"
+            + (" (tag overridden)" if image_info["tagOverridden"] else "")
+        )
+        for check in checks:
+            click.echo(f"  {marks[check.status]:<8} {check.id}: {check.message}")
+            if check.remediation and check.status != "ok":
+                click.echo(f"           fix: {check.remediation}")
+        for line in ledger_lines(ledger):
+            click.echo("  " + line)
+    return EXIT_ERROR if report["blocked"] else EXIT_OK
+
+
+@cli.command()
+@file_option
+@output_option
+def status(file: str | None, output: str) -> int:
+    """Show each model's container state, readiness, port, image and uptime, and any drift."""
+    from aigo_apply.app import status as model_status
+    from aigo_apply.app.planning import load_desired, observe
+
+    desired = load_desired(file)
+    report = model_status.collect(desired, observe(desired.project))
+    click.echo(json.dumps(report, indent=2) if output == "json" else model_status.render(report))
+    return EXIT_OK
+
+
+@cli.command("render")
+@click.argument("alias", metavar="ALIAS")
+@file_option
+@click.option(
+    "--as", "form", type=click.Choice(["docker-run"]), default="docker-run", show_default=True, help="What to render."
+)
+def render_cmd(alias: str, file: str | None, form: str) -> int:
+    """Print the exact `docker run` command for ALIAS (or `router`); secrets appear as references."""
+    from aigo_apply.app.planning import load_desired
+    from aigo_apply.desired.docker_run import docker_run
+    from aigo_apply.errors import UsageProblem
+
+    desired = load_desired(file)
+    if alias == "router":
+        container = desired.router.container
+    elif alias in desired.models:
+        container = desired.models[alias].container
+    else:
+        raise UsageProblem(f"no model '{alias}' in {desired.file}; models: {', '.join(desired.models) or 'none'}")
+    click.echo(docker_run(container))
+    return EXIT_OK

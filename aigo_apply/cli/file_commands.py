@@ -1,0 +1,75 @@
+"""Commands that write files: init (a starter aigo.yaml), export and import (portable `.baimodel`
+definitions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from aigo_apply.cli.group import (
+    cli,
+    file_option,
+)
+from aigo_apply.errors import EXIT_OK
+
+
+@cli.command()
+@file_option
+@click.option("--project", metavar="NAME", help="Project name (default: derived from the current folder's name).")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(file: str | None, project: str | None, force: bool) -> int:
+    """Write a starter config file (./aigo.yaml unless -f/AIGO_FILE says otherwise)."""
+    from aigo_apply.config.load import choose_file, load_config
+    from aigo_apply.config.starter import project_name_for, write_starter
+
+    path = Path(choose_file(file))
+    write_starter(path, project or project_name_for(Path.cwd()), force)
+    load_config(str(path))  # what we write must validate; an invalid --project is reported here
+    click.echo(f"wrote {path}; next: edit it, then `aigo-apply validate` and `aigo-apply plan`")
+    return EXIT_OK
+
+
+@cli.command("export")
+@click.argument("alias", metavar="ALIAS")
+@file_option
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    metavar="NAME.baimodel",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write here instead of printing.",
+)
+def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
+    """Write ALIAS as a portable model definition, without this machine's settings."""
+    from aigo_apply.app.portable import export_model
+    from aigo_apply.config.load import choose_file
+
+    text = export_model(choose_file(file), alias)
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}")
+    return EXIT_OK
+
+
+@cli.command("import")
+@click.argument("definition", metavar="NAME.baimodel")
+@file_option
+@click.option("--as", "alias", metavar="ALIAS", help="Use another alias than the definition's.")
+@click.option("--write", is_flag=True, help="Add the entry to the config file (which must still validate).")
+def import_cmd(definition: str, file: str | None, alias: str | None, write: bool) -> int:
+    """Print the models: entry for a portable definition, or add it to the file with --write."""
+    from aigo_apply.app.portable import add_to_file, entry_text, read_definition
+    from aigo_apply.config.load import choose_file
+
+    name, model = read_definition(definition, alias)
+    if not write:
+        click.echo("models:\n" + entry_text(name, model), nl=False)
+        return EXIT_OK
+    target = choose_file(file)
+    add_to_file(target, name, model)
+    click.echo(f"added model '{name}' to {target}; run `aigo-apply plan` to see what it does here")
+    return EXIT_OK

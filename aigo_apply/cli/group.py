@@ -1,0 +1,70 @@
+"""The click group and what its commands share: the common options, the confirmation prompt, the
+console (human or JSON lines) and reading a config's data."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+import click
+
+from aigo_apply import __version__
+
+file_option = click.option(
+    "-f", "--file", "file", metavar="FILE", default=None, help="Config file (default: $AIGO_FILE, else ./aigo.yaml)."
+)
+output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Human text, or the versioned JSON contract.",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="aigo-apply")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Run LLM serving engines on this workstation from one declared file: validate, plan, apply."""
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: colours are otherwise used on terminals only
+        ctx.color = False
+
+
+def _confirm() -> Callable[[str], bool] | None:
+    if not sys.stdin.isatty():
+        return None
+    return lambda question: click.prompt(question, default="", show_default=False).strip() == "yes"
+
+
+pull_option = click.option(
+    "--pull",
+    type=click.Choice(["missing", "always", "never"]),
+    default="missing",
+    show_default=True,
+    help="Pull images that are missing, every image used, or none.",
+)
+yes_option = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+lock_option = click.option(
+    "--lock-timeout",
+    type=float,
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for another apply or destroy of this project to finish.",
+)
+
+
+def load_config_data(file: str | None) -> dict:
+    from aigo_apply.config.load import choose_file, load_config
+
+    return load_config(choose_file(file)).data
+
+
+def _console(output: str):
+    """Human lines, or JSON lines with -o json: for apply, destroy and the pull commands."""
+    from aigo_apply.cli.reporter import JsonReporter, TextReporter
+
+    return JsonReporter() if output == "json" else TextReporter()

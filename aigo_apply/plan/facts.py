@@ -1,0 +1,46 @@
+"""The planner's two inputs besides the desired and observed states, as typed values: what the user
+asked for (PlanRequest) and what was read about the host, the Hub and aigo.lock before planning
+(PlanFacts). The planner takes these two values instead of a long list of loose parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aigo_apply.plan.host_checks import Check
+
+PULL_POLICIES = ("missing", "always", "never")
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Options of `plan` and `apply`: --replace, --target, --ignore-readiness and --pull."""
+
+    replace: frozenset[str] = frozenset()
+    target: frozenset[str] = frozenset()
+    ignore: frozenset[str] = frozenset()  # readiness check ids the user chose to ignore
+    pull: str = "missing"  # missing | always | never
+
+    def __post_init__(self) -> None:
+        if self.pull not in PULL_POLICIES:
+            raise ValueError(f"pull policy {self.pull!r} is not one of {', '.join(PULL_POLICIES)}")
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    """What was read before planning, as plain data.
+
+    `checks`: the host readiness checks; blocking ones become blockers unless ignored.
+    `gpu_ledger`: the per-GPU memory rows (their verdicts are among the checks), carried as they are.
+    `remote`: what the Hub said about each missing download, by (repo, revision, file): its commit,
+    files and size, or the error (a gated or missing repo blocks the plan).
+    `checkpoints`: what each model's config.json says (`quant_method` of a pre-quantized checkpoint).
+    `locked_images` (apply --locked): tags to put back on the image aigo.lock records, by re-tagging
+    or by pulling its digest; the containers are planned against the restored images."""
+
+    checks: tuple[Check, ...] = ()
+    gpu_ledger: tuple[dict[str, Any], ...] = ()
+    remote: Mapping[tuple[str, str, str | None], dict[str, Any]] = field(default_factory=dict)
+    checkpoints: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    locked_images: Mapping[str, dict[str, Any]] = field(default_factory=dict)

@@ -1,0 +1,171 @@
+"""What must reach the machine before any container changes, as plan actions: image pulls (and, with
+apply --locked, restores of aigo.lock's images), model downloads with their size and commit from the
+Hub, models whose files move to aigo.lock's commit, and what a pre-quantized checkpoint implies."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from aigo_apply.desired.model_store import downloads, is_complete, label
+from aigo_apply.desired.types import DesiredState
+from aigo_apply.errors import AigoError
+from aigo_apply.observe.containers import ObservedState
+from aigo_apply.plan.types import Action, Blocker
+
+
+def restores(observed: ObservedState, locked: dict[str, dict[str, Any]]) -> list[Action]:
+    """apply --locked: one pull action per tag that must name aigo.lock's image again."""
+    out = []
+    for ref, how in sorted(locked.items()):
+        now = observed.images.get(ref)
+        where = (
+            "it is still on this machine: re-tag it"
+            if how["how"] == "retag"
+            else f"pull it by its digest {how['digest']}"
+        )
+        out.append(
+            Action(
+                f"image.{ref}",
+                "pull",
+                (
+                    f"aigo.lock records {how['locked_id'][:19]}; the tag names {now[:19] if now else 'no image'} now; {where}",
+                ),
+                image=ref,
+                spec=dict(how),
+            )
+        )
+    return out
+
+
+def pulls(actions: list[Action], local: dict[str, str], restores: list[Action], policy: str) -> list[Action]:
+    """The images to pull before anything stops, by the pull policy: the missing ones (`missing`),
+    every one a container is made from (`always`), or none at all (`never`, which refuses a plan
+    that needs an image this machine does not have, or a digest pull to restore aigo.lock's image)."""
+    used = sorted({a.image for a in actions if a.kind in ("create", "recreate") and a.image})
+    restored = {a.image for a in restores}
+    missing = [ref for ref in used if ref not in local and ref not in restored]
+    if policy == "never":
+        if missing:
+            raise AigoError(
+                f"--pull never, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
+                "this machine; pull or build it first, or use --pull missing (nothing was changed)"
+            )
+        by_digest = [a.image for a in restores if a.spec and a.spec.get("how") == "pull"]
+        if by_digest:
+            raise AigoError(
+                f"--pull never, but the image aigo.lock records for {', '.join(map(str, by_digest))} must be pulled "
+                "by its digest; use --pull missing (nothing was changed)"
+            )
+        return []
+    if policy == "always":
+        return [
+            Action(
+                f"image.{ref}", "pull", ("--pull always: every image a container is made from is pulled",), image=ref
+            )
+            for ref in used
+            if ref not in restored
+        ]
+    return [Action(f"image.{ref}", "pull", ("the image is not on this machine",), image=ref) for ref in missing]
+
+
+def download_actions(
+    desired: DesiredState, observed: ObservedState, model_actions: list[Action], remote: dict[tuple, dict[str, Any]]
+) -> tuple[list[Action], list[Blocker], list[str]]:
+    """A `download` for every model folder that is not complete on this machine and that a model
+    being created, replaced or started needs; it runs before any container is stopped."""
+    acting = {a.model for a in model_actions if a.kind in ("create", "recreate", "start") and a.model}
+    actions, blockers, warnings = [], [], []
+    for need in downloads(desired.specs()):
+        info = remote.get((need["repo"], need["revision"], need["file"]), {})
+        if is_complete(observed.model_files.get(need["dest"]), need["file"], info.get("pin")) or not acting & set(
+            need["models"]
+        ):
+            continue
+        what = label(need)
+        first = f"model.{need['models'][0]}"
+        if "error" in info:
+            if info.get("access"):
+                blockers.append(Blocker(info.get("blocker", "hub.access"), info["error"], info.get("fix", ""), first))
+            else:
+                warnings.append(f"{what}: the Hub could not tell its size ({info['error']})")
+            reason = f"{what} is not on this machine (size unknown)"
+        elif info:
+            count = len(info["files"])
+            reason = (
+                f"{what} is not on this machine: {count} file{'s' if count != 1 else ''}, "
+                f"{_size(info['bytes'])}, commit {info['commit'][:12]}"
+            )
+        else:
+            reason = f"{what} is not on this machine"
+        if info.get("pin"):
+            reason += " (the commit aigo.lock records)"
+        spec = {k: need[k] for k in ("repo", "revision", "file", "dest", "models")}
+        spec.update({k: info[k] for k in ("commit", "bytes", "pin") if k in info})
+        actions.append(Action(f"download.{what}", "download", (reason,), spec=spec))
+    return actions, blockers, warnings
+
+
+def lock_moves(
+    desired: DesiredState, observed: ObservedState, actions: list[Action], remote: dict[tuple, dict[str, Any]]
+) -> list[Action]:
+    """With `apply --locked`, a model whose folder holds another commit than aigo.lock records is
+    replaced once the recorded commit is downloaded (its files change under it)."""
+    moving: dict[str, str] = {}
+    for need in downloads(desired.specs()):
+        pin = remote.get((need["repo"], need["revision"], need["file"]), {}).get("pin")
+        here = (observed.model_files.get(need["dest"]) or {}).get("commit")
+        if pin and here and here != pin:
+            moving.update(dict.fromkeys(need["models"], pin))
+    out = []
+    for action in actions:
+        if action.model in moving and action.kind in ("noop", "start"):
+            reason = f"its model files move to commit {moving[action.model][:12]} (aigo.lock)"
+            action = dataclasses.replace(
+                action,
+                kind="recreate",
+                reasons=(reason,),
+                changes=(),
+                ready_timeout=desired.models[action.model].ready_timeout,
+            )
+        out.append(action)
+    return out
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _quant_family(method: str) -> str:
+    """awq_marlin and auto_awq are kernels for an awq checkpoint; modelopt_fp4 for a modelopt one..."""
+    return method.lower().removeprefix("auto_").replace("-", "_").split("_")[0]
+
+
+def checkpoint_notes(
+    desired: DesiredState, actions: list[Action], checkpoints: dict[str, dict[str, Any]]
+) -> tuple[list[Action], list[Blocker]]:
+    """Say when a checkpoint is pre-quantized; block a quantization setting that contradicts it."""
+    out, blockers = [], []
+    for action in actions:
+        method = checkpoints.get(action.model or "", {}).get("quant_method") if action.kind != "remove" else None
+        if not method:
+            out.append(action)
+            continue
+        model = desired.models[action.model]
+        setting = model.spec.get("vllm", {}).get("quantization") if model.spec["engine"] == "vllm" else None
+        note = f"pre-quantized checkpoint ({method}, from config.json); the engine reads its quantization from it"
+        out.append(dataclasses.replace(action, notes=tuple(action.notes) + (note,)))
+        if setting and _quant_family(setting) != _quant_family(method):
+            blockers.append(
+                Blocker(
+                    "model.quantization",
+                    f"models.{action.model}.vllm.quantization is '{setting}', but the checkpoint is "
+                    f"quantized with '{method}' (config.json quantization_config.quant_method); vLLM would refuse it",
+                    f"remove vllm.quantization (vLLM then uses the checkpoint's own method), or name a {method} kernel",
+                    action.address,
+                )
+            )
+    return out, blockers

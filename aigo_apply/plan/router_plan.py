@@ -1,0 +1,78 @@
+"""The router's action in a plan: created, recreated or started like an engine; reloaded when its
+files differ from what is deployed, or when it routes to an engine that is not running (a stale
+route). The deployed files are trusted by their render key; only a mismatch renders them again."""
+
+from __future__ import annotations
+
+import difflib
+
+from aigo_apply.desired.types import DesiredState
+from aigo_apply.observe.containers import ObservedState
+from aigo_apply.plan.spec_diff import diff_specs, flatten, image_moved
+from aigo_apply.plan.types import Action, Change
+from aigo_apply.router.haproxy import render_files, render_key, routes_from_models_json, verified_render_key
+
+STOPPED = ("created", "exited")
+
+
+def router_action(
+    desired: DesiredState, observed: ObservedState, model_actions: list[Action], targeted: bool, images: dict[str, str]
+) -> list[Action]:
+    """The router: created, recreated or started like an engine; reloaded when its files differ
+    from what is deployed, or when it routes to an engine that is not running (a stale route)."""
+    want, have = desired.router, observed.router
+    base = {"container": want.container.name, "image": want.container.image, "spec": want.spec, "ready_timeout": 60.0}
+    if have is None:
+        changes = tuple(Change(p, None, v, "create") for p, v in flatten(want.spec))
+        return [Action("router", "create", (f"no router container {want.container.name} exists",), changes, **base)]
+    before = have.spec
+    moved_reasons, moved = image_moved(want.container.image, have, images, "router")
+    if before != want.spec or have.spec_hash != want.container.definition_hash() or have.state in ("dead", "removing"):
+        changes = diff_specs(before, want.spec) if before else []
+        changes = [Change(c.path, c.before, c.after, "router") for c in changes]
+        reasons = [f"{c.path} changed" for c in changes] or ["the router container is defined differently"]
+        return [Action("router", "recreate", tuple(reasons + moved_reasons), tuple(changes + moved), **base)]
+    if moved:
+        return [Action("router", "recreate", tuple(moved_reasons), tuple(moved), **base)]
+    if have.state in STOPPED + ("paused",):
+        return [Action("router", "start", (f"router container is {have.state}",), **base)]
+    if targeted:
+        return []
+    reasons = _route_reasons(desired, observed, model_actions)
+    same = verified_render_key(observed.router_files) == render_key(want.settings, list(want.routes))
+    diff = "" if same else unified_diff(observed.router_files, render_files(want.settings, list(want.routes)))
+    if diff and not reasons:
+        reasons = ["the router configuration differs from what this file and aigo-apply version render"]
+    if reasons:
+        return [Action("router", "reload_router", tuple(reasons), **base, notes=(), diff=diff or None)]
+    return [Action("router", "noop", ("routes match the running models",), **base)]
+
+
+def _route_reasons(desired: DesiredState, observed: ObservedState, model_actions: list[Action]) -> list[str]:
+    deployed = _deployed_routes(observed.router_files)
+    running = {c.alias for c in observed.engines if c.state == "running"}
+    reasons = []
+    for alias in sorted(set(desired.models) - set(deployed)):
+        reasons.append(f"route for model {alias} to be added")
+    for alias in sorted(set(deployed) - set(desired.models)):
+        reasons.append(f"route for model {alias} to be removed")
+    for alias in sorted(set(deployed) & set(desired.models) - running):
+        state = next((c.state for c in observed.engines if c.alias == alias), "absent")
+        reasons.append(f"stale route: model {alias} has no running container ({state})")
+    return reasons
+
+
+def _deployed_routes(files: dict[str, str]) -> list[str]:
+    return routes_from_models_json(files.get("models.json", ""))
+
+
+def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
+    """A unified diff of two config folders, file by file (what `plan --diff` shows)."""
+    out = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name, ""), after.get(name, "")
+        if a != b:
+            out += difflib.unified_diff(
+                a.splitlines(keepends=True), b.splitlines(keepends=True), f"deployed/{name}", f"desired/{name}"
+            )
+    return "".join(out)

@@ -1,0 +1,59 @@
+"""What changed between a container's recorded spec and the desired one, field by field (a list counts
+as one value), and whether its image tag now names another image: the `changes` of a plan's actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aigo_apply.config.doc_path import dotted
+from aigo_apply.observe.containers import ObservedContainer
+from aigo_apply.plan.types import Change
+
+
+def image_moved(
+    ref: str, container: ObservedContainer, images: dict[str, str], effect: str = "recreate"
+) -> tuple[list[str], list[Change]]:
+    """A container made from `ref` (repo:tag), which now names another image on this machine (pulled
+    or rebuilt since), runs stale code: recreate it, as docker compose does. An image no longer here,
+    or an id Docker did not report, says nothing either way. (Docker's list shows such a container's
+    image as a bare id, so the ref comes from the file.)"""
+    local, running = images.get(ref), container.image_id
+    if not local or not running or local == running:
+        return [], []
+    return (
+        [
+            f"image {ref} on this machine is now {local[:19]}; the container runs {running[:19]} "
+            "(the tag was pulled or rebuilt since the container was made)"
+        ],
+        [Change("image_id", running, local, effect)],
+    )
+
+
+def diff_specs(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
+    """Field-level changes between two canonical specs; a list counts as one value (gpus: [0, 1] -> [0])."""
+    from deepdiff import DeepDiff  # only paid for when something differs
+
+    paths: set[tuple] = set()
+    for level in (lvl for items in DeepDiff(before, after, verbose_level=2).tree.values() for lvl in items):
+        path = tuple(level.path(output_format="list"))
+        cut = next((i for i, part in enumerate(path) if isinstance(part, int)), len(path))
+        paths.add(path[:cut])
+    return [Change(dotted(p), _get(before, p), _get(after, p), "recreate") for p in sorted(paths, key=dotted)]
+
+
+def _get(data: Any, path: tuple) -> Any:
+    for part in path:
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    return data
+
+
+def flatten(data: dict[str, Any], prefix: tuple = ()) -> list[tuple[str, Any]]:
+    out = []
+    for key, value in sorted(data.items()):
+        if isinstance(value, dict) and not (value and set(value) <= {"from_env", "from_file"}):
+            out += flatten(value, prefix + (key,))  # an empty mapping (no env) shows nothing
+        else:
+            out.append((dotted(prefix + (key,)), value))
+    return out

@@ -1,0 +1,223 @@
+r"""The package's layers, held by its imports (module level and inside functions alike):
+
+    cli -> app -> apply / router (deploy, watch) -> adapters
+                  \-> plan -> observe -> desired -> config      (the pure core)
+
+No import cycles; the pure layers import no adapter, no I/O library and no click; only `adapters/`
+imports docker, huggingface_hub and pynvml; only `cli/` imports click and rich. An import inside a
+function is allowed only where start-up time needs it, and each such place is listed below with
+the reason."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import aigo_apply
+
+PACKAGE = Path(aigo_apply.__file__).parent
+
+# What each layer may import from the package (besides itself, `errors` and `resources`).
+ALLOWED = {
+    "config": set(),
+    "desired": {"config"},
+    "observe": {"config", "desired"},
+    "router.haproxy": {"config", "desired"},  # rendering: pure
+    "plan": {"config", "desired", "observe", "router.haproxy"},
+    "adapters": {"config", "desired", "observe"},  # core types only
+    "apply": {"config", "desired", "observe", "plan", "router", "adapters"},
+    "router": {"config", "desired", "observe", "plan", "adapters", "apply"},  # deploy, watch
+    "app": {"config", "desired", "observe", "plan", "router", "adapters", "apply"},
+    "cli": {"config", "desired", "observe", "plan", "router", "adapters", "apply", "app"},
+    "": set(),  # aigo_apply/__init__, errors, resources
+}
+PURE = ("config", "desired", "observe", "router.haproxy", "plan")
+IO_LIBRARIES = {"docker", "requests", "httpx", "huggingface_hub", "pynvml", "click", "rich", "subprocess", "socket"}
+ADAPTER_ONLY = {"docker", "requests", "huggingface_hub", "pynvml"}
+CLI_ONLY = {"click", "rich"}
+# observe reads model files (headers of safetensors and GGUF files): the one I/O a pure layer's
+# neighbour may do, and only with the standard library.
+
+# Imports inside functions, each with why it is not at the top of its module.
+LAZY_LIBRARIES = {
+    "jinja2": "about 30 ms: only `init` and router rendering need it",
+    "jsonschema": "about 60 ms: only commands that validate need it",
+    "deepdiff": "about 40 ms: only a plan with a changed spec needs it",
+    "httpx": "about 60 ms: only probes and router reloads talk HTTP",
+    "docker": "about 150 ms (requests, urllib3): validate never talks to Docker",
+    "requests": "comes with docker",
+    "huggingface_hub": "about 200 ms: only models from the Hub need it",
+    "pynvml": "only host checks read the GPUs",
+    "rich": "only a terminal's progress bars need it",
+    "tqdm": "huggingface_hub's progress hook",
+    "yaml": "about 25 ms",
+    "shutil": "",
+    "hashlib": "",
+    "json": "",
+    "pathlib": "",
+    "threading": "",
+    "re": "",
+    "concurrent": "",
+    "compileall": "",
+    "importlib": "",
+    "tempfile": "",
+    "os": "",
+    "signal": "",
+    "socket": "",
+}
+LAZY_INTERNAL = {
+    # importer prefix -> why it imports the package lazily
+    "aigo_apply.cli": "each command loads only the code it runs (`--version` starts in under 0.1 s)",
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(path: Path, module: str) -> list[tuple[str, bool, int]]:
+    """(imported module, at top level?, line) for every import in a file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = {id(node) for node in tree.body}
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) in top, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            if base == "__future__":
+                continue
+            for alias in node.names:  # `from pkg import module` imports pkg.module
+                found.append(
+                    (
+                        f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base,
+                        id(node) in top,
+                        node.lineno,
+                    )
+                )
+    return found
+
+
+MODULES = _modules()
+GRAPH = {m: _imports(p, m) for m, p in MODULES.items()}
+
+
+def _layer(module: str) -> str:
+    rest = module.removeprefix("aigo_apply").lstrip(".")
+    if rest.startswith("router.haproxy"):
+        return "router.haproxy"
+    head = rest.split(".")[0]
+    return head if head in ALLOWED else ""
+
+
+def _internal(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def test_the_package_has_the_layers_and_few_top_level_modules():
+    assert {m.split(".")[1] for m in MODULES if m.count(".") >= 1} >= {k for k in ALLOWED if k and "." not in k}
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 6, top
+
+
+def test_no_module_is_over_400_lines():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long
+
+
+def test_every_module_says_what_it_is_for():
+    missing = [m for m, p in MODULES.items() if not ast.get_docstring(ast.parse(p.read_text()))]
+    assert not missing, missing
+
+
+def test_layers_import_only_the_layers_below_them():
+    wrong = []
+    for module, imports in GRAPH.items():
+        layer = _layer(module)
+        for name, _, line in imports:
+            if not name.startswith("aigo_apply"):
+                continue
+            target = _layer(_internal(name) or name)
+            allowed = {layer, ""} | ALLOWED[layer]
+            if "router" in allowed:  # the router package's rendering comes with it
+                allowed.add("router.haproxy")
+            if module == "aigo_apply.__main__":  # `python -m aigo_apply` runs the CLI
+                allowed.add("cli")
+            if target not in allowed:
+                wrong.append(f"{module}:{line} imports {name} ({layer or 'top'} -> {target or 'top'})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_libraries_stay_in_their_layer():
+    wrong = []
+    for module, imports in GRAPH.items():
+        layer = _layer(module)
+        for name, _, line in imports:
+            root = name.split(".")[0]
+            if (
+                layer in PURE
+                and root in IO_LIBRARIES
+                and not (layer == "observe" and root not in ADAPTER_ONLY | CLI_ONLY)
+            ):
+                wrong.append(f"{module}:{line} imports {name}: the {layer} layer is pure")
+            if root in ADAPTER_ONLY and layer != "adapters":
+                wrong.append(f"{module}:{line} imports {name}: only adapters/ may")
+            if root in CLI_ONLY and layer != "cli":
+                wrong.append(f"{module}:{line} imports {name}: only cli/ may")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    edges = defaultdict(set)
+    for module, imports in GRAPH.items():
+        for name, _, _ in imports:
+            target = _internal(name) if name.startswith("aigo_apply") else None
+            if target and target != module:
+                edges[module].add(target)
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == "open":
+                cycles.append(
+                    " -> ".join(stack[stack.index(nxt) :] + [node, nxt]) if nxt in stack else f"{node} -> {nxt}"
+                )
+            elif nxt not in state:
+                visit(nxt, stack + [node])
+        state[node] = "done"
+
+    for module in sorted(MODULES):
+        if module not in state:
+            visit(module, [])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_imports_inside_functions_are_listed_with_their_reason():
+    unlisted = []
+    for module, imports in GRAPH.items():
+        for name, at_top, line in imports:
+            if at_top:
+                continue
+            root = name.split(".")[0]
+            if root == "aigo_apply":
+                if not any(module.startswith(prefix) for prefix in LAZY_INTERNAL):
+                    unlisted.append(f"{module}:{line} imports {name} inside a function")
+            elif root not in LAZY_LIBRARIES:
+                unlisted.append(f"{module}:{line} imports {name} inside a function")
+    assert not unlisted, "\n".join(unlisted)

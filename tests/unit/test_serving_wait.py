@@ -1,0 +1,263 @@
+"""The readiness wait (apply/serving_wait.py) with its clock hooks: a fake clock that moves only
+when the waiter sleeps (so a 1800 s timeout takes no real time), fake container states, and a real
+tiny HTTP server on 127.0.0.1 standing in for an engine."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from aigo_apply.apply.serving_wait import MAX_DELAY, Engine, NotReady, Waiter
+
+LOGS = [f"log line {n}" for n in range(30)]
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch):
+    """httpx honours proxy variables; the engine is on 127.0.0.1 and must be reached directly."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+class FakeClock:
+    """Time that moves only when the waiter sleeps (by `step` per sleep when given, else by the
+    delay asked for)."""
+
+    def __init__(self, step: float | None = None):
+        self.now, self.step = 1000.0, step
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += self.step if self.step is not None else seconds
+
+
+class States:
+    """The container's State objects, one per call (the last one repeated)."""
+
+    def __init__(self, *states: dict):
+        self.states, self.calls = list(states), 0
+
+    def __call__(self) -> dict:
+        self.calls += 1
+        return self.states[min(self.calls, len(self.states)) - 1]
+
+
+RUNNING = {"Status": "running", "Running": True}
+
+
+def engine(port: int, state=None, alias: str = "alpha") -> Engine:
+    return Engine(alias, port, "cid-alpha", state or States(RUNNING), lambda n: LOGS[-n:])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- a stand-in engine ---------------------------------------------------------------------------
+
+
+class Script:
+    """What the stand-in engine answers, request by request: each list gives the status of the nth
+    request to that path (the last one repeated); `listed` says whether /v1/models lists the alias."""
+
+    def __init__(self, health=(200,), listed=(True,), chat=(200,), alias="alpha"):
+        self.answers = {"/health": list(health), "/v1/models": list(listed), "/v1/chat/completions": list(chat)}
+        self.alias = alias
+        self.requests: list[tuple[str, str, dict | None]] = []
+        self.lock = threading.Lock()
+
+    def next(self, path: str):
+        with self.lock:
+            seen = sum(1 for _, p, _ in self.requests if p == path)
+            answers = self.answers[path]
+            return answers[min(seen, len(answers) - 1)]
+
+
+def make_handler(script: Script):
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path not in ("/health", "/v1/models"):
+                return self._reply(404, {})
+            answer = script.next(self.path)
+            with script.lock:
+                script.requests.append(("GET", self.path, None))
+            if self.path == "/health":
+                return self._reply(answer, {})
+            ids = [script.alias, "other"] if answer else ["other"]
+            return self._reply(200, {"object": "list", "data": [{"id": i} for i in ids]})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if self.path != "/v1/chat/completions":
+                return self._reply(404, {})
+            answer = script.next(self.path)
+            with script.lock:
+                script.requests.append(("POST", self.path, body))
+            return self._reply(answer, {"choices": [{"message": {"content": "p"}}]})
+
+        def log_message(self, *args):  # keep the test output quiet
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def serve() -> Iterator:
+    """Start a stand-in engine for a Script on an ephemeral 127.0.0.1 port; returns its port."""
+    servers = []
+
+    def start(script: Script) -> int:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(script))
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        return server.server_address[1]
+
+    yield start
+    for server, thread in servers:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+
+
+# -- nothing listens ------------------------------------------------------------------------------
+
+
+def test_nothing_listening_times_out_after_the_timeout_in_clock_time_not_real_time():
+    clock = FakeClock()
+    progress = []
+    state = States(RUNNING)
+    waiter = Waiter(
+        12,
+        on_progress=lambda *args: progress.append(args),
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    began = time.monotonic()
+    with pytest.raises(NotReady) as caught:
+        waiter.wait(engine(free_port(), state))
+    assert time.monotonic() - began < 1
+
+    err = caught.value
+    assert "model 'alpha' was not ready after 12 s (last stage: loading)" in str(err)
+    assert "models.alpha.ready_timeout" in str(err)
+    assert err.log_tail == LOGS[-20:] and err.exit_code is None and not err.interrupted
+    assert 12 < clock.now - 1000 <= 12 + MAX_DELAY  # gave up at the first check after the timeout
+    # polls with a growing delay, capped; the state is asked about now and then, not on every poll
+    assert clock.sleeps[0] < clock.sleeps[3] and max(clock.sleeps) == MAX_DELAY
+    assert 12 / 0.5 - 2 <= state.calls <= 12 / 0.5 + 2 < len(clock.sleeps)
+    # progress every 5 s with the stage and the latest log line
+    assert [(a, round(e), s, line) for a, e, s, line in progress] == [
+        ("alpha", 5, "loading", "log line 29"),
+        ("alpha", 10, "loading", "log line 29"),
+    ]
+
+
+# -- the container exits -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "gone", "code"),
+    [
+        ({"Status": "exited", "Running": False, "ExitCode": 137}, "exited with code 137", 137),
+        ({"Status": "dead", "ExitCode": 1}, "exited with code 1", 1),
+        ({"Status": "running", "Restarting": True, "ExitCode": 3}, "exited with code 3", 3),
+        ({}, "disappeared", None),
+    ],
+    ids=["exited", "dead", "restarting", "gone"],
+)
+def test_a_container_that_exits_fails_the_wait_at_once(state, gone, code):
+    clock = FakeClock()
+    with pytest.raises(NotReady) as caught:
+        Waiter(1800, clock=clock, sleep=clock.sleep).wait(engine(free_port(), States(state)))
+    err = caught.value
+    assert str(err) == f"the container of model 'alpha' {gone} while loading"
+    assert (err.exit_code, err.log_tail, err.interrupted) == (code, LOGS[-20:], False)
+    assert clock.sleeps == []  # the very first look
+
+
+def test_a_container_that_exits_later_is_noticed_at_the_next_state_check():
+    clock = FakeClock()
+    state = States(RUNNING, RUNNING, RUNNING, {"Status": "exited", "ExitCode": 2})
+    with pytest.raises(NotReady) as caught:
+        Waiter(1800, clock=clock, sleep=clock.sleep).wait(engine(free_port(), state))
+    assert caught.value.exit_code == 2 and state.calls == 4
+    assert 1.0 <= clock.now - 1000 < 2.0  # three checks, 0.5 s apart
+
+
+# -- interrupted ------------------------------------------------------------------------------------
+
+
+def test_should_stop_interrupts_the_wait():
+    clock = FakeClock()
+    asked = []
+    should_stop = lambda: asked.append(1) or len(asked) > 3
+    with pytest.raises(NotReady) as caught:
+        Waiter(1800, should_stop=should_stop, clock=clock, sleep=clock.sleep).wait(engine(free_port()))
+    err = caught.value
+    assert err.interrupted and err.exit_code is None and err.log_tail == []
+    assert "interrupted while waiting for model 'alpha'" in str(err)
+    assert len(asked) == 4 and len(clock.sleeps) == 3  # asked before every poll
+
+
+# -- a serving engine ------------------------------------------------------------------------------
+
+
+def test_a_serving_engine_is_ready_after_health_models_and_one_completion(serve):
+    script = Script()
+    port = serve(script)
+    seconds = Waiter(10).wait(engine(port))
+    assert 0 <= seconds < 5
+    assert [(m, p) for m, p, _ in script.requests] == [
+        ("GET", "/health"),
+        ("GET", "/v1/models"),
+        ("POST", "/v1/chat/completions"),
+    ]
+    body = script.requests[-1][2]
+    assert body["model"] == "alpha" and body["max_tokens"] == 1 and body["messages"][0]["role"] == "user"
+
+
+def test_the_stages_progress_until_the_engine_answers(serve):
+    script = Script(health=(503, 503, 503, 200), listed=(False, False, True), chat=(500, 200))
+    port = serve(script)
+    clock = FakeClock(step=5.0)  # every poll is a progress report
+    stages = []
+    waiter = Waiter(1000, on_progress=lambda a, e, stage, line: stages.append(stage), clock=clock, sleep=clock.sleep)
+
+    seconds = waiter.wait(engine(port))
+
+    distinct = [s for n, s in enumerate(stages) if n == 0 or stages[n - 1] != s]
+    assert distinct == ["starting", "health ok, model not listed", "test completion answered 500"]
+    assert [p for m, p, _ in script.requests].count("/health") == 7  # 3 x 503, then 200 for each later pass
+    assert script.requests[-1][1] == "/v1/chat/completions"
+    assert seconds == clock.now - 1000 == 5.0 * len(clock.sleeps)
+
+
+def test_an_engine_that_never_lists_the_alias_times_out_naming_the_stage(serve):
+    port = serve(Script(listed=(False,)))
+    clock = FakeClock(step=1.0)
+    with pytest.raises(NotReady) as caught:
+        Waiter(5, clock=clock, sleep=clock.sleep).wait(engine(port))
+    assert "(last stage: health ok, model not listed)" in str(caught.value)
