@@ -83,3 +83,55 @@ class PlanBlocked(AigoError):
 
 class PlanFileError(AigoError):
     """A saved plan file cannot be read or does not match what runs now."""
+
+
+class SecretUnavailable(AigoError):
+    """A referenced secret cannot be read; says which reference, never a value."""
+
+
+class NotReady(AigoError):
+    """The engine did not become ready: it exited (`container_exit_code`), it timed out, or the wait
+    was interrupted. (Its own `exit_code` stays the CLI's: the container's is another number.)"""
+
+    def __init__(
+        self,
+        message: str,
+        log_tail: list[str] | None = None,
+        container_exit_code: int | None = None,
+        interrupted: bool = False,
+    ):
+        super().__init__(message)
+        self.log_tail = log_tail or []
+        self.container_exit_code = container_exit_code
+        self.interrupted = interrupted
+
+
+class Interrupted(AigoError):
+    """The user stopped an apply (Ctrl-C or SIGTERM) before a step could start."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+class LockHeld(AigoError):
+    """Another aigo-apply run holds the project's lock."""
+
+
+class RouterError(AigoError):
+    """The router could not take a new configuration; the previous one still serves."""
+
+
+class UnsupportedModel(AigoError):
+    """The repo or folder holds nothing an engine can serve."""
+
+
+class UnsafeSetting(AigoError):
+    """A value that must never reach a command line (unknown name, whitespace, leading dash...)."""
+
+
+class HubError(AigoError):
+    """The Hub refused or could not be reached: what happened, and the step that fixes it.
+    `access` marks the errors no retry can fix (gated, private, missing repo or revision)."""
+
+    def __init__(self, message: str, fix: str = "", access: bool = False):
+        super().__init__(f"{message}; {fix}" if fix else message)
+        self.message, self.fix, self.access = message, fix, access

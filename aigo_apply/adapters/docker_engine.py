@@ -1,4 +1,4 @@
-"""The Docker adapter: the only module that talks to the Docker engine (through the docker SDK's
+"""The Docker adapter (the first implementation of adapters/runtime.Runtime): the only module that talks to the Docker engine (through the docker SDK's
 low-level API client). It maps the SDK's exceptions to ours in one place (`_errors`) and counts its
 API calls, so benchmarks and tests can prove that reading the machine does not grow with the
 number of models.

@@ -20,18 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.desired.model_store import MARKER, read_marker, select_files
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import AigoError, HubError
 
 INFO_TIMEOUT = 10.0
-
-
-class HubError(AigoError):
-    """The Hub refused or could not be reached: what happened, and the step that fixes it.
-    `access` marks the errors no retry can fix (gated, private, missing repo or revision)."""
-
-    def __init__(self, message: str, fix: str = "", access: bool = False):
-        super().__init__(f"{message}; {fix}" if fix else message)
-        self.message, self.fix, self.access = message, fix, access
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
-from aigo_apply.adapters.hub import HubError, offline, remote, resolve
+from aigo_apply.adapters.hub import offline, remote, resolve
 from aigo_apply.app.host_context import current_host
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file, load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.model_store import downloads, is_complete, label, read_markers
 from aigo_apply.desired.types import DesiredState
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import AigoError, HubError
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 
 from aigo_apply.adapters.runtime import Runtime
-from aigo_apply.apply.project_lock import LockHeld, ProjectLock
-from aigo_apply.apply.serving_wait import Engine, NotReady, Waiter
+from aigo_apply.apply.project_lock import ProjectLock
+from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.apply.state_dir import state_dir
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import AigoError, LockHeld, NotReady
 from aigo_apply.observe.containers import running_engines
 from aigo_apply.router.deploy import Router
 

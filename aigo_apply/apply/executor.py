@@ -33,14 +33,14 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.fetch_steps import check_download, download_folder, pull_image
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.model_steps import ModelSteps, Prepared
-from aigo_apply.apply.outcome import ApplyReport, Interrupted, Outcome, StepLog
+from aigo_apply.apply.outcome import ApplyReport, Outcome, StepLog
 from aigo_apply.apply.router_steps import RouterSteps, Routes
 from aigo_apply.apply.secrets import container_env
 from aigo_apply.apply.serving_wait import Waiter
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.types import RouterSettings
-from aigo_apply.errors import AigoError, PlanFileError
+from aigo_apply.errors import AigoError, Interrupted, PlanFileError
 from aigo_apply.plan.lockfile import valid_restore
 from aigo_apply.plan.types import Action, Plan
 from aigo_apply.router.deploy import wait_serving

@@ -12,10 +12,10 @@ from typing import Any
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.outcome import Outcome, StepLog
 from aigo_apply.apply.router_steps import RouterSteps, route_of
-from aigo_apply.apply.serving_wait import Engine, NotReady, Waiter
+from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
 from aigo_apply.desired.types import ContainerSpec, Route
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import AigoError, NotReady
 from aigo_apply.plan.types import Action
 
 BACKUP_SUFFIX = "-aigo-previous"

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aigo_apply.apply.journal import Journal
-from aigo_apply.errors import AigoError
 
 
 @dataclass
@@ -28,10 +27,6 @@ class ApplyReport:
     @property
     def failed(self) -> list[Outcome]:
         return [o for o in self.outcomes if not o.ok]
-
-
-class Interrupted(AigoError):
-    exit_code = 130
 
 
 @dataclass

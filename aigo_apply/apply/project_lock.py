@@ -12,11 +12,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aigo_apply.errors import AigoError
-
-
-class LockHeld(AigoError):
-    """Another aigo-apply run holds the project's lock."""
+from aigo_apply.errors import AigoError, LockHeld
 
 
 class ProjectLock:

@@ -7,11 +7,7 @@ import os
 from pathlib import Path
 
 from aigo_apply.desired.types import ContainerSpec, SecretRef
-from aigo_apply.errors import AigoError
-
-
-class SecretUnavailable(AigoError):
-    """A referenced secret cannot be read; says which reference, never a value."""
+from aigo_apply.errors import SecretUnavailable
 
 
 def resolve(ref: SecretRef, where: str) -> str:

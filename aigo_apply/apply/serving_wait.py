@@ -12,25 +12,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import NotReady
 
 FIRST_DELAY, MAX_DELAY, BACKOFF = 0.02, 0.1, 1.5  # a low cap keeps apply within 0.1 s of the engine
 STATE_EVERY = 0.5  # how often to ask Docker whether the container still runs
 PROGRESS_EVERY = 5.0
-
-
-class NotReady(AigoError):
-    """The engine did not become ready: it exited, it timed out, or the wait was interrupted."""
-
-    def __init__(
-        self, message: str, log_tail: list[str] | None = None, exit_code: int | None = None, interrupted: bool = False
-    ):
-        super().__init__(message)
-        self.log_tail = log_tail or []
-        self.exit_code = exit_code
-        self.interrupted = interrupted
 
 
 @dataclass
@@ -52,7 +40,6 @@ class Waiter:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     request_timeout: float = 10.0
-    stages_seen: list[str] = field(default_factory=list)
 
     def wait(self, engine: Engine) -> float:
         """Block until `engine` is ready; return the seconds it took. Raises NotReady.

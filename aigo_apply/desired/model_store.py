@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import UnsupportedModel
 
 MARKER = ".aigo-download.json"
 # Besides the weights: what vLLM, SGLang and transformers read to serve a model.
@@ -41,10 +41,6 @@ ENGINE_FILES = frozenset(
 )
 ENGINE_SUFFIXES = (".jinja", ".tiktoken", ".py")  # chat templates, tiktoken vocabularies, trust_remote_code modules
 _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-\d{5}-of-(?P<count>\d{5})\.gguf$")
-
-
-class UnsupportedModel(AigoError):
-    """The repo or folder holds nothing an engine can serve."""
 
 
 def repo_dir(models_dir: Path, repo: str, revision: str) -> Path:

@@ -47,28 +47,6 @@ KV_DTYPE_BYTES = {
     "turboquant_k8v4": 0.75,
 }
 MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
-# safetensors dtypes (hub metadata gives parameter counts per dtype)
-SAFETENSORS_DTYPE_BYTES = {
-    "F64": 8,
-    "I64": 8,
-    "U64": 8,
-    "F32": 4,
-    "I32": 4,
-    "U32": 4,
-    "F16": 2,
-    "BF16": 2,
-    "I16": 2,
-    "U16": 2,
-    "F8_E4M3": 1,
-    "F8_E5M2": 1,
-    "F8_E8M0": 1,
-    "I8": 1,
-    "U8": 1,
-    "BOOL": 1,
-    "F6_E2M3": 0.75,
-    "F6_E3M2": 0.75,
-    "F4": 0.5,
-}
 ATTENTION_LAYER_TYPES = {"full_attention", "attention", "sliding_attention", "chunked_attention"}
 
 

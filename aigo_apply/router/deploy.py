@@ -1,4 +1,4 @@
-"""The router adapter: deploys the rendered HAProxy files and reloads the router container without
+"""The router's deployment: deploys the rendered HAProxy files and reloads the router container without
 dropping a request.
 
 Layout of the router's state folder (mounted read-only at /usr/local/etc/haproxy/aigo):
@@ -10,7 +10,8 @@ Layout of the router's state folder (mounted read-only at /usr/local/etc/haproxy
 A reload: write gen-N+1, check it with `haproxy -c` inside the router image, swap `live` atomically,
 send SIGUSR2 to the HAProxy master (the old worker finishes its requests), then check that the
 router now lists exactly the new models. On any failure the previous generation is put back.
-Routes change only through add() (after a model is ready) and remove() (before it stops).
+Routes change through add() (after a model is ready), remove() (before it stops) and converge() (the
+last step of an apply, and watch); stage() only prepares and checks the next generation early.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
+from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.desired.engines.router import ROUTER_MOUNT
 from aigo_apply.desired.types import Route, RouterSettings
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import AigoError, RouterError
 from aigo_apply.router.haproxy import (
     KEYS_FILE,
     keys_file,
@@ -37,10 +38,6 @@ from aigo_apply.router.haproxy import (
 
 RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
 VERIFY_TIMEOUT = 10.0
-
-
-class RouterError(AigoError):
-    """The router could not take a new configuration; the previous one still serves."""
 
 
 def read_live(folder: Path) -> dict[str, str]:
@@ -70,7 +67,7 @@ def live_routes(folder: Path) -> list[Route]:
 class Router:
     def __init__(
         self,
-        runtime: Any,
+        runtime: Runtime,
         folder: Path,
         settings: RouterSettings,
         container: str,
@@ -129,11 +126,6 @@ class Router:
         with self._lock:
             if alias in self.routes:
                 self._deploy({a: r for a, r in self.routes.items() if a != alias})
-
-    def keep_only(self, aliases: set[str]) -> None:
-        with self._lock:
-            if set(self.routes) - aliases:
-                self._deploy({a: r for a, r in self.routes.items() if a in aliases})
 
     def converge(self, routes: dict[str, Route]) -> bool:
         """Serve exactly `routes`, redeploying only when they or the rendered files differ."""
@@ -260,7 +252,7 @@ class Router:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def wait_serving(settings: RouterSettings, timeout: float = 30.0, keys: list[str] | None = None) -> None:
+def wait_serving(settings: RouterSettings, timeout: float = 30.0) -> None:
     """After the router container starts: wait until it answers /health."""
     import httpx
 

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from aigo_apply.apply.serving_wait import Engine, NotReady
+from aigo_apply.apply.serving_wait import Engine
 from aigo_apply.desired.types import ContainerSpec, Route, RouterSettings
-from aigo_apply.errors import AigoError, DockerUnavailable
+from aigo_apply.errors import AigoError, DockerUnavailable, NotReady
 
 
 class Log:

@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from aigo_apply.apply.serving_wait import MAX_DELAY, Engine, NotReady, Waiter
+from aigo_apply.apply.serving_wait import MAX_DELAY, Engine, Waiter
+from aigo_apply.errors import NotReady
 
 LOGS = [f"log line {n}" for n in range(30)]
 
@@ -163,7 +164,7 @@ def test_nothing_listening_times_out_after_the_timeout_in_clock_time_not_real_ti
     err = caught.value
     assert "model 'alpha' was not ready after 12 s (last stage: loading)" in str(err)
     assert "models.alpha.ready_timeout" in str(err)
-    assert err.log_tail == LOGS[-20:] and err.exit_code is None and not err.interrupted
+    assert err.log_tail == LOGS[-20:] and err.container_exit_code is None and not err.interrupted
     assert 12 < clock.now - 1000 <= 12 + MAX_DELAY  # gave up at the first check after the timeout
     # polls with a growing delay, capped; the state is asked about now and then, not on every poll
     assert clock.sleeps[0] < clock.sleeps[3] and max(clock.sleeps) == MAX_DELAY
@@ -194,7 +195,7 @@ def test_a_container_that_exits_fails_the_wait_at_once(state, gone, code):
         Waiter(1800, clock=clock, sleep=clock.sleep).wait(engine(free_port(), States(state)))
     err = caught.value
     assert str(err) == f"the container of model 'alpha' {gone} while loading"
-    assert (err.exit_code, err.log_tail, err.interrupted) == (code, LOGS[-20:], False)
+    assert (err.container_exit_code, err.log_tail, err.interrupted) == (code, LOGS[-20:], False)
     assert clock.sleeps == []  # the very first look
 
 
@@ -203,7 +204,7 @@ def test_a_container_that_exits_later_is_noticed_at_the_next_state_check():
     state = States(RUNNING, RUNNING, RUNNING, {"Status": "exited", "ExitCode": 2})
     with pytest.raises(NotReady) as caught:
         Waiter(1800, clock=clock, sleep=clock.sleep).wait(engine(free_port(), state))
-    assert caught.value.exit_code == 2 and state.calls == 4
+    assert caught.value.container_exit_code == 2 and state.calls == 4
     assert 1.0 <= clock.now - 1000 < 2.0  # three checks, 0.5 s apart
 
 
@@ -217,7 +218,7 @@ def test_should_stop_interrupts_the_wait():
     with pytest.raises(NotReady) as caught:
         Waiter(1800, should_stop=should_stop, clock=clock, sleep=clock.sleep).wait(engine(free_port()))
     err = caught.value
-    assert err.interrupted and err.exit_code is None and err.log_tail == []
+    assert err.interrupted and err.container_exit_code is None and err.log_tail == []
     assert "interrupted while waiting for model 'alpha'" in str(err)
     assert len(asked) == 4 and len(clock.sleeps) == 3  # asked before every poll
 

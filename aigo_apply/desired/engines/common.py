@@ -9,7 +9,7 @@ from typing import Any
 
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import ContainerSpec, Mount, SecretRef
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import UnsafeSetting
 
 MODEL_MOUNT = "/models"
 # Models are downloaded on the host before the engine starts: the engine must never reach the Hub
@@ -29,10 +29,6 @@ def cache_volume(project: str) -> str:
 def cache_mount(project: str) -> Mount:
     """The project's persistent cache volume: a replaced engine finds its compiled graphs again."""
     return Mount(cache_volume(project), CACHE_DIR, False)
-
-
-class UnsafeSetting(AigoError):
-    """A value that must never reach a command line (unknown name, whitespace, leading dash...)."""
 
 
 def container_name(project: str, alias: str) -> str:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from aigo_apply.config.defaults import LLAMACPP_CONTAINER_PORT
-from aigo_apply.desired.engines.common import MODEL_MOUNT, UnsafeSetting, check_command, engine_container, number
+from aigo_apply.desired.engines.common import MODEL_MOUNT, check_command, engine_container, number
 from aigo_apply.desired.types import ContainerSpec, Mount
+from aigo_apply.errors import UnsafeSetting
 
 ENTRYPOINT = ("/app/llama-server",)  # the official image's server binary
 ALL_LAYERS = 999  # more layers than any model has: "all" on every llama-server build

@@ -13,9 +13,10 @@ from typing import Any
 
 from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names, speculative_methods
-from aigo_apply.desired.engines.common import MODEL_MOUNT, UnsafeSetting, cache_mount, check_command, engine_container
+from aigo_apply.desired.engines.common import MODEL_MOUNT, cache_mount, check_command, engine_container
 from aigo_apply.desired.engines.common import number as _number
 from aigo_apply.desired.types import ContainerSpec, Mount
+from aigo_apply.errors import UnsafeSetting
 
 # Settings that map to a flag taking a value, in command-line order.
 VALUE_FLAGS = (
