@@ -12,7 +12,9 @@ from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.model_store import downloads
 from aigo_apply.errors import AigoError, UsageProblem
 from aigo_apply.observe.containers import parse_state
+from aigo_apply.observe.hub_answer import HubAnswer
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
+from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.types import Action
 from aigo_apply.router.haproxy import render_files
@@ -180,7 +182,7 @@ def test_locked_images_are_restored_first_and_the_containers_planned_against_the
         {"Id": old, "RepoTags": []},
     ]
     seen = observed(d, entries, images=images)
-    plan = build_plan(d, seen, PlanFacts(locked_images={"local/engine:1": {"locked_id": old, "how": "retag"}}))
+    plan = build_plan(d, seen, PlanFacts(locked_images={"local/engine:1": LockRestore(old, "retag")}))
     assert plan.actions[0].address == "image.local/engine:1" and plan.actions[0].kind == "pull"
     assert plan.actions[0].reasons == (
         f"aigo.lock records {old[:19]}; the tag names {new[:19]} now; it is still on this machine: re-tag it",
@@ -194,13 +196,12 @@ def test_locked_images_are_restored_first_and_the_containers_planned_against_the
     never = build_plan(
         d,
         seen,
-        PlanFacts(locked_images={"local/engine:1": {"locked_id": old, "how": "retag"}}),
+        PlanFacts(locked_images={"local/engine:1": LockRestore(old, "retag")}),
         PlanRequest(pull="never"),
     )
-    assert [a.address for a in never.actions if a.kind == "pull"] == [
-        "image.local/engine:1"
-    ]  # a re-tag needs no registry
-    digest = {"locked_id": old, "how": "pull", "digest": "local/engine@sha256:" + "c" * 64}
+    # a re-tag needs no registry
+    assert [a.address for a in never.actions if a.kind == "pull"] == ["image.local/engine:1"]
+    digest = LockRestore(old, "pull", "local/engine@sha256:" + "c" * 64)
     fetch = build_plan(d, seen, PlanFacts(locked_images={"local/engine:1": digest}))
     assert [a.address for a in fetch.actions if a.kind == "pull"] == ["image.local/engine:1"]
     with pytest.raises(AigoError, match="must be pulled by its digest"):
@@ -365,11 +366,9 @@ def test_api_key_reference_in_router_spec_never_a_value(tmp_path, monkeypatch):
 def test_missing_model_files_are_downloaded_first_with_size_and_commit(tmp_path):
     d = desired(tmp_path)
     remote = {
-        ("org/beta", "v1", None): {
-            "commit": "a" * 40,
-            "bytes": 16_400_000_000,
-            "files": ["config.json", "m.safetensors"],
-        }
+        ("org/beta", "v1", None): HubAnswer(
+            commit="a" * 40, bytes=16_400_000_000, files=("config.json", "m.safetensors")
+        )
     }
     plan = build_plan(d, observed(d, downloaded=False, entries=[]), PlanFacts(remote=remote))
     download = next(a for a in plan.actions if a.kind == "download")
@@ -382,13 +381,13 @@ def test_missing_model_files_are_downloaded_first_with_size_and_commit(tmp_path)
 def test_gated_repo_blocks_the_plan_and_an_unreachable_hub_warns(tmp_path):
     d = desired(tmp_path)
     gated = {
-        ("org/beta", "v1", None): {"error": "org/beta@v1: the repo is gated", "fix": "request access", "access": True}
+        ("org/beta", "v1", None): HubAnswer(error="org/beta@v1: the repo is gated", fix="request access", access=True)
     }
     plan = build_plan(d, observed(d, downloaded=False, entries=[]), PlanFacts(remote=gated))
     assert [(b.id, b.message, b.remediation, b.address) for b in plan.blockers] == [
         ("hub.access", "org/beta@v1: the repo is gated", "request access", "model.beta")
     ]
-    offline = {("org/beta", "v1", None): {"error": "cannot reach the Hub", "access": False}}
+    offline = {("org/beta", "v1", None): HubAnswer(error="cannot reach the Hub", access=False)}
     plan = build_plan(d, observed(d, downloaded=False, entries=[]), PlanFacts(remote=offline))
     assert not plan.blockers and "org/beta@v1: the Hub could not tell its size (cannot reach the Hub)" in plan.warnings
 

@@ -15,11 +15,12 @@ from aigo_apply.desired.model_store import downloads, is_complete, label, read_m
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError, HubError
 from aigo_apply.observe.containers import ObservedState, parse_state
+from aigo_apply.observe.hub_answer import HubAnswer, HubKey
 from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks
-from aigo_apply.plan.lockfile import drift, path_for, read, restore_for
+from aigo_apply.plan.lockfile import LockRestore, drift, path_for, read, restore_for
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import read_live
@@ -40,24 +41,26 @@ def observe(project: str, runtime=None, desired: DesiredState | None = None) -> 
     )
 
 
-def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | None = None) -> dict[tuple, dict]:
+def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | None = None) -> dict[HubKey, HubAnswer]:
     """What the Hub says about each download the plan may need (commit, files, bytes, or the
     error), asked in parallel only for folders that are not complete here. With `lock` (apply
     --locked) every download is pinned to the commit aigo.lock records. Never raises."""
 
-    missing, pins, out = set(), {}, {}
+    missing: set[HubKey] = set()
+    pins: dict[HubKey, str] = {}
+    out: dict[HubKey, HubAnswer] = {}
     for d in downloads(desired.specs()):
         marker = observed.model_files.get(d["dest"]) or {}
         k = (d["repo"], d["revision"], d["file"])
         if lock is not None:
             entry = lock["models"].get(label(d))
             if entry is None:
-                out[k] = {
-                    "error": f"{label(d)} is not in aigo.lock",
-                    "access": True,
-                    "blocker": "lock.missing",
-                    "fix": "apply without --locked once to record it (or remove the model)",
-                }
+                out[k] = HubAnswer(
+                    error=f"{label(d)} is not in aigo.lock",
+                    access=True,
+                    blocker="lock.missing",
+                    fix="apply without --locked once to record it (or remove the model)",
+                )
                 continue
             pins[k] = entry["commit"]
             if is_complete(marker, d["file"], entry["commit"]):
@@ -70,25 +73,25 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
     from concurrent.futures import ThreadPoolExecutor
 
     if offline():
-        return {key: {"error": "HF_HUB_OFFLINE is set", "access": False} for key in missing}
+        return {**out, **{key: HubAnswer(error="HF_HUB_OFFLINE is set") for key in missing}}
 
     def ask(key):
         repo, revision, file = key
         try:
             found = remote(repo, pins.get(key, revision), file, with_config=True)
             weights = sum(n for p, n in found.files.items() if p.endswith((".safetensors", ".bin", ".gguf")))
-            return key, {
-                "commit": found.commit,
-                "bytes": found.bytes,
-                "files": sorted(found.files),
-                "weights": weights,
-                "config": found.config,
-                **({"pin": pins[key]} if key in pins else {}),
-            }
+            return key, HubAnswer(
+                commit=found.commit,
+                bytes=found.bytes,
+                files=tuple(sorted(found.files)),
+                weights=weights,
+                config=found.config,
+                pin=pins.get(key),
+            )
         except HubError as exc:
-            return key, {"error": exc.message, "fix": exc.fix, "access": exc.access}
+            return key, HubAnswer(error=exc.message, fix=exc.fix, access=exc.access)
         except AigoError as exc:  # e.g. a repo with nothing an engine can serve
-            return key, {"error": str(exc), "access": True}
+            return key, HubAnswer(error=str(exc), access=True)
 
     with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
         return {**out, **dict(pool.map(ask, sorted(missing, key=repr)))}
@@ -141,7 +144,7 @@ def lock_checks(
     return checks
 
 
-def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) -> dict[str, dict | None]:
+def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) -> dict[str, LockRestore | None]:
     """With --locked: each image of the file whose tag names another image than aigo.lock records,
     with how to put the recorded one back (planned as a pull), or None when it cannot be."""
 
@@ -153,7 +156,7 @@ def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) ->
 
 
 def host_checks(
-    desired: DesiredState, runtime, observed: ObservedState | None = None, remote: dict[tuple, dict] | None = None
+    desired: DesiredState, runtime, observed: ObservedState | None = None, remote: dict[HubKey, HubAnswer] | None = None
 ) -> tuple[list, list]:
     """The readiness checks for this host and file, and the per-GPU memory ledger: Docker /info,
     and (only when a model wants a GPU) NVML and the model files the VRAM estimate reads; for a
@@ -170,7 +173,7 @@ def host_checks(
 
     ours = {c.id for c in (observed or observe(desired.project, runtime)).ours}
     files = {
-        alias: model_facts(m.spec, (remote or {}).get(_remote_key(m.spec)))
+        alias: model_facts(m.spec, _answer_for(remote, m.spec))
         for alias, m in desired.models.items()
         if m.spec["gpus"] != "none"
     }
@@ -178,7 +181,12 @@ def host_checks(
     return checks + gpu_ledger.checks(ledger), ledger
 
 
-def _remote_key(spec: dict) -> tuple | None:
+def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: dict) -> HubAnswer | None:
+    key = _remote_key(spec)
+    return remote.get(key) if remote and key else None
+
+
+def _remote_key(spec: dict) -> HubKey | None:
     source = spec.get("source", {})
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
@@ -216,14 +224,14 @@ def plan_for(
     return build_plan(desired, observed, facts, request)
 
 
-def checkpoints(desired: DesiredState, remote: dict[tuple, dict] | None = None) -> dict[str, dict]:
+def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = None) -> dict[str, dict]:
     """What each model's config.json says about its checkpoint (local, else as the Hub has it)."""
 
     out = {}
     for alias, model in desired.models.items():
         if "model_file" in model.spec:
             continue
-        facts = model_facts(model.spec, (remote or {}).get(_remote_key(model.spec)), weights_too=False)
+        facts = model_facts(model.spec, _answer_for(remote, model.spec), weights_too=False)
         out[alias] = {"quant_method": quant_method(facts.get("config"))}
     return out
 

@@ -41,7 +41,7 @@ from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.types import RouterSettings
 from aigo_apply.errors import AigoError, Interrupted, PlanFileError
-from aigo_apply.plan.lockfile import valid_restore
+from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.types import Action, Plan
 from aigo_apply.router.deploy import wait_serving
 
@@ -174,14 +174,15 @@ class Executor:
         if restore is None:
             pull_image(self.runtime, self.reporter, image)
         else:
-            locked_id = str(restore.get("locked_id"))
-            if not valid_restore(image, restore):
+            checked = LockRestore.from_spec(image, restore)
+            if checked is None:
                 raise AigoError(
                     f"image.{image}: the plan's restore of aigo.lock's image is not valid (edited by "
                     "hand?); make a new plan (nothing was changed)"
                 )
-            if restore["how"] == "pull":
-                pull_image(self.runtime, self.reporter, restore["digest"])
+            locked_id = checked.locked_id
+            if checked.how == "pull" and checked.digest:
+                pull_image(self.runtime, self.reporter, checked.digest)
             self.runtime.tag(locked_id, image)
             if (self.runtime.inspect_image(image) or {}).get("Id") != locked_id:
                 raise AigoError(

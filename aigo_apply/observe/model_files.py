@@ -14,6 +14,7 @@ from typing import Any
 
 from aigo_apply.desired.model_store import MARKER
 from aigo_apply.observe import gguf
+from aigo_apply.observe.hub_answer import HubAnswer
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
 
@@ -82,15 +83,15 @@ def quant_method(config: dict[str, Any] | None) -> str | None:
     return str(method) if method else None
 
 
-def model_facts(spec: dict[str, Any], remote: dict[str, Any] | None = None, weights_too: bool = True) -> dict[str, Any]:
+def model_facts(spec: dict[str, Any], remote: HubAnswer | None = None, weights_too: bool = True) -> dict[str, Any]:
     """{weights: bytes | None, config: dict | None, found: how, problem: why unknown}. For a model
     not downloaded yet, `remote` (what the Hub said: file sizes, config.json) stands in."""
     folder = Path(spec["model_dir"])
     out: dict[str, Any] = {"weights": None, "config": None, "found": None, "problem": None}
-    if remote and "weights" in remote and not (folder / MARKER).is_file():
+    if remote and remote.weights is not None and not (folder / MARKER).is_file():
         return {
-            "weights": remote["weights"],
-            "config": remote.get("config"),
+            "weights": remote.weights,
+            "config": remote.config,
             "problem": None,
             "found": "file sizes on the Hub (not downloaded yet)",
         }

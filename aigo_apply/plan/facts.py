@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aigo_apply.observe.hub_answer import HubAnswer, HubKey
 from aigo_apply.plan.host_checks import Check
+from aigo_apply.plan.lockfile import LockRestore
 
 PULL_POLICIES = ("missing", "always", "never")
 
@@ -41,6 +43,6 @@ class PlanFacts:
 
     checks: tuple[Check, ...] = ()
     gpu_ledger: tuple[dict[str, Any], ...] = ()
-    remote: Mapping[tuple[str, str, str | None], dict[str, Any]] = field(default_factory=dict)
+    remote: Mapping[HubKey, HubAnswer] = field(default_factory=dict)
     checkpoints: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    locked_images: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    locked_images: Mapping[str, LockRestore] = field(default_factory=dict)

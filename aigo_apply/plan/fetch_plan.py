@@ -5,34 +5,35 @@ Hub, models whose files move to aigo.lock's commit, and what a pre-quantized che
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from aigo_apply.desired.model_store import downloads, is_complete, label
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import ObservedState
+from aigo_apply.observe.hub_answer import HubAnswer, HubKey
+from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.types import Action, Blocker
 
 
-def restores(observed: ObservedState, locked: dict[str, dict[str, Any]]) -> list[Action]:
+def restores(observed: ObservedState, locked: Mapping[str, LockRestore]) -> list[Action]:
     """apply --locked: one pull action per tag that must name aigo.lock's image again."""
     out = []
     for ref, how in sorted(locked.items()):
         now = observed.images.get(ref)
         where = (
-            "it is still on this machine: re-tag it"
-            if how["how"] == "retag"
-            else f"pull it by its digest {how['digest']}"
+            "it is still on this machine: re-tag it" if how.how == "retag" else f"pull it by its digest {how.digest}"
         )
         out.append(
             Action(
                 f"image.{ref}",
                 "pull",
                 (
-                    f"aigo.lock records {how['locked_id'][:19]}; the tag names {now[:19] if now else 'no image'} now; {where}",
+                    f"aigo.lock records {how.locked_id[:19]}; the tag names {now[:19] if now else 'no image'} now; {where}",
                 ),
                 image=ref,
-                spec=dict(how),
+                spec=how.to_spec(),
             )
         )
     return out
@@ -70,50 +71,52 @@ def pulls(actions: list[Action], local: dict[str, str], restores: list[Action], 
 
 
 def download_actions(
-    desired: DesiredState, observed: ObservedState, model_actions: list[Action], remote: dict[tuple, dict[str, Any]]
+    desired: DesiredState, observed: ObservedState, model_actions: list[Action], remote: Mapping[HubKey, HubAnswer]
 ) -> tuple[list[Action], list[Blocker], list[str]]:
     """A `download` for every model folder that is not complete on this machine and that a model
     being created, replaced or started needs; it runs before any container is stopped."""
     acting = {a.model for a in model_actions if a.kind in ("create", "recreate", "start") and a.model}
     actions, blockers, warnings = [], [], []
     for need in downloads(desired.specs()):
-        info = remote.get((need["repo"], need["revision"], need["file"]), {})
-        if is_complete(observed.model_files.get(need["dest"]), need["file"], info.get("pin")) or not acting & set(
+        info = remote.get((need["repo"], need["revision"], need["file"])) or HubAnswer()
+        if is_complete(observed.model_files.get(need["dest"]), need["file"], info.pin) or not acting & set(
             need["models"]
         ):
             continue
         what = label(need)
         first = f"model.{need['models'][0]}"
-        if "error" in info:
-            if info.get("access"):
-                blockers.append(Blocker(info.get("blocker", "hub.access"), info["error"], info.get("fix", ""), first))
+        if info.error is not None:
+            if info.access:
+                blockers.append(Blocker(info.blocker, info.error, info.fix, first))
             else:
-                warnings.append(f"{what}: the Hub could not tell its size ({info['error']})")
+                warnings.append(f"{what}: the Hub could not tell its size ({info.error})")
             reason = f"{what} is not on this machine (size unknown)"
-        elif info:
-            count = len(info["files"])
+        elif info.known and info.commit:
+            count = len(info.files)
             reason = (
                 f"{what} is not on this machine: {count} file{'s' if count != 1 else ''}, "
-                f"{_size(info['bytes'])}, commit {info['commit'][:12]}"
+                f"{_size(info.bytes or 0)}, commit {info.commit[:12]}"
             )
         else:
             reason = f"{what} is not on this machine"
-        if info.get("pin"):
+        if info.pin:
             reason += " (the commit aigo.lock records)"
         spec = {k: need[k] for k in ("repo", "revision", "file", "dest", "models")}
-        spec.update({k: info[k] for k in ("commit", "bytes", "pin") if k in info})
+        spec.update(
+            {k: v for k, v in (("commit", info.commit), ("bytes", info.bytes), ("pin", info.pin)) if v is not None}
+        )
         actions.append(Action(f"download.{what}", "download", (reason,), spec=spec))
     return actions, blockers, warnings
 
 
 def lock_moves(
-    desired: DesiredState, observed: ObservedState, actions: list[Action], remote: dict[tuple, dict[str, Any]]
+    desired: DesiredState, observed: ObservedState, actions: list[Action], remote: Mapping[HubKey, HubAnswer]
 ) -> list[Action]:
     """With `apply --locked`, a model whose folder holds another commit than aigo.lock records is
     replaced once the recorded commit is downloaded (its files change under it)."""
     moving: dict[str, str] = {}
     for need in downloads(desired.specs()):
-        pin = remote.get((need["repo"], need["revision"], need["file"]), {}).get("pin")
+        pin = (remote.get((need["repo"], need["revision"], need["file"])) or HubAnswer()).pin
         here = (observed.model_files.get(need["dest"]) or {}).get("commit")
         if pin and here and here != pin:
             moving.update(dict.fromkeys(need["models"], pin))

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,16 +117,38 @@ def drift(
     return out
 
 
-def restore_for(ref: str, entry: dict[str, Any], local_ids: frozenset[str]) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class LockRestore:
+    """How `apply --locked` puts back the image aigo.lock records for a tag: re-tag `locked_id` when
+    it is still on this machine, or pull `digest` (repo@sha256:...) and tag that."""
+
+    locked_id: str
+    how: str  # "retag" | "pull"
+    digest: str | None = None
+
+    def to_spec(self) -> dict[str, Any]:
+        """The pull action's `spec` in the plan JSON."""
+        return {"locked_id": self.locked_id, "how": self.how, **({"digest": self.digest} if self.digest else {})}
+
+    @classmethod
+    def from_spec(cls, ref: str, spec: Any) -> LockRestore | None:
+        """A pull action's spec read back, or None when it is not one restore_for makes (an edited
+        plan): checked again right before tagging."""
+        if not isinstance(spec, dict) or not valid_restore(ref, spec):
+            return None
+        return cls(str(spec["locked_id"]), str(spec["how"]), spec.get("digest"))
+
+
+def restore_for(ref: str, entry: dict[str, Any], local_ids: frozenset[str]) -> LockRestore | None:
     """How `apply --locked` puts the image aigo.lock records for `ref` back: re-tag it when it is
     still on this machine, else pull its registry digest; None when neither is possible."""
     image_id, digest = str(entry.get("id") or ""), entry.get("digest")
     if not IMAGE_ID.fullmatch(image_id):
         return None
     if image_id in local_ids:
-        return {"locked_id": image_id, "how": "retag"}
+        return LockRestore(image_id, "retag")
     if _digest_of(ref, digest):
-        return {"locked_id": image_id, "how": "pull", "digest": digest}
+        return LockRestore(image_id, "pull", str(digest))
     return None
 
 
