@@ -18,7 +18,7 @@ API_VERSION = "1.41"  # Docker 20.10+, and Podman's compatible socket; pinned to
 
 
 class DockerRuntime:
-    def __init__(self, base_url: str | None = None, timeout: int = 60):
+    def __init__(self, base_url: str | None = None, timeout: int | None = 60):  # None: no timeout (events)
         import docker  # imported here: the CLI's validate path never pays for it
         from docker.utils import kwargs_from_env
 

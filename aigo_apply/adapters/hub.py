@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aigo_apply.desired.model_store import MARKER, read_marker, select_files
 from aigo_apply.errors import AigoError, HubError
@@ -224,7 +224,7 @@ class _errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, exc, tb) -> bool:
+    def __exit__(self, kind, exc, tb) -> Literal[False]:
         if exc is None or isinstance(exc, AigoError):
             return False
         from huggingface_hub.errors import (

@@ -98,7 +98,10 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
 
 
 def lock_checks(
-    desired: DesiredState, observed: ObservedState, lock: dict | None, restores: dict[str, dict | None] | None = None
+    desired: DesiredState,
+    observed: ObservedState,
+    lock: dict | None,
+    restores: dict[str, LockRestore | None] | None = None,
 ) -> list:
     """Drift from aigo.lock (warnings; the Hub is asked where each branch or tag points now), and
     with --locked (`restores`, from locked_images) an image that cannot be put back (blocking)."""

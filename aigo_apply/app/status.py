@@ -49,12 +49,13 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
     changing = sorted({a.model for a in plan.actions if a.kind not in ("noop", "pull") and a.model})
     router_action = next((a for a in plan.actions if a.address == "router"), None)
     r = observed.router
+    in_sync = router_action is None or router_action.kind == "noop"
     router = {
         "container": r.name if r else None,
         "state": r.state if r else "absent",
         "url": f"http://{desired.router.spec['bind']}:{desired.router.port}/v1",
         "routes": sorted(routed),
-        "in_sync": router_action is None or router_action.kind == "noop",
+        "in_sync": in_sync,
     }
     return {
         "project": desired.project,
@@ -65,7 +66,7 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
             "models_changing": len(changing),
             "models": changing,
             "blocked": bool(plan.blockers),
-            "router": None if router["in_sync"] else router_action.kind,
+            "router": None if router_action is None or in_sync else router_action.kind,
         },
     }
 

@@ -85,7 +85,12 @@ class Watcher:
 
     def run(self) -> None:
         events = self.runtime.engine_events(self.project)
-        closer = threading.Thread(target=lambda: (self.stop.wait(), events.close()), daemon=True)
+
+        def close_when_stopped() -> None:
+            self.stop.wait()
+            events.close()
+
+        closer = threading.Thread(target=close_when_stopped, daemon=True)
         closer.start()
         self.reconcile()
         self.say(f"watching project '{self.project}' (Ctrl-C to stop)")

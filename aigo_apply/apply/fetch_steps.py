@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeGuard
 
 from aigo_apply.adapters.hub import download
 from aigo_apply.adapters.runtime import Runtime
@@ -69,7 +69,7 @@ def check_download(action: Action) -> dict[str, Any]:
     repo, revision, file, dest = spec.get("repo"), spec.get("revision"), spec.get("file"), spec.get("dest")
     pin = spec.get("pin")
 
-    def fits(value: Any, key: str) -> bool:
+    def fits(value: Any, key: str) -> TypeGuard[str]:
         return isinstance(value, str) and re.search(allowed[key]["pattern"], value) is not None
 
     ok = (
@@ -80,7 +80,7 @@ def check_download(action: Action) -> dict[str, Any]:
         and isinstance(dest, str)
         and (pin is None or (isinstance(pin, str) and re.fullmatch(r"[0-9a-f]{40}", pin) is not None))
     )
-    if ok:
+    if ok and isinstance(repo, str) and isinstance(revision, str) and isinstance(dest, str):  # as `ok` says
         layout = repo_dir(PurePosixPath("/"), repo, revision)  # the folder must end as the store lays it out
         ok = PurePosixPath(dest).is_absolute() and PurePosixPath(dest).parts[-2:] == layout.parts[-2:]
     if not ok:

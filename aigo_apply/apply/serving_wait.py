@@ -13,8 +13,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aigo_apply.errors import NotReady
+
+if TYPE_CHECKING:
+    import httpx
 
 FIRST_DELAY, MAX_DELAY, BACKOFF = 0.02, 0.1, 1.5  # a low cap keeps apply within 0.1 s of the engine
 STATE_EVERY = 0.5  # how often to ask Docker whether the container still runs
@@ -119,7 +123,8 @@ class _ClientLoader:
     """An httpx client whose (slow) import starts at once in a background thread."""
 
     def __init__(self, timeout: float):
-        self.timeout, self.client = timeout, None
+        self.timeout = timeout
+        self.client: httpx.Client | None = None
         self._thread = threading.Thread(target=self._import, daemon=True)
         self._thread.start()
 
@@ -127,7 +132,7 @@ class _ClientLoader:
     def _import() -> None:
         import httpx  # noqa: F401
 
-    def get(self):
+    def get(self) -> httpx.Client:
         if self.client is None:
             self._thread.join()
             import httpx

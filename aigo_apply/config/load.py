@@ -36,7 +36,7 @@ def load_config(file: str) -> Config:
     path = Path(file).expanduser()
     source = load(path, file)
     key = _validated_key(path)
-    known_valid = key is not None and _cache_dir() is not None and (_cache_dir() / key).exists()
+    known_valid = key is not None and (cache := _cache_dir()) is not None and (cache / key).exists()
     problems = source.problems + ([] if known_valid else schema.validate(source)) + checks.check(source)
     if problems:
         raise ConfigInvalid(file, problems)
@@ -68,6 +68,8 @@ def _validated_key(path: Path) -> str | None:
 
 def _remember_valid(key: str) -> None:
     folder = _cache_dir()
+    if folder is None:
+        return
     try:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / key).touch()

@@ -11,14 +11,14 @@ import ipaddress
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import deprecated_quantizations
-from aigo_apply.config.yaml_source import Source
+from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
 
 ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -28,8 +28,8 @@ SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|
 
 
 def check(source: Source) -> list[Problem]:
-    data = source.data if isinstance(source.data, dict) else {}
-    models = data.get("models") if isinstance(data.get("models"), dict) else {}
+    data = _mapping(source.data)
+    models = _mapping(data.get("models"))
     finder = _Finder(source)
     for rule in (_aliases, _context_lengths, _ports, _engines, _gpu_fractions, _tensor_parallel, _env, _quantization):
         rule(data, models, finder)
@@ -38,26 +38,32 @@ def check(source: Source) -> list[Problem]:
     return finder.problems
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    """`value` when it is a mapping, else an empty one (what failed the schema is skipped here)."""
+    return value if isinstance(value, dict) else {}
+
+
 class _Finder:
     """Collects problems, locating each at a key or a value of the source."""
 
     def __init__(self, source: Source):
-        self.source, self.problems = source, []
+        self.source = source
+        self.problems: list[Problem] = []
 
-    def at_key(self, path: tuple, message: str) -> None:
+    def at_key(self, path: Path_, message: str) -> None:
         line, col = self.source.marks.of_key(path)
         self.problems.append(Problem(line, col, dotted(path), message, self.source.file))
 
-    def at_value(self, path: tuple, message: str) -> None:
+    def at_value(self, path: Path_, message: str) -> None:
         line, col = self.source.marks.of_value(path)
         self.problems.append(Problem(line, col, dotted(path), message, self.source.file))
 
 
-def _engine(data: dict, model: Any) -> str:
+def _engine(data: dict[str, Any], model: Any) -> str:
     return engine_of(model, data.get("defaults"))
 
 
-def _settings(data: dict, model: Any) -> tuple[str, dict]:
+def _settings(data: dict[str, Any], model: Any) -> tuple[str, dict[str, Any]]:
     """The engine that runs the model and its settings block (the other engines' blocks are ignored)."""
     engine = _engine(data, model)
     block = model.get(engine) if isinstance(model, dict) else None
@@ -67,9 +73,9 @@ def _settings(data: dict, model: Any) -> tuple[str, dict]:
 TAG_EXAMPLES = {"sglang": "v0.5.6-cu129", "llama.cpp": "server-cuda"}
 
 
-def _engines(data: dict, models: dict, f: _Finder) -> None:
+def _engines(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
     """The engine fits the weights' format, and an engine without a built-in tag has one named."""
-    engines = data.get("engines") if isinstance(data.get("engines"), dict) else {}
+    engines = _mapping(data.get("engines"))
     for alias, model in models.items():
         if not isinstance(model, dict):
             continue
@@ -87,7 +93,7 @@ def _engines(data: dict, models: dict, f: _Finder) -> None:
                 "llama.cpp serves one .gguf file; set source.path to a .gguf file or source.file to the "
                 ".gguf file in the repo, or use engine: vllm or sglang for a safetensors model",
             )
-        section = engines.get(engine) if isinstance(engines.get(engine), dict) else {}
+        section = _mapping(engines.get(engine))
         if engine in TAG_EXAMPLES and "image_tag" not in section:
             f.at_key(
                 where,
@@ -96,7 +102,7 @@ def _engines(data: dict, models: dict, f: _Finder) -> None:
             )
 
 
-def _aliases(data: dict, models: dict, f: _Finder) -> None:
+def _aliases(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
     seen: dict[str, str] = {}
     for alias in models:
         path = ("models", alias)
@@ -115,7 +121,7 @@ def _aliases(data: dict, models: dict, f: _Finder) -> None:
         seen.setdefault(folded, alias)
 
 
-def _context_lengths(data: dict, models: dict, f: _Finder) -> None:
+def _context_lengths(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
     for alias, model in models.items():
         if not isinstance(model, dict) or not isinstance(model.get("context_length"), (int, str)):
             continue
@@ -129,12 +135,12 @@ def _context_lengths(data: dict, models: dict, f: _Finder) -> None:
             f.at_value(path, f"{tokens} tokens is out of range; use {MIN_CONTEXT} to {MAX_CONTEXT}")
 
 
-def _valid_port(value: Any) -> bool:
+def _valid_port(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
 
-def _ports(data: dict, models: dict, f: _Finder) -> None:
-    router = data.get("router") if isinstance(data.get("router"), dict) else {}
+def _ports(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
+    router = _mapping(data.get("router"))
     router_port = router.get("port", DEFAULT_ROUTER_PORT)
     owners: dict[int, str] = {}
     for alias, model in models.items():
@@ -150,12 +156,12 @@ def _ports(data: dict, models: dict, f: _Finder) -> None:
             owners[port] = alias
 
 
-def _gpus_of(model: dict) -> Any:
+def _gpus_of(model: dict[str, Any]) -> Any:
     return model.get("gpus", "all")
 
 
-def _gpu_fractions(data: dict, models: dict, f: _Finder) -> None:
-    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
+    defaults = _mapping(data.get("defaults"))
     default_fraction = defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
     if not isinstance(default_fraction, (int, float)):
         return
@@ -186,7 +192,7 @@ def _gpu_fractions(data: dict, models: dict, f: _Finder) -> None:
         total = sum(fractions[a] for a in members)
         last = members[-1]
         engine, settings = _settings(data, models[last])
-        path = ("models", last, engine, "gpu_memory_utilization")
+        path: Path_ = ("models", last, engine, "gpu_memory_utilization")
         if "gpu_memory_utilization" not in settings:
             path = ("models", last)
         f.at_key(
@@ -197,7 +203,7 @@ def _gpu_fractions(data: dict, models: dict, f: _Finder) -> None:
         )
 
 
-def _tensor_parallel(data: dict, models: dict, f: _Finder) -> None:
+def _tensor_parallel(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
     for alias, model in models.items():
         engine, settings = _settings(data, model)
         tp = settings.get("tensor_parallel_size")
@@ -214,7 +220,7 @@ def _tensor_parallel(data: dict, models: dict, f: _Finder) -> None:
             )
 
 
-def _env(data: dict, models: dict, f: _Finder) -> None:
+def _env(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
     for alias, model in models.items():
         env = model.get("env") if isinstance(model, dict) else None
         if not isinstance(env, dict):
@@ -234,7 +240,7 @@ def _env(data: dict, models: dict, f: _Finder) -> None:
                 )
 
 
-def _quantization(data: dict, models: dict, f: _Finder) -> None:
+def _quantization(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
     deprecated = set(deprecated_quantizations())
     for alias, model in models.items():
         engine, settings = _settings(data, model)
@@ -283,10 +289,10 @@ def _unsafe_mount(path: Path) -> str | None:
     return None
 
 
-def _host_paths(data: dict, models: dict, f: _Finder, base: Path) -> None:
+def _host_paths(data: dict[str, Any], models: dict[str, Any], f: _Finder, base: Path) -> None:
     """A model folder is mounted into a container: it must be a model's folder, not the host's
     secrets or system (a config from a shared repo must not mount ~/.ssh or /etc)."""
-    places = []
+    places: list[tuple[Path_, str]] = []
     for alias, model in models.items():
         if not isinstance(model, dict):
             continue
@@ -297,7 +303,7 @@ def _host_paths(data: dict, models: dict, f: _Finder, base: Path) -> None:
         draft = spec.get("draft") if isinstance(spec, dict) else None
         if isinstance(draft, dict) and isinstance(draft.get("path"), str):
             places.append((("models", alias, "vllm", "speculative", "draft", "path"), draft["path"]))
-    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+    defaults = _mapping(data.get("defaults"))
     if isinstance(defaults.get("models_dir"), str):
         places.append((("defaults", "models_dir"), defaults["models_dir"]))
     for where, raw in places:
@@ -314,8 +320,8 @@ def _host_paths(data: dict, models: dict, f: _Finder, base: Path) -> None:
             )
 
 
-def _router_bind(data: dict, f: _Finder) -> None:
-    router = data.get("router") if isinstance(data.get("router"), dict) else {}
+def _router_bind(data: dict[str, Any], f: _Finder) -> None:
+    router = _mapping(data.get("router"))
     bind = router.get("bind")
     if isinstance(bind, str):
         try:

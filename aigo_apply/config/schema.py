@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION
-from aigo_apply.config.yaml_source import Source
+from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
 from aigo_apply.resources import data_dir
 
@@ -37,7 +37,8 @@ _TYPE_WORDS = {
 
 @cache
 def schema() -> dict[str, Any]:
-    return json.loads((data_dir("schemas") / SCHEMA_FILE).read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads((data_dir("schemas") / SCHEMA_FILE).read_text(encoding="utf-8"))
+    return data
 
 
 @cache
@@ -60,11 +61,11 @@ def validate(source: Source) -> list[Problem]:
     return sorted(set(problems))
 
 
-def _explain(error: ValidationError, path: tuple, source: Source) -> list[Problem]:
+def _explain(error: ValidationError, path: Path_, source: Source) -> list[Problem]:
     marks, file = source.marks, source.file
     kind, value = error.validator, error.instance
 
-    def at_value(message: str, where: tuple = path) -> Problem:
+    def at_value(message: str, where: Path_ = path) -> Problem:
         line, col = marks.of_value(where)
         return Problem(line, col, dotted(where), message, file)
 
@@ -118,7 +119,7 @@ def _unknown_key(key: str, allowed: list[str]) -> str:
     return f"unknown key '{key}'; allowed here: {', '.join(allowed)}"
 
 
-def _enum_message(path: tuple, value: Any, choices: list[Any]) -> str:
+def _enum_message(path: Path_, value: Any, choices: list[Any]) -> str:
     setting = path[-1] if path and path[-1] in ENUM_SETTINGS and "vllm" in path else None
     if path[-2:] == ("speculative", "method"):
         setting = "speculative method"

@@ -34,7 +34,8 @@ def parse_token_count(value: int | str) -> int:
     if unit.isupper():
         if "." in num:
             raise ValueError(f"'{value}': decimals are only allowed with lowercase k/m/g/t (e.g. 25.6k)")
-        return int(num) * 1024**power
+        scale: int = 1024**power  # typeshed types int ** int as Any (a negative power gives a float)
+        return int(num) * scale
     result = float(num) * 1000**power
     if result != int(result):
         raise ValueError(f"'{value}' is not a whole number of tokens")

@@ -29,7 +29,8 @@ ENUM_SETTINGS = {
 
 @cache
 def facts() -> dict[str, Any]:
-    return json.loads((data_dir("schemas") / FACTS_FILE).read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads((data_dir("schemas") / FACTS_FILE).read_text(encoding="utf-8"))
+    return data
 
 
 def names(setting: str) -> list[str]:

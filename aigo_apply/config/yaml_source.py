@@ -143,7 +143,7 @@ class _Builder:
                 node.start_mark.column + 1,
             ) from None
 
-    def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict:
+    def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[str, Any]:
         try:
             self.loader.flatten_mapping(node)  # resolves `<<:` merge keys
         except yaml.YAMLError as exc:
@@ -153,7 +153,7 @@ class _Builder:
                 node.start_mark.line + 1,
                 node.start_mark.column + 1,
             ) from None
-        result: dict = {}
+        result: dict[str, Any] = {}
         for key_node, value_node in node.value:
             line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
             if not isinstance(key_node, yaml.ScalarNode):

@@ -34,6 +34,7 @@ from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
 from aigo_apply.desired.model_store import local_dir, repo_dir
 from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState, HostContext, Route
+from aigo_apply.errors import AigoError
 
 
 def build_desired(config: Config, host: HostContext) -> DesiredState:
@@ -48,9 +49,10 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
     desired = {}
     for alias in sorted(models):
         engine = engine_of(models[alias], defaults)
-        spec = model_spec(
-            models[alias], defaults, engine, image_reference(data, engine), ports[alias], config.base_dir, store
-        )
+        image = image_reference(data, engine)
+        if image is None:  # validation requires image_tag for an engine without a built-in one
+            raise AigoError(f"model '{alias}' runs on {engine}, which has no image tag: set engines.{engine}.image_tag")
+        spec = model_spec(models[alias], defaults, engine, image, ports[alias], config.base_dir, store)
         notes = ignored_settings(models[alias], engine)
         written = models[alias]["context_length"]
         if isinstance(written, str):

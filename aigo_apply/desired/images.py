@@ -27,7 +27,8 @@ BUILT_IN = {
 
 def image_reference(data: dict[str, Any], engine: str) -> str | None:
     """'repository:tag' for an engine from a validated config; None when its tag is not given."""
-    return image_object(data, engine)["imageReference"]
+    ref: str | None = image_object(data, engine)["imageReference"]
+    return ref
 
 
 def image_object(data: dict[str, Any], engine: str) -> dict[str, Any]:

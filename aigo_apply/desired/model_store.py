@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePath
+from typing import Any, TypeVar
 
 from aigo_apply.errors import UnsupportedModel
 
@@ -40,10 +40,11 @@ ENGINE_FILES = frozenset(
     }
 )
 ENGINE_SUFFIXES = (".jinja", ".tiktoken", ".py")  # chat templates, tiktoken vocabularies, trust_remote_code modules
+_P = TypeVar("_P", bound=PurePath)  # repo_dir lays out a real folder, or a pure path to compare with
 _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-\d{5}-of-(?P<count>\d{5})\.gguf$")
 
 
-def repo_dir(models_dir: Path, repo: str, revision: str) -> Path:
+def repo_dir(models_dir: _P, repo: str, revision: str) -> _P:
     org, name = repo.split("/", 1)
     return models_dir / f"{org}--{name}" / revision.replace("/", "--")
 
@@ -71,8 +72,7 @@ def select_files(repo: str, paths: list[str], file: str | None = None) -> list[s
         wanted = [
             p
             for p in paths
-            if p == file
-            or (split and _SPLIT_GGUF.match(p) and _SPLIT_GGUF.match(p).group("stem") == split.group("stem"))
+            if p == file or (split and (part := _SPLIT_GGUF.match(p)) and part.group("stem") == split.group("stem"))
         ]
         if file not in paths:
             ggufs = sorted(p for p in paths if p.endswith(".gguf"))[:8]
@@ -121,7 +121,7 @@ def is_complete(marker: dict[str, Any] | None, file: str | None = None, commit: 
 def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Every Hub download the models' specs name (weights and speculative draft models), one per
     repo, revision, file and folder, with the aliases that need it. Pure."""
-    found: dict[tuple, dict[str, Any]] = {}
+    found: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
     for alias, spec in sorted(specs.items()):
         sources = [(spec.get("source", {}), spec.get("model_dir"))]
         draft = spec.get("vllm", {}).get("speculative", {}).get("draft")

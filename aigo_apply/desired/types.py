@@ -149,7 +149,8 @@ class DesiredRouter:
 
     @property
     def port(self) -> int:
-        return self.spec["port"]
+        port: int = self.spec["port"]
+        return port
 
 
 @dataclass(frozen=True)

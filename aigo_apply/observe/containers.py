@@ -61,7 +61,7 @@ class ObservedState:
     router_files: dict[str, str] = field(default_factory=dict)  # the router's live config folder
     # downloaded model folders: path -> what its completion marker says ({} for none); only the
     # folders the file names are looked at
-    model_files: dict[str, dict] = field(default_factory=dict)
+    model_files: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def engines(self) -> tuple[ObservedContainer, ...]:
@@ -124,9 +124,10 @@ def parse_state(
     containers: list[dict[str, Any]],
     images: list[dict[str, Any]],
     router_files: dict[str, str] | None = None,
-    model_files: dict[str, dict] | None = None,
+    model_files: dict[str, dict[str, Any]] | None = None,
 ) -> ObservedState:
-    ours, others = [], []
+    ours: list[ObservedContainer] = []
+    others: list[ObservedContainer] = []
     for raw in containers:
         container = parse_container(raw)
         (ours if L.is_ours(container.labels, project) else others).append(container)

@@ -99,7 +99,7 @@ def as_config(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
     }
     key_length, value_length = number("attention.key_length"), number("attention.value_length")
     if key_length or value_length:  # K and V heads of different sizes count at their mean
-        mean = ((key_length or value_length) + (value_length or key_length)) / 2
+        mean = ((key_length or value_length or 0) + (value_length or key_length or 0)) / 2  # one is set
         config["head_dim"] = int(mean) if mean == int(mean) else mean
     notes = [f"GGUF metadata ({arch}), f16 KV cache"]
     if number("attention.kv_lora_rank"):

@@ -24,7 +24,8 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
         (length,) = struct.unpack("<Q", f.read(8))
         if length > MAX_HEADER:
             raise ValueError(f"{path.name}: header of {length} bytes is not a safetensors header")
-        return json.loads(f.read(length))
+        header: dict[str, Any] = json.loads(f.read(length))
+        return header
 
 
 def weight_files(folder: Path) -> list[Path]:

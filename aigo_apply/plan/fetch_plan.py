@@ -148,13 +148,13 @@ def _quant_family(method: str) -> str:
 
 
 def checkpoint_notes(
-    desired: DesiredState, actions: list[Action], checkpoints: dict[str, dict[str, Any]]
+    desired: DesiredState, actions: list[Action], checkpoints: Mapping[str, Mapping[str, Any]]
 ) -> tuple[list[Action], list[Blocker]]:
     """Say when a checkpoint is pre-quantized; block a quantization setting that contradicts it."""
     out, blockers = [], []
     for action in actions:
         method = checkpoints.get(action.model or "", {}).get("quant_method") if action.kind != "remove" else None
-        if not method:
+        if not method or action.model is None:  # a model's action names its model
             out.append(action)
             continue
         model = desired.models[action.model]

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.host_checks import Check
-from aigo_apply.plan.vram import TIGHT, estimate, gib
+from aigo_apply.plan.vram import TIGHT, Estimate, estimate, gib
 
 
 def model_gpus(spec: dict[str, Any], count: int) -> list[int]:
@@ -27,10 +28,11 @@ def model_gpus(spec: dict[str, Any], count: int) -> list[int]:
 
 
 def _settings(spec: dict[str, Any]) -> dict[str, Any]:
-    return spec.get(spec["engine"], {})
+    settings: dict[str, Any] = spec.get(spec["engine"], {})
+    return settings
 
 
-def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int):
+def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int) -> Estimate:
     settings = _settings(spec)
     if spec["engine"] == "llama.cpp":  # layers (and their KV cache) spread over the GPUs; sizes from GGUF metadata
         est = estimate(facts.get("config"), facts.get("weights"), spec["context_length"], max(1, gpus))
@@ -48,7 +50,9 @@ def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int):
     )
 
 
-def build(desired, nvml: dict[str, Any], facts: dict[str, dict[str, Any]], ours: set[str]) -> list[dict[str, Any]]:
+def build(
+    desired: DesiredState, nvml: dict[str, Any], facts: dict[str, dict[str, Any]], ours: set[str]
+) -> list[dict[str, Any]]:
     """The ledger rows, one per GPU that exists (empty without NVML)."""
     if not nvml.get("available"):
         return []

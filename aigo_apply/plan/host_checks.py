@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from aigo_apply.config.defaults import VLLM_DEFAULT_TAG
+from aigo_apply.desired.types import DesiredState
 
 MIN_DRIVER_CUDA13 = 580  # the default v0.31.0 image is a CUDA 13 build: R580 or newer
 CU12_TAG = f"{VLLM_DEFAULT_TAG}-cu129"
@@ -26,14 +27,14 @@ class Check:
         return asdict(self)
 
 
-def gpu_needs(desired) -> dict[str, Any]:
+def gpu_needs(desired: DesiredState) -> dict[str, Any]:
     """Which models want GPUs, and which explicit indices they name."""
     wanting = {a: m.spec["gpus"] for a, m in desired.models.items() if m.spec["gpus"] != "none"}
     indices = sorted({i for g in wanting.values() if isinstance(g, list) for i in g})
     return {"models": sorted(wanting), "indices": indices}
 
 
-def run_checks(facts: dict[str, Any], desired, image: dict[str, Any]) -> list[Check]:
+def run_checks(facts: dict[str, Any], desired: DesiredState, image: dict[str, Any]) -> list[Check]:
     checks = [_docker(facts["docker"])]
     needs = gpu_needs(desired)
     if not needs["models"]:
@@ -96,7 +97,7 @@ def _nvidia(nvml: dict[str, Any], who: str, indices: list[int], image: dict[str,
             )
         ]
     checks = []
-    major = int(re.match(r"(\d+)", nvml["driver"]).group(1)) if re.match(r"\d+", nvml.get("driver", "")) else 0
+    major = int(found.group(1)) if (found := re.match(r"(\d+)", nvml.get("driver", ""))) else 0
     tag = image.get("tag", "")
     cuda13 = not re.search(r"-cu1[0-2]\d", tag)
     if major < MIN_DRIVER_CUDA13 and cuda13:

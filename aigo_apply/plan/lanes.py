@@ -27,7 +27,8 @@ def start_lanes(actions: list[Action]) -> tuple[tuple[str, ...], ...]:
         members: list[str] = []
         for lane in [lane for lane in lanes if lane[0] != "none" and _overlap(lane[0], mine)]:
             lanes.remove(lane)
-            merged = "all" if "all" in (lane[0], merged) else frozenset(lane[0]) | frozenset(merged)
+            held = lane[0]  # neither is "none" here: a GpuSet that is not "all" is a frozenset
+            merged = held | merged if isinstance(held, frozenset) and isinstance(merged, frozenset) else "all"
             members += lane[1]
         lanes.append((merged, sorted(members + [action.address], key=order.__getitem__)))
     return tuple(tuple(members) for _, members in lanes)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.desired.model_store import downloads, label
+from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
 
 FORMAT = 1
@@ -46,7 +47,7 @@ def read(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def build(desired, images: list[dict[str, Any]], markers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The lock of what this machine runs for `desired`: images from GET /images/json, model commits
     from the download markers of the model store."""
     by_tag = {tag: image for image in images for tag in image.get("RepoTags") or []}
@@ -86,7 +87,7 @@ def write(path: Path, data: dict[str, Any]) -> bool:
 
 def drift(
     lock: dict[str, Any],
-    desired,
+    desired: DesiredState,
     images: dict[str, str],
     markers: dict[str, dict[str, Any]],
     hub_commits: dict[str, str],

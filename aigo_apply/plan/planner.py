@@ -5,6 +5,8 @@ not change plans to nothing but no-ops, every time, because both sides are canon
 
 from __future__ import annotations
 
+from typing import Any
+
 from aigo_apply.desired.types import DesiredModel, DesiredState
 from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
@@ -33,7 +35,9 @@ def build_plan(
         raise UsageProblem(f"--replace {alias}: no model '{alias}' in {desired.file}")
     for alias in sorted(target - known):
         raise UsageProblem(f"--target {alias}: no model '{alias}' in {desired.file} or on this machine")
-    wanted = lambda alias: not target or alias in target
+
+    def wanted(alias: str) -> bool:
+        return not target or alias in target
 
     by_alias: dict[str, list[ObservedContainer]] = {}
     for container in observed.engines:
@@ -91,11 +95,16 @@ def _model_actions(
         if c is not primary
     ]
     address = f"model.{model.alias}"
-    base = {"model": model.alias, "container": name, "image": model.container.image, "notes": model.notes}
-    waits = {"spec": model.spec, "ready_timeout": model.ready_timeout}
+    base: dict[str, Any] = {
+        "model": model.alias,
+        "container": name,
+        "image": model.container.image,
+        "notes": model.notes,
+    }
+    waits: dict[str, Any] = {"spec": model.spec, "ready_timeout": model.ready_timeout}
     if primary is None:
-        changes = tuple(Change(p, None, v, "create") for p, v in flatten(model.spec))
-        return extras + [Action(address, "create", (f"no container {name} exists",), changes, **waits, **base)]
+        created = tuple(Change(p, None, v, "create") for p, v in flatten(model.spec))
+        return extras + [Action(address, "create", (f"no container {name} exists",), created, **waits, **base)]
     reasons, changes = _differences(model, primary, replace, images)
     if reasons:
         return extras + [Action(address, "recreate", tuple(reasons), tuple(changes), **waits, **base)]

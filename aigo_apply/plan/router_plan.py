@@ -5,6 +5,7 @@ route). The deployed files are trusted by their render key; only a mismatch rend
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.observe.containers import ObservedState
@@ -21,10 +22,15 @@ def router_action(
     """The router: created, recreated or started like an engine; reloaded when its files differ
     from what is deployed, or when it routes to an engine that is not running (a stale route)."""
     want, have = desired.router, observed.router
-    base = {"container": want.container.name, "image": want.container.image, "spec": want.spec, "ready_timeout": 60.0}
+    base: dict[str, Any] = {
+        "container": want.container.name,
+        "image": want.container.image,
+        "spec": want.spec,
+        "ready_timeout": 60.0,
+    }
     if have is None:
-        changes = tuple(Change(p, None, v, "create") for p, v in flatten(want.spec))
-        return [Action("router", "create", (f"no router container {want.container.name} exists",), changes, **base)]
+        created = tuple(Change(p, None, v, "create") for p, v in flatten(want.spec))
+        return [Action("router", "create", (f"no router container {want.container.name} exists",), created, **base)]
     before = have.spec
     moved_reasons, moved = image_moved(want.container.image, have, images, "router")
     if before != want.spec or have.spec_hash != want.container.definition_hash() or have.state in ("dead", "removing"):
@@ -68,7 +74,7 @@ def _deployed_routes(files: dict[str, str]) -> list[str]:
 
 def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
     """A unified diff of two config folders, file by file (what `plan --diff` shows)."""
-    out = []
+    out: list[str] = []
     for name in sorted(set(before) | set(after)):
         a, b = before.get(name, ""), after.get(name, "")
         if a != b:

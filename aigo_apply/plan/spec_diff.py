@@ -33,7 +33,7 @@ def diff_specs(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
     """Field-level changes between two canonical specs; a list counts as one value (gpus: [0, 1] -> [0])."""
     from deepdiff import DeepDiff  # only paid for when something differs
 
-    paths: set[tuple] = set()
+    paths: set[tuple[Any, ...]] = set()
     for level in (lvl for items in DeepDiff(before, after, verbose_level=2).tree.values() for lvl in items):
         path = tuple(level.path(output_format="list"))
         cut = next((i for i, part in enumerate(path) if isinstance(part, int)), len(path))
@@ -41,7 +41,7 @@ def diff_specs(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
     return [Change(dotted(p), _get(before, p), _get(after, p), "recreate") for p in sorted(paths, key=dotted)]
 
 
-def _get(data: Any, path: tuple) -> Any:
+def _get(data: Any, path: tuple[Any, ...]) -> Any:
     for part in path:
         if not isinstance(data, dict) or part not in data:
             return None
@@ -49,8 +49,8 @@ def _get(data: Any, path: tuple) -> Any:
     return data
 
 
-def flatten(data: dict[str, Any], prefix: tuple = ()) -> list[tuple[str, Any]]:
-    out = []
+def flatten(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
     for key, value in sorted(data.items()):
         if isinstance(value, dict) and not (value and set(value) <= {"from_env", "from_file"}):
             out += flatten(value, prefix + (key,))  # an empty mapping (no env) shows nothing

@@ -88,7 +88,7 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _ledger(rows) -> list[str]:
+def _ledger(rows: tuple[dict[str, Any], ...]) -> list[str]:
 
     return render(list(rows)) if rows else []
 

@@ -141,7 +141,7 @@ def mamba_state_bytes(config: dict[str, Any], mamba_layers: int, tp: int, dtype_
         ssm, conv = inner * d_state * ssm_bytes, inner * (kernel - 1) * dtype_bytes
     else:
         return 0
-    return math.ceil(mamba_layers * (ssm + conv) / tp)
+    return int(math.ceil(mamba_layers * (ssm + conv) / tp))
 
 
 def estimate(

@@ -8,11 +8,15 @@ import hashlib
 import json
 from dataclasses import asdict
 from functools import cache
+from typing import TYPE_CHECKING
 
 from aigo_apply import __version__
 from aigo_apply.desired.engines.router import LIVE
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.resources import data_dir
+
+if TYPE_CHECKING:
+    import jinja2
 
 KEYS_FILE = "api-keys"
 RENDER_KEY_FILE = "render.key"  # what a generation was rendered from, and the digest of its files
@@ -20,7 +24,7 @@ TEMPLATE = "haproxy.cfg.j2"
 
 
 @cache
-def _env():
+def _env() -> jinja2.Environment:
     import jinja2
 
     return jinja2.Environment(

@@ -1,4 +1,4 @@
-"""The executor on an in-memory runtime (tests/unit/fakes.py): the order of its side effects, GPU
+"""The executor on an in-memory runtime (tests/helpers/fakes.py): the order of its side effects, GPU
 lanes, recreate with restore, remove, refusals and interrupts. Plans are made by the real pure
 core (config -> desired -> observed -> planner), never written by hand."""
 
@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import host_context, write_config
-from fakes import FakeReporter, FakeRoutes, FakeRuntime, FakeWaits, Log, no_router_wait, overlap
 
 from aigo_apply.apply.executor import Executor, Interrupted
 from aigo_apply.apply.journal import Journal
@@ -22,6 +20,9 @@ from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.router.haproxy import render_files
+
+from helpers.configs import host_context, write_config
+from helpers.fakes import FakeReporter, FakeRoutes, FakeRuntime, FakeWaits, Log, no_router_wait, overlap
 
 HEAD = """\
 version: 1

@@ -6,14 +6,21 @@ a command line, so a hand-edited saved plan cannot smuggle a flag past validatio
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from aigo_apply.desired.engines import llamacpp, sglang, vllm
 from aigo_apply.desired.engines.common import container_name
 from aigo_apply.desired.types import ContainerSpec
 from aigo_apply.errors import AigoError
 
-ENGINES = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp}
+
+class _Engine(Protocol):
+    """What the planner needs of an engine module."""
+
+    def render(self, project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec: ...
+
+
+ENGINES: dict[str, _Engine] = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp}
 __all__ = ["ENGINES", "container_name", "render"]
 
 

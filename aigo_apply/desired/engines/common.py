@@ -44,7 +44,9 @@ def number(value: Any) -> str:
     return str(value)
 
 
-def check_command(engine: str, alias: str, command: list[str], flags: Iterable[str], json_value=None) -> None:
+def check_command(
+    engine: str, alias: str, command: list[str], flags: Iterable[str], json_value: re.Pattern[str] | None = None
+) -> None:
     """Every word is one of the engine's known flags or a safe value (or, for vLLM, the one JSON
     value it builds itself): the last line of defence for a hand-edited saved plan."""
     known = set(flags)

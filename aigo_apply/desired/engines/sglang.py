@@ -12,13 +12,13 @@ from typing import Any
 from aigo_apply.config.defaults import SGLANG_CONTAINER_PORT
 from aigo_apply.desired.engines.common import (
     MODEL_MOUNT,
-    UnsafeSetting,
     cache_mount,
     check_command,
     engine_container,
     number,
 )
 from aigo_apply.desired.types import ContainerSpec, Mount
+from aigo_apply.errors import UnsafeSetting
 
 ENTRYPOINT = ("python3", "-m", "sglang.launch_server")
 FLAGS = (

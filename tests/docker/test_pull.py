@@ -1,5 +1,5 @@
-"""Real pulls through the real Docker engine from a local registry (tests/registry.py): per-layer
-progress as JSON lines, the plan's pull action, and --pull always / never."""
+"""Real pulls through the real Docker engine from a local registry (tests/helpers/registry.py):
+per-layer progress as JSON lines, the plan's pull action, and --pull always / never."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import uuid
 
 import pytest
-from conftest import free_port, router_yaml, run_cli, write_config
-from registry import Registry, blobs_of_saved, tiny_rootfs
 
-pytestmark = pytest.mark.docker
+from helpers.cli import run_cli
+from helpers.configs import free_port, router_yaml, write_config
+from helpers.registry import Registry, blobs_of_saved, tiny_rootfs
 
 
 @pytest.fixture

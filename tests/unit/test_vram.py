@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, host_context, write_config
 from safetensors.numpy import save_file
 
 from aigo_apply.adapters.host import container_id_from_cgroup
@@ -26,7 +25,10 @@ from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.vram import GIB, OVERHEAD_BYTES, estimate
 
-HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+from helpers.configs import host_context, write_config
+from helpers.paths import EXAMPLES, FIXTURES, ROOT
+
+HOSTS = FIXTURES / "hosts"
 TINY_CONFIG = {
     "architectures": ["Qwen3ForCausalLM"],
     "hidden_size": 64,
@@ -297,7 +299,7 @@ def test_blocking_fit_reaches_the_plan_and_can_be_ignored(tmp_path):
 
     from aigo_apply.plan.text import plan_json, plan_text
 
-    schema = json.loads((Path(__file__).parent.parent / "schemas" / "plan.schema.json").read_text())
+    schema = json.loads((ROOT / "schemas" / "plan.schema.json").read_text())
     jsonschema.validate(json.loads(plan_json(plan)), schema)
     text = plan_text(plan)
     assert "GPU memory (estimates per GPU):" in text and "big" in text and "[blocking]" in text
@@ -469,9 +471,9 @@ def test_tight_fit_warns_and_every_remediation_is_exact(tmp_path):
 
 
 def test_a_model_not_downloaded_yet_is_estimated_from_what_the_hub_says(tmp_path, monkeypatch):
-    from hub import Hub
-
     from aigo_apply.app.planning import _remote_key, remote_info
+
+    from helpers.hub import Hub
 
     text = (
         "version: 1\nproject: lab\ndefaults: {models_dir: store}\nmodels:\n"

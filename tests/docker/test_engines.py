@@ -11,13 +11,14 @@ import time
 import urllib.request
 
 import pytest
-from conftest import EXAMPLES, host_context
 
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines import render
 
-pytestmark = pytest.mark.docker
+from helpers.configs import host_context
+from helpers.paths import EXAMPLES
+
 STUB = "aigo-stub-engine:1"
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import EXAMPLES, run_cli, write_config
 
 from aigo_apply.config.load import load_config
 from aigo_apply.errors import ConfigInvalid
+
+from helpers.cli import run_cli
+from helpers.configs import write_config
+from helpers.paths import EXAMPLES
 
 GOOD = """
 version: 1

@@ -7,56 +7,17 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 import urllib.request
 
 import pytest
-from conftest import ROOT, free_port, router_yaml, run_cli, write_config
 
 from aigo_apply.desired import labels
 
-pytestmark = pytest.mark.docker
-
-
-ROUTER_PORTS: dict[str, int] = {}
-
-
-def config(
-    tmp_path,
-    project,
-    chat_env="",
-    tools_parser="llama3_json",
-    load="0.3",
-    ready_timeout=60,
-    extra="",
-    engine_image="aigo-stub-engine:1",
-):
-    router_port = ROUTER_PORTS.setdefault(project, free_port())  # the same port for every file of a test
-    (tmp_path / "m").mkdir(exist_ok=True)
-    return write_config(
-        tmp_path,
-        textwrap.dedent(f"""
-        version: 1
-        project: {project}
-        engines: {{vllm: {{image: {engine_image.rpartition(":")[0]}, image_tag: "{engine_image.rpartition(":")[2]}"}}}}
-        {router_yaml(router_port)}
-        defaults: {{ready_timeout: {ready_timeout}}}
-        models:
-          chat:
-            source: {{path: m}}
-            context_length: 4096
-            gpus: none
-            env: {{AIGO_STUB_LOAD_SECONDS: "{load}"{chat_env}}}
-          tools:
-            source: {{path: m}}
-            context_length: 8K
-            gpus: none
-            env: {{AIGO_STUB_LOAD_SECONDS: "{load}"}}
-            vllm: {{tool_call_parser: {tools_parser}}}
-        """)
-        + extra,
-    )
+from helpers.cli import run_cli
+from helpers.configs import free_port, router_yaml, write_config
+from helpers.paths import ROOT
+from helpers.stub_project import ROUTER_PORTS, chat, config, ports
 
 
 @pytest.fixture
@@ -93,25 +54,6 @@ def router_id(runtime, project):
         ),
         None,
     )
-
-
-def chat(port, alias):
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/chat/completions",
-        method="POST",
-        data=json.dumps({"model": alias, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=5) as response:
-        return json.load(response)
-
-
-def ports(runtime, project):
-    return {
-        c["Labels"][labels.MODEL]: c["Ports"][0]["PublicPort"]
-        for c in runtime.list_containers()
-        if c["Labels"].get(labels.PROJECT) == project and c["Ports"] and labels.MODEL in c["Labels"]
-    }
 
 
 def test_apply_from_empty_then_no_changes(runtime, project, tmp_path, state):

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 
-pytestmark = pytest.mark.docker
-CORPUS = Path(__file__).parent / "corpus"
+from helpers.cli import run_cli
+from helpers.paths import CORPUS
+
 EXPECTED = {
     k: v for k, v in json.loads((CORPUS / "expected.json").read_text(encoding="utf-8")).items() if not k.startswith("_")
 }

@@ -1,23 +1,19 @@
 """The plan's two views: text in Terraform's shape, and JSON that follows schemas/plan.schema.json
-(the contract the README documents)."""
+(the contract the README documents). Colours on a real terminal: tests/docker/test_plan.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 
 import click
-import pytest
-from conftest import ROOT
 from jsonschema import Draft202012Validator
-from test_planner import CONFIG, desired, observed
 
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.text import plan_json, plan_text
 from aigo_apply.plan.types import Plan
+
+from helpers.paths import ROOT
+from helpers.planner_inputs import CONFIG, desired, observed
 
 PLAN_SCHEMA = json.loads((ROOT / "schemas" / "plan.schema.json").read_text())
 
@@ -91,29 +87,3 @@ def test_readme_documents_every_top_level_plan_field():
     readme = (ROOT / "README.md").read_text()
     for field in PLAN_SCHEMA["required"] + PLAN_SCHEMA["$defs"]["action"]["required"]:
         assert f"`{field}`" in readme, field
-
-
-@pytest.mark.docker
-def test_colours_only_on_a_terminal_and_never_with_no_color(runtime, project, tmp_path):
-    if not shutil.which("script"):
-        pytest.skip("util-linux `script` is needed to give the CLI a terminal")
-    demo = tmp_path / "demo.yaml"  # the demo under a project of its own, so a running demo does not matter
-    demo.write_text(
-        (ROOT / "examples" / "demo.yaml")
-        .read_text()
-        .replace("project: demo", f"project: {project}")
-        .replace("demo-models/", f"{ROOT}/examples/demo-models/")
-    )
-    command = f"{sys.executable} -m aigo_apply plan -f {demo}"
-    on_tty = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, cwd=tmp_path)
-    assert "\x1b[" in on_tty.stdout and "will be created" in on_tty.stdout
-    piped = subprocess.run(command.split(), capture_output=True, text=True, cwd=tmp_path)
-    assert "will be created" in piped.stdout and "\x1b[" not in piped.stdout + piped.stderr
-    no_color = subprocess.run(
-        ["script", "-qec", command, "/dev/null"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    assert "will be created" in no_color.stdout and "\x1b[" not in no_color.stdout

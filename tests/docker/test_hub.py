@@ -1,6 +1,6 @@
 """Models from Hugging Face, end to end: the real huggingface_hub client downloads from a local
-stand-in for the Hub (tests/hub.py, HF_ENDPOINT on 127.0.0.1) into the model store on the host, and
-the stub engine container gets the folder read-only, offline, with no token anywhere."""
+stand-in for the Hub (tests/helpers/hub.py, HF_ENDPOINT on 127.0.0.1) into the model store on the
+host, and the stub engine container gets the folder read-only, offline, with no token anywhere."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import free_port, router_yaml, run_cli, write_config
-from hub import Hub
 from safetensors.numpy import save
 
 from aigo_apply.desired import labels
 
-pytestmark = pytest.mark.docker
+from helpers.cli import run_cli
+from helpers.configs import free_port, router_yaml, write_config
+from helpers.hub import Hub
 
 CONFIG = json.dumps({"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2}).encode()
 

@@ -15,9 +15,10 @@ import time
 
 import httpx
 import pytest
-from conftest import ROOT, free_port, router_yaml, run_cli, write_config
 
-pytestmark = pytest.mark.docker
+from helpers.cli import run_cli
+from helpers.configs import free_port, router_yaml, write_config
+from helpers.paths import ROOT
 
 
 class Project:

@@ -4,10 +4,13 @@ file that still validates and never replaces an existing alias."""
 from __future__ import annotations
 
 import yaml
-from conftest import EXAMPLES, run_cli, write_config
 
 from aigo_apply.app.portable import HOST_FIELDS, HOST_VLLM_FIELDS
 from aigo_apply.config.load import load_config
+
+from helpers.cli import run_cli
+from helpers.configs import write_config
+from helpers.paths import EXAMPLES
 
 
 def test_export_then_import_round_trips_minus_host_fields(tmp_path):

@@ -1,19 +1,25 @@
 """`aigo-apply plan` against the real Docker daemon, over real labelled containers that the tests
-create from the desired container specs (the local idle image stands in for the engine image)."""
+create from the desired container specs (the local idle image stands in for the engine image), and
+its colours: on a terminal only, never with NO_COLOR."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import textwrap
 
 import pytest
-from conftest import free_port, router_yaml, run_cli, write_config
 
 from aigo_apply.app.planning import load_desired
 
-PORTS: dict[str, int] = {}
+from helpers.cli import run_cli
+from helpers.configs import free_port, router_yaml, write_config
+from helpers.paths import ROOT
 
-pytestmark = pytest.mark.docker
+PORTS: dict[str, int] = {}
 
 
 def config(tmp_path, project, parser="hermes", extra_model="", router_port=None):
@@ -175,3 +181,28 @@ def test_image_inspect_reports_reference_and_local_presence(runtime, project, tm
         True,
         False,
     )
+
+
+def test_colours_only_on_a_terminal_and_never_with_no_color(runtime, project, tmp_path):
+    if not shutil.which("script"):
+        pytest.skip("util-linux `script` is needed to give the CLI a terminal")
+    demo = tmp_path / "demo.yaml"  # the demo under a project of its own, so a running demo does not matter
+    demo.write_text(
+        (ROOT / "examples" / "demo.yaml")
+        .read_text()
+        .replace("project: demo", f"project: {project}")
+        .replace("demo-models/", f"{ROOT}/examples/demo-models/")
+    )
+    command = f"{sys.executable} -m aigo_apply plan -f {demo}"
+    on_tty = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, cwd=tmp_path)
+    assert "\x1b[" in on_tty.stdout and "will be created" in on_tty.stdout
+    piped = subprocess.run(command.split(), capture_output=True, text=True, cwd=tmp_path)
+    assert "will be created" in piped.stdout and "\x1b[" not in piped.stdout + piped.stderr
+    no_color = subprocess.run(
+        ["script", "-qec", command, "/dev/null"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert "will be created" in no_color.stdout and "\x1b[" not in no_color.stdout

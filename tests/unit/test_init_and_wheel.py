@@ -9,7 +9,9 @@ import venv
 import zipfile
 
 import pytest
-from conftest import EXAMPLES, ROOT, run_cli
+
+from helpers.cli import run_cli
+from helpers.paths import EXAMPLES, ROOT
 
 
 def test_init_writes_a_valid_starter_and_refuses_to_overwrite(tmp_path):

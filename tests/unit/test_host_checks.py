@@ -1,13 +1,12 @@
 """Readiness checks on recorded host facts (tests/fixtures/hosts: an RTX 5090 box, an RTX Pro 6000
-with CDI devices, a DGX Spark GB10, a two-GPU box on an R570 driver), plus the real host here."""
+with CDI devices, a DGX Spark GB10, a two-GPU box on an R570 driver). The real host here:
+tests/docker/test_readiness.py."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, host_context, run_cli, write_config
 
 from aigo_apply.adapters.host import docker_facts_from_info
 from aigo_apply.config.load import load_config
@@ -17,7 +16,10 @@ from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import run_checks
 from aigo_apply.plan.planner import build_plan
 
-HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+from helpers.configs import host_context, write_config
+from helpers.paths import EXAMPLES, FIXTURES
+
+HOSTS = FIXTURES / "hosts"
 
 
 def facts(name: str) -> dict:
@@ -115,18 +117,3 @@ def test_blocking_checks_become_plan_blockers_unless_ignored(tmp_path):
         PlanRequest(ignore=frozenset(["nvidia.driver"])),
     )
     assert plan.blockers == () and any("readiness check nvidia.driver ignored" in w for w in plan.warnings)
-
-
-@pytest.mark.docker
-def test_this_host_docker_ok_gpu_blocking_and_demo_unblocked(runtime):
-    report = json.loads(run_cli("readiness", "-f", str(EXAMPLES / "single-gpu.yaml"), "-o", "json").stdout)
-    checks = {c["id"]: c for c in report["checks"]}
-    assert checks["docker.engine"]["status"] == "ok"
-    assert checks["nvidia.driver"]["status"] == "blocking"
-    assert checks["nvidia.driver"]["remediation"].startswith("Install the NVIDIA driver, R580 or newer")
-    assert checks["docker.gpu_runtime"]["remediation"].startswith("Install the NVIDIA Container Toolkit")
-    assert report["image"]["imageReference"] == "vllm/vllm-openai:v0.31.0" and not report["image"]["tagOverridden"]
-    demo = json.loads(run_cli("plan", "-f", str(EXAMPLES / "demo.yaml"), "-o", "json").stdout)
-    assert demo["blockers"] == []
-    blocked = run_cli("apply", "-f", str(EXAMPLES / "single-gpu.yaml"), "-y")
-    assert blocked.returncode == 1 and "apply refused: the plan is blocked" in blocked.stderr

@@ -17,7 +17,6 @@ import json
 import random
 
 import yaml
-from conftest import host_context
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +29,8 @@ from aigo_apply.desired.model_store import downloads
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.router.haproxy import render_files, render_key
+
+from helpers.configs import host_context
 
 ALIASES = st.text("abcdefghij0123456789", min_size=1, max_size=8).filter(lambda a: a[0].isalpha())
 SETTINGS = st.fixed_dictionaries(

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, host_context, write_config
 
 from aigo_apply.config.load import load_config
 from aigo_apply.desired import labels
@@ -17,7 +16,8 @@ from aigo_apply.desired.build import assign_ports, build_desired
 from aigo_apply.desired.engines import render
 from aigo_apply.desired.engines.vllm import UnsafeSetting
 
-GOLDEN = Path(__file__).parent / "golden"
+from helpers.configs import host_context, write_config
+from helpers.paths import EXAMPLES, GOLDEN, ROOT
 
 
 def definition_of(example: str) -> dict:

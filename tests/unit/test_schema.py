@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -12,7 +11,7 @@ from aigo_apply.config.schema import schema
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, facts
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
 
 
 def test_schema_is_valid_draft_2020_12():

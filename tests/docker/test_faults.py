@@ -1,7 +1,8 @@
 """Fault tests against the real daemon, each bounded in time and stopping by itself: SIGINT at every
 step of an apply (read from the apply journal as it is written), a full disk under the state
-directory, and the Docker daemon restarted during `status` and during `apply`. Named to run last:
-the daemon restart touches every container on the machine."""
+directory, and the Docker daemon restarted during `status` and during `apply`. Marked disruptive,
+so they run after every other test (tests/conftest.py): the daemon restart touches every container
+on the machine."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
-from test_apply_docker import chat, config, ports
 
-pytestmark = pytest.mark.docker
+from helpers.cli import run_cli
+from helpers.paths import ROOT
+from helpers.stub_project import chat, config, ports
+
+pytestmark = pytest.mark.disruptive
 
 
 def journal_lines(state_dir: Path, project: str) -> list[dict]:

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from aigo_apply.observe.containers import parse_state
 
-RECORDED = json.loads((Path(__file__).parent / "fixtures" / "docker-api-list.json").read_text())
+from helpers.paths import FIXTURES
+
+RECORDED = json.loads((FIXTURES / "docker-api-list.json").read_text())
 
 
 def test_recorded_list_splits_ours_and_others():

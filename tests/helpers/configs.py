@@ -1,0 +1,35 @@
+"""Writing aigo.yaml files for a test, and the host context the CLI would read."""
+
+from __future__ import annotations
+
+import socket
+import textwrap
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def router_yaml(port: int | None = None) -> str:
+    """A router section using the local image with Debian's haproxy, on a free port."""
+    return f"router: {{image: aigo-haproxy, image_tag: bookworm, port: {port or free_port()}}}"
+
+
+def write_config(tmp_path: Path, text: str, name: str = "aigo.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return path
+
+
+def host_context(models_dir: Path | None = None):
+    """This process's host context (as the CLI reads it), with the model store moved where a test
+    wants it (a path that need not exist: desired state reads nothing from the machine)."""
+    from dataclasses import replace
+
+    from aigo_apply.app.host_context import current_host
+
+    host = current_host()
+    return replace(host, models_dir=models_dir) if models_dir is not None else host
