@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,7 +112,6 @@ def download(
     `dest` and mark it complete. Resumes a partial download (huggingface_hub keeps .incomplete
     files under .cache/). When `dest` holds another commit, the new one is assembled beside it and
     swapped in whole, so no folder ever mixes two commits."""
-    import shutil
 
     from huggingface_hub import snapshot_download
 
@@ -192,7 +193,6 @@ class _Progress:
     class (tqdm's whole interface, no output) that forwards the "Reconstructing" bar's bytes."""
 
     def __init__(self, total: int, sink: Callable[[int, int], None] | None):
-        import threading
 
         from tqdm import tqdm
 

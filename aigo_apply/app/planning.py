@@ -4,6 +4,9 @@ entry point the user has."""
 
 from __future__ import annotations
 
+import re
+from concurrent.futures import ThreadPoolExecutor
+
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
 from aigo_apply.adapters.hub import offline, remote, resolve
@@ -70,7 +73,6 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
             missing.add(k)
     if not missing:
         return out
-    from concurrent.futures import ThreadPoolExecutor
 
     if offline():
         return {**out, **{key: HubAnswer(error="HF_HUB_OFFLINE is set") for key in missing}}
@@ -107,8 +109,6 @@ def lock_checks(
     with --locked (`restores`, from locked_images) an image that cannot be put back (blocking)."""
     if lock is None:
         return []
-    import re
-    from concurrent.futures import ThreadPoolExecutor
 
     moving = {
         label(d): d

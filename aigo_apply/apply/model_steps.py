@@ -65,7 +65,13 @@ class ModelSteps:
             self.runtime.unpause(name)
         else:
             self.runtime.start(name)
-        return self._await_and_route(item, name, "started")
+        try:
+            return self._await_and_route(item, name, "started")
+        except NotReady as exc:  # it stays as Docker keeps it (its restart policy), without a route
+            if exc.interrupted:
+                self.log.step(action.address, "start", "interrupted", f"interrupted; {name} was started, not routed")
+                return Outcome(action.address, "start", False, "interrupted")
+            return self.log.failed(action.address, action.kind, f"{exc}; no route was added", exc.log_tail)
 
     def create(self, item: Prepared) -> Outcome:
         action, container = item.action, _container(item)
@@ -117,7 +123,12 @@ class ModelSteps:
         self.runtime.start(name)
         self.log.journal.record("restore", action.address, "ok", container=name)
         if getattr(exc, "interrupted", False):
-            message = f"interrupted; the previous {name} is started again (not waited for)"
+            # not waited for, but routed again: the router's health check keeps it out until it
+            # answers, and an apply that is interrupted must not leave a serving model unrouted
+            routed = self._route_quietly(_old_route(action))
+            message = (
+                f"interrupted; the previous {name} is started again (not waited for{'' if routed else ', not routed'})"
+            )
             self.log.step(action.address, "recreate", "interrupted", message)
             return Outcome(action.address, "recreate", False, "interrupted", restored=True)
         if tail:
@@ -140,6 +151,15 @@ class ModelSteps:
             message = f"{exc}; the previous version was restarted but is not ready either ({again})"
         self.log.step(action.address, "recreate", "restored", message)
         return Outcome(action.address, "recreate", False, message, restored=True, log_tail=tail)
+
+    def _route_quietly(self, route: Route) -> bool:
+        if not self.router:
+            return False
+        try:
+            self.router.route(route)
+            return True
+        except AigoError:
+            return False
 
     def _await_and_route(self, item: Prepared, container_id: str, verb: str) -> Outcome:
         action, alias = item.action, item.action.model or ""

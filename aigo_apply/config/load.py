@@ -3,6 +3,7 @@ cross-field rules, and raise one ConfigInvalid that carries every problem found.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,6 @@ def _cache_dir() -> Path | None:
 
 
 def _validated_key(path: Path) -> str | None:
-    import hashlib
 
     try:
         digest = hashlib.sha256(path.read_bytes())

@@ -8,6 +8,7 @@ import hashlib
 import json
 from dataclasses import asdict
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aigo_apply import __version__
@@ -135,7 +136,6 @@ def _digest(files: dict[str, str]) -> str:
 
 @cache
 def _code_digest() -> str:
-    from pathlib import Path
 
     parts = [__version__.encode(), (data_dir("templates") / TEMPLATE).read_bytes(), Path(__file__).read_bytes()]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()

@@ -448,3 +448,23 @@ def test_interrupt_during_a_recreate_puts_the_old_container_back(tmp_path):
     assert w.log.count("wait_begin", "alpha") == 1  # the old one is started, not waited for
     assert w.rt.id_of("aigo-lab-alpha") == "old-aigo-lab-alpha" and w.rt.state_of("aigo-lab-alpha") == "running"
     assert "aigo-lab-alpha-aigo-previous" not in w.rt.containers
+    # the previous version serves again, so it is routed again (the router's health check holds it
+    # back until it answers): an interrupted apply leaves no serving model unrouted
+    assert "alpha" in w.routes.routes
+    assert w.log.index("route_add", "alpha") > w.log.index("start", "aigo-lab-alpha", 1)
+
+
+def test_a_started_model_that_does_not_become_ready_fails_with_its_log_tail_and_no_route(tmp_path):
+    d = desired(tmp_path, config(alpha="[0]", beta="[0]"))
+    w = World(tmp_path, d, fail={"alpha": 1})
+    machine(d, w.rt, states={"alpha": "exited"})
+    plan = plan_of(d, observe(d, w.rt), replace=["beta"])
+    assert kinds(plan)["model.alpha"] == "start"
+
+    report = w.run(plan)
+
+    alpha, beta = outcome(report, "model.alpha"), outcome(report, "model.beta")
+    assert (alpha.kind, alpha.ok) == ("start", False) and alpha.log_tail == ["engine: out of memory"]
+    assert "no route was added" in alpha.message
+    assert ("log_tail", {"address": "model.alpha", "lines": ["engine: out of memory"]}) in w.reporter.events
+    assert "alpha" not in w.routes.routes and beta.ok  # the next model of the lane goes on
