@@ -138,7 +138,7 @@ def router_for(plan: Plan, observed, runtime):
     """The router adapter for this run, from the plan's router spec or the running router's label;
     None when the project has no router (yet)."""
 
-    action = next((a for a in plan.actions if a.address == "router"), None)
+    action = next((a for a in plan.actions if a.is_router), None)
     spec = (action.spec if action and action.spec else None) or (observed.router.spec if observed.router else None)
     if not spec:
         return None

@@ -47,7 +47,7 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
             }
         )
     changing = sorted({a.model for a in plan.actions if a.kind not in ("noop", "pull") and a.model})
-    router_action = next((a for a in plan.actions if a.address == "router"), None)
+    router_action = next((a for a in plan.actions if a.is_router), None)
     r = observed.router
     in_sync = router_action is None or router_action.kind == "noop"
     router = {

@@ -72,9 +72,9 @@ class Executor:
 
     # -- the fixed order -----------------------------------------------------------------------
     def run(self, plan: Plan) -> ApplyReport:
-        models = [a for a in plan.actions if a.address.startswith("model.") or a.address.startswith("container.")]
+        models = [a for a in plan.actions if a.is_container]
         prepared = [self._prepare(plan.project, a) for a in models if a.kind in ("remove",) + MODEL_KINDS]
-        router_action = next((a for a in plan.actions if a.address == "router"), None)
+        router_action = next((a for a in plan.actions if a.is_router), None)
         router_container = (
             self._prepare(plan.project, router_action).container
             if router_action and router_action.kind in ("create", "recreate")
@@ -85,7 +85,7 @@ class Executor:
         for action in plan.actions:  # images first: aigo.lock's restores, then what the pull policy chose
             if action.kind == "pull" and action.image:
                 self._check_interrupt()
-                self._pull(action.image, action.spec)
+                self._pull(action.image, action.restore)
         for action in plan.actions:
             if action.kind == "download":
                 self._check_interrupt()
@@ -141,7 +141,7 @@ class Executor:
     def _prepare(self, project: str, action: Action) -> Prepared:
         if action.kind == "remove":
             return Prepared(action)
-        if action.address == "router":
+        if action.is_router:
             return Prepared(action, router_container(project, action.spec or {}))
         if not action.spec or not action.model:
             raise PlanFileError(f"{action.address}: the plan carries no spec for this {action.kind}; make a new plan")
@@ -167,14 +167,14 @@ class Executor:
         return results
 
     # -- images and model files ----------------------------------------------------------------
-    def _pull(self, image: str, restore: dict[str, Any] | None = None) -> None:
+    def _pull(self, image: str, restore: LockRestore | None = None) -> None:
         """Pull `image`; with apply --locked (`restore`), point its tag back at the image aigo.lock
         records: re-tag it when it is still here, else pull its digest first. A saved plan's restore
         is checked again, so an edited one cannot tag some other image."""
         if restore is None:
             pull_image(self.runtime, self.reporter, image)
         else:
-            checked = LockRestore.from_spec(image, restore)
+            checked = LockRestore.from_spec(image, restore.to_spec())  # checked again right before tagging
             if checked is None:
                 raise AigoError(
                     f"image.{image}: the plan's restore of aigo.lock's image is not valid (edited by "

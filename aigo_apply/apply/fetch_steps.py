@@ -65,7 +65,9 @@ def check_download(action: Action) -> dict[str, Any]:
     revision and file must match the very patterns the file's schema allows."""
 
     allowed = schema()["$defs"]["source"]["properties"]
-    spec = action.spec or {}
+    if action.download is None:
+        raise PlanFileError(f"{action.address}: the plan's download names nothing to fetch; make a new plan")
+    spec = action.download.to_spec()
     repo, revision, file, dest = spec.get("repo"), spec.get("revision"), spec.get("file"), spec.get("dest")
     pin = spec.get("pin")
 

@@ -14,7 +14,7 @@ from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import ObservedState
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
 from aigo_apply.plan.lockfile import LockRestore
-from aigo_apply.plan.types import Action, Blocker
+from aigo_apply.plan.types import Action, Blocker, DownloadSpec
 
 
 def restores(observed: ObservedState, locked: Mapping[str, LockRestore]) -> list[Action]:
@@ -33,7 +33,7 @@ def restores(observed: ObservedState, locked: Mapping[str, LockRestore]) -> list
                     f"aigo.lock records {how.locked_id[:19]}; the tag names {now[:19] if now else 'no image'} now; {where}",
                 ),
                 image=ref,
-                spec=how.to_spec(),
+                restore=how,
             )
         )
     return out
@@ -52,7 +52,7 @@ def pulls(actions: list[Action], local: dict[str, str], restores: list[Action], 
                 f"--pull never, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
                 "this machine; pull or build it first, or use --pull missing (nothing was changed)"
             )
-        by_digest = [a.image for a in restores if a.spec and a.spec.get("how") == "pull"]
+        by_digest = [a.image for a in restores if a.restore and a.restore.how == "pull"]
         if by_digest:
             raise AigoError(
                 f"--pull never, but the image aigo.lock records for {', '.join(map(str, by_digest))} must be pulled "
@@ -101,11 +101,17 @@ def download_actions(
             reason = f"{what} is not on this machine"
         if info.pin:
             reason += " (the commit aigo.lock records)"
-        spec = {k: need[k] for k in ("repo", "revision", "file", "dest", "models")}
-        spec.update(
-            {k: v for k, v in (("commit", info.commit), ("bytes", info.bytes), ("pin", info.pin)) if v is not None}
+        fetch = DownloadSpec(
+            need["repo"],
+            need["revision"],
+            need["file"],
+            need["dest"],
+            tuple(need["models"]),
+            info.commit,
+            info.bytes,
+            info.pin,
         )
-        actions.append(Action(f"download.{what}", "download", (reason,), spec=spec))
+        actions.append(Action(f"download.{what}", "download", (reason,), download=fetch))
     return actions, blockers, warnings
 
 

@@ -44,7 +44,7 @@ def build_plan(
         by_alias.setdefault(container.alias or "", []).append(container)
 
     restore_actions = restores(observed, facts.locked_images)
-    images = {**observed.images, **{a.image: a.spec["locked_id"] for a in restore_actions if a.image and a.spec}}
+    images = {**observed.images, **{a.image: a.restore.locked_id for a in restore_actions if a.image and a.restore}}
     model_actions: list[Action] = []
     for alias, model in sorted(desired.models.items()):
         if wanted(alias):

@@ -12,6 +12,7 @@ from typing import Any
 
 from aigo_apply import __version__
 from aigo_apply.errors import PlanFileError
+from aigo_apply.plan.lockfile import LockRestore
 
 FORMAT_VERSION = 1
 KINDS = ("pull", "download", "create", "recreate", "start", "remove", "reload_router", "noop")
@@ -30,18 +31,93 @@ class Change:
 
 
 @dataclass(frozen=True)
+class DownloadSpec:
+    """A download action's payload: one model folder from the Hub, and the models that need it."""
+
+    repo: str
+    revision: str
+    file: str | None
+    dest: str
+    models: tuple[str, ...]
+    commit: str | None = None  # what the Hub resolved the revision to
+    bytes: int | None = None
+    pin: str | None = None  # the commit aigo.lock records (apply --locked)
+
+    def to_spec(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "repo": self.repo,
+            "revision": self.revision,
+            "file": self.file,
+            "dest": self.dest,
+            "models": list(self.models),
+        }
+        out.update(
+            {k: v for k, v in (("commit", self.commit), ("bytes", self.bytes), ("pin", self.pin)) if v is not None}
+        )
+        return out
+
+    @classmethod
+    def from_spec(cls, data: Any) -> DownloadSpec:
+        """Read back from a plan file; its values are checked again before the download runs
+        (apply/fetch_steps.check_download), here only their types."""
+        strings = ("repo", "revision", "dest")
+        if (
+            not isinstance(data, dict)
+            or not all(isinstance(data.get(k), str) for k in strings)
+            or not all(isinstance(data.get(k), (str, type(None))) for k in ("file", "commit", "pin"))
+            or not isinstance(data.get("bytes"), (int, type(None)))
+            or not isinstance(data.get("models"), list)
+            or not all(isinstance(m, str) for m in data["models"])
+        ):
+            raise PlanFileError("a download's spec in the plan file is damaged or edited; make a new plan")
+        return cls(
+            data["repo"],
+            data["revision"],
+            data.get("file"),
+            data["dest"],
+            tuple(data["models"]),
+            data.get("commit"),
+            data.get("bytes"),
+            data.get("pin"),
+        )
+
+
+@dataclass(frozen=True)
 class Action:
-    address: str  # model.<alias> | image.<ref>
+    """One step of a plan. Its payload depends on its kind: `spec` (the desired canonical spec of a
+    model or the router: start, create, recreate, noop), `download` (a model folder from the Hub) or
+    `restore` (apply --locked: aigo.lock's image put back under its tag); the JSON has each as `spec`."""
+
+    address: str  # model.<alias> | router | image.<ref> | download.<repo@rev> | container.<name>
     kind: str
     reasons: tuple[str, ...]
     changes: tuple[Change, ...] = ()
     model: str | None = None
     container: str | None = None
     image: str | None = None
-    spec: dict[str, Any] | None = None  # desired canonical spec, for start/create/recreate
+    spec: dict[str, Any] | None = None  # desired canonical spec, for a model or the router
     notes: tuple[str, ...] = ()
     ready_timeout: float | None = None
     diff: str | None = None  # router: unified diff of its config files (plan --diff)
+    download: DownloadSpec | None = None
+    restore: LockRestore | None = None
+
+    @property
+    def is_router(self) -> bool:
+        return self.address == "router"
+
+    @property
+    def is_container(self) -> bool:
+        """An engine container: a model's, or a leftover one the plan removes."""
+        return self.address.startswith(("model.", "container."))
+
+    def payload(self) -> dict[str, Any] | None:
+        """What the JSON's `spec` holds for this action."""
+        if self.download is not None:
+            return self.download.to_spec()
+        if self.restore is not None:
+            return self.restore.to_spec()
+        return self.spec
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -51,8 +127,9 @@ class Action:
             "changes": [c.to_dict() for c in self.changes],
         }
         for key in ("model", "container", "image", "spec", "ready_timeout", "diff"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
+            value = self.payload() if key == "spec" else getattr(self, key)
+            if value is not None:
+                out[key] = value
         out["notes"] = list(self.notes)
         return out
 
@@ -110,22 +187,7 @@ class Plan:
         if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
             raise PlanFileError(f"not an aigo-apply plan of format version {FORMAT_VERSION}")
         try:
-            actions = tuple(
-                Action(
-                    a["address"],
-                    a["kind"],
-                    tuple(a["reasons"]),
-                    tuple(Change(**c) for c in a.get("changes", [])),
-                    a.get("model"),
-                    a.get("container"),
-                    a.get("image"),
-                    a.get("spec"),
-                    tuple(a.get("notes", [])),
-                    a.get("ready_timeout"),
-                    a.get("diff"),
-                )
-                for a in data["actions"]
-            )
+            actions = tuple(_action_from_dict(a) for a in data["actions"])
             blockers = tuple(
                 Blocker(b["id"], b["message"], b["remediation"], b.get("address")) for b in data.get("blockers", [])
             )
@@ -148,6 +210,34 @@ class Plan:
                 "the plan file names an unknown action kind; make a new one with `aigo-apply plan --out`"
             )
         return plan
+
+
+def _action_from_dict(a: dict[str, Any]) -> Action:
+    kind, spec = a["kind"], a.get("spec")
+    download = DownloadSpec.from_spec(spec) if kind == "download" else None
+    restore = None
+    if kind == "pull" and spec is not None:
+        restore = LockRestore.from_spec(str(a.get("image")), spec)
+        if restore is None:
+            raise PlanFileError(
+                f"{a['address']}: the plan's restore of aigo.lock's image is not valid (edited by hand?); "
+                "make a new plan (nothing was changed)"
+            )
+    return Action(
+        a["address"],
+        kind,
+        tuple(a["reasons"]),
+        tuple(Change(**c) for c in a.get("changes", [])),
+        a.get("model"),
+        a.get("container"),
+        a.get("image"),
+        spec if download is None and restore is None else None,
+        tuple(a.get("notes", [])),
+        a.get("ready_timeout"),
+        a.get("diff"),
+        download,
+        restore,
+    )
 
 
 def save(plan: Plan, path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from aigo_apply.errors import AigoError, UsageProblem
@@ -10,7 +12,7 @@ from aigo_apply.observe.hub_answer import HubAnswer
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.planner import build_plan
-from aigo_apply.plan.types import Action
+from aigo_apply.plan.types import Action, DownloadSpec
 from aigo_apply.router.haproxy import render_files
 
 from helpers.planner_inputs import CONFIG, desired, observed, running
@@ -291,7 +293,7 @@ def test_missing_model_files_are_downloaded_first_with_size_and_commit(tmp_path)
     plan = build_plan(d, observed(d, downloaded=False, entries=[]), PlanFacts(remote=remote))
     download = next(a for a in plan.actions if a.kind == "download")
     assert download.reasons == ("org/beta@v1 is not on this machine: 2 files, 16.4 GB, commit aaaaaaaaaaaa",)
-    assert download.spec["dest"].endswith("/org--beta/v1") and download.spec["models"] == ["beta"]
+    assert download.download.dest.endswith("/org--beta/v1") and download.download.models == ("beta",)
     # a model that keeps running needs no download even when its folder is gone
     assert "download" not in kinds(build_plan(d, observed(d, downloaded=False), PlanFacts(remote=remote))).values()
 
@@ -350,7 +352,37 @@ def test_a_saved_plans_download_is_checked_again_before_it_runs(tmp_path, edit):
 
     d = desired(tmp_path)
     download = next(a for a in build_plan(d, observed(d, downloaded=False, entries=[])).actions if a.kind == "download")
-    assert check_download(download) == download.spec  # as planned: fine
-    edited = Action(download.address, "download", download.reasons, spec={**download.spec, **edit})
+    assert check_download(download) == download.download.to_spec()  # as planned: fine
+    spec = DownloadSpec.from_spec({**download.download.to_spec(), **edit})
+    edited = Action(download.address, "download", download.reasons, download=spec)
     with pytest.raises(PlanFileError, match="the plan's download is not one aigo-apply makes"):
         check_download(edited)
+
+
+def test_action_payloads_are_typed_and_round_trip_through_the_plan_file(tmp_path):
+    from aigo_apply.errors import PlanFileError
+    from aigo_apply.plan.types import Plan
+
+    d = desired(tmp_path)
+    old = "sha256:" + "a" * 64
+    seen = observed(d, downloaded=False, entries=[], images=[{"Id": old, "RepoTags": []}])
+    facts = PlanFacts(locked_images={"local/engine:1": LockRestore(old, "retag")})
+    plan = build_plan(d, seen, facts)
+    kinds_with_payload = {a.kind: a for a in plan.actions if a.kind in ("download", "create")}
+    kinds_with_payload["pull"] = plan.actions[0]  # the restore comes first
+    assert kinds_with_payload["pull"].restore == LockRestore(old, "retag") and kinds_with_payload["pull"].spec is None
+    assert isinstance(kinds_with_payload["download"].download, DownloadSpec)
+    assert kinds_with_payload["create"].spec and kinds_with_payload["create"].download is None
+    data = plan.to_dict()
+    assert Plan.from_dict(data) == plan
+    # the JSON contract keeps one `spec` per action
+    assert data["actions"][0]["spec"] == {"locked_id": old, "how": "retag"}
+    for kind, damage in (
+        ("download", "a string"),
+        ("download", {"repo": 1}),
+        ("pull", {"locked_id": "x", "how": "retag"}),
+    ):
+        broken = json.loads(json.dumps(data))
+        next(a for a in broken["actions"] if a["kind"] == kind and "spec" in a)["spec"] = damage
+        with pytest.raises(PlanFileError):
+            Plan.from_dict(broken)

@@ -161,7 +161,7 @@ class Machine:
         """What the executor does, action by action (readiness always succeeds here)."""
         for action in plan.actions:
             if action.kind == "download":
-                self.markers[action.spec["dest"]] = {
+                self.markers[action.download.dest] = {
                     "commit": "c" * 40,
                     "files": {"config.json": 1},
                     "complete_repo": True,
