@@ -11,6 +11,7 @@ from aigo_apply.cli.group import (
     _console,
     cli,
     file_option,
+    ignore_option,
     lock_option,
     output_option,
     pull_option,
@@ -28,13 +29,7 @@ from aigo_apply.errors import EXIT_OK, AigoError
 @lock_option
 @click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
 @click.option("--target", "target", metavar="ALIAS", multiple=True, help="Apply only this model (repeatable).")
-@click.option(
-    "--ignore-readiness",
-    "ignore",
-    metavar="CHECK_ID",
-    multiple=True,
-    help="Do not let this readiness check block (the plan says so).",
-)
+@ignore_option
 @click.option("--locked", is_flag=True, help="Install exactly the model commits and images aigo.lock records.")
 def apply(
     planfile: Path | None,

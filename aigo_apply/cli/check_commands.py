@@ -11,6 +11,7 @@ import click
 from aigo_apply.cli.group import (
     cli,
     file_option,
+    ignore_option,
     load_config_data,
     output_option,
 )
@@ -61,13 +62,7 @@ def validate(file: str | None, output: str) -> int:
 )
 @click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
 @click.option("--target", "target", metavar="ALIAS", multiple=True, help="Plan only this model (repeatable).")
-@click.option(
-    "--ignore-readiness",
-    "ignore",
-    metavar="CHECK_ID",
-    multiple=True,
-    help="Do not let this readiness check block (the plan says so).",
-)
+@ignore_option
 def plan(
     file: str | None,
     output: str,

@@ -14,6 +14,13 @@ from aigo_apply import __version__
 file_option = click.option(
     "-f", "--file", "file", metavar="FILE", default=None, help="Config file (default: $AIGO_FILE, else ./aigo.yaml)."
 )
+ignore_option = click.option(
+    "--ignore-readiness",
+    "ignore",
+    metavar="CHECK_ID",
+    multiple=True,
+    help="Do not let this readiness check block (the plan says so).",
+)
 output_option = click.option(
     "-o",
     "--output",

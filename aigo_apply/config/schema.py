@@ -8,7 +8,6 @@ schema's own `x-error` texts where a generic message would confuse.
 from __future__ import annotations
 
 import difflib
-import json
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,7 @@ from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION
 from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
-from aigo_apply.resources import data_dir
+from aigo_apply.resources import schema_data
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -35,10 +34,8 @@ _TYPE_WORDS = {
 }
 
 
-@cache
 def schema() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((data_dir("schemas") / SCHEMA_FILE).read_text(encoding="utf-8"))
-    return data
+    return schema_data(SCHEMA_FILE)
 
 
 @cache

@@ -6,11 +6,9 @@ name list or a note about a name asks this module rather than hard-coding it.
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from typing import Any
 
-from aigo_apply.resources import data_dir
+from aigo_apply.resources import schema_data
 
 VLLM_VERSION = "0.31.0"
 FACTS_FILE = f"vllm-v{VLLM_VERSION}.json"
@@ -27,10 +25,8 @@ ENUM_SETTINGS = {
 }
 
 
-@cache
 def facts() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((data_dir("schemas") / FACTS_FILE).read_text(encoding="utf-8"))
-    return data
+    return schema_data(FACTS_FILE)
 
 
 def names(setting: str) -> list[str]:
