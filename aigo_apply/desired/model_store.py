@@ -49,7 +49,11 @@ def repo_dir(models_dir: _P, repo: str, revision: str) -> _P:
     return models_dir / f"{org}--{name}" / revision.replace("/", "--")
 
 
-def local_dir(base_dir: Path, path: str) -> Path:
+def local_dir(base_dir: Path, path: str, home: Path | None = None) -> Path:
+    """A `source.path` as an absolute, resolved folder: relative to the config file's folder, `~`
+    against `home` (the desired state's HostContext; the process's own when None)."""
+    if home is not None and (path == "~" or path.startswith("~/")):
+        return (home / path[2:]).resolve()
     return (base_dir / Path(path).expanduser()).resolve()
 
 

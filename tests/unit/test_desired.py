@@ -363,3 +363,26 @@ def test_other_engines_recheck_values_before_any_container(tmp_path, engine, spe
     alias = {"sglang": "sg", "llama.cpp": "quant"}[engine]
     with pytest.raises(UnsafeSetting, match=message.replace("(", r"\(").replace(")", r"\)")):
         render("lab", alias, {**desired.models[alias].spec, **spec_patch})
+
+
+def test_the_desired_state_depends_on_the_host_context_alone(tmp_path, monkeypatch):
+    from aigo_apply.desired.types import HostContext
+
+    text = (
+        "version: 1\nproject: lab\ndefaults: {models_dir: ~/store}\nmodels:\n"
+        "  local: {source: {path: ~/models/m}, context_length: 4096, gpus: none}\n"
+        "  hub: {source: {repo: org/m}, context_length: 4096, gpus: none}\n"
+    )
+    config = load_config(str(write_config(tmp_path, text)))
+    alice = HostContext(1000, 1000, tmp_path / "alice", tmp_path / "state-a", tmp_path / "cache-a")
+    root = HostContext(0, 0, tmp_path / "root", tmp_path / "state-r", tmp_path / "cache-r")
+    # the process's own environment plays no part
+    monkeypatch.setenv("HOME", "/nonexistent-home")
+    monkeypatch.setenv("AIGO_STATE_DIR", "/nonexistent-state")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/nonexistent-cache")
+    a, r = build_desired(config, alice), build_desired(config, root)
+    assert a.router.spec["user"] == "1000:1000" and r.router.spec["user"] == "0:0"
+    assert a.router.spec["config_dir"] == str(tmp_path / "state-a" / "lab" / "router")
+    assert a.models["local"].spec["source"]["path"] == str((tmp_path / "alice" / "models" / "m").resolve())
+    assert a.models["hub"].spec["model_dir"].startswith(str(tmp_path / "alice" / "store"))
+    assert build_desired(config, alice) == a  # the same file and context give the same state
