@@ -58,23 +58,36 @@ class ApplyOptions:
 
 def run_apply(opts: ApplyOptions, runtime=None) -> int:
     # the file (or saved plan) is read and checked before Docker is touched at all
-    if opts.planfile:
-        saved = plan_file.load(opts.planfile)
-        project, make = saved.project, lambda observed: _check_saved(saved, observed)
-    else:
-        desired = load_desired(opts.file)
-        lock = lockfile.read(lockfile.path_for(desired.file))
-        if opts.locked and lock is None:
-            raise AigoError(
-                f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
-                "without --locked to write it (nothing was changed)"
-            )
-        runtime = runtime or _docker()
-        project = desired.project
-        request = PlanRequest(frozenset(opts.replace), frozenset(opts.target), frozenset(opts.ignore), opts.pull)
-        make = lambda observed: plan_for(desired, observed, runtime, request, lock, opts.locked)
-        return _converge(project, "apply", make, opts, runtime, ask=True, desired=desired)
-    return _converge(project, "apply", make, opts, runtime or _docker(), ask=False)
+    # A saved plan is an approval, not an instruction: the plan is made again from the config file
+    # and this machine, with the options the saved one records, and carried out only when its
+    # actions equal the saved ones. Nothing else is read from the plan file.
+    saved = plan_file.load(opts.planfile) if opts.planfile else None
+    desired = load_desired(opts.file or (_config_of(saved) if saved else None))
+    if saved and desired.project != saved.project:
+        raise PlanFileError(
+            f"the plan is for project '{saved.project}', but {desired.file} is project '{desired.project}'; "
+            "pass the plan's config file with -f (nothing was changed)"
+        )
+    request = (
+        saved.request
+        if saved
+        else PlanRequest(
+            frozenset(opts.replace), frozenset(opts.target), frozenset(opts.ignore), opts.pull, opts.locked
+        )
+    )
+    lock = lockfile.read(lockfile.path_for(desired.file))
+    if request.locked and lock is None:
+        raise AigoError(
+            f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
+            "without --locked to write it (nothing was changed)"
+        )
+    runtime = runtime or _docker()
+
+    def make(observed: Any) -> Plan:
+        fresh = plan_for(desired, observed, runtime, request, lock)
+        return _approved(saved, fresh) if saved else fresh
+
+    return _converge(desired.project, "apply", make, opts, runtime, ask=saved is None, desired=desired)
 
 
 def record_lock(desired, runtime) -> None:
@@ -160,13 +173,35 @@ def router_for(plan: Plan, observed, runtime):
     )
 
 
-def _check_saved(saved: Plan, observed) -> Plan:
-    if observed.fingerprint() != saved.fingerprint:
+def _config_of(saved: Plan) -> str:
+    """The config file a saved plan names, when it looks like one (a .yaml/.yml regular file): it
+    is only read to make the plan again, which must then equal the saved one."""
+    path = Path(saved.config_file)
+    if path.suffix.lower() not in (".yaml", ".yml") or not path.is_file():
+        raise PlanFileError(
+            f"the plan names {saved.config_file!r} as its config file, which is not a .yaml file here; "
+            "pass the config file with -f (nothing was changed)"
+        )
+    return saved.config_file
+
+
+def _approved(saved: Plan, fresh: Plan) -> Plan:
+    """The plan made now, when it is the one the saved plan approved; else a refusal that says why."""
+    if fresh.fingerprint != saved.fingerprint:
         raise PlanFileError(
             f"the machine changed since this plan was made (fingerprint {saved.fingerprint[:19]}... "
-            f"is now {observed.fingerprint()[:19]}...); run `aigo-apply plan --out` again"
+            f"is now {fresh.fingerprint[:19]}...); run `aigo-apply plan --out` again (nothing was changed)"
         )
-    return saved
+    if fresh.actions_digest() != saved.actions_digest():
+        now = {a.address: a.to_dict() for a in fresh.actions}
+        then = {a.address: a.to_dict() for a in saved.actions}
+        differ = sorted(str(k) for k in now.keys() | then.keys() if now.get(k) != then.get(k))
+        raise PlanFileError(
+            f"the saved plan's actions are not the ones {fresh.config_file} and this machine give now "
+            f"({len(differ)} differ: {', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''}): the plan "
+            "was edited, or the file changed since; run `aigo-apply plan --out` again (nothing was changed)"
+        )
+    return fresh
 
 
 def _finish(report: ApplyReport, command: str, reporter: Console, output: str) -> int:

@@ -208,14 +208,13 @@ def plan_for(
     runtime,
     request: PlanRequest,
     lock: dict | None = None,
-    locked: bool = False,
 ) -> Plan:
     """Everything a plan is made of, gathered in one order for `plan` and `apply` alike: the Hub
     (for missing or, with `locked`, pinned downloads), host checks and the GPU ledger, drift from
     aigo.lock, what the checkpoints' configs say; then the pure planner."""
-    remote = remote_info(desired, observed, lock if locked else None)
+    remote = remote_info(desired, observed, lock if request.locked else None)
     checks, ledger = host_checks(desired, runtime, observed, remote)
-    restores = locked_images(desired, observed, lock) if locked and lock else {}
+    restores = locked_images(desired, observed, lock) if request.locked and lock else {}
     checks += lock_checks(desired, observed, lock, restores)
     facts = PlanFacts(
         tuple(checks),

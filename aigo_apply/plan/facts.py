@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aigo_apply.errors import PlanFileError
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.lockfile import LockRestore
@@ -23,10 +24,37 @@ class PlanRequest:
     target: frozenset[str] = frozenset()
     ignore: frozenset[str] = frozenset()  # readiness check ids the user chose to ignore
     pull: str = "missing"  # missing | always | never
+    locked: bool = False  # apply --locked: install what aigo.lock records
 
     def __post_init__(self) -> None:
         if self.pull not in PULL_POLICIES:
             raise ValueError(f"pull policy {self.pull!r} is not one of {', '.join(PULL_POLICIES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replace": sorted(self.replace),
+            "target": sorted(self.target),
+            "ignore": sorted(self.ignore),
+            "pull": self.pull,
+            "locked": self.locked,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PlanRequest:
+        """Read back from a saved plan: only the options, checked for their types; the plan made
+        with them must still equal the saved one before anything runs."""
+        names = ("replace", "target", "ignore")
+        if (
+            not isinstance(data, dict)
+            or not all(
+                isinstance(data.get(k, []), list) and all(isinstance(x, str) for x in data.get(k, [])) for k in names
+            )
+            or data.get("pull", "missing") not in PULL_POLICIES
+            or not isinstance(data.get("locked", False), bool)
+        ):
+            raise PlanFileError("the plan file's request (its plan options) is damaged or edited; make a new plan")
+        sets = [frozenset(data.get(k, [])) for k in names]
+        return cls(sets[0], sets[1], sets[2], data.get("pull", "missing"), data.get("locked", False))
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,7 @@ def build_plan(
         tuple(warnings),
         tuple(facts.gpu_ledger),
         start_lanes(model_actions),
+        request,
     )
 
 

@@ -5,6 +5,7 @@ view is rendered from it, and `plan --out` saves it for `apply PLANFILE`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from aigo_apply import __version__
 from aigo_apply.errors import PlanFileError
+from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.lockfile import LockRestore
 
 FORMAT_VERSION = 1
@@ -155,6 +157,13 @@ class Plan:
     warnings: tuple[str, ...] = ()
     gpu_ledger: tuple[dict[str, Any], ...] = field(default=())
     lanes: tuple[tuple[str, ...], ...] = ()  # addresses of the models that start, by GPU lane (plan/lanes.py)
+    request: PlanRequest = field(default_factory=PlanRequest)  # the options it was made with
+
+    def actions_digest(self) -> str:
+        """What `apply PLANFILE` compares: a digest of the canonical actions, so a saved plan is an
+        approval of exactly these actions and never an instruction read from the file."""
+        text = json.dumps([a.to_dict() for a in self.actions], sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -179,6 +188,7 @@ class Plan:
             "warnings": list(self.warnings),
             "gpu_ledger": list(self.gpu_ledger),
             "lanes": [list(lane) for lane in self.lanes],
+            "request": self.request.to_dict(),
             "summary": self.summary,
         }
 
@@ -187,6 +197,8 @@ class Plan:
         if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
             raise PlanFileError(f"not an aigo-apply plan of format version {FORMAT_VERSION}")
         try:
+            if not isinstance(data["actions"], list):
+                raise TypeError("actions is not a list")
             actions = tuple(_action_from_dict(a) for a in data["actions"])
             blockers = tuple(
                 Blocker(b["id"], b["message"], b["remediation"], b.get("address")) for b in data.get("blockers", [])
@@ -200,6 +212,7 @@ class Plan:
                 tuple(data.get("warnings", [])),
                 tuple(data.get("gpu_ledger", [])),
                 tuple(tuple(lane) for lane in data.get("lanes", [])),
+                PlanRequest.from_dict(data.get("request", {})),
             )
         except (KeyError, TypeError) as exc:
             raise PlanFileError(
@@ -213,6 +226,20 @@ class Plan:
 
 
 def _action_from_dict(a: dict[str, Any]) -> Action:
+    texts = ("model", "container", "image", "diff")
+    if (
+        not isinstance(a, dict)
+        or not isinstance(a.get("address"), str)
+        or a.get("kind") not in KINDS
+        or not isinstance(a.get("reasons"), list)
+        or not all(isinstance(r, str) for r in a["reasons"])
+        or not all(isinstance(a.get(k), (str, type(None))) for k in texts)
+        or not isinstance(a.get("spec"), (dict, type(None)))
+        or not isinstance(a.get("ready_timeout"), (int, float, type(None)))
+    ):
+        raise PlanFileError(
+            "an action in the plan file is damaged or edited by hand; make a new one with `aigo-apply plan --out`"
+        )
     kind, spec = a["kind"], a.get("spec")
     download = DownloadSpec.from_spec(spec) if kind == "download" else None
     restore = None

@@ -303,8 +303,56 @@ def test_saved_plan_edited_to_carry_a_bad_value_is_refused(runtime, project, tmp
     saved.write_text(json.dumps(data))
     result = run_cli("apply", str(saved), env=state)
     assert result.returncode == 1
-    assert "is not a name vLLM v0.31.0 accepts" in result.stderr
+    assert "the saved plan's actions are not the ones" in result.stderr and "Traceback" not in result.stderr
     assert ids(runtime, project) == {}
+
+
+def test_a_saved_plan_is_an_approval_never_an_instruction(runtime, project, foreign, tmp_path, state):
+    """Edits that kept the fingerprint: each one refused, nothing on the machine changed, the
+    foreign container untouched; the unedited plan then applies."""
+    bystander = f"{project}-bystander"
+    foreign(bystander)
+    path = config(tmp_path, project)
+    saved = tmp_path / "plan.json"
+    assert run_cli("plan", "-f", str(path), "--out", str(saved), env=state).returncode == 0
+    original = json.loads(saved.read_text())
+    model = next(i for i, a in enumerate(original["actions"]) if a["address"].startswith("model."))
+
+    def mount_root(d):
+        d["actions"][model]["spec"]["source"] = {"path": "/"}
+
+    def remove_foreign(d):
+        d["actions"].append(
+            {
+                "address": f"container.{bystander}",
+                "kind": "remove",
+                "reasons": ["x"],
+                "changes": [],
+                "notes": [],
+                "container": bystander,
+            }
+        )
+
+    def rename_container(d):
+        d["actions"][model]["container"] = bystander
+
+    def drop_an_action(d):
+        del d["actions"][model]
+
+    def other_options(d):
+        d["request"] = {"replace": [], "target": ["no-such-model"], "ignore": [], "pull": "missing", "locked": False}
+
+    for edit in (mount_root, remove_foreign, rename_container, drop_an_action, other_options):
+        data = json.loads(json.dumps(original))
+        edit(data)
+        saved.write_text(json.dumps(data))
+        result = run_cli("apply", str(saved), env=state)
+        assert result.returncode in (1, 64) and "Traceback" not in result.stderr, (edit.__name__, result.stderr)
+        assert ids(runtime, project) == {}, edit.__name__
+        assert runtime.state(bystander).get("Running"), edit.__name__
+    saved.write_text(json.dumps(original))
+    assert run_cli("apply", str(saved), env=state).returncode == 0
+    assert len(ids(runtime, project)) == 2 and runtime.state(bystander).get("Running")
 
 
 def test_pull_never_and_missing_secret_stop_before_any_change(runtime, project, tmp_path, state):
