@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
-_PLAIN = re.compile(r"^[A-Za-z0-9_-]+$")
+_PLAIN = re.compile(r"^[A-Za-z0-9_-]+\Z")
 
 
 def dotted(path: Iterable[Any]) -> str:
@@ -17,6 +18,6 @@ def dotted(path: Iterable[Any]) -> str:
             out += f"[{part}]"
         else:
             text = str(part)
-            seg = text if _PLAIN.match(text) else '"' + text.replace('"', '\\"') + '"'
+            seg = text if _PLAIN.match(text) else json.dumps(text, ensure_ascii=False)  # \\n, \\t shown escaped
             out += ("." if out else "") + seg
     return out

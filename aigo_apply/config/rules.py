@@ -21,7 +21,7 @@ from aigo_apply.config.vllm_facts import deprecated_quantizations
 from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
 
-ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 MIN_CONTEXT, MAX_CONTEXT = 1, 16 * 1024 * 1024
 HUB_TOKEN_NAMES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_API_TOKEN"})
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
@@ -109,7 +109,7 @@ def _aliases(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
         if not ALIAS_RE.match(alias):
             f.at_key(
                 path,
-                f"alias '{alias}' is not a safe name: use 1-64 letters, digits, '.', '_' or '-', "
+                f"alias {alias!r} is not a safe name: use 1-64 letters, digits, '.', '_' or '-', "
                 "starting with a letter or digit (clients send it as `model`)",
             )
         folded = alias.lower()

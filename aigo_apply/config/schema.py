@@ -7,7 +7,9 @@ schema's own `x-error` texts where a generic message would confuse.
 
 from __future__ import annotations
 
+import copy
 import difflib
+import math
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -28,21 +30,57 @@ _TYPE_WORDS = {
     "array": "a list",
     "string": "a string",
     "integer": "an integer",
-    "number": "a number",
+    "number": "a finite number",
     "boolean": "true or false",
     "null": "empty",
 }
 
 
+@cache
 def schema() -> dict[str, Any]:
-    return schema_data(SCHEMA_FILE)
+    """The config schema as this tool applies it: every `pattern` anchored at the very end of the
+    string (`\\Z`; Python's `$` also matches before a final newline, so `"m1\\n"` would pass)."""
+    data: dict[str, Any] = _whole_string(copy.deepcopy(schema_data(SCHEMA_FILE)))
+    return data
+
+
+def _whole_string(node: Any) -> Any:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                out[key] = _anchor_end(value)
+            elif key == "patternProperties" and isinstance(value, dict):
+                out[key] = {_anchor_end(k): _whole_string(v) for k, v in value.items()}
+            else:
+                out[key] = _whole_string(value)
+        return out
+    if isinstance(node, list):
+        return [_whole_string(v) for v in node]
+    return node
+
+
+def _anchor_end(pattern: str) -> str:
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        return pattern[:-1] + "\\Z"
+    return pattern
 
 
 @cache
 def _validator() -> Draft202012Validator:
-    from jsonschema import Draft202012Validator  # imported only when a file must really be validated
+    # imported only when a file must really be validated
+    from jsonschema import Draft202012Validator, validators
 
-    return Draft202012Validator(schema())
+    def is_integer(_: Any, value: Any) -> bool:  # 19100.0 is not an integer here (jsonschema says it is)
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    def is_number(_: Any, value: Any) -> bool:  # .nan and .inf are refused wherever a number goes
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    checker = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": is_integer, "number": is_number})
+    strict = validators.extend(Draft202012Validator, type_checker=checker)
+    validator: Draft202012Validator = strict(schema())
+    return validator
 
 
 def validate(source: Source) -> list[Problem]:
@@ -84,7 +122,7 @@ def _explain(error: ValidationError, path: Path_, source: Source) -> list[Proble
                 line,
                 col,
                 dotted(path + (value,)),
-                f"'{value}' is not a valid environment variable name (letters, digits and '_', not starting with a digit)",
+                f"{value!r} is not a valid environment variable name (letters, digits and '_', not starting with a digit)",
                 file,
             )
         ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_HUMAN = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>[kmgtKMGT]?)$")
+_HUMAN = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>[kmgtKMGT]?)\Z")
 _POWERS = {"k": 1, "m": 2, "g": 3, "t": 4}
 
 

@@ -41,7 +41,7 @@ ENGINE_FILES = frozenset(
 )
 ENGINE_SUFFIXES = (".jinja", ".tiktoken", ".py")  # chat templates, tiktoken vocabularies, trust_remote_code modules
 _P = TypeVar("_P", bound=PurePath)  # repo_dir lays out a real folder, or a pure path to compare with
-_SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-\d{5}-of-(?P<count>\d{5})\.gguf$")
+_SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-\d{5}-of-(?P<count>\d{5})\.gguf\Z")
 
 
 def repo_dir(models_dir: _P, repo: str, revision: str) -> _P:

@@ -319,3 +319,30 @@ def test_a_file_found_valid_is_not_schema_checked_again_but_an_edit_is(tmp_path)
     bad = run_cli("validate", "-f", str(path), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert bad.returncode == 1 and "unknown key 'context_lenght'" in bad.stderr
     assert len(list((tmp_path / "cache" / "aigo-apply" / "validated").iterdir())) == 1  # invalid files never cached
+
+
+def test_every_schema_pattern_and_every_compiled_pattern_matches_the_whole_string():
+    """Python's `$` also matches before a final newline: every pattern ends in `\\Z` instead."""
+    import re
+    from pathlib import Path
+
+    import aigo_apply
+    from aigo_apply.config.schema import schema
+
+    def patterns(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "pattern":
+                    yield value
+                if key == "patternProperties":
+                    yield from value
+                yield from patterns(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from patterns(value)
+
+    found = list(patterns(schema()))
+    assert found and all(not p.endswith("$") for p in found), [p for p in found if p.endswith("$")]
+    assert all(re.search(p, "x\n") is None for p in found if p.endswith("\\Z") and re.search(p, "x"))
+    source = "\n".join(p.read_text() for p in Path(aigo_apply.__file__).parent.rglob("*.py"))
+    assert not re.findall(r"""re\.compile\(r?(["']).*?\$\1\)""", source)

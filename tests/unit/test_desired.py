@@ -386,3 +386,12 @@ def test_the_desired_state_depends_on_the_host_context_alone(tmp_path, monkeypat
     assert a.models["local"].spec["source"]["path"] == str((tmp_path / "alice" / "models" / "m").resolve())
     assert a.models["hub"].spec["model_dir"].startswith(str(tmp_path / "alice" / "store"))
     assert build_desired(config, alice) == a  # the same file and context give the same state
+
+
+def test_a_number_that_is_not_finite_never_reaches_a_command_line():
+    from aigo_apply.desired.engines.common import number
+
+    assert number(0.9) == "0.9" and number(4096) == "4096"
+    for bad in (float("nan"), float("inf"), -float("inf"), True):
+        with pytest.raises(UnsafeSetting):
+            number(bad)

@@ -3,6 +3,7 @@ container that do not depend on the engine (name, environment, GPUs, published p
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -16,7 +17,7 @@ MODEL_MOUNT = "/models"
 # (nor need a token). A model's own env may override it, visibly, in the file.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
 # A value: no whitespace, no control characters, no leading dash (it would read as a flag).
-SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*$")
+SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*\Z")
 
 
 CACHE_DIR = "/root/.cache"  # vLLM's torch.compile and kernel caches, Triton's, FlashInfer's
@@ -40,6 +41,8 @@ def number(value: Any) -> str:
     if isinstance(value, bool):
         raise UnsafeSetting(f"expected a number or a name, got {value!r}")
     if isinstance(value, float):
+        if not math.isfinite(value):  # the last check at the point of use: never `nan` on a command line
+            raise UnsafeSetting(f"expected a finite number, got {value!r}")
         return format(value, "g")
     return str(value)
 

@@ -47,7 +47,7 @@ FIXED_FLAGS = frozenset(
     }
 )
 # The one JSON value we build ourselves (--speculative-config) from checked names, numbers and paths.
-_SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}$')
+_SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}\Z')
 
 
 def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
