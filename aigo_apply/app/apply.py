@@ -4,6 +4,7 @@ Ctrl-C handler that lets the current step finish cleanly."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from aigo_apply.apply.executor import ApplyReport, Executor
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.secrets import resolve
-from aigo_apply.apply.state_dir import state_dir
+from aigo_apply.apply.state_dir import state_dir, state_path
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
 from aigo_apply.desired.model_store import read_markers
@@ -108,6 +109,7 @@ def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) ->
         project, "destroy", lambda observed: destroy_plan(project, file, observed), opts, runtime, ask=True
     )
     if code == EXIT_OK:
+        shutil.rmtree(state_path(project) / "router", ignore_errors=True)
         if runtime.remove_volume(cache_volume(project)):
             opts.console.say(f"removed the cache volume {cache_volume(project)}")
     return code
@@ -152,11 +154,16 @@ def router_for(plan: Plan, observed, runtime):
     None when the project has no router (yet)."""
 
     action = next((a for a in plan.actions if a.is_router), None)
+    if action and action.kind == "remove":
+        # destroy: the router goes last and takes its routes with it, so no reload is needed (one
+        # would need the API keys to verify, and a destroy must work without them); the router's
+        # files go afterwards, from this tool's own state folder (never a folder a label names)
+        return None
     spec = (action.spec if action and action.spec else None) or (observed.router.spec if observed.router else None)
     if not spec:
         return None
     keys = None
-    if spec.get("api_keys") and not (action and action.kind == "remove"):
+    if spec.get("api_keys"):
         kind, target = next(iter(spec["api_keys"].items()))
         raw = resolve(SecretRef(kind, target), "router.api_keys")
         keys = [k.strip() for k in raw.replace(",", "\n").splitlines() if k.strip()]

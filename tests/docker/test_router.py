@@ -274,6 +274,25 @@ def test_api_keys_by_reference(proj, runtime):
     assert "sk-one" not in json.dumps(labels)
 
 
+def test_destroy_of_a_project_with_api_keys_works_without_the_keys(proj, runtime):
+    """It used to fail with HTTP 401 (a route reload verified without a key) and remove nothing."""
+    keys = {"AIGO_TEST_KEYS": "sk-one"}
+    proj.apply({"alpha": "", "beta": ""}, router_extra=", api_keys: {from_env: AIGO_TEST_KEYS}", extra_env=keys)
+    folder = proj.tmp / "state" / proj.name / "router"
+    assert folder.is_dir()
+    result = run_cli(
+        "destroy",
+        "-f",
+        proj.write({"alpha": "", "beta": ""}, ", api_keys: {from_env: AIGO_TEST_KEYS}"),
+        "-y",
+        env=proj.env,
+    )  # the key's variable is not even set now
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Destroy complete" in result.stdout and "Traceback" not in result.stderr
+    left = [c["Names"] for c in runtime.list_containers() if proj.name in " ".join(c["Names"])]
+    assert left == [] and not folder.exists()
+
+
 def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj, monkeypatch, capsys):
     proj.apply({"alpha": ""})
     import aigo_apply.router.deploy as router_module
