@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -76,7 +77,12 @@ def apply(
 def destroy(file: str | None, output: str, yes: bool, lock_timeout: float, project: str | None) -> int:
     """Remove every container of the project (never anything else)."""
     from aigo_apply.app.apply import ApplyOptions, run_destroy
+    from aigo_apply.config.schema import schema
 
+    if project is not None and not re.search(schema()["properties"]["project"]["pattern"], project):
+        raise click.BadParameter(
+            f"{project!r} is not a project name (as `project:` in aigo.yaml)", param_hint="--project"
+        )
     options = ApplyOptions(_console(output), file, None, yes, "never", output, lock_timeout, confirm=_confirm())
     return run_destroy(options, project)
 

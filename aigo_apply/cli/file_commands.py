@@ -11,7 +11,7 @@ from aigo_apply.cli.group import (
     cli,
     file_option,
 )
-from aigo_apply.errors import EXIT_OK
+from aigo_apply.errors import EXIT_OK, AigoError
 
 
 @cli.command()
@@ -50,7 +50,10 @@ def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
     if out is None:
         click.echo(text, nl=False)
     else:
-        out.write_text(text, encoding="utf-8")
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise AigoError(f"{out}: cannot write the definition: {exc.strerror or exc}") from None
         click.echo(f"wrote {out}")
     return EXIT_OK
 

@@ -3,6 +3,7 @@ console (human or JSON lines) and reading a config's data."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -54,9 +55,19 @@ pull_option = click.option(
     help="Pull images that are missing, every image used, or none.",
 )
 yes_option = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A finite, non-negative wait (`nan` would wait forever, `inf` too)."""
+    if not math.isfinite(value) or value < 0 or value > 86400:
+        raise click.BadParameter(f"{value} is not a number of seconds from 0 to 86400")
+    return value
+
+
 lock_option = click.option(
     "--lock-timeout",
     type=float,
+    callback=_seconds,
     default=0.0,
     show_default=True,
     metavar="SECONDS",

@@ -268,7 +268,10 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
 
 
 def save(plan: Plan, path: Path) -> None:
-    path.write_text(json.dumps(plan.to_dict(), indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    try:
+        path.write_text(json.dumps(plan.to_dict(), indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise PlanFileError(f"{path}: cannot write the plan file: {exc.strerror or exc}") from None
 
 
 def load(path: Path) -> Plan:

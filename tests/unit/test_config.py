@@ -346,3 +346,27 @@ def test_every_schema_pattern_and_every_compiled_pattern_matches_the_whole_strin
     assert all(re.search(p, "x\n") is None for p in found if p.endswith("\\Z") and re.search(p, "x"))
     source = "\n".join(p.read_text() for p in Path(aigo_apply.__file__).parent.rglob("*.py"))
     assert not re.findall(r"""re\.compile\(r?(["']).*?\$\1\)""", source)
+
+
+def test_hostile_command_line_values_are_usage_errors_before_anything_is_touched(tmp_path):
+    path = write_config(
+        tmp_path, "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 4096, gpus: none}\n"
+    )
+    state = {"AIGO_STATE_DIR": str(tmp_path / "state")}
+    outside = run_cli("destroy", "--project", "../../x", "-y", env=state)
+    assert outside.returncode == 64 and "is not a project name" in outside.stderr
+    assert not (tmp_path / "x").exists() and not (tmp_path / "state").exists()  # no lock file written anywhere
+    for seconds in ("nan", "inf", "-1"):
+        waited = run_cli("apply", "-f", str(path), "-y", "--lock-timeout", seconds, env=state)
+        assert waited.returncode == 64 and "is not a number of seconds" in waited.stderr, seconds
+    missing = run_cli("export", "m", "-f", str(path), "-o", str(tmp_path / "no" / "such" / "m.baimodel"))
+    assert missing.returncode == 1 and "cannot write the definition" in missing.stderr
+    assert "Traceback" not in outside.stderr + waited.stderr + missing.stderr
+
+
+def test_a_plan_file_that_cannot_be_written_is_a_clear_error(tmp_path):
+    from aigo_apply.errors import PlanFileError
+    from aigo_apply.plan.types import Plan, save
+
+    with pytest.raises(PlanFileError, match="cannot write the plan file"):
+        save(Plan("lab", "aigo.yaml", "sha256:" + "0" * 64, ()), tmp_path / "no" / "such" / "plan.json")
