@@ -220,8 +220,9 @@ class Executor:
 
 
 def _lanes(plan: Plan, items: list[Prepared]) -> list[list[Prepared]]:
-    """The plan's start lanes (decided by the planner and shown in the plan JSON); a model the
-    lanes do not name (a plan without lanes) runs in a lane of its own after them."""
+    """The plan's start lanes (decided by the planner and shown in the plan JSON); models the lanes
+    do not name (a plan made without lanes) start one after the other in one more lane, as models
+    sharing a GPU must."""
     by_address = {item.action.address: item for item in items}
     lanes = [[by_address.pop(a) for a in lane if a in by_address] for lane in plan.lanes]
-    return [lane for lane in lanes if lane] + [[item] for item in by_address.values()]
+    return [lane for lane in lanes + [list(by_address.values())] if lane]

@@ -52,7 +52,7 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         image = image_reference(data, engine)
         if image is None:  # validation requires image_tag for an engine without a built-in one
             raise AigoError(f"model '{alias}' runs on {engine}, which has no image tag: set engines.{engine}.image_tag")
-        spec = model_spec(models[alias], defaults, engine, image, ports[alias], config.base_dir, store, host.home)
+        spec = model_spec(models[alias], defaults, engine, image, ports[alias], config.base_dir, store, host)
         notes = ignored_settings(models[alias], engine)
         written = models[alias]["context_length"]
         if isinstance(written, str):
@@ -139,7 +139,7 @@ def model_spec(
     port: int,
     base_dir: Path,
     store: Path,
-    home: Path | None = None,
+    host: HostContext | None = None,
 ) -> dict[str, Any]:
     """The canonical spec of one model: every value that shapes its container, defaults filled.
     Only the settings of the engine that runs it are part of it (others cannot cause a recreate)."""
@@ -151,7 +151,7 @@ def model_spec(
         if "file" in source:
             canonical_source["file"] = model_file = source["file"]
     else:
-        model_dir = local_dir(base_dir, source["path"], home)
+        model_dir = local_dir(base_dir, source["path"], host)
         canonical_source = {"path": str(model_dir)}
         if weights_format(source) == "gguf":
             model_dir, model_file = model_dir.parent, model_dir.name
@@ -171,7 +171,7 @@ def model_spec(
     if engine == "vllm":
         settings = vllm_settings(model.get("vllm", {}), defaults)
         if "speculative" in settings:
-            settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store, home)
+            settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store, host)
         spec["vllm"] = settings
     elif engine == "sglang":
         settings = dict(model.get("sglang", {}))
@@ -187,7 +187,9 @@ def model_spec(
     return {key: spec[key] for key in order if key in spec}
 
 
-def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path, home: Path | None = None) -> dict[str, Any]:
+def speculative_spec(
+    spec: dict[str, Any], base_dir: Path, store: Path, host: HostContext | None = None
+) -> dict[str, Any]:
     """The speculative settings with the draft model resolved to its host folder (mounted read-only)."""
     out = {k: v for k, v in spec.items() if k != "draft"}
     draft = spec.get("draft")
@@ -199,7 +201,7 @@ def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path, home: Pa
             "model_dir": str(repo_dir(store, draft["repo"], revision)),
         }
     elif draft:
-        folder = str(local_dir(base_dir, draft["path"], home))
+        folder = str(local_dir(base_dir, draft["path"], host))
         out["draft"] = {"path": folder, "model_dir": folder}
     return dict(sorted(out.items()))
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
+from aigo_apply.desired.types import HostContext
 from aigo_apply.errors import UnsupportedModel
 
 MARKER = ".aigo-download.json"
@@ -49,12 +50,11 @@ def repo_dir(models_dir: _P, repo: str, revision: str) -> _P:
     return models_dir / f"{org}--{name}" / revision.replace("/", "--")
 
 
-def local_dir(base_dir: Path, path: str, home: Path | None = None) -> Path:
+def local_dir(base_dir: Path, path: str, host: HostContext | None = None) -> Path:
     """A `source.path` as an absolute, resolved folder: relative to the config file's folder, `~`
-    against `home` (the desired state's HostContext; the process's own when None)."""
-    if home is not None and (path == "~" or path.startswith("~/")):
-        return (home / path[2:]).resolve()
-    return (base_dir / Path(path).expanduser()).resolve()
+    against the desired state's HostContext (the process's own home when None)."""
+    expanded = host.expand_home(path) if host is not None else Path(path).expanduser()
+    return (base_dir / expanded).resolve()
 
 
 def classify(paths: list[str]) -> str:

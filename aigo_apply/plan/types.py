@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply import __version__
+from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.lockfile import LockRestore
@@ -162,7 +163,7 @@ class Plan:
     def actions_digest(self) -> str:
         """What `apply PLANFILE` compares: a digest of the canonical actions, so a saved plan is an
         approval of exactly these actions and never an instruction read from the file."""
-        text = json.dumps([a.to_dict() for a in self.actions], sort_keys=True, separators=(",", ":"))
+        text = canonical_json([a.to_dict() for a in self.actions])
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
     @property
