@@ -13,9 +13,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from aigo_apply.config import env_rules, host_paths
 from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT
-from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.engine_choice import engine_of, weights_format
+from aigo_apply.config.finder import Finder
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import deprecated_quantizations
 from aigo_apply.config.yaml_source import Path_, Source
@@ -23,17 +24,24 @@ from aigo_apply.errors import Problem
 
 ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 MIN_CONTEXT, MAX_CONTEXT = 1, 16 * 1024 * 1024
-HUB_TOKEN_NAMES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_API_TOKEN"})
-SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
 
 
 def check(source: Source) -> list[Problem]:
     data = _mapping(source.data)
     models = _mapping(data.get("models"))
-    finder = _Finder(source)
-    for rule in (_aliases, _context_lengths, _ports, _engines, _gpu_fractions, _tensor_parallel, _env, _quantization):
+    finder = Finder(source)
+    for rule in (
+        _aliases,
+        _context_lengths,
+        _ports,
+        _engines,
+        _gpu_fractions,
+        _tensor_parallel,
+        env_rules.check_env,
+        _quantization,
+    ):
         rule(data, models, finder)
-    _host_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)
+    host_paths.check_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)
     _router_bind(data, finder)
     return finder.problems
 
@@ -41,22 +49,6 @@ def check(source: Source) -> list[Problem]:
 def _mapping(value: Any) -> dict[str, Any]:
     """`value` when it is a mapping, else an empty one (what failed the schema is skipped here)."""
     return value if isinstance(value, dict) else {}
-
-
-class _Finder:
-    """Collects problems, locating each at a key or a value of the source."""
-
-    def __init__(self, source: Source):
-        self.source = source
-        self.problems: list[Problem] = []
-
-    def at_key(self, path: Path_, message: str) -> None:
-        line, col = self.source.marks.of_key(path)
-        self.problems.append(Problem(line, col, dotted(path), message, self.source.file))
-
-    def at_value(self, path: Path_, message: str) -> None:
-        line, col = self.source.marks.of_value(path)
-        self.problems.append(Problem(line, col, dotted(path), message, self.source.file))
 
 
 def _engine(data: dict[str, Any], model: Any) -> str:
@@ -73,7 +65,7 @@ def _settings(data: dict[str, Any], model: Any) -> tuple[str, dict[str, Any]]:
 TAG_EXAMPLES = {"sglang": "v0.5.6-cu129", "llama.cpp": "server-cuda"}
 
 
-def _engines(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
+def _engines(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     """The engine fits the weights' format, and an engine without a built-in tag has one named."""
     engines = _mapping(data.get("engines"))
     for alias, model in models.items():
@@ -102,7 +94,7 @@ def _engines(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
             )
 
 
-def _aliases(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
+def _aliases(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     seen: dict[str, str] = {}
     for alias in models:
         path = ("models", alias)
@@ -121,7 +113,7 @@ def _aliases(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
         seen.setdefault(folded, alias)
 
 
-def _context_lengths(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
+def _context_lengths(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     for alias, model in models.items():
         if not isinstance(model, dict) or not isinstance(model.get("context_length"), (int, str)):
             continue
@@ -139,7 +131,7 @@ def _valid_port(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
 
-def _ports(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
+def _ports(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     router = _mapping(data.get("router"))
     router_port = router.get("port", DEFAULT_ROUTER_PORT)
     owners: dict[int, str] = {}
@@ -160,7 +152,7 @@ def _gpus_of(model: dict[str, Any]) -> Any:
     return model.get("gpus", "all")
 
 
-def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
+def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     defaults = _mapping(data.get("defaults"))
     default_fraction = defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
     if not isinstance(default_fraction, (int, float)):
@@ -203,7 +195,7 @@ def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> 
         )
 
 
-def _tensor_parallel(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
+def _tensor_parallel(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     for alias, model in models.items():
         engine, settings = _settings(data, model)
         tp = settings.get("tensor_parallel_size")
@@ -220,27 +212,7 @@ def _tensor_parallel(data: dict[str, Any], models: dict[str, Any], f: _Finder) -
             )
 
 
-def _env(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
-    for alias, model in models.items():
-        env = model.get("env") if isinstance(model, dict) else None
-        if not isinstance(env, dict):
-            continue
-        for name, value in env.items():
-            if name in HUB_TOKEN_NAMES:
-                f.at_key(
-                    ("models", alias, "env", name),
-                    "engine containers never get a Hugging Face token: aigo-apply downloads models on this host "
-                    "(with HF_TOKEN from its environment or `hf auth login`) and the engine runs offline "
-                    "(HF_HUB_OFFLINE=1); remove this entry",
-                )
-            elif isinstance(value, str) and value and SECRET_NAME_RE.search(name):
-                f.at_value(
-                    ("models", alias, "env", name),
-                    f"{name} looks like a secret written in clear; pass it by reference, e.g. {name}: {{from_env: {name}}}",
-                )
-
-
-def _quantization(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> None:
+def _quantization(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     deprecated = set(deprecated_quantizations())
     for alias, model in models.items():
         engine, settings = _settings(data, model)
@@ -253,74 +225,7 @@ def _quantization(data: dict[str, Any], models: dict[str, Any], f: _Finder) -> N
             )
 
 
-SYSTEM_DIRS = (
-    "/etc",
-    "/proc",
-    "/sys",
-    "/dev",
-    "/boot",
-    "/run",
-    "/var/run",
-    "/var/lib/docker",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/root/.ssh",
-)
-PRIVATE_HOME_DIRS = (".ssh", ".gnupg", ".aws", ".docker", ".kube", ".config", ".local/share/keyrings")
-
-
-def _unsafe_mount(path: Path) -> str | None:
-    """Why mounting `path` into an engine container would expose the host, or None when it is fine."""
-    text = str(path)
-    if text == "/":
-        return "the whole filesystem"
-    for system in SYSTEM_DIRS:
-        if text == system or text.startswith(system + "/"):
-            return f"the system folder {system}"
-    home = Path.home().resolve()
-    if path == home:
-        return "your whole home folder"
-    for private in PRIVATE_HOME_DIRS:
-        secret = home / private
-        if path == secret or secret in path.parents:
-            return f"the private folder ~/{private}"
-    return None
-
-
-def _host_paths(data: dict[str, Any], models: dict[str, Any], f: _Finder, base: Path) -> None:
-    """A model folder is mounted into a container: it must be a model's folder, not the host's
-    secrets or system (a config from a shared repo must not mount ~/.ssh or /etc)."""
-    places: list[tuple[Path_, str]] = []
-    for alias, model in models.items():
-        if not isinstance(model, dict):
-            continue
-        source = model.get("source")
-        if isinstance(source, dict) and isinstance(source.get("path"), str):
-            places.append((("models", alias, "source", "path"), source["path"]))
-        spec = model.get("vllm", {}).get("speculative") if isinstance(model.get("vllm"), dict) else None
-        draft = spec.get("draft") if isinstance(spec, dict) else None
-        if isinstance(draft, dict) and isinstance(draft.get("path"), str):
-            places.append((("models", alias, "vllm", "speculative", "draft", "path"), draft["path"]))
-    defaults = _mapping(data.get("defaults"))
-    if isinstance(defaults.get("models_dir"), str):
-        places.append((("defaults", "models_dir"), defaults["models_dir"]))
-    for where, raw in places:
-        try:
-            resolved = (base / Path(raw).expanduser()).resolve()
-        except (OSError, RuntimeError, ValueError):
-            continue
-        why = _unsafe_mount(resolved)
-        if why:
-            f.at_value(
-                where,
-                f"{raw!r} is {why} ({resolved}); engines get this folder mounted, so it must be "
-                "the model's own folder: point it there",
-            )
-
-
-def _router_bind(data: dict[str, Any], f: _Finder) -> None:
+def _router_bind(data: dict[str, Any], f: Finder) -> None:
     router = _mapping(data.get("router"))
     bind = router.get("bind")
     if isinstance(bind, str):
