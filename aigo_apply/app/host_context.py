@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from aigo_apply.apply.state_dir import state_root
+from aigo_apply.config.host_paths import hf_home
 from aigo_apply.desired.types import HostContext
 
 
@@ -17,4 +18,4 @@ def default_models_dir() -> Path:
 
 
 def current_host() -> HostContext:
-    return HostContext(os.getuid(), os.getgid(), Path.home(), state_root(), default_models_dir())
+    return HostContext(os.getuid(), os.getgid(), Path.home(), state_root(), default_models_dir(), hf_home())

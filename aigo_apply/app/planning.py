@@ -19,10 +19,11 @@ from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError, HubError
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
+from aigo_apply.observe.local_sources import local_source_problems
 from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
-from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks
+from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks
 from aigo_apply.plan.lockfile import LockRestore, drift, path_for, read, restore_for
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.types import Plan
@@ -170,7 +171,7 @@ def host_checks(
         "docker": docker_facts(lambda: runtime),
         "nvml": nvml_facts() if wants_gpu else {"available": False, "gpus": []},
     }
-    checks = run_checks(facts, desired, desired.vllm_image)
+    checks = run_checks(facts, desired, desired.vllm_image) + source_checks(local_source_problems(desired.specs()))
     if not facts["nvml"].get("available"):
         return checks, []
 

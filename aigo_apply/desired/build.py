@@ -26,15 +26,16 @@ from aigo_apply.config.defaults import (
     VLLM_DEFAULT_TAG,
 )
 from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_format
+from aigo_apply.config.host_paths import unsafe_mount
 from aigo_apply.config.load import Config
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import VLLM_VERSION, deprecated_mtp_aliases
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
-from aigo_apply.desired.model_store import local_dir, repo_dir
+from aigo_apply.desired.model_store import mountable, repo_dir
 from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState, HostContext, Route
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import AigoError, UnsafeSetting
 
 
 def build_desired(config: Config, host: HostContext) -> DesiredState:
@@ -44,6 +45,7 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
     store = host.expand_home(defaults["models_dir"]) if "models_dir" in defaults else host.models_dir
     if not store.is_absolute():
         store = (config.base_dir / store).resolve()
+    _check_store(config.file, store, host)
     models = data.get("models", {})
     ports = assign_ports(data["project"], models, router_port)
     desired = {}
@@ -52,7 +54,10 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         image = image_reference(data, engine)
         if image is None:  # validation requires image_tag for an engine without a built-in one
             raise AigoError(f"model '{alias}' runs on {engine}, which has no image tag: set engines.{engine}.image_tag")
-        spec = model_spec(models[alias], defaults, engine, image, ports[alias], config.base_dir, store, host)
+        try:
+            spec = model_spec(models[alias], defaults, engine, image, ports[alias], config.base_dir, store, host)
+        except UnsafeSetting as exc:  # a mount the host's own folders rule out (validation cannot see them all)
+            raise UnsafeSetting(f"{config.file}: models.{alias}.{exc}; nothing was changed") from None
         notes = ignored_settings(models[alias], engine)
         written = models[alias]["context_length"]
         if isinstance(written, str):
@@ -76,6 +81,18 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         image_object(data, "vllm"),
         store,
     )
+
+
+def _check_store(file: str, store: Path, host: HostContext) -> None:
+    """The model store is never mounted itself, but every download below it is: not a system or
+    private folder, nor inside the tool's state or the Hugging Face cache."""
+    around = tuple(p for p in host.protected(store) if p.inside_too)
+    why = unsafe_mount(store.resolve(), host.home.resolve(), around, store=True)
+    if why:
+        raise UnsafeSetting(
+            f"{file}: defaults.models_dir: {store} is {why}; downloads go there and are mounted into engines: "
+            "choose a folder of their own"
+        )
 
 
 def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
@@ -151,7 +168,7 @@ def model_spec(
         if "file" in source:
             canonical_source["file"] = model_file = source["file"]
     else:
-        model_dir = local_dir(base_dir, source["path"], host)
+        model_dir = mountable(base_dir, source["path"], "source.path", host, store)
         canonical_source = {"path": str(model_dir)}
         if weights_format(source) == "gguf":
             model_dir, model_file = model_dir.parent, model_dir.name
@@ -201,7 +218,7 @@ def speculative_spec(
             "model_dir": str(repo_dir(store, draft["repo"], revision)),
         }
     elif draft:
-        folder = str(local_dir(base_dir, draft["path"], host))
+        folder = str(mountable(base_dir, draft["path"], "vllm.speculative.draft.path", host, store))
         out["draft"] = {"path": folder, "model_dir": folder}
     return dict(sorted(out.items()))
 

@@ -13,8 +13,9 @@ import re
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
+from aigo_apply.config.host_paths import path_text_problem, unsafe_mount
 from aigo_apply.desired.types import HostContext
-from aigo_apply.errors import UnsupportedModel
+from aigo_apply.errors import UnsafeSetting, UnsupportedModel
 
 MARKER = ".aigo-download.json"
 # Besides the weights: what vLLM, SGLang and transformers read to serve a model.
@@ -55,6 +56,25 @@ def local_dir(base_dir: Path, path: str, host: HostContext | None = None) -> Pat
     against the desired state's HostContext (the process's own home when None)."""
     expanded = host.expand_home(path) if host is not None else Path(path).expanduser()
     return (base_dir / expanded).resolve()
+
+
+def mountable(
+    base_dir: Path, path: str, where: str, host: HostContext | None = None, store: Path | None = None
+) -> Path:
+    """`local_dir`, refused (UnsafeSetting, naming `where`) when it is not a path a model mount may
+    take on this host: checked again here, with the host's own folders, because validation may be
+    cached and the folder may have become a symlink since."""
+    resolved = local_dir(base_dir, path, host)
+    home = host.home.resolve() if host is not None else Path.home().resolve()
+    protected = host.protected(store) if host is not None else ()
+    why = unsafe_mount(resolved, home, protected)
+    text = path_text_problem(str(resolved))
+    if why or text:
+        raise UnsafeSetting(
+            f"{where}: {path!r} is {why or 'a path that ' + str(text)} ({resolved}); engines get it mounted, "
+            "so it must be the model's own folder or file: point it there"
+        )
+    return resolved
 
 
 def classify(paths: list[str]) -> str:
@@ -102,6 +122,15 @@ def select_files(repo: str, paths: list[str], file: str | None = None) -> list[s
         weights = [w for w in weights if not w.startswith("consolidated")]
     extras = [p for p in top if p in ENGINE_FILES or p.endswith(ENGINE_SUFFIXES)]
     return sorted(set(weights) | set(extras))
+
+
+def gguf_parts(name: str) -> list[str]:
+    """The file names of a split GGUF file (`x-00001-of-00003.gguf` -> all three), or the name alone."""
+    split = _SPLIT_GGUF.match(name)
+    if split is None:
+        return [name]
+    count = int(split.group("count"))
+    return [f"{split.group('stem')}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.config.host_paths import Protected
+
 
 @dataclass(frozen=True)
 class SecretRef:
@@ -118,6 +120,16 @@ class HostContext:
     home: Path  # for `~` in defaults.models_dir
     state_root: Path  # one state folder per project below it (the router's files live there)
     models_dir: Path  # the model store unless defaults.models_dir names another
+    hf_home: Path | None = None  # the Hugging Face cache root (holds the Hub token); ~/.cache/huggingface when None
+
+    def protected(self, store: Path | None = None) -> tuple[Protected, ...]:
+        """This host's folders no model mount may expose: the Hugging Face cache, the tool's state
+        (router files, locks, journals) and the model store as a whole (`store`: the file's own)."""
+        return (
+            Protected("the Hugging Face cache and its token", self.hf_home or self.home / ".cache" / "huggingface"),
+            Protected("aigo-apply's state folder", self.state_root),
+            Protected("the whole model store", store or self.models_dir, inside_too=False),
+        )
 
     def state_folder(self, project: str) -> Path:
         return self.state_root / project

@@ -7,12 +7,11 @@ shows as a warning."""
 from __future__ import annotations
 
 import json
-import re
 import struct
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.desired.model_store import MARKER
+from aigo_apply.desired.model_store import MARKER, gguf_parts
 from aigo_apply.observe import gguf
 from aigo_apply.observe.hub_answer import HubAnswer
 
@@ -54,15 +53,8 @@ def _load_config(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
 def _gguf_facts(path: Path) -> dict[str, Any]:
     """A GGUF file's size (its weights) and the attention sizes in its metadata (for the KV cache)."""
 
-    split = re.fullmatch(r"(.+)-00001-of-(\d{5})\.gguf", path.name)  # llama.cpp's split files: all parts count
-    parts = (
-        [
-            path.with_name(f"{split.group(1)}-{i:05d}-of-{split.group(2)}.gguf")
-            for i in range(1, int(split.group(2)) + 1)
-        ]
-        if split
-        else [path]
-    )
+    parts = [path.with_name(name) for name in gguf_parts(path.name)]  # llama.cpp's split files: all parts count
+    split = len(parts) > 1
     try:
         weights = sum(part.stat().st_size for part in parts)
     except OSError:

@@ -47,6 +47,20 @@ def run_checks(facts: dict[str, Any], desired: DesiredState, image: dict[str, An
     return checks
 
 
+def source_checks(problems: dict[str, list[str]]) -> list[Check]:
+    """A model whose local source is missing or not a model blocks the plan (Docker would mount an
+    empty folder it creates itself); one check per model, naming what is wrong."""
+    return [
+        Check(
+            "model.path",
+            "blocking",
+            f"model '{alias}': " + "; ".join(found),
+            "point source.path at the model's folder (config.json and weights) or its .gguf file, or download it first",
+        )
+        for alias, found in sorted(problems.items())
+    ]
+
+
 def _docker(docker: dict[str, Any]) -> Check:
     if docker.get("reachable"):
         return Check("docker.engine", "ok", f"{docker['engine']} {docker['version']} is reachable")

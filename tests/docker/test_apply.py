@@ -15,7 +15,7 @@ import pytest
 from aigo_apply.desired import labels
 
 from helpers.cli import run_cli
-from helpers.configs import free_port, router_yaml, write_config
+from helpers.configs import free_port, model_folder, router_yaml, write_config
 from helpers.paths import ROOT
 from helpers.stub_project import ROUTER_PORTS, chat, config, ports
 
@@ -421,7 +421,7 @@ def test_rendered_docker_run_makes_the_container_apply_would_make(runtime, proje
 
 
 def test_speculative_draft_model_is_mounted_and_the_engine_starts(runtime, project, tmp_path, state):
-    (tmp_path / "draft").mkdir()
+    model_folder(tmp_path / "draft")
     extra = (
         "  spec:\n    source: {path: m}\n    context_length: 2048\n    gpus: none\n"
         "    vllm: {speculative: {method: eagle3, num_speculative_tokens: 2, draft: {path: draft}}}\n"
@@ -442,7 +442,7 @@ def test_sglang_and_llamacpp_models_start_wait_and_route_beside_vllm(runtime, pr
     generated entry points and command lines really start, readiness waits through llama.cpp's 503
     "Loading model" phase, and one router serves every alias."""
     router_port = free_port()
-    (tmp_path / "m").mkdir()
+    model_folder(tmp_path / "m")
     (tmp_path / "gguf").mkdir()
     (tmp_path / "gguf" / "tiny-Q4_K_M.gguf").write_bytes(b"GGUF")
     stub = '{image: aigo-stub-engine, image_tag: "1"}'
@@ -474,7 +474,10 @@ def test_sglang_and_llamacpp_models_start_wait_and_route_beside_vllm(runtime, pr
     assert inspected["s"]["Config"]["Entrypoint"] == ["python3", "-m", "sglang.launch_server"]
     assert inspected["g"]["Config"]["Entrypoint"] == ["/app/llama-server"]
     assert inspected["g"]["Config"]["Labels"][labels.ENGINE] == "llama.cpp"
-    assert [(m["Destination"], m["RW"]) for m in inspected["g"]["Mounts"]] == [("/models/g", False)]
+    # the .gguf file alone is mounted, never the folder it sits in
+    assert [(m["Source"], m["Destination"], m["RW"]) for m in inspected["g"]["Mounts"]] == [
+        (str(tmp_path / "gguf" / "tiny-Q4_K_M.gguf"), "/models/g/tiny-Q4_K_M.gguf", False)
+    ]
     logs = runtime.api.logs(f"aigo-{project}-g").decode()
     assert "stub engine (llama.cpp): serving ['g'] from /models/g/tiny-Q4_K_M.gguf" in logs
     again = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)

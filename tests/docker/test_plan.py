@@ -16,14 +16,14 @@ import pytest
 from aigo_apply.app.planning import load_desired
 
 from helpers.cli import run_cli
-from helpers.configs import free_port, router_yaml, write_config
+from helpers.configs import free_port, model_folder, router_yaml, write_config
 from helpers.paths import ROOT
 
 PORTS: dict[str, int] = {}
 
 
 def config(tmp_path, project, parser="hermes", extra_model="", router_port=None):
-    (tmp_path / "m").mkdir(exist_ok=True)
+    model_folder(tmp_path / "m")
     return write_config(
         tmp_path,
         textwrap.dedent(f"""

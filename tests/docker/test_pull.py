@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from helpers.cli import run_cli
-from helpers.configs import free_port, router_yaml, write_config
+from helpers.configs import free_port, model_folder, router_yaml, write_config
 from helpers.registry import Registry, blobs_of_saved, tiny_rootfs
 
 
@@ -71,7 +71,7 @@ def test_apply_pulls_before_it_stops_the_old_container(runtime, project, tmp_pat
     saved = b"".join(runtime.api.get_image("aigo-stub-engine:1"))
     reg = Registry("aigo/stub", "v2", *blobs_of_saved(saved))
     state = {"AIGO_STATE_DIR": str(tmp_path / "state")}
-    (tmp_path / "m").mkdir()
+    model_folder(tmp_path / "m")
     router = router_yaml(free_port())
 
     def write(image: str, tag: str):

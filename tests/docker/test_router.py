@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from helpers.cli import run_cli
-from helpers.configs import free_port, router_yaml, write_config
+from helpers.configs import free_port, model_folder, router_yaml, write_config
 from helpers.paths import ROOT
 
 
@@ -28,7 +28,7 @@ class Project:
         self.tmp, self.name, self.port = tmp_path, name, free_port()
         self.env = {"AIGO_STATE_DIR": str(tmp_path / "state")}
         monkeypatch.setenv("AIGO_STATE_DIR", self.env["AIGO_STATE_DIR"])
-        (tmp_path / "m").mkdir(exist_ok=True)
+        model_folder(tmp_path / "m")
         self.url = f"http://127.0.0.1:{self.port}"
 
     def write(self, models: dict[str, str], router_extra: str = "") -> str:

@@ -33,3 +33,11 @@ def host_context(models_dir: Path | None = None):
 
     host = current_host()
     return replace(host, models_dir=models_dir) if models_dir is not None else host
+
+
+def model_folder(folder: Path) -> Path:
+    """A local model folder as plan requires one: it exists and holds a config.json (the stub
+    engine loads nothing from it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text('{"model_type": "llama"}\n', encoding="utf-8")
+    return folder

@@ -9,7 +9,7 @@ import urllib.request
 
 from aigo_apply.desired import labels
 
-from helpers.configs import free_port, router_yaml, write_config
+from helpers.configs import free_port, model_folder, router_yaml, write_config
 
 ROUTER_PORTS: dict[str, int] = {}
 
@@ -25,7 +25,7 @@ def config(
     engine_image="aigo-stub-engine:1",
 ):
     router_port = ROUTER_PORTS.setdefault(project, free_port())  # the same port for every file of a test
-    (tmp_path / "m").mkdir(exist_ok=True)
+    model_folder(tmp_path / "m")
     return write_config(
         tmp_path,
         textwrap.dedent(f"""

@@ -335,7 +335,7 @@ def test_each_engine_has_its_own_launch_line_and_notes_ignored_settings(tmp_path
     cpu = m["cpu"].container
     assert cpu.command[:2] == ("--model", "/models/cpu/tiny.gguf")
     assert cpu.command[cpu.command.index("--n-gpu-layers") + 1] == "0"
-    assert cpu.mounts[0].source == str(tmp_path / "gguf") and cpu.gpus == "none"
+    assert [m.source for m in cpu.mounts] == [str(tmp_path / "gguf" / "tiny.gguf")] and cpu.gpus == "none"
     assert json.loads(cpu.labels[labels.SPEC])["engine"] == "llama.cpp" and cpu.labels[labels.ENGINE] == "llama.cpp"
     assert [r.owned_by for r in desired.router.routes] == ["llama.cpp", "vllm", "llama.cpp", "sglang"]
 

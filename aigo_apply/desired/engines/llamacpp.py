@@ -12,6 +12,7 @@ from typing import Any
 
 from aigo_apply.config.defaults import LLAMACPP_CONTAINER_PORT
 from aigo_apply.desired.engines.common import MODEL_MOUNT, check_command, engine_container, number
+from aigo_apply.desired.model_store import gguf_parts
 from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import UnsafeSetting
 
@@ -42,5 +43,17 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     command += ["--jinja", "--host", "0.0.0.0", "--port", str(LLAMACPP_CONTAINER_PORT)]
     check_command("llama.cpp", alias, command, FLAGS)
     return engine_container(
-        project, alias, spec, command, [Mount(spec["model_dir"], folder, True)], LLAMACPP_CONTAINER_PORT, ENTRYPOINT
+        project, alias, spec, command, model_mounts(spec, folder), LLAMACPP_CONTAINER_PORT, ENTRYPOINT
     )
+
+
+def model_mounts(spec: dict[str, Any], folder: str) -> list[Mount]:
+    """A downloaded model: its own folder in the model store (it holds only what was selected). A
+    local file: that file alone (every part of a split file), never the folder it sits in, which
+    may be `/` or a home folder."""
+    if "path" not in spec["source"]:
+        return [Mount(spec["model_dir"], folder, True)]
+    return [
+        Mount(f"{spec['model_dir'].rstrip('/')}/{name}", f"{folder}/{name}", True)
+        for name in gguf_parts(spec["model_file"])
+    ]
