@@ -168,8 +168,9 @@ def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, base: P
     protected = env_protected()
     for where, raw in mount_places(data, models):
         problem = path_text_problem(raw)
-        if problem:
-            f.at_value(where, f"the path {problem}; rename the folder or file (or link it under a plain name)")
+        if problem:  # control characters are the schema's to report; ':' and ',' are Docker's
+            if "control character" not in problem:
+                f.at_value(where, f"the path {problem}; rename the folder or file (or link it under a plain name)")
             continue
         try:
             resolved = (base / Path(raw).expanduser()).resolve()
@@ -179,8 +180,9 @@ def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, base: P
             path_text_problem(str(resolved)) and f"a path that {path_text_problem(str(resolved))}"
         )
         if why:
-            what = "the model store" if where[0] == "defaults" else "engines get this mounted"
-            f.at_value(
-                where,
-                f"{raw!r} is {why} ({resolved}); {what}, so it must be the model's own folder or file: point it there",
+            fix = (
+                "downloads go there and are mounted into engines: choose a folder of their own"
+                if where[0] == "defaults"
+                else "engines get this mounted, so it must be the model's own folder or file: point it there"
             )
+            f.at_value(where, f"{raw!r} is {why} ({resolved}); {fix}")
