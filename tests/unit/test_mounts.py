@@ -95,7 +95,7 @@ def _config(tmp_path: Path, source: str, engine: str = "vllm") -> Path:
         ("~/.ssh", "is the private folder ~/.ssh"),
         ("/etc/../etc", "is the system folder /etc"),
         ("'/models/a:b'", "holds ':' (Docker's mount syntax splits on it)"),
-        ('"/models/a\\tb"', "(a control character)"),
+        ('"/models/a\\tb"', "must be a path without control characters"),
     ],
 )
 def test_validation_refuses_unsafe_mounts_where_they_are_written(tmp_path, source, message):
