@@ -19,6 +19,7 @@ from aigo_apply.errors import AigoError, NotReady
 from aigo_apply.plan.types import Action
 
 BACKUP_SUFFIX = "-aigo-previous"
+STAGE_JOIN_TIMEOUT = 30.0  # seconds a step waits for its staging check (`haproxy -c` takes well under one)
 
 
 @dataclass
@@ -72,6 +73,8 @@ class ModelSteps:
                 self.log.step(action.address, "start", "interrupted", f"interrupted; {name} was started, not routed")
                 return Outcome(action.address, "start", False, "interrupted")
             return self.log.failed(action.address, action.kind, f"{exc}; no route was added", exc.log_tail)
+        except AigoError as exc:  # ready, but the router refused the route
+            return self.log.failed(action.address, action.kind, f"{name} serves but is not routed: {exc}", [])
 
     def create(self, item: Prepared) -> Outcome:
         action, container = item.action, _container(item)
@@ -84,8 +87,10 @@ class ModelSteps:
             return self.log.failed(action.address, action.kind, f"{exc}; the container was removed", [])
         try:
             return self._await_and_route(item, cid, "created")
-        except NotReady as exc:
-            self.runtime.remove(cid)  # never leave an engine that was not verified ready
+        except AigoError as exc:  # not ready, or ready but its route could not be added
+            self.runtime.remove(cid)  # never leave an engine that was not verified ready and routed
+            if not isinstance(exc, NotReady):
+                return self.log.failed(action.address, action.kind, f"{exc}; the container was removed", [])
             if exc.interrupted:
                 self.log.step(
                     action.address, "create", "interrupted", f"interrupted; removed the unready {container.name}"
@@ -99,8 +104,11 @@ class ModelSteps:
         if self.router:
             self.router.deroute(action)
         self.log.step(action.address, "recreate", "", f"stopping {name} and keeping it as {backup}")
-        self.runtime.stop(name)
-        self.runtime.rename(name, backup)
+        try:
+            self.runtime.stop(name)
+            self.runtime.rename(name, backup)
+        except AigoError as exc:  # the previous container keeps its name: bring it back as it was
+            return self._serve_previous(action, name, exc)
         self.log.journal.record("backup", action.address, "ok", container=backup)
         cid = None
         try:
@@ -118,9 +126,25 @@ class ModelSteps:
 
     def _restore(self, action: Action, name: str, backup: str, exc: AigoError) -> Outcome:
         """The new container failed or was interrupted: the previous one takes its name back."""
+        try:
+            self.runtime.rename(backup, name)
+        except AigoError as again:
+            message = f"{exc}; the previous version could not take its name back ({again}): it is kept as {backup}"
+            self.log.step(action.address, "recreate", "failed", message)
+            return Outcome(action.address, "recreate", False, message)
+        return self._serve_previous(action, name, exc)
+
+    def _serve_previous(self, action: Action, name: str, exc: AigoError) -> Outcome:
+        """Start the previous container (under its own name) again, wait for it and route it: a
+        failed replacement must not leave a model that served before without its route."""
         tail = getattr(exc, "log_tail", [])
-        self.runtime.rename(backup, name)
-        self.runtime.start(name)
+        try:
+            if not self.runtime.state(name).get("Running"):
+                self.runtime.start(name)
+        except AigoError as again:
+            message = f"{exc}; the previous {name} could not be started again ({again})"
+            self.log.step(action.address, "recreate", "failed", message)
+            return Outcome(action.address, "recreate", False, message)
         self.log.journal.record("restore", action.address, "ok", container=name)
         if getattr(exc, "interrupted", False):
             # not waited for, but routed again: the router's health check keeps it out until it
@@ -149,6 +173,8 @@ class ModelSteps:
             message = f"{exc}; the previous version was restored and serves again"
         except NotReady as again:
             message = f"{exc}; the previous version was restarted but is not ready either ({again})"
+        except AigoError as again:  # ready, but the router refused its route
+            message = f"{exc}; the previous version was restored and serves, but is not routed ({again})"
         self.log.step(action.address, "recreate", "restored", message)
         return Outcome(action.address, "recreate", False, message, restored=True, log_tail=tail)
 
@@ -165,8 +191,10 @@ class ModelSteps:
         action, alias = item.action, item.action.model or ""
         port = _container(item).host_port or 0
         route = route_of(alias, action.spec or {})
+        stager = None
         if self.router:  # check the router's next generation while the engine loads
-            threading.Thread(target=self.router.stage, args=(route,), daemon=True).start()
+            stager = threading.Thread(target=self.router.stage, args=(route,), daemon=True, name=f"aigo-stage-{alias}")
+            stager.start()
         engine = Engine(
             alias,
             port,
@@ -174,7 +202,11 @@ class ModelSteps:
             lambda: self.runtime.state(container_id),
             lambda n: self.runtime.logs_tail(container_id, n),
         )
-        seconds = self._waiter(action).wait(engine)
+        try:
+            seconds = self._waiter(action).wait(engine)
+        finally:  # the staging never outlives its step (nor writes the router's folder after it)
+            if stager is not None:
+                stager.join(timeout=STAGE_JOIN_TIMEOUT)
         if self.router:
             self.router.route(route)
         message = f"{verb} {action.container}; ready after {seconds:.1f} s on 127.0.0.1:{port}"

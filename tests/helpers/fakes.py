@@ -83,6 +83,8 @@ class FakeRuntime:
         self.envs: dict[str, dict[str, str]] = {}
         self.fail_start: dict[str, AigoError] = {}  # container name -> what start raises
         self.fail_create: dict[str, AigoError] = {}
+        self.fail_stop: dict[str, AigoError] = {}
+        self.fail_rename: dict[str, AigoError] = {}
         self.logs: dict[str, list[str]] = {}  # container name -> its log lines
         self.images: list[dict[str, Any]] = [{"Id": "sha256:img", "RepoTags": ["local/engine:1", "haproxy:3.2"]}]
         self._ids = itertools.count(1)
@@ -211,6 +213,9 @@ class FakeRuntime:
 
     def stop(self, container: str, timeout: int = 30) -> None:
         with self._lock:
+            if container in self.fail_stop:
+                self.log.add("stop_refused", container)
+                raise self.fail_stop[container]
             _, entry = self._call("stop", container)
             self._set_state(entry, "exited")
 
@@ -223,6 +228,8 @@ class FakeRuntime:
         with self._lock:
             old, entry = self._find(container)
             self.log.add("rename", f"{old}->{name}")
+            if old in self.fail_rename:
+                raise self.fail_rename[old]
             if name in self.containers:
                 raise DockerUnavailable(f"Conflict: the container name /{name} is already in use")
             del self.containers[old]
@@ -337,13 +344,21 @@ class FakeRoutes:
         self.routes: dict[str, Route] = dict(routes or {})
         self.added: list[Route] = []
         self.converged: list[dict[str, Route]] = []
+        self.fail_add: dict[tuple[str, int], str] = {}  # (alias, port) -> why the router refuses that route
+        self.stage_seconds = 0.0  # how long a staging check takes
+        self.staged_done: list[str] = []
         self._lock = threading.Lock()
 
     def stage(self, route: Route) -> None:
         self.log.add("route_stage", route.alias)
+        time.sleep(self.stage_seconds)
+        self.staged_done.append(route.alias)
 
     def add(self, route: Route) -> None:
         with self._lock:
+            if (route.alias, route.port) in self.fail_add:
+                self.log.add("route_refused", route.alias)
+                raise AigoError(self.fail_add[route.alias, route.port])
             self.log.add("route_add", route.alias)
             self.routes[route.alias] = route
             self.added.append(route)

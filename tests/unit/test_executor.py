@@ -468,3 +468,92 @@ def test_a_started_model_that_does_not_become_ready_fails_with_its_log_tail_and_
     assert "no route was added" in alpha.message
     assert ("log_tail", {"address": "model.alpha", "lines": ["engine: out of memory"]}) in w.reporter.events
     assert "alpha" not in w.routes.routes and beta.ok  # the next model of the lane goes on
+
+
+# -- a recreate that cannot even begin, or whose route is refused ----------------------------------
+
+
+def test_a_recreate_whose_rename_fails_keeps_the_old_container_serving_and_routed(tmp_path):
+    """The rename to `-aigo-previous` fails (e.g. a container of that name appeared since the plan):
+    the old container was stopped, so it is started again, waited for and routed again."""
+    d = desired(tmp_path, config(alpha="none"))
+    w = World(tmp_path, d, routed=("alpha",))
+    machine(d, w.rt)
+    w.rt.fail_rename["aigo-lab-alpha"] = DockerUnavailable("Conflict: the name is already in use")
+    plan = plan_of(d, observe(d, w.rt), replace=["alpha"])
+
+    report = w.run(plan)
+
+    alpha = outcome(report, "model.alpha")
+    assert not alpha.ok and "already in use" in alpha.message and "restored and serves again" in alpha.message
+    assert w.rt.id_of("aigo-lab-alpha") == "old-aigo-lab-alpha" and w.rt.state_of("aigo-lab-alpha") == "running"
+    assert "alpha" in w.routes.routes and w.log.count("create", "aigo-lab-alpha") == 0
+    w.before(("route_remove", "alpha"), ("stop", "aigo-lab-alpha"), ("start", "aigo-lab-alpha"), ("route_add", "alpha"))
+
+
+def test_a_recreate_whose_stop_is_refused_routes_the_running_old_container_again(tmp_path):
+    d = desired(tmp_path, config(alpha="none"))
+    w = World(tmp_path, d, routed=("alpha",))
+    machine(d, w.rt)
+    w.rt.fail_stop["aigo-lab-alpha"] = DockerUnavailable("the daemon timed out")
+    plan = plan_of(d, observe(d, w.rt), replace=["alpha"])
+
+    report = w.run(plan)
+
+    alpha = outcome(report, "model.alpha")
+    assert not alpha.ok and "the daemon timed out" in alpha.message
+    assert w.rt.state_of("aigo-lab-alpha") == "running" and w.log.count("start", "aigo-lab-alpha") == 0
+    assert "alpha" in w.routes.routes  # deroute, refused stop, routed again: never left unrouted
+
+
+def test_a_recreate_whose_new_route_is_refused_puts_the_old_version_back_and_routed(tmp_path):
+    before = desired(tmp_path, config(alpha="none\nport: 9001"))
+    after = desired(tmp_path, config(alpha="none\nport: 9002"))
+    w = World(tmp_path, before, routed=("alpha",))
+    machine(before, w.rt)
+    w.routes.fail_add[("alpha", 9002)] = "haproxy -c refused the configuration"
+    plan = plan_of(after, observe(before, w.rt))
+
+    report = w.run(plan)
+
+    alpha = outcome(report, "model.alpha")
+    assert (alpha.ok, alpha.restored) == (False, True) and "haproxy -c refused" in alpha.message
+    assert w.rt.id_of("aigo-lab-alpha") == "old-aigo-lab-alpha" and w.routes.routes["alpha"].port == 9001
+    assert set(w.rt.containers) == {"aigo-lab-router", "aigo-lab-alpha"}
+
+
+def test_a_restored_version_whose_route_is_refused_too_is_a_clear_failure_not_a_crash(tmp_path):
+    before = desired(tmp_path, config(alpha="none\nport: 9001"))
+    after = desired(tmp_path, config(alpha="none\nport: 9002"))
+    w = World(tmp_path, before, routed=("alpha",))
+    machine(before, w.rt)
+    w.routes.fail_add.update({("alpha", 9002): "router down", ("alpha", 9001): "router down"})
+
+    report = w.run(plan_of(after, observe(before, w.rt)))
+
+    alpha = outcome(report, "model.alpha")
+    assert not alpha.ok and "restored and serves, but is not routed (router down)" in alpha.message
+    assert w.rt.state_of("aigo-lab-alpha") == "running"
+
+
+def test_a_created_model_whose_route_is_refused_is_removed(tmp_path):
+    d = desired(tmp_path, config(alpha="none"))
+    w = World(tmp_path, d, routed=())
+    w.routes.fail_add[("alpha", d.models["alpha"].spec["port"])] = "haproxy -c refused the configuration"
+
+    report = w.run(plan_of(d, observe(d, w.rt)))
+
+    alpha = outcome(report, "model.alpha")
+    assert not alpha.ok and "the container was removed" in alpha.message
+    assert "aigo-lab-alpha" not in w.rt.containers
+
+
+def test_the_staging_check_never_outlives_its_step(tmp_path):
+    d = desired(tmp_path, config(alpha="none"))
+    w = World(tmp_path, d, routed=())
+    w.routes.stage_seconds = 0.3  # slower than the engine's (fake) start
+
+    w.run(plan_of(d, observe(d, w.rt)))
+
+    assert w.routes.staged_done == ["alpha"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("aigo-stage-")]
