@@ -6,18 +6,14 @@ number of models.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from aigo_apply.config.host_paths import env_protected, path_text_problem, unsafe_mount
+from aigo_apply.adapters.create_checks import check_container
 from aigo_apply.desired import labels
-from aigo_apply.desired.engines.common import MODEL_MOUNT
 from aigo_apply.desired.types import ContainerSpec
-from aigo_apply.errors import DockerUnavailable, UnsafeSetting
+from aigo_apply.errors import DockerUnavailable
 
 API_VERSION = "1.41"  # Docker 20.10+, and Podman's compatible socket; pinned to skip a version round trip
 
@@ -119,7 +115,7 @@ class DockerRuntime:
     # -- writes --------------------------------------------------------------------------------
     def create(self, spec: ContainerSpec, env: Mapping[str, str]) -> str:
         """Create (not start) the container `spec` describes, with secrets already resolved in `env`."""
-        check_mounts(spec)
+        check_container(spec)
         published = spec.host_port is not None
         with self._errors():
             host_config = self.api.create_host_config(
@@ -273,31 +269,3 @@ def _explain(exc: Exception, where: str | None) -> str:
             "or point DOCKER_HOST at a running engine or Podman's Docker-compatible socket"
         )
     return f"Docker engine at {where}: {text}"
-
-
-_VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
-
-
-def check_mounts(spec: ContainerSpec) -> None:
-    """The last check before Docker sees a mount, whatever the plan said: a host path must be
-    absolute, plainly written, exist (Docker would create a missing folder, as root) and still be
-    the path that was planned (resolving it gives itself: no symlink swapped in since); a model
-    mount must not be a system or private folder; anything else must be a plain volume name."""
-    for mount in spec.mounts:
-        source, why = mount.source, None
-        if not source.startswith("/"):
-            why = None if _VOLUME_NAME.match(source) else "is neither an absolute path nor a volume name"
-        elif path_text_problem(source):
-            why = path_text_problem(source)
-        elif not os.path.lexists(source):
-            why = "does not exist (Docker would create an empty folder in its place)"
-        elif os.path.realpath(source) != source:
-            why = f"now leads to {os.path.realpath(source)} (a symlink was put in its place since it was planned)"
-        elif mount.target.startswith(f"{MODEL_MOUNT}/"):
-            reason = unsafe_mount(Path(source), Path.home().resolve(), env_protected())
-            why = f"is {reason}" if reason else None
-        if why or path_text_problem(mount.target) or not mount.target.startswith("/"):
-            raise UnsafeSetting(
-                f"refusing to mount {source!r} into {spec.name}: it {why or 'has an unsafe target'}; "
-                "nothing was created. Check the path and run `aigo-apply plan` again"
-            )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply.adapters.docker_engine import check_mounts
+from aigo_apply.adapters.create_checks import check_mounts
 from aigo_apply.config.host_paths import Protected, path_text_problem, unsafe_mount
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired

@@ -1,0 +1,77 @@
+"""The last checks before Docker sees a container, whatever the plan or the spec said: the name is
+the tool's own, the image a plain reference, the environment plain names and values, engines
+published on 127.0.0.1 only, and every mount a path that exists, is plainly written and is still
+the path that was planned. Validation and the desired state refuse all of this earlier; this is
+the line that holds if they were bypassed (a hand-edited plan, a bug)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from aigo_apply.config.host_paths import env_protected, path_text_problem, unsafe_mount
+from aigo_apply.desired.engines.common import MODEL_MOUNT
+from aigo_apply.desired.types import ContainerSpec, SecretRef
+from aigo_apply.errors import UnsafeSetting
+
+_NAME = re.compile(r"aigo-[A-Za-z0-9][A-Za-z0-9._-]{0,150}\Z")
+# registry[:port]/path[:tag] or @sha256:digest; no whitespace, no leading '-', nothing a shell or the API would split
+_IMAGE = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,250}(@sha256:[0-9a-f]{64})?\Z", re.I)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+_USER = re.compile(r"\d{1,10}:\d{1,10}\Z")
+
+
+def check_container(spec: ContainerSpec) -> None:
+    """Refuse (UnsafeSetting) a container definition the tool would never make."""
+    why = _definition_problem(spec)
+    if why:
+        raise UnsafeSetting(f"refusing to create {spec.name!r}: {why}; nothing was created. Make a new plan")
+    check_mounts(spec)
+
+
+def _definition_problem(spec: ContainerSpec) -> str | None:
+    if not _NAME.match(spec.name):
+        return "its name is not one aigo-apply makes (aigo-PROJECT-NAME)"
+    if not _IMAGE.match(spec.image) or spec.image.startswith("-"):
+        return f"{spec.image!r} is not a plain image reference"
+    for name, value in spec.env:
+        if not _ENV_NAME.match(name):
+            return f"the environment name {name!r} is not a plain name"
+        if not isinstance(value, (str, SecretRef)) or (isinstance(value, str) and "\x00" in value):
+            return f"the environment value of {name} is not plain text"
+    if spec.network_mode == "bridge" and spec.host_port is not None and spec.host_ip != "127.0.0.1":
+        return f"an engine is published on {spec.host_ip}, not on 127.0.0.1"
+    if spec.network_mode not in ("bridge", "host"):
+        return f"network mode {spec.network_mode!r} is not one aigo-apply uses"
+    if spec.user is not None and not _USER.match(spec.user):
+        return f"user {spec.user!r} is not UID:GID"
+    return None
+
+
+_VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
+
+
+def check_mounts(spec: ContainerSpec) -> None:
+    """The last check before Docker sees a mount, whatever the plan said: a host path must be
+    absolute, plainly written, exist (Docker would create a missing folder, as root) and still be
+    the path that was planned (resolving it gives itself: no symlink swapped in since); a model
+    mount must not be a system or private folder; anything else must be a plain volume name."""
+    for mount in spec.mounts:
+        source, why = mount.source, None
+        if not source.startswith("/"):
+            why = None if _VOLUME_NAME.match(source) else "is neither an absolute path nor a volume name"
+        elif path_text_problem(source):
+            why = path_text_problem(source)
+        elif not os.path.lexists(source):
+            why = "does not exist (Docker would create an empty folder in its place)"
+        elif os.path.realpath(source) != source:
+            why = f"now leads to {os.path.realpath(source)} (a symlink was put in its place since it was planned)"
+        elif mount.target.startswith(f"{MODEL_MOUNT}/"):
+            reason = unsafe_mount(Path(source), Path.home().resolve(), env_protected())
+            why = f"is {reason}" if reason else None
+        if why or path_text_problem(mount.target) or not mount.target.startswith("/"):
+            raise UnsafeSetting(
+                f"refusing to mount {source!r} into {spec.name}: it {why or 'has an unsafe target'}; "
+                "nothing was created. Check the path and run `aigo-apply plan` again"
+            )

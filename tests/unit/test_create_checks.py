@@ -1,0 +1,55 @@
+"""The Docker adapter's last check on a container definition (issue 14, class 2): whatever reaches
+`create` (a bug, a plan edited by hand) is refused unless it is a container aigo-apply makes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from aigo_apply.adapters.create_checks import check_container
+from aigo_apply.config.load import load_config
+from aigo_apply.desired.build import build_desired
+from aigo_apply.errors import UnsafeSetting
+
+from helpers.configs import host_context, model_folder, write_config
+
+
+@pytest.fixture
+def containers(tmp_path):
+    model_folder(tmp_path / "m")
+    path = write_config(
+        tmp_path,
+        "version: 1\nproject: cc\nmodels:\n  Qwen3.5_x: {source: {path: m}, context_length: 4096, gpus: none,"
+        " env: {A: b, K: {from_env: K}}}\n",
+    )
+    desired = build_desired(load_config(str(path)), host_context(Path("/srv/store")))
+    return desired.models["Qwen3.5_x"].container, desired.router.container
+
+
+def test_what_the_tool_makes_passes(containers):
+    model, router = containers
+    check_container(model)
+    check_container(replace(router, mounts=()))  # its config folder is made by the apply, just before
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"name": "postgres"}, "its name is not one aigo-apply makes"),
+        ({"name": "aigo-cc-x\n"}, "its name is not one aigo-apply makes"),
+        ({"image": "--privileged"}, "is not a plain image reference"),
+        ({"image": "vllm/vllm-openai:v1 --rm"}, "is not a plain image reference"),
+        ({"env": (("A\nB", "x"),)}, "is not a plain name"),
+        ({"env": (("LD_PRELOAD=x", "y"),)}, "is not a plain name"),
+        ({"env": (("A", "x\x00y"),)}, "is not plain text"),
+        ({"host_ip": "0.0.0.0"}, "published on 0.0.0.0, not on 127.0.0.1"),
+        ({"network_mode": "container:other"}, "is not one aigo-apply uses"),
+        ({"user": "0:0 --privileged"}, "is not UID:GID"),
+    ],
+)
+def test_a_forged_definition_is_refused_before_docker_sees_it(containers, change, why):
+    with pytest.raises(UnsafeSetting, match="refusing to create") as caught:
+        check_container(replace(containers[0], **change))
+    assert why in str(caught.value)
