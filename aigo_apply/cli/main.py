@@ -5,7 +5,9 @@ Ctrl-C -> 130, anything unexpected -> 3 with a short report)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import traceback
 
 import click
@@ -17,6 +19,8 @@ from aigo_apply.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_
 
 
 def main(argv: list[str] | None = None) -> None:
+    if threading.current_thread() is threading.main_thread():  # Ctrl-C is KeyboardInterrupt from here on
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code = cli.main(args=argv, prog_name="aigo-apply", standalone_mode=False)
     except click.exceptions.UsageError as exc:

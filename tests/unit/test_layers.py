@@ -55,6 +55,7 @@ LAZY_LIBRARIES = {
 LAZY_INTERNAL = {
     # importer prefix -> why it imports the package lazily
     "aigo_apply.cli": "each command loads only the code it runs (`--version` starts in under 0.1 s)",
+    "aigo_apply.__main__": "a Ctrl-C while the CLI loads exits quietly: its handler is set before the import",
 }
 
 
