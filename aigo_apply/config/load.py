@@ -13,8 +13,8 @@ from aigo_apply import __version__
 from aigo_apply.config import rules as checks
 from aigo_apply.config import schema
 from aigo_apply.config.defaults import DEFAULT_FILE, FILE_ENV
-from aigo_apply.config.yaml_source import Marks, load
-from aigo_apply.errors import ConfigInvalid
+from aigo_apply.config.yaml_source import Marks, Source, load
+from aigo_apply.errors import ConfigInvalid, Problem
 from aigo_apply.resources import data_dir
 
 
@@ -34,9 +34,12 @@ def choose_file(option: str | None) -> str:
 
 
 def load_config(file: str) -> Config:
+    """The file is read once (a pipe can be read only once): the validity cache keys on those bytes."""
     path = Path(file).expanduser()
     source = load(path, file)
-    key = _validated_key(path)
+    _refuse_foreign(source)
+    _refuse_oversized(source)
+    key = _validated_key(source.digest)
     known_valid = key is not None and (cache := _cache_dir()) is not None and (cache / key).exists()
     problems = source.problems + ([] if known_valid else schema.validate(source)) + checks.check(source)
     if problems:
@@ -54,10 +57,38 @@ def _cache_dir() -> Path | None:
     return Path(root) / "aigo-apply" / "validated"
 
 
-def _validated_key(path: Path) -> str | None:
+TOP_KEYS = ("version", "project", "models")
 
+
+def _refuse_foreign(source: Source) -> None:
+    """A file that is not an aigo.yaml at all (`-f /etc/shadow`, a kubeconfig, a key) is refused in one
+    line that quotes nothing of it: listing its keys as unknown would print the file line by line."""
+    data = source.data
+    if isinstance(data, dict) and any(key in data for key in TOP_KEYS):
+        return
+    if isinstance(data, dict):
+        message = "is not an aigo.yaml: none of version, project, models is at its top level (its content is not shown)"
+    else:
+        kind = "a list" if isinstance(data, list) else "a single value"
+        message = f"must be a mapping, not {kind}: an aigo.yaml has version, project and models at its top level"
+    message += "; is this the right file?"
+    raise ConfigInvalid(source.file, [Problem(1, 1, "", message, source.file)])
+
+
+def _refuse_oversized(source: Source) -> None:
+    """More models than the schema allows is refused before any per-model check runs, so that the
+    answer comes at once (the checks are linear, but 10,000 models of them still take seconds)."""
+    models = source.data.get("models") if isinstance(source.data, dict) else None
+    limit = schema.schema()["properties"]["models"]["maxProperties"]
+    if isinstance(models, dict) and len(models) > limit:
+        line, col = source.marks.of_key(("models",))
+        message = f"has {len(models)} entries; at most {limit} models are allowed in one file"
+        raise ConfigInvalid(source.file, source.problems + [Problem(line, col, "models", message, source.file)])
+
+
+def _validated_key(file_digest: str) -> str | None:
     try:
-        digest = hashlib.sha256(path.read_bytes())
+        digest = hashlib.sha256(file_digest.encode())
         for name in (schema.SCHEMA_FILE, "vllm-v0.31.0.json"):
             digest.update((data_dir("schemas") / name).read_bytes())
         digest.update(Path(schema.__file__).read_bytes())  # how the schema is applied counts too

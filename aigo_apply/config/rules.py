@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from aigo_apply.config import env_rules, host_paths
+from aigo_apply.config import env_rules, host_paths, names
 from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT
 from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.finder import Finder
@@ -95,7 +95,9 @@ def _engines(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
 
 
 def _aliases(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+    """Safe, distinct aliases whose container names never take one the tool keeps for itself."""
     seen: dict[str, str] = {}
+    project = data["project"] if isinstance(data.get("project"), str) else "PROJECT"
     for alias in models:
         path = ("models", alias)
         if not ALIAS_RE.match(alias):
@@ -104,6 +106,8 @@ def _aliases(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
                 f"alias {alias!r} is not a safe name: use 1-64 letters, digits, '.', '_' or '-', "
                 "starting with a letter or digit (clients send it as `model`)",
             )
+        elif reserved := names.reserved_problem(project, alias):
+            f.at_key(path, reserved)
         folded = alias.lower()
         if folded in seen:
             f.at_key(
@@ -152,6 +156,15 @@ def _gpus_of(model: dict[str, Any]) -> Any:
     return model.get("gpus", "all")
 
 
+def _gpu_indices(gpus: Any) -> bool:
+    """A list the schema accepts (1-64 indices 0-63): a longer one is refused there, not walked here."""
+    return (
+        isinstance(gpus, list)
+        and 0 < len(gpus) <= 64
+        and all(isinstance(g, int) and not isinstance(g, bool) and 0 <= g <= 63 for g in gpus)
+    )
+
+
 def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     defaults = _mapping(data.get("defaults"))
     default_fraction = defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
@@ -169,9 +182,9 @@ def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> N
         fraction = settings.get("gpu_memory_utilization", default_fraction)
         if gpus == "none" or not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
             continue
-        if gpus == "all" or (isinstance(gpus, list) and gpus and all(isinstance(g, int) for g in gpus)):
-            fractions[alias], placement[alias] = float(fraction), gpus
-    indices = sorted({g for gpus in placement.values() if isinstance(gpus, list) for g in gpus}) or [0]
+        if gpus == "all" or _gpu_indices(gpus):
+            fractions[alias], placement[alias] = float(fraction), gpus if gpus == "all" else set(gpus)
+    indices = sorted({g for gpus in placement.values() if isinstance(gpus, set) for g in gpus}) or [0]
     every = all(g == "all" for g in placement.values())
     by_members: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for index in indices:

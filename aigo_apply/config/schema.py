@@ -102,6 +102,8 @@ def _explain(error: ValidationError, path: Path_, source: Source) -> list[Proble
 
     def at_value(message: str, where: Path_ = path) -> Problem:
         line, col = marks.of_value(where)
+        if where in marks.written and kind not in _NUMBER_BOUNDS:
+            message += _quote_hint(marks.written[where], value)
         return Problem(line, col, dotted(where), message, file)
 
     if kind == "additionalProperties":
@@ -131,20 +133,32 @@ def _explain(error: ValidationError, path: Path_, source: Source) -> list[Proble
         return [at_value(f"must be {_expected(error.validator_value)}, not {_describe(value)}")]
     if kind == "enum":
         return [at_value(_enum_message(path, value, list(error.validator_value)))]
-    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        words = {
-            "minimum": "at least",
-            "maximum": "at most",
-            "exclusiveMinimum": "greater than",
-            "exclusiveMaximum": "less than",
-        }[kind]
-        return [at_value(f"must be {words} {error.validator_value}, not {value!r}")]
+    if kind in _NUMBER_BOUNDS:
+        return [at_value(f"must be {_NUMBER_BOUNDS[kind]} {error.validator_value}, not {value!r}")]
+    if kind == "maxProperties":
+        return [at_value(f"has {len(value)} entries; at most {error.validator_value} are allowed here")]
     if kind == "pattern" and path[-3:] == ("engines", "vllm", "image_tag") and ":" in str(value):
         tag = str(value).rsplit(":", 1)[1]
         return [at_value(f"write only the tag here, e.g. image_tag: {tag} (the repository goes in engines.vllm.image)")]
     if custom:
         return [at_value(f"{custom} (got {_describe(value)})" if kind != "const" else custom)]
     return [at_value(error.message)]
+
+
+_NUMBER_BOUNDS = {
+    "minimum": "at least",
+    "maximum": "at most",
+    "exclusiveMinimum": "greater than",
+    "exclusiveMaximum": "less than",
+}
+
+
+def _quote_hint(written: str, value: Any) -> str:
+    """YAML turned the text written into a number, boolean or null: say so, and how to keep the text."""
+    if not written:
+        return "; nothing is written here (YAML reads it as empty): write a value"
+    quoted = '"' + written.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"; YAML reads {written} as {_describe(value)}: quote it ({quoted}) to mean the text"
 
 
 def _unknown_key(key: str, allowed: list[str]) -> str:

@@ -1,26 +1,36 @@
 """Reads aigo.yaml into plain Python data plus the line and column of every key and value.
 
 PyYAML's composer gives nodes with positions; we construct the values ourselves so that
-duplicate keys become problems (PyYAML silently keeps the last one) and so that alias bombs
-and oversized files stop with a clear error instead of eating the machine.
+duplicate keys become problems (PyYAML silently keeps the last one), so that alias bombs, deep
+nesting and oversized files stop with a clear error instead of eating the machine, and so that
+nothing YAML rewrites behind the writer's back passes silently (config/scalars.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from aigo_apply.config import scalars
 from aigo_apply.config.doc_path import dotted
+from aigo_apply.config.file_read import MAX_FILE_BYTES, read_bytes
 from aigo_apply.errors import ConfigFileError, Problem
 
 # libyaml's parser when PyYAML has it (several times faster), the pure-Python one otherwise.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-MAX_FILE_BYTES = 1024 * 1024
 MAX_NODES = 100_000
+MAX_DEPTH = 32  # the deepest path a valid file has is 6 (models.m.vllm.speculative.draft.repo)
+MAX_KEY_CHARS = 256
+# No mapping or list of a valid file comes near these (models: 256, gpus: 64), nor any value (paths and
+# env values: 4096); bounding them keeps every later check (the schema, its patterns, the rules) fast.
+MAX_ENTRIES = 1000
+MAX_VALUE_CHARS = 4096
+__all__ = ["MAX_DEPTH", "MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_NODES", "MAX_VALUE_CHARS", "Marks", "Source", "load"]
 
 Path_ = tuple[Any, ...]
 
@@ -31,6 +41,8 @@ class Marks:
 
     keys: dict[Path_, tuple[int, int]] = field(default_factory=dict)
     values: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    # the text as written of each value YAML turned into something else than a string (`0123`, `off`, `~`)
+    written: dict[Path_, str] = field(default_factory=dict)
 
     def of_key(self, path: Path_) -> tuple[int, int]:
         """Where the key at `path` is written, else the nearest written ancestor."""
@@ -52,23 +64,12 @@ class Source:
     data: Any
     marks: Marks
     problems: list[Problem]
+    digest: str = ""  # sha256 of the bytes read: the file is read once, and this names what was read
 
 
-def read_text(path: Path, display: str) -> str:
-    """Read the file as UTF-8 text, turning every OS-level failure into one clear line."""
-    try:
-        with open(path, "rb") as f:  # never more than the limit (+1 to know it was exceeded): /dev/zero stays harmless
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigFileError(
-            display, "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
-        ) from None
-    except IsADirectoryError:
-        raise ConfigFileError(display, "is a directory, not a YAML file; pass the file itself with -f/--file") from None
-    except PermissionError:
-        raise ConfigFileError(display, "permission denied; make the file readable by this user") from None
-    except OSError as exc:
-        raise ConfigFileError(display, f"cannot be read: {exc.strerror or exc}") from None
+def read_text(path: Path, display: str) -> tuple[str, str]:
+    """The file as UTF-8 text, and the sha256 of its bytes (read once, see file_read.py)."""
+    raw = read_bytes(path, display)
     if len(raw) > MAX_FILE_BYTES:
         raise ConfigFileError(display, f"is larger than {MAX_FILE_BYTES} bytes (1 MiB), the limit for aigo.yaml files")
     try:
@@ -84,16 +85,28 @@ def read_text(path: Path, display: str) -> str:
         raise ConfigFileError(
             display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)"
         )
-    return text
+    return text, hashlib.sha256(raw).hexdigest()
 
 
 def load(path: Path, display: str | None = None) -> Source:
     """Load one YAML document with positions; raise ConfigFileError when it is not usable YAML."""
     display = display or str(path)
-    text = read_text(path, display)
+    text, digest = read_text(path, display)
+    node, loader = _compose(text, display)
+    if node is None:
+        raise ConfigFileError(
+            display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)"
+        )
+    builder = _Builder(loader, display)
+    data = builder.build(node, ())
+    return Source(display, data, builder.marks, builder.problems, digest)
+
+
+def _compose(text: str, display: str) -> tuple[yaml.Node | None, yaml.SafeLoader]:
+    """The node tree. Only the parser's own words are shown, never a snippet of the file."""
     loader = _Loader(text)
     try:
-        node = loader.get_single_node()
+        return loader.get_single_node(), loader
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = ", ".join(part for part in (exc.context, exc.problem) if part) or "syntax error"
@@ -101,15 +114,10 @@ def load(path: Path, display: str | None = None) -> Source:
         raise ConfigFileError(display, f"YAML syntax error: {what}", line, col) from None
     except yaml.YAMLError as exc:
         raise ConfigFileError(display, f"YAML error: {exc}") from None
+    except RecursionError:  # the pure-Python composer recurses; libyaml stops at 1000 levels itself
+        raise ConfigFileError(display, f"nests deeper than {MAX_DEPTH} levels; aigo.yaml needs at most 6") from None
     finally:
         loader.dispose()
-    if node is None:
-        raise ConfigFileError(
-            display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)"
-        )
-    builder = _Builder(loader, display)
-    data = builder.build(node, ())
-    return Source(display, data, builder.marks, builder.problems)
 
 
 class _Builder:
@@ -122,26 +130,55 @@ class _Builder:
         self.count = 0
 
     def build(self, node: yaml.Node, path: Path_) -> Any:
+        """Iterating would not help: MAX_DEPTH keeps the recursion far from Python's limit."""
         self.count += 1
+        line, col = node.start_mark.line + 1, node.start_mark.column + 1
         if self.count > MAX_NODES:
             raise ConfigFileError(
                 self.file,
                 f"expands to more than {MAX_NODES} YAML nodes (too large, or anchors and aliases that multiply); simplify the file",
             )
-        self.marks.values.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+        if len(path) > MAX_DEPTH:
+            raise ConfigFileError(
+                self.file, f"nests deeper than {MAX_DEPTH} levels; aigo.yaml needs at most 6", line, col
+            )
+        self.marks.values.setdefault(path, (line, col))
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and len(node.value) > MAX_ENTRIES:
+            raise ConfigFileError(
+                self.file, f"has more than {MAX_ENTRIES} entries here; no part of aigo.yaml needs that many", line, col
+            )
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(child, path + (i,)) for i, child in enumerate(node.value)]
-        try:
-            return self.loader.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
+        return self._scalar(node, path)
+
+    def _scalar(self, node: yaml.Node, path: Path_) -> Any:
+        line, col = node.start_mark.line + 1, node.start_mark.column + 1
+        if node.end_mark.line != node.start_mark.line:  # refused without quoting it: it may be a secret file
+            raise ConfigFileError(self.file, scalars.MULTI_LINE, line, col)
+        if len(node.value) > MAX_VALUE_CHARS:
+            raise ConfigFileError(self.file, f"this value is longer than {MAX_VALUE_CHARS} characters", line, col)
+        value, problem = scalars.construct(self.loader, node, scalars.is_env_value(path))
+        if problem:
+            self.problems.append(Problem(line, col, dotted(path), problem, self.file))
+        elif not isinstance(value, str):  # the schema says "quote it" if it wanted a string here
+            self.marks.written[path] = node.value
+        return value
+
+    def _key(self, node: yaml.Node, path: Path_) -> str:
+        """A key as written; a key YAML reads as a number, boolean, date or null is a problem."""
+        line, col = node.start_mark.line + 1, node.start_mark.column + 1
+        if not isinstance(node, yaml.ScalarNode):
+            raise ConfigFileError(self.file, "a mapping key must be a plain value, not a list or mapping", line, col)
+        if node.end_mark.line != node.start_mark.line or len(node.value) > MAX_KEY_CHARS:
             raise ConfigFileError(
-                self.file,
-                f"cannot read value: {getattr(exc, 'problem', exc)}",
-                node.start_mark.line + 1,
-                node.start_mark.column + 1,
-            ) from None
+                self.file, f"a key must be written on one line, in at most {MAX_KEY_CHARS} characters", line, col
+            )
+        problem = scalars.key_problem(self.loader, node)
+        if problem:
+            self.problems.append(Problem(line, col, dotted(path + (node.value,)), problem, self.file))
+        return str(node.value)
 
     def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[str, Any]:
         try:
@@ -156,13 +193,7 @@ class _Builder:
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
             line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigFileError(
-                    self.file, "a mapping key must be a plain value, not a list or mapping", line, col
-                )
-            key = self.loader.construct_object(key_node, deep=True)
-            if not isinstance(key, str):  # `1:`, `true:`, `null:` keys, named as written in YAML
-                key = "null" if key is None else str(key).lower() if isinstance(key, bool) else str(key)
+            key = self._key(key_node, path)
             child = path + (key,)
             if key in result:
                 first = self.marks.keys[child]
@@ -178,5 +209,6 @@ class _Builder:
             else:
                 self.marks.keys[child] = (line, col)
             self.marks.values.pop(child, None)
+            self.marks.written.pop(child, None)
             result[key] = self.build(value_node, child)
         return result

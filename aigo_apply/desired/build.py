@@ -245,7 +245,8 @@ def _env_value(value: Any) -> Any:
 def assign_ports(project: str, models: dict[str, Any], router_port: int) -> dict[str, int]:
     """Explicit ports as written; the others get a port derived from project and alias, so it
     stays the same run after run and does not move when other models come and go (collisions,
-    rare in a 10000-port range, are settled in a fixed order)."""
+    rare in a 10000-port range, are settled in a fixed order). More models than free ports is an
+    error, never an endless search (the schema allows far fewer models than the range holds)."""
     taken = {router_port}
     ports: dict[str, int] = {}
     for alias, model in models.items():
@@ -257,6 +258,12 @@ def assign_ports(project: str, models: dict[str, Any], router_port: int) -> dict
         for a in models
         if a not in ports
     }
+    free = AUTO_PORT_SPAN - sum(1 for p in taken if AUTO_PORT_BASE <= p < AUTO_PORT_BASE + AUTO_PORT_SPAN)
+    if len(slots) > free:
+        raise AigoError(
+            f"{len(slots)} models need a port chosen for them but only {free} of ports "
+            f"{AUTO_PORT_BASE}-{AUTO_PORT_BASE + AUTO_PORT_SPAN - 1} are free; set models.ALIAS.port for some"
+        )
     for alias in sorted(slots, key=lambda a: (slots[a], a)):
         slot = slots[alias]
         while AUTO_PORT_BASE + slot in taken:

@@ -1,0 +1,79 @@
+"""Reads the bytes of a config file exactly once, whatever it is: a regular file, or a pipe such as
+`-f /dev/stdin` or `-f <(...)`, which can be read only once (a second read sees nothing).
+
+Every read is bounded: at most the size limit plus one byte (so /dev/zero is harmless), and for
+anything that is not a regular file at most PIPE_DEADLINE_S seconds (a FIFO nobody writes to would
+otherwise wait forever). A pipe's bytes are kept for the rest of the process, so a command that
+needs the file twice (the validity cache, a second look) sees the same bytes both times.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import stat
+import time
+from pathlib import Path
+
+from aigo_apply.errors import ConfigFileError
+
+MAX_FILE_BYTES = 1024 * 1024
+PIPE_DEADLINE_S = 10.0
+
+_piped: dict[str, bytes] = {}  # what was read from a pipe or device, by the name it was given
+
+
+def read_bytes(path: Path, display: str) -> bytes:
+    """The file's bytes (at most MAX_FILE_BYTES + 1), read once; OS failures become one clear line."""
+    key = str(path)
+    if key in _piped:
+        return _piped[key]
+    try:
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigFileError(display, "is a directory, not a YAML file; pass the file itself with -f/--file")
+        if stat.S_ISREG(info.st_mode):
+            with open(path, "rb") as f:
+                return f.read(MAX_FILE_BYTES + 1)
+        _piped[key] = _read_stream(path, display)
+        return _piped[key]
+    except FileNotFoundError:
+        raise ConfigFileError(
+            display, "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
+        ) from None
+    except PermissionError:
+        raise ConfigFileError(display, "permission denied; make the file readable by this user") from None
+    except OSError as exc:
+        raise ConfigFileError(display, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def _read_stream(path: Path, display: str) -> bytes:
+    """A pipe, FIFO or device: never a terminal (nobody types a config), never past the deadline."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block the open
+    try:
+        if os.isatty(fd):
+            raise ConfigFileError(display, "is a terminal; pipe the file in instead (-f /dev/stdin < aigo.yaml)")
+        return _drain(fd, display)
+    finally:
+        os.close(fd)
+
+
+def _drain(fd: int, display: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + PIPE_DEADLINE_S
+    while size <= MAX_FILE_BYTES:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise ConfigFileError(
+                display, f"sent no end of file within {PIPE_DEADLINE_S:g} seconds; is anything writing to it?"
+            )
+        try:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
