@@ -49,7 +49,7 @@ def export_model(config_file: str, alias: str) -> str:
         "# Host settings (GPU memory, tensor parallelism, MoE/Mamba kernels, GPUs, port) are left out:\n"
         "# `aigo-apply import` adds it to another aigo.yaml, where those come from that machine.\n"
     )
-    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=2**31 - 1)
 
 
 def read_definition(path: str, alias: str | None = None) -> tuple[str, dict[str, Any]]:
@@ -64,7 +64,9 @@ def read_definition(path: str, alias: str | None = None) -> tuple[str, dict[str,
 
 
 def entry_text(alias: str, model: dict[str, Any], indent: int = 2) -> str:
-    body = yaml.safe_dump({alias: model}, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    body = yaml.safe_dump(
+        {alias: model}, sort_keys=False, allow_unicode=True, default_flow_style=False, width=2**31 - 1
+    )
     return "".join(" " * indent + line if line.strip() else line for line in body.splitlines(keepends=True))
 
 

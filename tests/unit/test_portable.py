@@ -63,3 +63,21 @@ def test_import_inserts_inside_the_models_block_when_other_sections_follow(tmp_p
     data = load_config(str(target)).data
     assert list(data["models"]) == ["a", "qwen3-8b"] and data["router"] == {"port": 9001}
     assert target.read_text().rstrip().endswith("router: {port: 9001}")
+
+
+def test_a_long_value_with_spaces_stays_on_one_line_and_imports_again(tmp_path):
+    """PyYAML folds long plain scalars at 80 columns; the loader refuses values written over several
+    lines, so an export must never fold one."""
+    long = "a chat template note " * 8
+    source = write_config(
+        tmp_path,
+        "version: 1\nproject: src\nmodels:\n  m:\n    source: {path: /srv/m}\n    context_length: 4096\n"
+        f'    gpus: none\n    env: {{NOTE: "{long}"}}\n',
+        name="src.yaml",
+    )
+    exported = tmp_path / "m.baimodel"
+    assert run_cli("export", "m", "-f", str(source), "-o", str(exported)).returncode == 0
+    target = write_config(tmp_path, "version: 1\nproject: other\nmodels: {}\n")
+    added = run_cli("import", str(exported), "-f", str(target), "--write")
+    assert added.returncode == 0, added.stderr
+    assert load_config(str(target)).data["models"]["m"]["env"]["NOTE"] == long
