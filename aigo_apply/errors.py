@@ -86,7 +86,12 @@ class PlanFileError(AigoError):
 
 
 class SecretUnavailable(AigoError):
-    """A referenced secret cannot be read; says which reference, never a value."""
+    """A referenced secret cannot be read or must not be used; says which reference, never a value:
+    `problem` (the field and what is wrong) and `fix`, apart for a plan blocker."""
+
+    def __init__(self, problem: str, fix: str = ""):
+        super().__init__(f"{problem}; {fix} (nothing was changed)" if fix else problem)
+        self.problem, self.fix = problem, fix
 
 
 class NotReady(AigoError):

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.apply.secrets import redact_data
 from aigo_apply.errors import AigoError
 
 
@@ -29,7 +30,7 @@ class Journal:
             "outcome": outcome,
             **detail,
         }
-        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        line = json.dumps(redact_data(entry), ensure_ascii=False) + "\n"
         with self._lock:
             try:
                 with open(self.path, "a", encoding="utf-8") as f:

@@ -1,38 +1,229 @@
-"""Resolves secret references at apply time, on the host. Values never leave this module except
-into a container's environment: they are not logged, stored, labelled or put in error messages."""
+"""Resolves secret references on the host, at plan time (to check them: apply/secret_checks.py) and
+at apply time (to hand them to a container). Values never leave this module except into a
+container's environment or the router's key file: messages name the field and the reference,
+never the value or any part of it.
+
+Reading is bounded: a `from_file` must be a regular file of at most MAX_SECRET_BYTES, opened
+without blocking (a FIFO or a device never hangs apply while it holds the project's lock), outside
+the host's system and private folders. A value must be UTF-8 text without control characters. The
+Hugging Face token of this host never reaches a container, under any name.
+
+Every value read is remembered for `redact()`, which the journal, the reporters and the CLI's error
+boundary apply to what they write: a second line of defence behind never putting values in text."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import stat
+import threading
 from pathlib import Path
+from typing import Any
 
+from aigo_apply.config.env_rules import credential_kind, hub_token_name, normal_path, unsafe_secret_file
+from aigo_apply.config.host_paths import hf_home
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import SecretUnavailable
 
+MAX_SECRET_BYTES = 64 * 1024
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+_HUB_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
+_MIN_REDACTED = 4  # shorter values would blank out ordinary words; they are not put in messages anyway
+FILE_FIX = (
+    "keep the secret in a regular file of its own (e.g. ~/.aigo/secrets/NAME, mode 600) and point from_file there"
+)
 
-def resolve(ref: SecretRef, where: str) -> str:
+_known: set[str] = set()
+_known_lock = threading.Lock()
+
+
+def refused(where: str, what: str, fix: str) -> SecretUnavailable:
+    """The error for a reference that cannot or must not be resolved: field, what, the fix."""
+    return SecretUnavailable(f"{where}: {what}", fix)
+
+
+def remember(value: str) -> None:
+    """Add a resolved value (and each of its lines or comma-separated parts) to what `redact` hides."""
+    parts = {value, *re.split(r"[,\n]", value)}
+    with _known_lock:
+        for part in (p.strip() for p in parts):
+            if len(part) >= _MIN_REDACTED:
+                _known.add(part)
+                _known.add(json.dumps(part, ensure_ascii=False)[1:-1])  # as it appears inside JSON text
+
+
+def redact(text: str) -> str:
+    """`text` with every secret value read by this process replaced by ***."""
+    with _known_lock:
+        known = sorted(_known, key=len, reverse=True)
+    for value in known:
+        if value in text:
+            text = text.replace(value, "***")
+    return text
+
+
+def redact_data(value: Any) -> Any:
+    """JSON-ready data with every string redacted, keys left as they are (so JSON stays JSON)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_data(v) for v in value]
+    return value if value is None or isinstance(value, bool | int | float) else redact(str(value))
+
+
+def resolve(ref: SecretRef, where: str, multiline: bool = False) -> str:
+    """The value `ref` names, checked; `multiline` allows line breaks (router.api_keys: one key a line)."""
     if ref.kind == "from_env":
-        value = os.environ.get(ref.target)
-        if value is None:
-            raise SecretUnavailable(
-                f"{where}: the environment variable {ref.target} is not set; "
-                f"export it before running aigo-apply (nothing was changed)"
-            )
-        return value
-    path = Path(ref.target).expanduser()
+        value, source = _from_env(ref.target, where), f"the environment variable {ref.target}"
+    elif ref.kind == "from_file":
+        value, source = _from_file(ref.target, where), f"the secret file {ref.target}"
+    else:
+        raise refused(where, f"{ref.kind!r} is not a kind of secret reference", "use from_env or from_file")
+    value = _checked(value, where, source, multiline)
+    remember(value)
+    return value
+
+
+def _from_env(name: str, where: str) -> str:
+    if hub_token_name(name):
+        raise refused(where, f"{name} holds the Hugging Face token", "no container gets it, under any name")
+    value = os.environ.get(name)
+    if value is None:
+        raise refused(where, f"the environment variable {name} is not set", "export it before running aigo-apply")
+    return value
+
+
+def _from_file(target: str, where: str) -> str:
+    """The file's text: an absolute path, not a system, private or token file, regular and small."""
+    if "\x00" in target or not target.startswith(("/", "~/")):
+        raise refused(where, f"the secret file {target!r} is not an absolute path", "write it from / or ~/")
+    lexical = Path(normal_path(str(Path(target).expanduser())))
+    real = Path(os.path.realpath(lexical))
+    for path in (lexical, real):
+        why = unsafe_secret_file(path, Path.home(), hub_token_files())
+        if why:
+            shown = target if path == lexical else f"{target} (a link to {real})"
+            raise refused(where, f"the secret file {shown} is {why}; engines must never get it", FILE_FIX)
     try:
-        return path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise SecretUnavailable(
-            f"{where}: cannot read the secret file {path}: {exc.strerror or exc} (nothing was changed)"
-        ) from None
+        data = read_regular(real)
+    except SecretUnavailable as exc:
+        raise refused(where, f"the secret file {target} {exc}", FILE_FIX) from None
+    try:
+        return data.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise SecretUnavailable(f"{where}: the secret file {path} is not UTF-8 text (nothing was changed)") from None
+        raise refused(where, f"the secret file {target} is not UTF-8 text", FILE_FIX) from None
+
+
+def read_regular(path: Path, limit: int = MAX_SECRET_BYTES) -> bytes:
+    """At most `limit` bytes of a regular file, never blocking: stat first (a FIFO, socket or
+    device is never opened), open without following a link or waiting, check again on the open
+    file (it may have been swapped), read at most limit + 1 bytes."""
+    try:
+        _regular(os.stat(path, follow_symlinks=False), limit)
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise SecretUnavailable(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
+    try:
+        _regular(os.fstat(fd), limit)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise SecretUnavailable(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise SecretUnavailable(f"is larger than {limit} bytes")
+    return b"".join(chunks)
+
+
+def _regular(st: os.stat_result, limit: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "a device"
+        kind = "a socket" if stat.S_ISSOCK(st.st_mode) else "a link" if stat.S_ISLNK(st.st_mode) else kind
+        raise SecretUnavailable(f"is {kind}, not a regular file")
+    if st.st_size > limit:
+        raise SecretUnavailable(f"is larger than {limit} bytes")
+    if st.st_nlink > 1:  # a hard link may be a system file (/etc/shadow) under an innocent name
+        raise SecretUnavailable("has other hard links, so it may be another file under a second name")
+
+
+def _checked(value: str, where: str, source: str, multiline: bool) -> str:
+    """Refuse an empty, oversized or control-character value, and the Hugging Face token."""
+    if multiline:
+        value = value.replace("\r\n", "\n")
+    if not value.strip():
+        raise refused(where, f"{source} is empty", "put the secret there")
+    if len(value.encode("utf-8", "surrogateescape")) > MAX_SECRET_BYTES:
+        raise refused(where, f"{source} is larger than {MAX_SECRET_BYTES} bytes", "a secret is one short value")
+    if (_CONTROL_BUT_NEWLINE if multiline else _CONTROL).search(value):
+        raise refused(
+            where,
+            f"{source} holds a control character (such as NUL, a line break or an escape)",
+            "an environment variable's value must be one line of text",
+        )
+    if _is_hub_token(value):
+        raise refused(
+            where,
+            f"{source} holds the Hugging Face token",
+            "no container gets it, under any name (aigo-apply downloads models on this host)",
+        )
+    return value
+
+
+def _is_hub_token(value: str) -> bool:
+    """The value is or holds a Hugging Face token: this host's (if long enough to tell), or one
+    that looks like one."""
+    if _HUB_TOKEN_VALUE.search(value):
+        return True
+    if len(value) < 8:  # too short to hold a token told apart (and no file is read for "1")
+        return False
+    return any(token in value for token in host_hub_tokens() if len(token) >= 8)
+
+
+def hub_token_files() -> tuple[Path, ...]:
+    """Where huggingface_hub keeps this host's token: $HF_TOKEN_PATH, $HF_HOME/token, the legacy file."""
+    home = hf_home()
+    files = [home / "token", home / "stored_tokens", Path.home() / ".huggingface" / "token"]
+    if os.environ.get("HF_TOKEN_PATH"):
+        files.append(Path(os.environ["HF_TOKEN_PATH"]).expanduser())
+    return tuple(files) + tuple(Path(os.path.realpath(f)) for f in files)
+
+
+def host_hub_tokens() -> set[str]:
+    """This host's Hugging Face tokens (environment and token files), remembered for redaction."""
+    found = {os.environ[n].strip() for n in os.environ if hub_token_name(n) and os.environ[n].strip()}
+    for path in {Path(os.path.realpath(p)) for p in hub_token_files()}:
+        try:
+            text = read_regular(path).decode("utf-8", "replace")
+        except SecretUnavailable:
+            continue
+        found |= set(_HUB_TOKEN_VALUE.findall(text)) if path.name == "stored_tokens" else {text.strip()}
+    found.discard("")
+    for token in found:
+        remember(token)
+    return found
 
 
 def container_env(container: ContainerSpec, alias: str) -> dict[str, str]:
     """The container's environment with every reference replaced by its value."""
-    return {
-        name: resolve(value, f"models.{alias}.env.{name}") if isinstance(value, SecretRef) else value
-        for name, value in container.env
-    }
+    return {name: env_value(name, value, f"models.{alias}.env.{name}") for name, value in container.env}
+
+
+def env_value(name: str, value: str | SecretRef, where: str) -> str:
+    """One variable's value for a container, checked again here (a saved plan's spec is input):
+    no Hugging Face token under any name, no credential in clear, references resolved and checked."""
+    if hub_token_name(name):
+        raise refused(where, "engine containers never get a Hugging Face token", "remove this entry")
+    if isinstance(value, SecretRef):
+        return resolve(value, where)
+    if credential_kind(value) or _is_hub_token(value):
+        raise refused(where, "the value looks like a credential written in clear", "pass it by reference")
+    return value

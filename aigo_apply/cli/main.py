@@ -1,6 +1,7 @@
 """The command line: wiring only. Each command builds its collaborators, calls the core and picks
 the exit code; `main` is the one error boundary (AigoError -> message and its code, usage -> 64,
-Ctrl-C -> 130, anything unexpected -> 3 with a short report)."""
+Ctrl-C -> 130, anything unexpected -> 3 with a short report). What it prints passes through
+secrets.redact: a secret value read by this run never appears in an error, even by accident."""
 
 from __future__ import annotations
 
@@ -30,19 +31,28 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("\ninterrupted", err=True)
         code = EXIT_INTERRUPTED
     except click.ClickException as exc:
-        exc.show()
+        click.echo(_redact(f"Error: {exc.format_message()}"), err=True)
         code = EXIT_ERROR
     except AigoError as exc:
         for line in exc.lines():
-            click.echo(line, err=True)
+            click.echo(_redact(line), err=True)
         code = exc.exit_code
     except Exception:
         click.echo(
             "internal error in aigo-apply " + __version__ + " (a bug; please report it with this output):", err=True
         )
-        click.echo(traceback.format_exc(limit=-8), err=True)
+        click.echo(_redact(traceback.format_exc(limit=-8)), err=True)
         code = EXIT_INTERNAL
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _redact(text: str) -> str:
+    """`text` without any secret value this process read (imported here: only errors need it)."""
+    try:
+        from aigo_apply.apply.secrets import redact
+    except Exception:  # the boundary must still print the error it was given
+        return text
+    return redact(text)
 
 
 def entry() -> None:

@@ -1,6 +1,7 @@
 """How apply tells the user what it is doing: human lines (with live per-layer pull progress from
 rich on a terminal), or JSON lines with `--output json`. The executor only calls `event()`; apply
-and destroy also `show_plan()` and `say()` (app/apply.py's Console)."""
+and destroy also `show_plan()` and `say()` (app/apply.py's Console). Whatever they write passes
+through secrets.redact (`_echo`): a secret value read by this run is shown as ***."""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ from typing import Any, TextIO
 
 import click
 
+from aigo_apply.apply.secrets import redact, redact_data
 from aigo_apply.plan.text import plan_json, plan_text
 from aigo_apply.plan.types import Plan
+
+
+def _echo(message: str, err: bool = False) -> None:
+    """click.echo, with every secret value this process has read replaced by ***."""
+    click.echo(redact(message), err=err)
 
 
 class JsonReporter:
@@ -27,7 +34,7 @@ class JsonReporter:
     def event(self, kind: str, **fields: Any) -> None:
         record = {"event": kind, "time": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
         with self._lock:
-            self.stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            self.stream.write(json.dumps(redact_data(record), ensure_ascii=False) + "\n")
             self.stream.flush()
 
     def show_plan(self, plan: Plan) -> None:
@@ -36,7 +43,7 @@ class JsonReporter:
     def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None:
         """Standard output holds only JSON lines; what a person must see goes to standard error."""
         if err:
-            click.echo(head + message, err=True)
+            _echo(head + message, err=True)
 
 
 class TextReporter:
@@ -55,29 +62,29 @@ class TextReporter:
                 self._line(fields.get("address", ""), fields["message"])
 
     def show_plan(self, plan: Plan) -> None:
-        click.echo(plan_text(plan))
+        _echo(plan_text(plan))
         if plan.has_changes:
-            click.echo("")
+            _echo("")
 
     def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None:
-        click.echo((click.style(head, fg=colour, bold=True) if head else "") + message, err=err)
+        _echo((click.style(head, fg=colour, bold=True) if head else "") + message, err=err)
 
     def _line(self, address: str, message: str, colour: str | None = None) -> None:
         head = click.style(f"{address}: ", bold=True) if address else ""
-        click.echo(head + (click.style(message, fg=colour) if colour else message))
+        _echo(head + (click.style(message, fg=colour) if colour else message))
 
     def _on_step(self, address: str, message: str, outcome: str = "", **_: Any) -> None:
         colour = {"ok": "green", "failed": "red", "restored": "yellow"}.get(outcome)
         self._line(address, message, colour)
 
     def _on_waiting(self, address: str, elapsed: float, stage: str, log: str = "", **_: Any) -> None:
-        tail = f"; engine log: {log[:160]}" if log else ""
+        tail = f"; engine log: {redact(log)[:160]}" if log else ""  # redacted before it is cut
         self._line(address, f"still waiting after {elapsed:.0f} s ({stage}){tail}")
 
     def _on_log_tail(self, address: str, lines: list[str], **_: Any) -> None:
         self._line(address, "last lines of the engine's log:")
         for line in lines:
-            click.echo(f"    | {line}")
+            _echo(f"    | {line}")
 
     def _on_pull_start(self, address: str, image: str, **_: Any) -> None:
         if sys.stdout.isatty():

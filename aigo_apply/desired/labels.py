@@ -11,7 +11,9 @@ import json
 from typing import Any
 
 from aigo_apply import __version__
+from aigo_apply.config.env_rules import credential_kind
 from aigo_apply.desired.types import canonical_json
+from aigo_apply.errors import UnsafeSetting
 
 PREFIX = "io.aigo-apply."
 MANAGED_BY = PREFIX + "managed-by"
@@ -35,7 +37,22 @@ def project_filter(project: str) -> dict[str, list[str]]:
     return {"label": [f"{MANAGED_BY}={MANAGER}", f"{PROJECT}={project}"]}
 
 
+def references_only(spec: Any, where: str = "spec") -> None:
+    """The spec label is readable by anyone who can list containers: refuse to store a value that
+    looks like a credential (validation refuses it first; this holds for a spec from elsewhere)."""
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            references_only(key, where)
+            references_only(value, f"{where}.{key}")
+    elif isinstance(spec, list):
+        for n, value in enumerate(spec):
+            references_only(value, f"{where}[{n}]")
+    elif isinstance(spec, str) and (kind := credential_kind(spec)):
+        raise UnsafeSetting(f"{where}: refusing to store {kind} in a container label; pass secrets by reference")
+
+
 def for_engine(project: str, alias: str, engine: str, spec: dict[str, Any], definition_hash: str) -> dict[str, str]:
+    references_only(spec, f"model '{alias}'")
     return {
         MANAGED_BY: MANAGER,
         PROJECT: project,
@@ -50,6 +67,7 @@ def for_engine(project: str, alias: str, engine: str, spec: dict[str, Any], defi
 
 
 def for_router(project: str, spec: dict[str, Any], definition_hash: str) -> dict[str, str]:
+    references_only(spec, "router")
     return {
         MANAGED_BY: MANAGER,
         PROJECT: project,

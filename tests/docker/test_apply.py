@@ -367,7 +367,8 @@ def test_pull_never_and_missing_secret_stop_before_any_change(runtime, project, 
     path = config(tmp_path, project, chat_env=", MY_TOKEN: {from_env: AIGO_TEST_UNSET_TOKEN}")
     result = run_cli("apply", "-f", str(path), "-y", env=state)
     assert result.returncode == 1
-    assert "models.chat.env.MY_TOKEN: the environment variable AIGO_TEST_UNSET_TOKEN is not set" in result.stderr
+    assert "models.chat.env.MY_TOKEN: the environment variable AIGO_TEST_UNSET_TOKEN is not set" in result.stdout
+    assert "the plan is blocked" in result.stderr  # a plan blocker now: shown with the plan, before any change
     assert ids(runtime, project) == {}
 
 
