@@ -15,15 +15,14 @@ from typing import Any, Protocol
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.planning import load_desired, observe, plan_for
+from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.executor import ApplyReport, Executor
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.project_lock import ProjectLock
-from aigo_apply.apply.secrets import resolve
 from aigo_apply.apply.state_dir import state_dir, state_path
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
 from aigo_apply.desired.model_store import read_markers
-from aigo_apply.desired.types import SecretRef
 from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked, PlanFileError
 from aigo_apply.plan import lockfile
 from aigo_apply.plan import types as plan_file
@@ -140,7 +139,8 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
             if not opts.confirm(f"Do you want to {command} these changes? Only 'yes' will be accepted"):
                 reporter.say(f"{command.capitalize()} cancelled; nothing was changed.", err=True)
                 return EXIT_ERROR
-        executor = Executor(runtime, reporter, Journal(directory), routes=router_for(plan, observed, runtime))
+        routes = router_for(plan, observed, runtime, desired)
+        executor = Executor(runtime, reporter, Journal(directory), routes=routes)
         with _interrupts(executor.interrupted, reporter):
             report = executor.run(plan)
         code = _finish(report, command, reporter, opts.output)
@@ -149,9 +149,10 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
         return code
 
 
-def router_for(plan: Plan, observed, runtime):
-    """The router adapter for this run, from the plan's router spec or the running router's label;
-    None when the project has no router (yet)."""
+def router_for(plan: Plan, observed, runtime, desired=None):
+    """The router adapter for this run, from the plan's router spec or (a targeted apply, watch) the
+    desired one; None when the project has no router (yet). Nothing is taken from the running
+    router's labels: its files live in this tool's own state folder, whatever a label says."""
 
     action = next((a for a in plan.actions if a.is_router), None)
     if action and action.kind == "remove":
@@ -159,20 +160,22 @@ def router_for(plan: Plan, observed, runtime):
         # would need the API keys to verify, and a destroy must work without them); the router's
         # files go afterwards, from this tool's own state folder (never a folder a label names)
         return None
-    spec = (action.spec if action and action.spec else None) or (observed.router.spec if observed.router else None)
+    spec = action.spec if action and action.spec else None
+    if spec is None and desired is not None and observed.router is not None:
+        spec = desired.router.spec
     if not spec:
         return None
-    keys = None
-    if spec.get("api_keys"):
-        kind, target = next(iter(spec["api_keys"].items()))
-        raw = resolve(SecretRef(kind, target), "router.api_keys")
-        keys = [k.strip() for k in raw.replace(",", "\n").splitlines() if k.strip()]
-        if not keys:
-            raise AigoError("router.api_keys: the referenced secret holds no key (nothing was changed)")
+    folder = state_path(plan.project) / "router"
+    if spec.get("config_dir") != str(folder):
+        raise AigoError(
+            f"the router's config folder {spec.get('config_dir')!r} is not {folder}, this tool's state "
+            "folder for the project (nothing was changed)"
+        )
+    keys = read_keys(spec)
     return Router(
         runtime,
-        Path(spec["config_dir"]),
-        settings_of(plan.project, spec),
+        folder,
+        settings_of(plan.project, spec, digest_of(plan.project, keys)),
         f"aigo-{plan.project}-router",
         spec["image"],
         keys,

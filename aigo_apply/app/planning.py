@@ -11,6 +11,7 @@ from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
 from aigo_apply.adapters.hub import offline, remote, resolve
 from aigo_apply.app.host_context import current_host
+from aigo_apply.app.router_keys import router_checks
 from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file, load_config
@@ -216,6 +217,8 @@ def plan_for(
     aigo.lock, what the checkpoints' configs say; then the pure planner."""
     remote = remote_info(desired, observed, lock if request.locked else None)
     checks, ledger = host_checks(desired, runtime, observed, remote)
+    desired, router_found = router_checks(desired)  # the keys' digest, read now: a changed key is a reload
+    checks += router_found
     restores = locked_images(desired, observed, lock) if request.locked and lock else {}
     checks += lock_checks(desired, observed, lock, restores)
     checks += reference_checks(desired, request.target)  # an unresolvable secret blocks before any change

@@ -69,9 +69,9 @@ class RouterSteps:
             self.runtime.start(name)
         else:
             assert container is not None
-            # a recreate checks the new files while the old router still serves; a new router's
-            # files are checked by its own start-up (a bad config makes it exit, reported below)
-            self.routes.prepare_first(list(keep.values()), check=action.kind == "recreate")
+            # the new files are checked with `haproxy -c` before any container changes (a recreate's
+            # old router still serves): a failed check shows HAProxy's own words, not a start-up timeout
+            self.routes.prepare_first(list(keep.values()), check=True)
             if action.kind == "recreate":
                 self.log.step("router", "recreate", "", f"stopping {name}")
                 self.runtime.stop(name, timeout=10)

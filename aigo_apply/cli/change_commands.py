@@ -101,7 +101,7 @@ def watch(file: str | None) -> int:
     desired = load_desired(file)
     runtime = DockerRuntime(timeout=None)
     observed = observe(desired.project, runtime)
-    router = router_for(Plan(desired.project, desired.file, "", ()), observed, runtime)
+    router = router_for(Plan(desired.project, desired.file, "", ()), observed, runtime, desired)
     if router is None:
         raise AigoError(f"project '{desired.project}' has no router yet; run `aigo-apply apply` first")
     routes = {alias: route_of(m) for alias, m in desired.models.items()}

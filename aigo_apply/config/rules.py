@@ -239,12 +239,21 @@ def _quantization(data: dict[str, Any], models: dict[str, Any], f: Finder) -> No
 
 
 def _router_bind(data: dict[str, Any], f: Finder) -> None:
+    """An address the router can listen on: a unicast IP address (HAProxy cannot bind a multicast
+    or broadcast address, and would only fail once its container starts)."""
     router = _mapping(data.get("router"))
     bind = router.get("bind")
     if isinstance(bind, str):
         try:
-            ipaddress.ip_address(bind)
+            address = ipaddress.ip_address(bind)
         except ValueError:
             f.at_value(
-                ("router", "bind"), f"'{bind}' is not an IP address; use 127.0.0.1 (this machine only) or 0.0.0.0"
+                ("router", "bind"), f"{bind!r} is not an IP address; use 127.0.0.1 (this machine only) or 0.0.0.0"
+            )
+            return
+        if address.is_multicast or str(address) == "255.255.255.255":
+            f.at_value(
+                ("router", "bind"),
+                f"{bind!r} is a multicast or broadcast address, which a router cannot listen on; "
+                "use 127.0.0.1 (this machine only), 0.0.0.0 or an address of this machine",
             )

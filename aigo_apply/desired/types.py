@@ -107,6 +107,7 @@ class RouterSettings:
     api_keys: bool  # whether a key file is used (its content is written at apply time only)
     max_body_mb: int = 16
     timeout_s: int = 600
+    keys_digest: str = ""  # router/haproxy_safety.keys_digest of the keys, filled in where they are read
 
 
 @dataclass(frozen=True)

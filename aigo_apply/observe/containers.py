@@ -1,6 +1,8 @@
 """What runs now, as plain records parsed from the Docker API's JSON (pure: tested on recorded
 responses). One list call returns every container with its labels, state and published ports,
-so reading the machine costs the same for 1 model or 200.
+so reading the machine costs the same for 1 model or 200. The answers are input: odd types never
+raise, and a container with this project's labels counts as ours only when its labels are ones
+the tool could have written (observe/label_checks.py); otherwise it is damaged and left alone.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import canonical_json
+from aigo_apply.observe.label_checks import damaged_message, label_problem, read_spec
 
 _EXIT = re.compile(r"^Exited \((-?\d+)\)")
 
@@ -38,7 +41,7 @@ class ObservedContainer:
 
     @property
     def spec(self) -> dict[str, Any] | None:
-        return L.read_spec(self.labels)
+        return read_spec(self.labels.get(L.SPEC))
 
     @property
     def spec_hash(self) -> str | None:
@@ -62,6 +65,8 @@ class ObservedState:
     # downloaded model folders: path -> what its completion marker says ({} for none); only the
     # folders the file names are looked at
     model_files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # containers with this project's labels that the tool could not have made: one warning each
+    damaged: tuple[str, ...] = ()
 
     @property
     def engines(self) -> tuple[ObservedContainer, ...]:
@@ -84,29 +89,49 @@ class ObservedState:
 
 
 def parse_container(raw: dict[str, Any]) -> ObservedContainer:
-    """One entry of GET /containers/json?all=1."""
-    names = raw.get("Names") or []
-    name = names[0].lstrip("/") if names else raw.get("Id", "")[:12]
-    status = raw.get("Status") or ""
+    """One entry of GET /containers/json?all=1 (a value of an unexpected type reads as absent)."""
+    cid = _text(raw.get("Id"))
+    names = raw.get("Names")
+    first = names[0] if isinstance(names, list) and names else None
+    name = first.lstrip("/") if isinstance(first, str) else cid[:12]
+    status = _text(raw.get("Status"))
     match = _EXIT.match(status)
-    ports = tuple(
-        sorted(
-            (p.get("IP", ""), int(p["PublicPort"]), int(p.get("PrivatePort", 0)))
-            for p in raw.get("Ports") or []
-            if p.get("PublicPort")
-        )
-    )
+    labels = raw.get("Labels")
     return ObservedContainer(
-        id=raw.get("Id", ""),
+        id=cid,
         name=name,
-        state=raw.get("State") or "unknown",
+        state=_text(raw.get("State")) or "unknown",
         status=status,
         exit_code=int(match.group(1)) if match else None,
-        image=raw.get("Image", ""),
-        image_id=raw.get("ImageID", ""),
-        labels=dict(raw.get("Labels") or {}),
-        ports=ports,
+        image=_text(raw.get("Image")),
+        image_id=_text(raw.get("ImageID")),
+        labels={k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+        if isinstance(labels, dict)
+        else {},
+        ports=_ports(raw.get("Ports")),
     )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _ports(raw: Any) -> tuple[tuple[str, int, int], ...]:
+    """(host ip, host port, container port) of each published port that reads as one."""
+    found = []
+    for p in raw if isinstance(raw, list) else []:
+        public = p.get("PublicPort") if isinstance(p, dict) else None
+        if type(public) is int and 0 < public <= 65535:
+            private = p.get("PrivatePort")
+            found.append((_text(p.get("IP")), public, private if type(private) is int else 0))
+    return tuple(sorted(found))
+
+
+def problem_of(container: ObservedContainer, project: str) -> str | None:
+    """Why a container with this project's labels is damaged, or None (also None when not ours)."""
+    if not L.is_ours(container.labels, project):
+        return None
+    return label_problem(container.name, container.labels, project)
 
 
 def parse_images(raw: list[dict[str, Any]]) -> dict[str, str]:
@@ -128,9 +153,13 @@ def parse_state(
 ) -> ObservedState:
     ours: list[ObservedContainer] = []
     others: list[ObservedContainer] = []
+    damaged: list[str] = []
     for raw in containers:
-        container = parse_container(raw)
-        (ours if L.is_ours(container.labels, project) else others).append(container)
+        container = parse_container(raw if isinstance(raw, dict) else {})
+        problem = problem_of(container, project)
+        if problem:
+            damaged.append(damaged_message(container.name, project, problem))
+        (ours if L.is_ours(container.labels, project) and not problem else others).append(container)
     key = lambda c: c.name
     return ObservedState(
         project,
@@ -140,6 +169,7 @@ def parse_state(
         frozenset(i.get("Id", "") for i in images if i.get("Id")),
         dict(router_files or {}),
         dict(model_files or {}),
+        tuple(sorted(damaged)),
     )
 
 
@@ -147,7 +177,9 @@ def running_engines(project: str, containers: list[dict[str, Any]]) -> dict[str,
     """alias -> container id of this project's engine containers that are running now."""
     out = {}
     for raw in containers:
-        c = parse_container(raw)
-        if c.state == "running" and c.alias and c.role != L.ROLE_ROUTER and L.is_ours(c.labels, project):
+        c = parse_container(raw if isinstance(raw, dict) else {})
+        if c.state != "running" or c.role != L.ROLE_ENGINE or not L.is_ours(c.labels, project):
+            continue
+        if c.alias and problem_of(c, project) is None:
             out[c.alias] = c.id
     return out

@@ -57,7 +57,7 @@ def build_plan(
     model_actions += router_action(desired, observed, model_actions, targeted=bool(target), images=images)
     fetch = restore_actions + pulls(model_actions, images, restore_actions, request.pull)
     blockers = _conflicts(desired, observed, target) + quant_blockers
-    warnings = list(desired.warnings)
+    warnings = list(desired.warnings) + list(observed.damaged)
     model_actions = lock_moves(desired, observed, model_actions, facts.remote)
     downloads, hub_blockers, hub_warnings = download_actions(desired, observed, model_actions, facts.remote)
     fetch += downloads
@@ -187,9 +187,19 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
                         address,
                     )
                 )
-    router_port = desired.router.port
+    router_port, router_name = desired.router.port, desired.router.container.name
     for other in observed.others:
-        if router_port in other.host_ports:
+        if other.name == router_name:
+            blockers.append(
+                Blocker(
+                    "conflict.name",
+                    f"a container named {router_name} exists but is not managed by aigo-apply "
+                    f"for project '{desired.project}'",
+                    f"remove or rename it (docker rm -f {router_name})",
+                    "router",
+                )
+            )
+        elif router_port in other.host_ports:
             blockers.append(
                 Blocker(
                     "conflict.port",
@@ -206,4 +216,4 @@ def destroy_plan(project: str, file: str, observed: ObservedState) -> Plan:
     engines = [c for c in observed.ours if c.role != "router"]
     router = [c for c in observed.ours if c.role == "router"]  # last: routes go before their engines stop
     actions = tuple(_remove(c, f"destroy removes every container of project '{project}'") for c in engines + router)
-    return Plan(project, file, observed.fingerprint(), actions)
+    return Plan(project, file, observed.fingerprint(), actions, warnings=observed.damaged)

@@ -11,7 +11,13 @@ from aigo_apply.desired.types import DesiredState
 from aigo_apply.observe.containers import ObservedState
 from aigo_apply.plan.spec_diff import diff_specs, flatten, image_moved
 from aigo_apply.plan.types import Action, Change
-from aigo_apply.router.haproxy import render_files, render_key, routes_from_models_json, verified_render_key
+from aigo_apply.router.haproxy import (
+    KEYS_DIGEST_FILE,
+    render_files,
+    render_key,
+    routes_from_models_json,
+    verified_render_key,
+)
 
 STOPPED = ("created", "exited")
 
@@ -46,7 +52,14 @@ def router_action(
         return []
     reasons = _route_reasons(desired, observed, model_actions)
     same = verified_render_key(observed.router_files) == render_key(want.settings, list(want.routes))
-    diff = "" if same else unified_diff(observed.router_files, render_files(want.settings, list(want.routes)))
+    rendered = {} if same else render_files(want.settings, list(want.routes))
+    diff = "" if same else unified_diff(observed.router_files, rendered)
+    if (
+        want.settings.keys_digest
+        and rendered
+        and rendered.get(KEYS_DIGEST_FILE) != observed.router_files.get(KEYS_DIGEST_FILE)
+    ):
+        reasons.append("router.api_keys: the keys changed; after the reload only the new keys are accepted")
     if diff and not reasons:
         reasons = ["the router configuration differs from what this file and aigo-apply version render"]
     if reasons:

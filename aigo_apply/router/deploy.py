@@ -35,6 +35,7 @@ from aigo_apply.router.haproxy import (
     routes_from_models_json,
     verified_render_key,
 )
+from aigo_apply.router.haproxy_safety import check_routes
 
 RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
 VERIFY_TIMEOUT = 10.0
@@ -58,9 +59,13 @@ def read_live(folder: Path) -> dict[str, str]:
 
 
 def live_routes(folder: Path) -> list[Route]:
+    """The route table the live generation was rendered from; none when it is unreadable or holds
+    a value the router's files could not take (the next reload then writes it afresh)."""
     try:
-        return [Route(**r) for r in json.loads((folder / "live" / "routes.json").read_text())]
-    except (OSError, ValueError, TypeError):
+        routes = [Route(**r) for r in json.loads((folder / "live" / "routes.json").read_text())]
+        check_routes(routes)
+        return routes
+    except (OSError, ValueError, TypeError, RecursionError, AigoError):
         return []
 
 
@@ -186,6 +191,7 @@ class Router:
         files = render_files(self.settings, routes)
         files["check.cfg"] = render_files(self.settings, routes, conf=f"{ROUTER_MOUNT}/{gen}")["haproxy.cfg"]
         files["routes.json"] = json.dumps([r.to_dict() for r in sorted(routes)], indent=1) + "\n"
+        keys = keys_file(self.keys or []) if self.settings.api_keys else None  # checked before any file is written
         try:
             for name, text in files.items():
                 path = target / name
@@ -193,15 +199,15 @@ class Router:
                 path.write_text(text, encoding="utf-8")
             if self.settings.api_keys:
                 fd = os.open(target / KEYS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(keys_file(self.keys or []))
+                with os.fdopen(fd, "w", encoding="ascii") as f:
+                    f.write(keys or "")
         except OSError as exc:
             shutil.rmtree(target, ignore_errors=True)
             raise RouterError(f"cannot write the router's files in {target}: {exc.strerror or exc}") from None
         return gen
 
     def _check(self, gen: str, running: bool) -> None:
-        command = ["-c", "-q", "-f", f"{ROUTER_MOUNT}/{gen}/check.cfg"]
+        command = ["-c", "-f", f"{ROUTER_MOUNT}/{gen}/check.cfg"]  # not -q: it would hide the ALERT lines
         if running:
             code, output = self.runtime.exec(self.container, ["haproxy"] + command)
         else:
@@ -209,7 +215,7 @@ class Router:
                 self.image, command, ["haproxy"], {str(self.folder): ROUTER_MOUNT}, user=self.user
             )
         if code != 0:
-            lines = [ln for ln in output.splitlines() if "ALERT" in ln or "rror" in ln][:5] or output.splitlines()[-5:]
+            lines = check_output(output)
             raise RouterError(
                 "the new router configuration failed `haproxy -c`; the router keeps serving the "
                 "previous one:\n    " + "\n    ".join(lines)
@@ -226,7 +232,7 @@ class Router:
         """Wait until the router answers /v1/models with exactly the new aliases."""
         import httpx
 
-        host = "127.0.0.1" if self.settings.bind in ("0.0.0.0", "127.0.0.1", "::") else self.settings.bind
+        host = local_host(self.settings.bind)
         headers = {"Authorization": f"Bearer {self.keys[0]}"} if self.settings.api_keys and self.keys else {}
         deadline, last = time.monotonic() + VERIFY_TIMEOUT, "no answer"
         while time.monotonic() < deadline:
@@ -256,7 +262,7 @@ def wait_serving(settings: RouterSettings, timeout: float = 30.0) -> None:
     """After the router container starts: wait until it answers /health."""
     import httpx
 
-    host = "127.0.0.1" if settings.bind in ("0.0.0.0", "127.0.0.1", "::") else settings.bind
+    host = local_host(settings.bind)
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -267,3 +273,19 @@ def wait_serving(settings: RouterSettings, timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise RouterError(f"the router did not answer http://{host}:{settings.port}/health within {timeout:.0f} s")
         time.sleep(0.05)
+
+
+def local_host(bind: str) -> str:
+    """Where this machine reaches a router bound to `bind`, as a URL's host (IPv6 in brackets)."""
+    if bind in ("0.0.0.0", "127.0.0.1"):
+        return "127.0.0.1"
+    if bind == "::":
+        return "[::1]"
+    return f"[{bind}]" if ":" in bind else bind
+
+
+def check_output(output: str, most: int = 8) -> list[str]:
+    """The lines of `haproxy -c` that say what is wrong (ALERTs first, else the last lines)."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    alerts = [ln for ln in lines if "ALERT" in ln or "rror" in ln]
+    return (alerts or lines)[:most] or ["(haproxy printed nothing)"]

@@ -1,6 +1,7 @@
 """Renders the router's files from templates/ with Jinja2 (strict undefined): the HAProxy config,
 the model -> backend map, the static `/v1/models` JSON and the JSON error bodies. Pure: the same
-routes and settings always give byte-identical files, so the plan compares them as text."""
+routes and settings always give byte-identical files, so the plan compares them as text. Every
+value is checked again here (router/haproxy_safety.py), right before it becomes a word of these files."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from aigo_apply import __version__
 from aigo_apply.desired.engines.router import LIVE
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.resources import data_dir
+from aigo_apply.router.haproxy_safety import check_conf, check_keys, check_routes, check_settings
 
 if TYPE_CHECKING:
     import jinja2
 
 KEYS_FILE = "api-keys"
+KEYS_DIGEST_FILE = "api-keys.digest"  # a salted, slow hash of the keys: a key change is a reload, never stored
 RENDER_KEY_FILE = "render.key"  # what a generation was rendered from, and the digest of its files
 TEMPLATE = "haproxy.cfg.j2"
 
@@ -40,6 +43,9 @@ def render_files(settings: RouterSettings, routes: list[Route], conf: str | None
     """Every file of the router's config folder except the API key file, by relative name. `conf`
     is the folder the config names its files in (the live one, unless checking a new generation)."""
     routes = sorted(routes)
+    check_settings(settings)
+    check_routes(routes)
+    check_conf(conf or LIVE)
     config = (
         _env()
         .get_template(TEMPLATE)
@@ -93,6 +99,8 @@ def render_files(settings: RouterSettings, routes: list[Route], conf: str | None
             404,
         ),
     }
+    if settings.api_keys and settings.keys_digest:
+        files[KEYS_DIGEST_FILE] = f"pbkdf2-sha256 {settings.keys_digest}\n"
     for route in routes:
         body = _error(
             f"The engine serving model `{route.alias}` is down or not ready; try again shortly.",
@@ -142,7 +150,9 @@ def _code_digest() -> str:
 
 
 def keys_file(keys: list[str]) -> str:
-    """The API key pattern file: one exact Authorization header value per line."""
+    """The API key pattern file: one exact Authorization header value per line (each key checked
+    again here: a NUL or a line break would cut or split a pattern line)."""
+    check_keys(keys)
     return "".join(f"Bearer {k}\n" for k in keys)
 
 

@@ -54,4 +54,5 @@ def test_odd_entries_do_not_break_the_parser():
             "io.aigo-apply.spec": "{not json",
         },
     }
-    assert parse_state("rec", [bad_label], []).ours[0].spec is None
+    state = parse_state("rec", [bad_label], [])  # labels the tool could not have written: damaged
+    assert state.ours == () and "container aigo-rec-x" in state.damaged[0]

@@ -1,12 +1,23 @@
 """The router's container: HAProxy in master-worker mode on the host network, its config folder
-mounted read-only, and the settings its files are rendered from."""
+mounted read-only, and the settings its files are rendered from. The values that go to the Docker
+API (name, image, address, user, folder) are checked once more here, whatever validated them."""
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Any
 
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import ContainerSpec, Mount, RouterSettings
+from aigo_apply.errors import UnsafeSetting
+
+_CHECKS = {
+    "project": re.compile(r"[a-z0-9][a-z0-9_-]{0,31}"),
+    "image": re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}"),
+    "user": re.compile(r"[0-9]{1,10}:[0-9]{1,10}"),
+    "config_dir": re.compile(r"/[^\x00-\x1f\x7f:,]{0,4095}"),  # ':' and ',' would split a bind
+}
 
 ROUTER_MOUNT = "/usr/local/etc/haproxy/aigo"  # the router's state folder, read-only, in the container
 LIVE = ROUTER_MOUNT + "/live"  # a symlink to the generation in service
@@ -16,6 +27,7 @@ def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
     """The router container: host networking (it binds router.bind:router.port itself and reaches
     the engines on 127.0.0.1), the config folder read-only, HAProxy in master-worker mode so a
     signal reloads it, running as the user who owns the config folder (the key file is 0600)."""
+    check_router_spec(project, spec)
     container = ContainerSpec(
         name=f"aigo-{project}-router",
         image=spec["image"],
@@ -36,7 +48,30 @@ def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
     )
 
 
-def settings_of(project: str, spec: dict[str, Any]) -> RouterSettings:
+def check_router_spec(project: str, spec: dict[str, Any]) -> None:
+    """The last check before the router's values reach the Docker API (a clear error, never a
+    container made from a value that validation should have refused)."""
+    values = {"project": project, **{k: spec.get(k) for k in ("image", "user", "config_dir")}}
+    for key, pattern in _CHECKS.items():
+        value = values[key]
+        if not (isinstance(value, str) and pattern.fullmatch(value)) or "/../" in f"{value}/":
+            raise UnsafeSetting(f"router: refusing {key} {value!r} for the router container (nothing was changed)")
+    try:
+        ipaddress.ip_address(spec.get("bind"))  # type: ignore[arg-type]
+    except ValueError:
+        raise UnsafeSetting(f"router: refusing bind {spec.get('bind')!r} (not an IP address)") from None
+    if not (isinstance(spec.get("bind"), str) and re.fullmatch(r"[0-9A-Fa-f:.]{2,39}", spec["bind"])):
+        raise UnsafeSetting(f"router: refusing bind {spec.get('bind')!r} (not a plain IP address)")
+
+
+def settings_of(project: str, spec: dict[str, Any], keys_digest: str = "") -> RouterSettings:
+    """The settings the router's files are rendered from; `keys_digest` once the keys were read."""
     return RouterSettings(
-        project, spec["bind"], spec["port"], spec["api_keys"] is not None, spec["max_body_mb"], spec["timeout"]
+        project,
+        spec["bind"],
+        spec["port"],
+        spec["api_keys"] is not None,
+        spec["max_body_mb"],
+        spec["timeout"],
+        keys_digest,
     )

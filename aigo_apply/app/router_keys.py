@@ -1,0 +1,92 @@
+"""The router's API keys where they are read (plan and apply; never stored, printed or labelled):
+resolved from their reference, checked against what HAProxy's key file can hold, and digested so
+that a changed key is a planned reload. Also the plan's checks on where the router listens."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from aigo_apply.apply.secrets import resolve
+from aigo_apply.desired.types import DesiredState, SecretRef
+from aigo_apply.errors import AigoError, SecretUnavailable
+from aigo_apply.plan.host_checks import Check
+from aigo_apply.router.haproxy_safety import KEY_CHARS, check_keys, keys_digest, parse_keys
+
+UNPRIVILEGED_PORT_START = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+
+
+def read_keys(spec: dict[str, Any]) -> list[str] | None:
+    """The keys the router's spec refers to, checked; None when it uses none. Raises AigoError
+    (naming the reference, never a key) when they cannot be read or used."""
+    ref = spec.get("api_keys")
+    if not ref:
+        return None
+    kind, target = next(iter(ref.items()))
+    keys = parse_keys(resolve(SecretRef(kind, target), "router.api_keys", multiline=True))
+    check_keys(keys)
+    return keys
+
+
+def digest_of(project: str, keys: list[str] | None) -> str:
+    return keys_digest(project, keys) if keys else ""
+
+
+def router_checks(desired: DesiredState, port_start: int | None = None) -> tuple[DesiredState, list[Check]]:
+    """Before the plan: the keys read and checked (a blocker when they cannot be used, so nothing
+    goes live), their digest put into the router's settings (a changed key plans a reload), and
+    warnings or blockers about the address and port the router listens on."""
+    spec = desired.router.spec
+    checks = exposure_checks(spec, port_start if port_start is not None else unprivileged_port_start())
+    try:
+        keys = read_keys(spec)
+    except SecretUnavailable:
+        return desired, checks  # a reference that cannot be read is apply/secret_checks.py's blocker
+    except AigoError as exc:
+        fix = f"give each key of router.api_keys {KEY_CHARS}"
+        return desired, checks + [Check("router.api_keys", "blocking", str(exc), fix)]
+    settings = replace(desired.router.settings, keys_digest=digest_of(desired.project, keys))
+    return replace(desired, router=replace(desired.router, settings=settings)), checks
+
+
+def exposure_checks(spec: dict[str, Any], port_start: int) -> list[Check]:
+    """A router reachable beyond this machine without keys is a warning; a port below the
+    unprivileged start that a non-root router cannot bind is a blocker."""
+    checks = []
+    bind, port = spec.get("bind", ""), spec.get("port", 0)
+    try:
+        local = ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        local = False
+    if not local and not spec.get("api_keys"):
+        checks.append(
+            Check(
+                "router.open",
+                "warning",
+                f"the router listens on {bind} port {port} without router.api_keys: anyone who can reach "
+                "this machine can use every model",
+                "set router.api_keys: {from_env: NAME}, or bind: 127.0.0.1",
+            )
+        )
+    uid = str(spec.get("user", "0")).partition(":")[0]
+    if isinstance(port, int) and port < port_start and uid != "0":
+        checks.append(
+            Check(
+                "router.port",
+                "blocking",
+                f"router.port {port} is below {port_start}, which only root may listen on, and the router "
+                f"runs as user {uid}",
+                f"choose a router.port of {port_start} or more",
+            )
+        )
+    return checks
+
+
+def unprivileged_port_start() -> int:
+    """The lowest port a non-root process may listen on here (the router shares the host's network)."""
+    try:
+        return int(UNPRIVILEGED_PORT_START.read_text().strip())
+    except (OSError, ValueError):
+        return 1024

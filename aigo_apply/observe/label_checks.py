@@ -1,0 +1,96 @@
+"""Labels read back from Docker are input, checked like the config: anyone who can run a container
+can put this project's labels on it. A container whose identity labels the tool could not have
+written (one missing or too long, an unknown version or role, a bad alias or engine, a router of
+another name) is damaged: it is not taken as this project's, and the plan names the container and
+the label. A spec label that does not read as a canonical spec reads as none (the container is then
+replaced, as one made by hand), and never raises. Pure."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from aigo_apply.config.engine_choice import ENGINE_NAMES
+from aigo_apply.desired import labels as L
+
+MAX_LABEL_CHARS = 65536  # a canonical spec is a few KiB; Docker itself allows far more
+MAX_SPEC_DEPTH = 12
+REQUIRED = (L.ROLE, L.LABELS_VERSION)
+_ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+
+
+def shown(value: str, most: int = 60) -> str:
+    """A label value as a message may show it: escaped, and cut when long."""
+    return ascii(value[:most]) + ("..." if len(value) > most else "")
+
+
+def label_problem(name: str, labels: dict[str, str], project: str) -> str | None:
+    """Why a container carrying this project's labels cannot be one the tool made, or None."""
+    for key in REQUIRED:
+        if key not in labels:
+            return f"label {key} is missing"
+    for key, value in sorted(labels.items()):
+        if key.startswith(L.PREFIX) and len(value) > MAX_LABEL_CHARS:
+            return f"label {key} is longer than {MAX_LABEL_CHARS} characters"
+    version, role = labels[L.LABELS_VERSION], labels[L.ROLE]
+    if version != L.CURRENT_LABELS_VERSION:
+        return f"label {L.LABELS_VERSION} is {shown(version)}, not '{L.CURRENT_LABELS_VERSION}'"
+    if role not in (L.ROLE_ENGINE, L.ROLE_ROUTER):
+        return f"label {L.ROLE} is {shown(role)}, neither '{L.ROLE_ENGINE}' nor '{L.ROLE_ROUTER}'"
+    if role == L.ROLE_ROUTER:
+        return _router_problem(name, labels, project)
+    return _engine_problem(labels)
+
+
+def _router_problem(name: str, labels: dict[str, str], project: str) -> str | None:
+    if name != f"aigo-{project}-router":
+        return f"it is labelled the router but is named {shown(name)}, not aigo-{project}-router"
+    if L.MODEL in labels:
+        return f"it is labelled the router but also names a model in label {L.MODEL}"
+    return None
+
+
+def _engine_problem(labels: dict[str, str]) -> str | None:
+    alias, engine = labels.get(L.MODEL), labels.get(L.ENGINE)
+    if alias is None:
+        return f"label {L.MODEL} is missing"
+    if not _ALIAS.fullmatch(alias):
+        return f"label {L.MODEL} is {shown(alias)}, not a model alias"
+    if engine not in ENGINE_NAMES:
+        return f"label {L.ENGINE} is {shown(engine or '')}, not one of {', '.join(ENGINE_NAMES)}"
+    return None
+
+
+def read_spec(text: str | None) -> dict[str, Any] | None:
+    """The canonical spec a label holds: a JSON object of bounded size and depth, else None."""
+    if not isinstance(text, str) or len(text) > MAX_LABEL_CHARS:
+        return None
+    try:
+        spec = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(spec, dict) or _depth(spec) > MAX_SPEC_DEPTH:
+        return None
+    return spec
+
+
+def _depth(value: Any) -> int:
+    """How deep a JSON value nests, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, level + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def damaged_message(name: str, project: str, problem: str) -> str:
+    """The plan's warning for a damaged container: which one, which label, what the tool does."""
+    who = name if _NAME.fullmatch(name) else shown(name)
+    return (
+        f"container {who} carries project '{project}' labels, but {problem}: aigo-apply did not make it "
+        f"this way and leaves it alone (remove it with `docker rm -f {who}` if it is not needed)"
+    )
