@@ -123,7 +123,7 @@ def test_numbers_yaml_reinterprets_are_refused(tmp_path, field, written, value):
 @pytest.mark.parametrize(
     "line, expected",
     [
-        ("project: 0123", 'YAML reads 0123 as the number 83, not as the text written; write the number'),
+        ("project: 0123", "YAML reads 0123 as the number 83, not as the text written; write the number"),
         ("project: 123", 'YAML reads 123 as 123: quote it ("123") to mean the text'),
         ("project: off", 'YAML reads off as false (true/false): quote it ("off")'),
         ("project: 2024-01-01", 'YAML reads 2024-01-01 as a date; quote it ("2024-01-01")'),
