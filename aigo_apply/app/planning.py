@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
@@ -217,11 +218,11 @@ def plan_for(
     aigo.lock, what the checkpoints' configs say; then the pure planner."""
     remote = remote_info(desired, observed, lock if request.locked else None)
     checks, ledger = host_checks(desired, runtime, observed, remote)
-    desired, router_found = router_checks(desired)  # the keys' digest, read now: a changed key is a reload
+    # the keys' digest, read now: a changed key is a reload (unreadable here: the deployed digest stands)
+    desired, router_found = router_checks(desired, observed.router_files)
     checks += router_found
     restores = locked_images(desired, observed, lock) if request.locked and lock else {}
     checks += lock_checks(desired, observed, lock, restores)
-    checks += reference_checks(desired, request.target)  # an unresolvable secret blocks before any change
     facts = PlanFacts(
         tuple(checks),
         tuple(ledger),
@@ -229,7 +230,20 @@ def plan_for(
         checkpoints(desired, remote),
         {ref: how for ref, how in restores.items() if how},
     )
-    return build_plan(desired, observed, facts, request)
+    plan = build_plan(desired, observed, facts, request)
+    # every secret the plan's changes need is resolved now: one that cannot be is a blocker before any change
+    secrets = reference_checks(desired, aliases=needs_env(plan), router=plan.has_changes)
+    return (
+        build_plan(desired, observed, replace(facts, checks=facts.checks + tuple(secrets)), request)
+        if secrets
+        else plan
+    )
+
+
+def needs_env(plan: Plan) -> frozenset[str]:
+    """The models whose containers the plan makes, so whose secrets it resolves (a model left as it
+    is, or only started again, keeps the environment its container already has)."""
+    return frozenset(a.model for a in plan.actions if a.model and a.kind in ("create", "recreate"))
 
 
 def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = None) -> dict[str, dict]:

@@ -5,6 +5,7 @@ that a changed key is a planned reload. Also the plan's checks on where the rout
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from aigo_apply.apply.secrets import resolve
 from aigo_apply.desired.types import DesiredState, SecretRef
 from aigo_apply.errors import AigoError, SecretUnavailable
 from aigo_apply.plan.host_checks import Check
+from aigo_apply.router.haproxy import KEYS_DIGEST_FILE
 from aigo_apply.router.haproxy_safety import KEY_CHARS, check_keys, keys_digest, parse_keys
 
 UNPRIVILEGED_PORT_START = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
@@ -34,21 +36,34 @@ def digest_of(project: str, keys: list[str] | None) -> str:
     return keys_digest(project, keys) if keys else ""
 
 
-def router_checks(desired: DesiredState, port_start: int | None = None) -> tuple[DesiredState, list[Check]]:
+def router_checks(
+    desired: DesiredState, live_files: dict[str, str] | None = None, port_start: int | None = None
+) -> tuple[DesiredState, list[Check]]:
     """Before the plan: the keys read and checked (a blocker when they cannot be used, so nothing
     goes live), their digest put into the router's settings (a changed key plans a reload), and
-    warnings or blockers about the address and port the router listens on."""
+    warnings or blockers about the address and port the router listens on. Keys that cannot be
+    read here (a CI shell without them) keep the deployed digest (`live_files`), so they plan no
+    reload of their own; a plan that changes anything needs them (apply/secret_checks.py)."""
     spec = desired.router.spec
     checks = exposure_checks(spec, port_start if port_start is not None else unprivileged_port_start())
     try:
         keys = read_keys(spec)
     except SecretUnavailable:
-        return desired, checks  # a reference that cannot be read is apply/secret_checks.py's blocker
+        deployed = deployed_digest(live_files or {})
+        settings = replace(desired.router.settings, keys_digest=deployed)
+        return replace(desired, router=replace(desired.router, settings=settings)), checks
     except AigoError as exc:
         fix = f"give each key of router.api_keys {KEY_CHARS}"
         return desired, checks + [Check("router.api_keys", "blocking", str(exc), fix)]
     settings = replace(desired.router.settings, keys_digest=digest_of(desired.project, keys))
     return replace(desired, router=replace(desired.router, settings=settings)), checks
+
+
+def deployed_digest(files: dict[str, str]) -> str:
+    """The keys' digest the running router's files record ("" when none)."""
+    text = files.get(KEYS_DIGEST_FILE, "")
+    scheme, _, digest = text.strip().partition(" ")
+    return digest if scheme == "pbkdf2-sha256" and re.fullmatch(r"[0-9a-f]{64}", digest) else ""
 
 
 def exposure_checks(spec: dict[str, Any], port_start: int) -> list[Check]:

@@ -78,3 +78,24 @@ def test_unreadable_and_unsafe_secrets_are_plan_blockers_and_never_printed(runti
     assert containers(runtime, sec5) == []
     journal = tmp_path / "state" / sec5 / "journal.jsonl"
     assert not journal.exists() or VALUE not in journal.read_text()
+
+
+def test_a_plan_needs_only_the_secrets_of_what_it_changes(runtime, sec5, tmp_path):
+    """Applied with the secret set; then, in a shell without it (a CI job), a plan of the same file is
+    "No changes", and a change to another model is planned; only recreating the model that names the
+    secret is blocked, before anything changes."""
+    state = {"AIGO_STATE_DIR": str(tmp_path / "state")}
+    path = config(tmp_path, sec5, chat_env=", MY_SECRET: {from_env: SEC5_VALUE}")
+    applied = run_cli("apply", "-f", str(path), "-y", env={**state, "SEC5_VALUE": VALUE})
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    ids = sorted(containers(runtime, sec5))
+    without = {**state, "SEC5_VALUE": ""}
+    same = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=without)
+    assert same.returncode == 0 and same.stdout.startswith("No changes."), same.stdout + same.stderr
+    other = config(tmp_path, sec5, chat_env=", MY_SECRET: {from_env: SEC5_VALUE}", tools_parser="hermes")
+    planned = run_cli("plan", "-f", str(other), "--detailed-exitcode", env=without)
+    assert planned.returncode == 2 and "blocked" not in planned.stdout, planned.stdout
+    changed = config(tmp_path, sec5, chat_env=', MY_SECRET: {from_env: SEC5_VALUE}, LOG: "1"')
+    blocked = run_cli("apply", "-f", str(changed), "-y", env=without)
+    assert blocked.returncode == 1 and "secrets.reference: models.chat.env.MY_SECRET" in blocked.stdout
+    assert sorted(containers(runtime, sec5)) == ids and VALUE not in blocked.stdout + blocked.stderr

@@ -274,3 +274,14 @@ def test_router_values_are_checked_again_before_the_docker_api(tmp_path, change)
     router_container("lab", spec)
     with pytest.raises(UnsafeSetting, match="router: refusing"):
         router_container("lab", {**spec, **change})
+
+
+def test_keys_that_cannot_be_read_here_keep_the_deployed_digest_and_plan_no_reload(tmp_path, monkeypatch):
+    """A CI shell without the keys: the router's files are not seen as changed because of them."""
+    deployed_with, _ = keyed(tmp_path, monkeypatch, "sk-live")
+    files = render_files(deployed_with.router.settings, list(deployed_with.router.routes))
+    monkeypatch.delenv("AIGO_UNIT_KEYS")
+    here, checks = router_checks(desired(tmp_path, KEYED), files, port_start=1024)
+    assert checks == [] and here.router.settings.keys_digest == deployed_with.router.settings.keys_digest
+    plan = build_plan(here, observed(here, files=files))
+    assert [a.kind for a in plan.actions if a.is_router] == ["noop"], plan.actions
