@@ -102,7 +102,7 @@ def _explain(error: ValidationError, path: Path_, source: Source) -> list[Proble
 
     def at_value(message: str, where: Path_ = path) -> Problem:
         line, col = marks.of_value(where)
-        if where in marks.written and kind not in _NUMBER_BOUNDS:
+        if where in marks.written and kind not in _NUMBER_BOUNDS and _wants_text(error.schema):
             message += _quote_hint(marks.written[where], value)
         return Problem(line, col, dotted(where), message, file)
 
@@ -151,6 +151,16 @@ _NUMBER_BOUNDS = {
     "exclusiveMinimum": "greater than",
     "exclusiveMaximum": "less than",
 }
+
+
+def _wants_text(schema: Any) -> bool:
+    """Whether the place takes text and not a number: only then is "quote it" the fix (a port written
+    19100.0 wants 19100, not "19100.0")."""
+    if not isinstance(schema, dict):
+        return True
+    kinds = schema.get("type")
+    kinds = set(kinds) if isinstance(kinds, list) else {kinds} if kinds else set()
+    return not (kinds & {"integer", "number"}) and not (kinds == {"boolean"})
 
 
 def _quote_hint(written: str, value: Any) -> str:
