@@ -232,7 +232,8 @@ def plan_for(
     )
     plan = build_plan(desired, observed, facts, request)
     # every secret the plan's changes need is resolved now: one that cannot be is a blocker before any change
-    secrets = reference_checks(desired, aliases=needs_env(plan), router=plan.has_changes)
+    keys_said = any(c.id == "router.api_keys" for c in checks)  # unusable keys are blocked once, above
+    secrets = reference_checks(desired, aliases=needs_env(plan), router=plan.has_changes and not keys_said)
     return (
         build_plan(desired, observed, replace(facts, checks=facts.checks + tuple(secrets)), request)
         if secrets

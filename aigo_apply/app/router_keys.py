@@ -5,6 +5,7 @@ that a changed key is a planned reload. Also the plan's checks on where the rout
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from aigo_apply.plan.host_checks import Check
 from aigo_apply.router.haproxy import KEYS_DIGEST_FILE
 from aigo_apply.router.haproxy_safety import KEY_CHARS, check_keys, keys_digest, parse_keys
 
+_KEY_FIX = f"give each key of router.api_keys {KEY_CHARS}"
 UNPRIVILEGED_PORT_START = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
 
 
@@ -48,15 +50,25 @@ def router_checks(
     checks = exposure_checks(spec, port_start if port_start is not None else unprivileged_port_start())
     try:
         keys = read_keys(spec)
-    except SecretUnavailable:
+    except SecretUnavailable as exc:
+        if not _absent(spec["api_keys"]):  # present but unusable: refused whatever the plan changes
+            return desired, checks + [Check("router.api_keys", "blocking", exc.problem, exc.fix or _KEY_FIX)]
         deployed = deployed_digest(live_files or {})
         settings = replace(desired.router.settings, keys_digest=deployed)
         return replace(desired, router=replace(desired.router, settings=settings)), checks
     except AigoError as exc:
-        fix = f"give each key of router.api_keys {KEY_CHARS}"
-        return desired, checks + [Check("router.api_keys", "blocking", str(exc), fix)]
+        return desired, checks + [Check("router.api_keys", "blocking", str(exc), _KEY_FIX)]
     settings = replace(desired.router.settings, keys_digest=digest_of(desired.project, keys))
     return replace(desired, router=replace(desired.router, settings=settings)), checks
+
+
+def _absent(ref: dict[str, str]) -> bool:
+    """Whether the keys' reference points at nothing on this host (an unset variable, a missing
+    file): then they cannot be known here, which is not the same as keys that are wrong."""
+    kind, target = next(iter(ref.items()))
+    if kind == "from_env":
+        return not os.environ.get(target)
+    return not os.path.lexists(os.path.expanduser(target))
 
 
 def deployed_digest(files: dict[str, str]) -> str:

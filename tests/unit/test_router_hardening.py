@@ -285,3 +285,12 @@ def test_keys_that_cannot_be_read_here_keep_the_deployed_digest_and_plan_no_relo
     assert checks == [] and here.router.settings.keys_digest == deployed_with.router.settings.keys_digest
     plan = build_plan(here, observed(here, files=files))
     assert [a.kind for a in plan.actions if a.is_router] == ["noop"], plan.actions
+
+
+def test_keys_that_are_set_but_unusable_block_even_a_plan_without_changes(tmp_path, monkeypatch):
+    deployed_with, _ = keyed(tmp_path, monkeypatch, "sk-live")
+    files = render_files(deployed_with.router.settings, list(deployed_with.router.routes))
+    monkeypatch.setenv("AIGO_UNIT_KEYS", "sk-a,sk\tb")
+    _, checks = router_checks(desired(tmp_path, KEYED), files, port_start=1024)
+    assert [(c.id, c.status) for c in checks] == [("router.api_keys", "blocking")]
+    assert "sk\tb" not in checks[0].message
