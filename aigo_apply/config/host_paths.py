@@ -80,6 +80,9 @@ PRIVATE_HOME_DIRS = (
 _UNMOUNTABLE = re.compile(r"[:,\x00-\x1f\x7f-\x9f]")
 
 
+HF_CACHE = "the Hugging Face cache and its token"
+
+
 @dataclass(frozen=True)
 class Protected:
     """A folder of this host that a model mount must not expose: `name` says what it is; with
@@ -139,7 +142,7 @@ def unsafe_mount(path: Path, home: Path, protected: Iterable[Protected] = (), st
 
 def env_protected(environ: dict[str, str] | os._Environ[str] | None = None) -> tuple[Protected, ...]:
     """What validation can know without the host context: the Hugging Face cache root."""
-    return (Protected("the Hugging Face cache and its token", hf_home(environ)),)
+    return (Protected(HF_CACHE, hf_home(environ)),)
 
 
 def mount_places(data: dict[str, Any], models: dict[str, Any]) -> list[tuple[Path_, str]]:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.config.host_paths import Protected
+from aigo_apply.config.host_paths import HF_CACHE, Protected, hf_home
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class HostContext:
         """This host's folders no model mount may expose: the Hugging Face cache, the tool's state
         (router files, locks, journals) and the model store as a whole (`store`: the file's own)."""
         return (
-            Protected("the Hugging Face cache and its token", self.hf_home or self.home / ".cache" / "huggingface"),
+            Protected(HF_CACHE, self.hf_home or hf_home({}, self.home)),  # no environment read: its default
             Protected("aigo-apply's state folder", self.state_root),
             Protected("the whole model store", store or self.models_dir, inside_too=False),
         )
