@@ -2,14 +2,15 @@
 dropping a request.
 
 Layout of the router's state folder (mounted read-only at /usr/local/etc/haproxy/aigo):
-  gen-N/      one generation of files: haproxy.cfg, models.map, models.json, errors/, api-keys (0600),
+  gen-N/      one generation of files: haproxy.cfg, models.map, models.lua (the /v1/models service),
+              models.json (the routed models, for plan and status), errors/, api-keys (0600),
               routes.json (the route table it was rendered from) and check.cfg (the same config
               naming gen-N's own files, so `haproxy -c` checks exactly the new files)
   live        a symlink to the generation in service; the config names its files under live/
 
 A reload: write gen-N+1, check it with `haproxy -c` inside the router image, swap `live` atomically,
 send SIGUSR2 to the HAProxy master (the old worker finishes its requests), then check that the
-router now lists exactly the new models. On any failure the previous generation is put back.
+router now routes exactly the new models (the x-aigo-routes header of its /v1/models). On any failure the previous generation is put back.
 Routes change through add() (after a model is ready), remove() (before it stops) and converge() (the
 last step of an apply, and watch); stage() only prepares and checks the next generation early.
 """
@@ -29,10 +30,10 @@ from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import AigoError, RouterError
 from aigo_apply.router.haproxy import (
     KEYS_FILE,
+    ROUTES_HEADER,
     keys_file,
     render_files,
     render_key,
-    routes_from_models_json,
     verified_render_key,
 )
 from aigo_apply.router.haproxy_safety import check_routes
@@ -229,7 +230,8 @@ class Router:
         os.replace(tmp, self.folder / "live")
 
     def _verify(self, expected: list[str]) -> None:
-        """Wait until the router answers /v1/models with exactly the new aliases."""
+        """Wait until the router serves exactly the new aliases: its /v1/models names every routed
+        alias in a header (the body lists only those whose engine is healthy right now)."""
         import httpx
 
         host = local_host(self.settings.bind)
@@ -238,10 +240,11 @@ class Router:
         while time.monotonic() < deadline:
             try:
                 reply = httpx.get(f"http://{host}:{self.settings.port}/v1/models", headers=headers, timeout=2)
-                listed = routes_from_models_json(reply.text)
+                routed = reply.headers.get(ROUTES_HEADER)
+                listed = sorted(routed.split()) if routed is not None else None
                 if reply.status_code == 200 and listed == expected:
                     return
-                last = f"HTTP {reply.status_code}, models {listed}"
+                last = f"HTTP {reply.status_code}, routes {listed if listed is not None else '(not named)'}"
             except httpx.HTTPError as exc:
                 last = str(exc) or type(exc).__name__
             time.sleep(0.01)

@@ -1,5 +1,7 @@
 """Renders the router's files from templates/ with Jinja2 (strict undefined): the HAProxy config,
-the model -> backend map, the static `/v1/models` JSON and the JSON error bodies. Pure: the same
+the model -> backend map, the Lua service that answers `/v1/models` from HAProxy's health checks
+(models.lua), the routed models as JSON (models.json: what plan and status read; it is not served)
+and the JSON error bodies. Pure: the same
 routes and settings always give byte-identical files, so the plan compares them as text. Every
 value is checked again here (router/haproxy_safety.py), right before it becomes a word of these files."""
 
@@ -16,7 +18,7 @@ from aigo_apply import __version__
 from aigo_apply.desired.engines.router import LIVE
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.resources import data_dir
-from aigo_apply.router.haproxy_safety import check_conf, check_keys, check_routes, check_settings
+from aigo_apply.router.haproxy_safety import check_conf, check_keys, check_lua_value, check_routes, check_settings
 
 if TYPE_CHECKING:
     import jinja2
@@ -25,6 +27,8 @@ KEYS_FILE = "api-keys"
 KEYS_DIGEST_FILE = "api-keys.digest"  # a salted, slow hash of the keys: a key change is a reload, never stored
 RENDER_KEY_FILE = "render.key"  # what a generation was rendered from, and the digest of its files
 TEMPLATE = "haproxy.cfg.j2"
+LUA_TEMPLATE = "models.lua.j2"  # GET /v1/models: the routed models whose engine is healthy now
+ROUTES_HEADER = "x-aigo-routes"  # on /v1/models: every routed alias, healthy or not (the reload check)
 
 
 @cache
@@ -64,6 +68,7 @@ def render_files(settings: RouterSettings, routes: list[Route], conf: str | None
     )
     files = {
         "haproxy.cfg": config,
+        "models.lua": _render_lua(settings, routes),
         "models.map": "".join(f"{r.alias} {r.backend}\n" for r in routes),
         "models.json": json.dumps(
             {
@@ -115,6 +120,29 @@ def render_files(settings: RouterSettings, routes: list[Route], conf: str | None
     return files
 
 
+def _render_lua(settings: RouterSettings, routes: list[Route]) -> str:
+    """The Lua service behind GET /v1/models. Every value becomes part of a Lua string literal (or
+    a number), so each is checked again right here to be a plain word that cannot end the literal."""
+    models = [
+        {
+            "backend": check_lua_value("backend name", r.backend),
+            "alias": check_lua_value("model alias", r.alias),
+            "owned_by": check_lua_value("engine name", r.owned_by),
+            "max_model_len": check_lua_value("context length", r.max_model_len),
+        }
+        for r in routes
+    ]
+    return (
+        _env()
+        .get_template(LUA_TEMPLATE)
+        .render(
+            project=check_lua_value("project", settings.project),
+            models=models,
+            routes=" ".join(m["alias"] for m in models),
+        )
+    )
+
+
 def render_key(settings: RouterSettings, routes: list[Route]) -> str:
     """A digest of everything the rendered files depend on (settings, routes, the template and this
     module's code), computed without Jinja2: when a deployed generation was rendered from the same
@@ -145,7 +173,8 @@ def _digest(files: dict[str, str]) -> str:
 @cache
 def _code_digest() -> str:
 
-    parts = [__version__.encode(), (data_dir("templates") / TEMPLATE).read_bytes(), Path(__file__).read_bytes()]
+    templates = [(data_dir("templates") / name).read_bytes() for name in (TEMPLATE, LUA_TEMPLATE)]
+    parts = [__version__.encode(), *templates, Path(__file__).read_bytes()]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
 

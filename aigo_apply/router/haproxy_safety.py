@@ -1,5 +1,5 @@
 """The last check before a value becomes a word of the router's files (HAProxy config, map, key
-file): the schema and the rules check the same values earlier, but a value that reaches this point
+file, the Lua service): the schema and the rules check the same values earlier, but a value that reaches this point
 unchecked (validation bypassed, a damaged state file) must never add a line, a token or a keyword
 to HAProxy's files. Also the API keys' own rules, their parsing and their digest. Pure."""
 
@@ -85,6 +85,22 @@ def check_routes(routes: list[Any]) -> None:
             raise _refuse(f"the context length of model {alias}", route.max_model_len, "a positive integer")
         if not (isinstance(route.owned_by, str) and _OWNER.fullmatch(route.owned_by)):
             raise _refuse(f"the engine of model {alias}", route.owned_by, "an engine name such as vllm")
+
+
+_LUA_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_lua_value(what: str, value: Any) -> Any:
+    """A value about to go into the Lua service (models.lua): a word of letters, digits, '.', '_'
+    or '-' (it can neither end a Lua or JSON string literal nor start a comment or a new line), or
+    an integer in HAProxy's range. Returned unchanged, so the check sits where the value is used."""
+    if type(value) is int:
+        if not _integer(value, 0, MAX_MODEL_LEN):
+            raise _refuse(what, value, f"an integer from 0 to {MAX_MODEL_LEN}")
+        return value
+    if not (isinstance(value, str) and _LUA_WORD.fullmatch(value)):
+        raise _refuse(what, value, "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return value
 
 
 def check_conf(conf: Any) -> None:
