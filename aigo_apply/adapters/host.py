@@ -5,7 +5,10 @@ that judge it (hostcheck.py) are pure and tested on recorded facts."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aigo_apply.errors import DockerUnavailable
@@ -13,17 +16,47 @@ from aigo_apply.errors import DockerUnavailable
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/libpod-|crio-|containerd[-/])?([0-9a-f]{64})")
 
 
-def docker_facts(runtime_factory) -> dict[str, Any]:
-    """{reachable, problem, engine, version, runtimes, cdi_devices}; never raises."""
+def docker_facts(runtime_factory, installed: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """{reachable, problem, engine, version, runtimes, cdi_devices}; never raises. An engine that
+    does not answer is `missing` when nothing of one is on this host (`installed`: docker_installed),
+    `permission` when its socket refuses this user, else `down`."""
 
     try:
         runtime = runtime_factory()
         info = runtime.info()
     except DockerUnavailable as exc:
         text = str(exc)
-        problem = "permission" if "permission denied" in text else "down"
+        if "permission denied" in text:
+            problem = "permission"
+        elif not (installed or docker_installed)():
+            problem = "missing"
+        else:
+            problem = "down"
         return {"reachable": False, "problem": problem, "detail": text}
     return docker_facts_from_info(info)
+
+
+def docker_installed(
+    environ: Mapping[str, str] = os.environ,
+    which: Callable[[str], str | None] = shutil.which,
+    exists: Callable[[str], bool] = os.path.exists,
+) -> bool:
+    """Whether a container engine is on this host at all: a `docker`, `dockerd` or `podman` program
+    on PATH, or a socket where one listens (DOCKER_HOST's, Docker's, Podman's rootful or rootless).
+    A DOCKER_HOST that is not a local socket names an engine elsewhere: installed, as far as we can tell."""
+    host = environ.get("DOCKER_HOST", "")
+    if host and not host.startswith("unix://"):
+        return True
+    runtime_dir = environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    sockets = [host.removeprefix("unix://")] if host else []
+    sockets += [
+        "/var/run/docker.sock",
+        "/run/docker.sock",
+        "/run/podman/podman.sock",
+        f"{runtime_dir}/docker.sock",
+        f"{runtime_dir}/podman/podman.sock",
+    ]
+    return any(which(name) for name in ("docker", "dockerd", "podman")) or any(exists(s) for s in sockets)
 
 
 def docker_facts_from_info(info: dict[str, Any]) -> dict[str, Any]:

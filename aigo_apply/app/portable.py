@@ -15,7 +15,7 @@ import yaml
 
 from aigo_apply.config.load import load_config
 from aigo_apply.config.yaml_source import load
-from aigo_apply.errors import AigoError, ConfigInvalid, UsageProblem
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, UsageProblem
 
 FORMAT = "aigo-apply/model/1"
 HOST_FIELDS = ("gpus", "port")
@@ -38,29 +38,80 @@ def portable(model: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def export_model(config_file: str, alias: str) -> str:
+def host_settings(model: dict[str, Any]) -> list[str]:
+    """The dotted names of the host-dependent settings `model` carries (what `portable` leaves out)."""
+    found = [k for k in HOST_FIELDS if k in model]
+    for engine, fields in HOST_ENGINE_FIELDS.items():
+        block = model.get(engine)
+        if isinstance(block, dict):
+            found += [f"{engine}.{k}" for k in fields if k in block]
+    return found
+
+
+def local_paths(model: dict[str, Any]) -> list[tuple[str, str]]:
+    """(dotted setting, path) for each file the model reads from this machine's disk: its source and
+    a speculative draft given as `path:`; another machine will not have them."""
+    places = [("source", model.get("source"))]
+    places += [
+        (f"{engine}.speculative.draft", model[engine].get("speculative", {}).get("draft"))
+        for engine in HOST_ENGINE_FIELDS
+        if isinstance(model.get(engine), dict) and isinstance(model[engine].get("speculative"), dict)
+    ]
+    return [(f"{where}.path", str(p["path"])) for where, p in places if isinstance(p, dict) and "path" in p]
+
+
+def export_model(config_file: str, alias: str) -> tuple[str, list[str]]:
+    """The definition's text, and warnings about what in it will not carry over to another machine."""
     config = load_config(config_file)
     models = config.data.get("models", {})
     if alias not in models:
         raise UsageProblem(f"no model '{alias}' in {config_file}; models: {', '.join(models) or 'none'}")
     document = {"format": FORMAT, "alias": alias, "model": portable(models[alias])}
+    local = local_paths(models[alias])
     header = (
         f"# aigo-apply portable model definition, exported from {Path(config_file).name}.\n"
         "# Host settings (GPU memory, tensor parallelism, MoE/Mamba kernels, GPUs, port) are left out:\n"
         "# `aigo-apply import` adds it to another aigo.yaml, where those come from that machine.\n"
     )
-    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=2**31 - 1)
+    header += "".join(
+        f"# Not portable: {where} is a folder or file on the machine it came from.\n" for where, _ in local
+    )
+    warnings = [
+        f"model '{alias}': {where} is a local path ({path}), so this definition is not portable: another "
+        "machine needs the same files at that path (or change it after import, e.g. to source: {repo: ORG/NAME})"
+        for where, path in local
+    ]
+    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=2**31 - 1), warnings
 
 
-def read_definition(path: str, alias: str | None = None) -> tuple[str, dict[str, Any]]:
-    source = load(Path(path), path)
+def read_definition(path: str, alias: str | None = None) -> tuple[str, dict[str, Any], list[str]]:
+    """(alias, the portable entry, notes): host settings a hand-made definition carries are left out,
+    with a note, as `export` leaves them out; a local source path gets a note too."""
+    try:
+        source = load(Path(path), path)
+    except ConfigFileError:
+        if not Path(path).exists():
+            raise AigoError(
+                f"{path}: no such file; give the path of a definition that `aigo-apply export ALIAS -o "
+                "NAME.baimodel` wrote (the first argument of import; -f/--file names the aigo.yaml to add it to)"
+            ) from None
+        raise
     data = source.data
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("model"), dict):
         raise AigoError(f"{path}: not an aigo-apply model definition (expected `format: {FORMAT}` and `model:`)")
     name = alias or data.get("alias")
     if not isinstance(name, str) or not name:
         raise AigoError(f"{path}: the definition names no alias; pass --as ALIAS")
-    return name, data["model"]
+    model = data["model"]
+    notes = []
+    dropped = host_settings(model)
+    if dropped:
+        notes.append(
+            f"{path} sets {', '.join(dropped)}, which belong to each machine: left out (set them for this "
+            "machine in the config file if the defaults do not fit)"
+        )
+    notes += [f"{where} is a local path ({p}): this machine needs the files there" for where, p in local_paths(model)]
+    return name, portable(model), notes
 
 
 def entry_text(alias: str, model: dict[str, Any], indent: int = 2) -> str:

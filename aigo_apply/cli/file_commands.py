@@ -46,7 +46,9 @@ def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
     from aigo_apply.app.portable import export_model
     from aigo_apply.config.load import choose_file
 
-    text = export_model(choose_file(file), alias)
+    text, warnings = export_model(choose_file(file), alias)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     if out is None:
         click.echo(text, nl=False)
     else:
@@ -68,7 +70,9 @@ def import_cmd(definition: str, file: str | None, alias: str | None, write: bool
     from aigo_apply.app.portable import add_to_file, entry_text, read_definition
     from aigo_apply.config.load import choose_file
 
-    name, model = read_definition(definition, alias)
+    name, model, notes = read_definition(definition, alias)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     if not write:
         click.echo("models:\n" + entry_text(name, model), nl=False)
         return EXIT_OK

@@ -54,6 +54,23 @@ def image_pull(engine: str, file: str | None, output: str) -> int:
     return EXIT_OK
 
 
+@image.command("tag")
+@click.argument("engine", metavar="ENGINE")
+@click.argument("tag", metavar="[TAG]", required=False)
+@click.option("--reset", is_flag=True, help="Remove the override: use the built-in tag again.")
+@file_option
+def image_tag(engine: str, tag: str | None, reset: bool, file: str | None) -> int:
+    """Set ENGINE's image_tag to TAG in the file, or remove it with --reset (comments and layout kept)."""
+    from aigo_apply.app.image_tag import set_tag
+    from aigo_apply.config.load import choose_file
+
+    if (tag is None) == (not reset):
+        raise click.UsageError("give either TAG or --reset", click.get_current_context())
+    target = choose_file(file)
+    click.echo(set_tag(target, engine, None if reset else tag).describe(target))
+    return EXIT_OK
+
+
 @cli.group()
 def models() -> None:
     """The model store on this host: download ahead of time, list what is stored."""

@@ -13,6 +13,7 @@ import math
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, VLLM_DEFAULT_TAG
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION
 from aigo_apply.config.yaml_source import Path_, Source
@@ -137,12 +138,25 @@ def _explain(error: ValidationError, path: Path_, source: Source) -> list[Proble
         return [at_value(f"must be {_NUMBER_BOUNDS[kind]} {error.validator_value}, not {value!r}")]
     if kind == "maxProperties":
         return [at_value(f"has {len(value)} entries; at most {error.validator_value} are allowed here")]
+    if path[-1:] == ("image_tag",) and value in (None, ""):
+        line, col = marks.of_value(path)
+        return [Problem(line, col, dotted(path), _empty_tag(path), file)]
     if kind == "pattern" and path[-3:] == ("engines", "vllm", "image_tag") and ":" in str(value):
         tag = str(value).rsplit(":", 1)[1]
         return [at_value(f"write only the tag here, e.g. image_tag: {tag} (the repository goes in engines.vllm.image)")]
     if custom:
         return [at_value(f"{custom} (got {_describe(value)})" if kind != "const" else custom)]
     return [at_value(error.message)]
+
+
+def _empty_tag(path: Path_) -> str:
+    """An `image_tag:` written with no value: the fix is to remove the line, or to name a tag."""
+    engine = "router" if path[:1] == ("router",) else str(path[-2])
+    default = {"vllm": VLLM_DEFAULT_TAG, "router": ROUTER_DEFAULT_TAG}.get(engine)
+    if default:
+        return f"is empty: remove the line to use {default} (or write a tag)"
+    example = {"sglang": "v0.5.6-cu129", "llama.cpp": "server-cuda"}.get(engine, "a tag")
+    return f"is empty: {engine} has no built-in tag, so write one (such as {example}), or remove the line if no model runs on {engine}"
 
 
 _NUMBER_BOUNDS = {

@@ -13,6 +13,10 @@ from aigo_apply.config.defaults import VLLM_DEFAULT_TAG
 from aigo_apply.desired.types import DesiredState
 
 MIN_DRIVER_CUDA13 = 580  # the default v0.31.0 image is a CUDA 13 build: R580 or newer
+MIN_DRIVER = {
+    13: MIN_DRIVER_CUDA13,
+    12: 525,
+}  # CUDA major -> oldest driver branch (NVIDIA's minor version compatibility)
 CU12_TAG = f"{VLLM_DEFAULT_TAG}-cu129"
 
 
@@ -35,6 +39,9 @@ def gpu_needs(desired: DesiredState) -> dict[str, Any]:
 
 
 def run_checks(facts: dict[str, Any], desired: DesiredState, image: dict[str, Any]) -> list[Check]:
+    """`image`: the vLLM image object (images.image_object); the other engines' images come from
+    the specs of the models that run on them. Each engine's image is checked against the driver by
+    its own rule: an SGLang-only file is never held to vLLM's CUDA 13 build."""
     checks = [_docker(facts["docker"])]
     needs = gpu_needs(desired)
     if not needs["models"]:
@@ -43,8 +50,34 @@ def run_checks(facts: dict[str, Any], desired: DesiredState, image: dict[str, An
     who = ", ".join(needs["models"])
     if facts["docker"].get("reachable"):
         checks.append(_gpu_runtime(facts["docker"], who))
-    checks += _nvidia(facts["nvml"], who, needs["indices"], image)
+    checks += _nvidia(facts["nvml"], who, needs["indices"], engine_images(desired, image))
     return checks
+
+
+def engine_images(desired: DesiredState, vllm_image: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """engine -> {imageReference, tag, cuda} for the engines of the models that want a GPU; `cuda`
+    is the CUDA major version the image is built for, when known (None: aigo-apply cannot tell)."""
+    out: dict[str, dict[str, Any]] = {}
+    for model in desired.models.values():
+        engine = model.spec.get("engine", "vllm")
+        if model.spec["gpus"] == "none" or engine in out:
+            continue
+        if engine == "vllm":
+            reference, tag = vllm_image.get("imageReference"), str(vllm_image.get("tag") or "")
+        else:
+            reference = str(model.spec.get("image", ""))
+            tag = reference.rpartition(":")[2] if ":" in reference.rpartition("/")[2] else ""
+        out[engine] = {"imageReference": reference, "tag": tag, "cuda": image_cuda(engine, tag)}
+    return out
+
+
+def image_cuda(engine: str, tag: str) -> int | None:
+    """The CUDA major version an engine image is built for: named by its tag (`-cu129`, `-cu130`),
+    or vLLM's own release tags without a suffix (CUDA 13 since v0.31.0); else unknown."""
+    named = re.search(r"cu(1[0-9])\d", tag)
+    if named:
+        return int(named.group(1))
+    return 13 if engine == "vllm" else None
 
 
 def source_checks(problems: dict[str, list[str]]) -> list[Check]:
@@ -100,32 +133,69 @@ def _gpu_runtime(docker: dict[str, Any], who: str) -> Check:
     )
 
 
-def _nvidia(nvml: dict[str, Any], who: str, indices: list[int], image: dict[str, Any]) -> list[Check]:
+def _nvidia(nvml: dict[str, Any], who: str, indices: list[int], images: dict[str, dict[str, Any]]) -> list[Check]:
     if not nvml.get("available"):
         return [
             Check(
                 "nvidia.driver",
                 "blocking",
                 f"models {who} ask for GPUs, but no NVIDIA driver answers ({nvml.get('problem')})",
-                "Install the NVIDIA driver, R580 or newer (or set `gpus: none` on models that need no GPU)",
+                _install_driver(images),
             )
         ]
-    checks = []
     major = int(found.group(1)) if (found := re.match(r"(\d+)", nvml.get("driver", ""))) else 0
-    tag = image.get("tag", "")
-    cuda13 = not re.search(r"-cu1[0-2]\d", tag)
-    if major < MIN_DRIVER_CUDA13 and cuda13:
-        checks.append(
-            Check(
-                "nvidia.driver",
-                "blocking",
-                f"driver {nvml['driver']} is older than R{MIN_DRIVER_CUDA13}, which the CUDA 13 image "
-                f"{image.get('imageReference')} needs",
-                f"set `engines.vllm.image_tag: {CU12_TAG}` (or upgrade the driver to R{MIN_DRIVER_CUDA13}+)",
-            )
+    checks = [_driver_fits(engine, image, nvml, major) for engine, image in sorted(images.items())]
+    return checks + _gpu_indices(nvml, indices)
+
+
+def _install_driver(images: dict[str, dict[str, Any]]) -> str:
+    """The fix when no driver answers: the driver the file's images need, as far as it is known."""
+    known = {e: i for e, i in images.items() if i["cuda"] is not None}
+    unknown = sorted(i["imageReference"] for i in images.values() if i["cuda"] is None)
+    newest = max((i["cuda"] for i in known.values()), default=None)
+    text = "Install the NVIDIA driver"
+    if newest is not None:
+        refs = ", ".join(sorted(i["imageReference"] for i in known.values() if i["cuda"] == newest))
+        floor = MIN_DRIVER.get(newest)
+        text += f", R{floor} or newer" if floor else f", one for CUDA {newest}"
+        text += f" for the CUDA {newest} image {refs}"
+    if unknown:
+        text += f"; which driver {', '.join(unknown)} needs is not known to aigo-apply (see its documentation)"
+    return text + "; or set `gpus: none` on models that need no GPU"
+
+
+def _driver_fits(engine: str, image: dict[str, Any], nvml: dict[str, Any], major: int) -> Check:
+    """One engine's image against the driver: vLLM's rule is `nvidia.driver`, others `nvidia.driver.ENGINE`."""
+    check_id = "nvidia.driver" if engine == "vllm" else f"nvidia.driver.{engine}"
+    reference, cuda = image.get("imageReference"), image["cuda"]
+    if cuda is None:
+        return Check(
+            check_id,
+            "warning",
+            f"driver {nvml['driver']} answers, but which CUDA version {reference} is built for is not known to "
+            "aigo-apply (its tag names none), so the driver was not checked against it",
+            f"check the driver {reference} needs in its documentation, or use a tag that names its CUDA "
+            "version (such as -cu129)",
         )
+    floor = MIN_DRIVER.get(cuda, 0)
+    if major >= floor:
+        return Check(check_id, "ok", f"driver {nvml['driver']} fits {reference}")
+    if engine == "vllm" and cuda == 13:
+        fix = f"set `engines.vllm.image_tag: {CU12_TAG}` (or upgrade the driver to R{floor}+)"
+    elif cuda == 13:
+        fix = f"upgrade the driver to R{floor}+, or set engines.{engine}.image_tag to a tag built for CUDA 12"
     else:
-        checks.append(Check("nvidia.driver", "ok", f"driver {nvml['driver']} fits {image.get('imageReference')}"))
+        fix = f"upgrade the driver to R{floor}+"
+    return Check(
+        check_id,
+        "blocking",
+        f"driver {nvml['driver']} is older than R{floor}, which the CUDA {cuda} image {reference} needs",
+        fix,
+    )
+
+
+def _gpu_indices(nvml: dict[str, Any], indices: list[int]) -> list[Check]:
+    checks = []
     count = len(nvml.get("gpus", []))
     missing = [i for i in indices if i >= count]
     if missing:

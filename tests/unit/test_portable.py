@@ -81,3 +81,54 @@ def test_a_long_value_with_spaces_stays_on_one_line_and_imports_again(tmp_path):
     added = run_cli("import", str(exported), "-f", str(target), "--write")
     assert added.returncode == 0, added.stderr
     assert load_config(str(target)).data["models"]["m"]["env"]["NOTE"] == long
+
+
+def test_exporting_a_model_from_a_local_path_warns_that_it_is_not_portable(tmp_path):
+    source = write_config(
+        tmp_path,
+        "version: 1\nproject: src\nmodels:\n  m:\n    source: {path: /srv/models/m}\n    context_length: 4096\n"
+        "    gpus: none\n    vllm: {speculative: {method: eagle3, num_speculative_tokens: 3, draft: {path: /srv/d}}}\n"
+        "  r: {source: {repo: org/r}, context_length: 4096, gpus: none}\n",
+        name="src.yaml",
+    )
+    exported = tmp_path / "m.baimodel"
+    result = run_cli("export", "m", "-f", str(source), "-o", str(exported))
+    assert result.returncode == 0, result.stderr
+    assert (
+        "warning: model 'm': source.path is a local path (/srv/models/m), so this definition is not portable"
+        in result.stderr
+    )
+    assert "warning: model 'm': vllm.speculative.draft.path is a local path (/srv/d)" in result.stderr
+    assert "# Not portable: source.path is a folder or file on the machine it came from." in exported.read_text()
+    from_hub = run_cli("export", "r", "-f", str(source))
+    assert from_hub.returncode == 0 and from_hub.stderr == "" and "Not portable" not in from_hub.stdout
+
+
+def test_import_drops_host_settings_of_a_hand_made_definition_with_a_note(tmp_path):
+    definition = tmp_path / "h.baimodel"
+    definition.write_text(
+        "format: aigo-apply/model/1\nalias: h\nmodel:\n  source: {repo: org/h}\n  context_length: 4096\n"
+        "  gpus: [3]\n  port: 9999\n  vllm: {gpu_memory_utilization: 0.95, tensor_parallel_size: 4, max_num_seqs: 8}\n"
+    )
+    target = write_config(tmp_path, "version: 1\nproject: other\nmodels: {}\n")
+    result = run_cli("import", str(definition), "-f", str(target), "--write")
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"note: {definition} sets gpus, port, vllm.gpu_memory_utilization, vllm.tensor_parallel_size, which belong "
+        "to each machine: left out" in result.stderr
+    )
+    assert load_config(str(target)).data["models"]["h"] == {
+        "source": {"repo": "org/h"},
+        "context_length": 4096,
+        "vllm": {"max_num_seqs": 8},
+    }
+    printed = run_cli("import", str(definition))
+    assert yaml.safe_load(printed.stdout)["models"]["h"]["vllm"] == {"max_num_seqs": 8} and "note:" in printed.stderr
+
+
+def test_import_of_a_missing_definition_names_the_argument_not_the_config_option(tmp_path):
+    missing = tmp_path / "nope.baimodel"
+    result = run_cli("import", str(missing))
+    assert result.returncode == 1
+    assert f"{missing}: no such file" in result.stderr
+    assert "the first argument of import" in result.stderr and "AIGO_FILE" not in result.stderr

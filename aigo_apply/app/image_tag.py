@@ -1,0 +1,258 @@
+"""`aigo-apply image tag`: set or remove one engine's `image_tag` in the config file in one step,
+keeping its comments and layout. ruamel.yaml (round-trip) makes the edit; only the lines the edit
+touches change in the file (the rest is kept byte for byte), the result must pass the real
+validation before it replaces the file, and the file is replaced atomically with its mode kept."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml as pyyaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from aigo_apply.config.load import load_config
+from aigo_apply.config.yaml_source import load
+from aigo_apply.desired.images import BUILT_IN
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, UsageProblem
+
+
+@dataclass(frozen=True)
+class TagChange:
+    """What `image tag` did: the key's dotted path, its value before and after (None: not set)."""
+
+    path: str
+    before: str | None
+    after: str | None
+    default: str | None  # the built-in tag, if the engine has one
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def describe(self, file: str) -> str:
+        builtin = f"the built-in {self.default} applies" if self.default else "there is no built-in tag"
+        if not self.changed and self.after is None:
+            return f"nothing to reset: {file} sets no {self.path} ({builtin})"
+        if not self.changed:
+            return f"{self.path} is already {self.after} in {file}; nothing changed"
+        before = "(not set)" if self.before is None else self.before or "(empty)"
+        after = self.after if self.after is not None else f"(removed: {builtin})"
+        return f"{file}: {self.path}: {before} -> {after}; run `aigo-apply plan` to see what it changes"
+
+
+def key_path(engine: str) -> tuple[str, ...]:
+    if engine not in BUILT_IN:
+        raise UsageProblem(f"unknown engine {engine!r}; known here: {', '.join(BUILT_IN)}")
+    return ("router",) if engine == "router" else ("engines", engine)
+
+
+def set_tag(config_file: str, engine: str, tag: str | None) -> TagChange:
+    """Write `tag` as the engine's image_tag, or remove the key when `tag` is None."""
+    where = key_path(engine)
+    dotted = ".".join(where + ("image_tag",))
+    if tag is not None and not tag.strip():
+        raise UsageProblem(f"the tag is empty; to use the built-in tag: aigo-apply image tag {engine} --reset")
+    path = Path(config_file).expanduser()
+    source = load(path, config_file)  # the project's own reader first: size, UTF-8, syntax, nesting, bombs
+    if source.problems:  # duplicate keys and the like: which of two lines to edit is not clear
+        raise ConfigInvalid(config_file, source.problems)
+    original = path.read_bytes().decode("utf-8")  # line ends as written (read_text would turn CRLF into LF)
+    bom = "\ufeff" if original.startswith("\ufeff") else ""
+    original = original.removeprefix(bom)
+    yaml, document = _round_trip(original, config_file)
+    if not isinstance(document, CommentedMap):
+        raise AigoError(f"{config_file}: is not a mapping of settings; cannot set {dotted}")
+    section = _descend(document, where)
+    before = section.get("image_tag") if section is not None else None
+    before_text = None if section is None or "image_tag" not in section else "" if before is None else str(before)
+    change = TagChange(dotted, before_text, tag, BUILT_IN[engine][1])
+    if tag is None and (section is None or "image_tag" not in section):
+        return change
+    if tag is not None and before_text == tag and isinstance(before, str):
+        return change
+    baseline = _dump(yaml, document)
+    if tag is None:
+        _remove(document, where)
+    else:
+        _ensure(document, where)["image_tag"] = _scalar(tag, before)
+    edited = _dump(yaml, document)
+    text = patch(original, baseline, edited, keep_comments=tag is None)
+    if text is not None and _data(text) != _data(edited):  # the lines went elsewhere than the writer meant
+        text = None
+    if text is None:
+        value = f"`image_tag: {tag}` under {'.'.join(where)}" if tag is not None else f"the line of {dotted}"
+        raise AigoError(
+            f"{config_file}: cannot make this edit without rewriting other lines of the file "
+            f"(its layout differs from what the YAML writer produces); edit it by hand: "
+            + ("add " if tag is not None else "remove ")
+            + value
+        )
+    _write_validated(path, config_file, bom + text, f"with {dotted}: {tag}" if tag is not None else f"without {dotted}")
+    return change
+
+
+def _round_trip(text: str, display: str) -> tuple[YAML, Any]:
+    """The YAML writer whose output is closest to `text`, and the document it read."""
+    try:
+        _, guessed, offset = load_yaml_guess_indent(text)
+    except YAMLError as exc:
+        raise AigoError(f"{display}: cannot be read for editing: {exc}") from None
+    shapes = {(guessed or 2, (guessed or 2) + (offset or 0), offset or 0)}
+    shapes |= {(m, m + off, off) for m in (2, 4) for off in (0, 2)}
+    best: tuple[int, YAML, Any] | None = None
+    for mapping, sequence, off in sorted(shapes):
+        yaml = YAML()
+        yaml.preserve_quotes = True
+        yaml.width = 2**31 - 1
+        yaml.indent(mapping=mapping, sequence=sequence, offset=off)
+        document = yaml.load(text)
+        lines = _dump(yaml, document).splitlines()
+        score = sum(
+            size for *_, size in difflib.SequenceMatcher(None, lines, text.splitlines(), False).get_matching_blocks()
+        )
+        if best is None or score > best[0]:
+            best = (score, yaml, document)
+    assert best is not None
+    return best[1], best[2]
+
+
+def _scalar(tag: str, before: Any) -> str:
+    """The tag as the file should write it: in the quotes the old value had; else plain when the
+    project's YAML reader (YAML 1.1: `yes`, `1_0`, `3.10` are not text there) reads it back as this
+    text, quoted when it would not."""
+    if isinstance(before, (DoubleQuotedScalarString, SingleQuotedScalarString)):
+        return type(before)(tag)
+    return tag if _data(f"x: {tag}\n") == {"x": tag} else SingleQuotedScalarString(tag)
+
+
+def _data(text: str) -> Any:
+    try:
+        return pyyaml.safe_load(text)
+    except pyyaml.YAMLError:
+        return None
+
+
+def _dump(yaml: YAML, document: Any) -> str:
+    out = io.StringIO()
+    yaml.dump(document, out)
+    return out.getvalue()
+
+
+def _descend(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap | None:
+    node: Any = document
+    for key in where:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, CommentedMap) else None
+
+
+def _ensure(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap:
+    """The mapping at `where`, made where missing; a new top-level section goes before `models:`."""
+    node = document
+    for depth, key in enumerate(where):
+        child = node.get(key)
+        if not isinstance(child, CommentedMap):
+            child = CommentedMap()
+            if key in node:
+                node[key] = child
+            elif depth == 0 and "models" in node:
+                node.insert(list(node).index("models"), key, child)
+            else:
+                node[key] = child
+        node = child
+    return node
+
+
+def _remove(document: CommentedMap, where: tuple[str, ...]) -> None:
+    """Delete image_tag, then each enclosing section left empty (an empty `vllm:` is invalid)."""
+    chain = [document]
+    for key in where:
+        chain.append(chain[-1][key])
+    del chain[-1]["image_tag"]
+    for parent, key, child in zip(reversed(chain[:-1]), reversed(where), reversed(chain[1:]), strict=True):
+        if child:
+            break
+        del parent[key]
+
+
+def patch(original: str, baseline: str, edited: str, keep_comments: bool = False) -> str | None:
+    """`original` with the edit that turns `baseline` into `edited` (both written by the same YAML
+    writer), applied only to the lines it touches; None when those lines are not written in
+    `original` as the writer writes them (then the edit cannot be made without restyling).
+    keep_comments: lines the edit deletes that are whole-line comments or blank stay."""
+    newline = "\r\n" if "\r\n" in original else "\n"
+    lines = original.splitlines(keepends=True)
+    keys = [line.rstrip("\r\n") for line in lines]
+    base, new = baseline.splitlines(), edited.splitlines()
+    where: dict[int, int] = {}  # baseline line -> the same line in the original
+    for block in difflib.SequenceMatcher(None, base, keys, False).get_matching_blocks():
+        where.update({block.a + k: block.b + k for k in range(block.size)})
+    hunks = [op for op in difflib.SequenceMatcher(None, base, new, False).get_opcodes() if op[0] != "equal"]
+    for tag, i1, i2, j1, j2 in reversed(hunks):
+        if i2 > i1:
+            span = [where.get(i) for i in range(i1, i2)]
+            if None in span or span != list(range(span[0] or 0, (span[0] or 0) + len(span))):
+                return None
+            start, end = span[0] or 0, (span[-1] or 0) + 1
+        elif i1 - 1 in where:
+            start = end = where[i1 - 1] + 1
+        elif i1 in where or i1 == 0:
+            start = end = where.get(i1, 0)
+        else:
+            return None
+        if tag == "insert":  # a new key goes right after its sibling: comments and blank lines below it
+            while start > 0 and _comment_or_blank(keys[start - 1]):  # belong to what follows
+                start = end = start - 1
+        if start > 0 and not lines[start - 1].endswith(("\n", "\r")):
+            lines[start - 1] += newline
+        kept = [ln for ln in lines[start:end] if keep_comments and tag == "delete" and _comment_or_blank(ln)]
+        lines[start:end] = [line + newline for line in new[j1:j2]] + kept
+        keys[start:end] = [line.rstrip("\r\n") for line in lines[start : start + (j2 - j1) + len(kept)]]
+    return "".join(lines)
+
+
+def _comment_or_blank(line: str) -> bool:
+    return not line.strip() or line.lstrip().startswith("#")
+
+
+def _write_validated(path: Path, display: str, text: str, edit: str) -> None:
+    """Validate `text` as the file it would become, then put it in place atomically, mode kept."""
+    target = path.resolve()  # a symlinked config keeps its link: the file it points at changes
+    try:
+        mode: int | None = stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        mode = None
+    try:
+        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise AigoError(f"{display}: cannot write beside it: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        try:
+            load_config(tmp)
+        except ConfigInvalid as exc:
+            raise AigoError(
+                f"{display} would not validate {edit}, so it was not changed:\n  "
+                + "\n  ".join(p.format().replace(tmp, display) for p in exc.problems)
+            ) from None
+        except ConfigFileError as exc:
+            raise AigoError(f"{str(exc).replace(tmp, display)}; so it was not changed") from None
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise AigoError(f"{display}: cannot write it: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
