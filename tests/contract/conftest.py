@@ -1,0 +1,71 @@
+"""Fixtures for the contract tests: the real vLLM 0.31.0, installed by scripts/setup-vllm-venv in
+.venv-vllm, checks what aigo-apply writes. vLLM runs only in that venv's Python, as a subprocess
+(scripts/vllm_contract.py, scripts/vllm_facts.py); this process never imports it. Every test here is
+marked `contract`. Without the venv they skip on a developer's machine and fail in CI (CI=true)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from helpers.paths import ROOT
+
+HERE = Path(__file__).parent
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+BUILT = ROOT / ".venv-vllm" / ".built"
+SCRIPTS = ROOT / "scripts"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/contract/ `contract` (tryfirst: before -m selects by marker)."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.contract)
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """The vLLM venv's Python; a missing venv skips here and fails in CI, where these tests must run."""
+    if not BUILT.exists():
+        reason = "the vLLM 0.31.0 venv is missing: run scripts/setup-vllm-venv (scripts/setup does)"
+        if os.environ.get("CI"):
+            pytest.fail(f"contract tests must run in CI: {reason}")
+        pytest.skip(reason)
+    return VLLM_PYTHON
+
+
+@pytest.fixture(scope="session")
+def run_in_vllm(vllm_python: Path) -> Callable[[str, str], str]:
+    """Run one of scripts/ in the vLLM venv with the given stdin; returns its stdout."""
+
+    def run(script: str, stdin: str = "", *args: str) -> str:
+        env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
+        done = subprocess.run(
+            [str(vllm_python), str(SCRIPTS / script), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            check=False,
+        )
+        assert done.returncode == 0, f"{script} failed:\n{done.stderr[-4000:]}"
+        return done.stdout
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def vllm_verdicts(run_in_vllm: Callable[..., str]) -> Callable[[list[list[str]]], list[dict]]:
+    """Check many `vllm serve` argument lists in one vLLM start (its import takes about 12 s)."""
+
+    def check(command_lines: list[list[str]]) -> list[dict]:
+        return json.loads(run_in_vllm("vllm_contract.py", json.dumps(command_lines)))
+
+    return check
