@@ -84,6 +84,25 @@ def speculative(facts: dict[str, Any]) -> None:
     internal = set(info["internal_keys_not_for_users"])
     info["all_keys"] = [k for k in SpeculativeConfig.__pydantic_fields__ if k not in internal]
     info["internal_keys_not_for_users"] = [k for k in SpeculativeConfig.__pydantic_fields__ if k in internal]
+    info["methods_needing_draft"] = methods_needing_draft(SpeculativeConfig, facts["speculative_methods"])
+
+
+def methods_needing_draft(config_class: Any, methods: list[str]) -> list[str]:
+    """The methods SpeculativeConfig refuses without a draft `model`: each is tried with a token
+    count and a stand-in target model. The others (MTP, n-gram, suffix, ...) take their draft from
+    the target or need none; they get past the draft check and fail later on the stand-in, which
+    is not what is asked here."""
+    from types import SimpleNamespace
+
+    needing = []
+    for method in methods:
+        target = SimpleNamespace(model="/target", model_weights=None, quantization=None)
+        try:
+            config_class(method=method, num_speculative_tokens=2, target_model_config=target)
+        except Exception as exc:  # only the draft check's own messages count
+            if "without speculative model" in str(exc) or "requires 'model'" in str(exc):
+                needing.append(method)
+    return needing
 
 
 def quantization(facts: dict[str, Any]) -> None:

@@ -117,7 +117,8 @@ def _explain(error: ValidationError, path: Path_, source: Source) -> list[Proble
     if kind == "required":
         missing = [k for k in error.validator_value if k not in value]
         line, col = marks.of_key(path) if path else (1, 1)
-        return [Problem(line, col, dotted(path), f"missing required key '{k}'", file) for k in missing]
+        why = _draft_needed(value) if "then" in error.schema_path and missing == ["draft"] else ""
+        return [Problem(line, col, dotted(path), f"missing required key '{k}'{why}", file) for k in missing]
     if kind == "pattern" and "propertyNames" in error.schema_path:
         line, col = marks.of_key(path + (value,))
         return [
@@ -147,6 +148,15 @@ def _explain(error: ValidationError, path: Path_, source: Source) -> list[Proble
     if custom:
         return [at_value(f"{custom} (got {_describe(value)})" if kind != "const" else custom)]
     return [at_value(error.message)]
+
+
+def _draft_needed(speculative: Any) -> str:
+    """Why a speculative method needs `draft` (the schema's if/then, from vLLM's own check)."""
+    method = speculative.get("method") if isinstance(speculative, dict) else None
+    return (
+        f": method '{method}' decodes with a separate draft checkpoint, and vLLM refuses it without one;"
+        " add draft: {repo: ORG/NAME} or {path: /folder}, or pick a method that needs none (mtp, ngram)"
+    )
 
 
 def _empty_tag(path: Path_) -> str:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from aigo_apply.config.defaults import VLLM_DEFAULT_TAG
+from aigo_apply.config.vllm_facts import facts as vllm_facts
 from aigo_apply.desired.types import DesiredState
 
 MIN_DRIVER_CUDA13 = 580  # the default v0.31.0 image is a CUDA 13 build: R580 or newer
@@ -51,7 +52,59 @@ def run_checks(facts: dict[str, Any], desired: DesiredState, image: dict[str, An
     if facts["docker"].get("reachable"):
         checks.append(_gpu_runtime(facts["docker"], who))
     checks += _nvidia(facts["nvml"], who, needs["indices"], engine_images(desired, image))
+    if facts["nvml"].get("available"):
+        checks += parallel_checks(desired, len(facts["nvml"].get("gpus", []))) + kernel_checks(desired)
     return checks
+
+
+def parallel_checks(desired: DesiredState, count: int) -> list[Check]:
+    """`gpus: all` with tensor_parallel_size above the GPUs this machine has: vLLM and SGLang fail at
+    start (after the image pull and minutes of loading), and the fit check would divide the weights
+    by GPUs that do not exist. A list of GPUs is checked against tp when the file is validated."""
+    checks = []
+    for alias, model in sorted(desired.models.items()):
+        spec = model.spec
+        tp = spec.get(spec["engine"], {}).get("tensor_parallel_size", 1)
+        if spec["gpus"] == "all" and spec["engine"] != "llama.cpp" and tp > count:
+            checks.append(
+                Check(
+                    "gpu.parallel",
+                    "blocking",
+                    f"model '{alias}': tensor_parallel_size {tp} needs {tp} GPUs, but `gpus: all` sees "
+                    f"{count} on this machine",
+                    f"lower tensor_parallel_size to {max(1, count)} or less, or run it on a machine with {tp} GPUs",
+                )
+            )
+    return checks
+
+
+def kernel_checks(desired: DesiredState) -> list[Check]:
+    """A vLLM MoE kernel that exists only for AMD GPUs (ROCm), asked for on this NVIDIA host: vLLM
+    takes the name (it is one of its choices) and fails when the model loads. A warning, not a
+    blocker: the facts file's note is the only source, and vLLM may widen a kernel's support."""
+    rocm_only = {
+        name for name, note in moe_restrictions().items() if "rocm" in note.lower() and "cuda" not in note.lower()
+    }
+    checks = []
+    for alias, model in sorted(desired.models.items()):
+        backend = model.spec.get("vllm", {}).get("moe_backend") if model.spec["engine"] == "vllm" else None
+        if backend in rocm_only:
+            checks.append(
+                Check(
+                    "engine.moe_backend",
+                    "warning",
+                    f"model '{alias}': moe_backend '{backend}' is a ROCm (AMD GPU) kernel "
+                    f"({moe_restrictions()[backend]}); this host's GPUs are NVIDIA, so vLLM will fail when the model loads",
+                    "remove moe_backend (vLLM picks one: auto), or name an NVIDIA kernel such as triton or cutlass",
+                )
+            )
+    return checks
+
+
+def moe_restrictions() -> dict[str, str]:
+    """moe_backend -> the hardware note vLLM's own docstring gives it (schemas/vllm-v0.31.0.json)."""
+    notes: dict[str, str] = vllm_facts()["moe_backends_info"].get("restrictions_from_docstring", {})
+    return notes
 
 
 def engine_images(desired: DesiredState, vllm_image: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -34,7 +34,13 @@ def test_speculative_methods_match_the_vllm_facts():
 # Where schemas/vllm-v0.31.0.json (rebuilt from the installed vLLM 0.31.0 by scripts/vllm_facts.py)
 # corrects the hand-read shared reference: each entry is (path, what the shared copy says, what vLLM
 # itself says). Any other difference fails, so a drift in either file is seen.
+MISSING = object()  # a fact the shared reference does not have
 CORRECTIONS_TO_SHARED = [
+    (
+        ("speculative_info", "methods_needing_draft"),
+        MISSING,
+        ["custom_class", "dflash", "draft_model", "eagle", "eagle3", "medusa", "mlp_speculator"],
+    ),
     (
         ("mamba_backends_info", "related_flags", "--mamba-ssu-algorithm", "choices"),
         ["auto", "simple", "vertical", "horizontal"],
@@ -68,6 +74,12 @@ CORRECTIONS_TO_SHARED = [
 ]
 
 
+def test_methods_that_need_a_draft_require_one_in_the_schema():
+    spec = schema()["$defs"]["vllmSettings"]["properties"]["speculative"]
+    assert spec["if"]["properties"]["method"]["enum"] == facts()["speculative_info"]["methods_needing_draft"]
+    assert spec["then"] == {"required": ["draft"]}
+
+
 def test_facts_copy_matches_the_shared_reference_when_present():
     shared_file = ROOT.parent / "shared" / "reference" / "vllm-v0.31.0.json"
     if not shared_file.exists():
@@ -77,7 +89,7 @@ def test_facts_copy_matches_the_shared_reference_when_present():
         node = shared
         for key in path[:-1]:
             node = node[key]
-        assert node[path[-1]] == said, f"the shared reference changed at {path}: drop the correction"
+        assert node.get(path[-1], MISSING) == said, f"the shared reference changed at {path}: drop the correction"
         node[path[-1]] = corrected
     assert shared == facts()
 
