@@ -1,7 +1,9 @@
 """The Docker adapter (the first implementation of adapters/runtime.Runtime): the only module that talks to the Docker engine (through the docker SDK's
 low-level API client). It maps the SDK's exceptions to ours in one place (`_errors`) and counts its
 API calls, so benchmarks and tests can prove that reading the machine does not grow with the
-number of models.
+number of models. A named volume a container of ours mounts is created first, with the project's
+volume labels (Docker would make it unlabelled), so destroy can tell our cache volume from a
+user's volume of the same name.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from aigo_apply.adapters.create_checks import check_container
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import ContainerSpec
 from aigo_apply.errors import DockerUnavailable
+from aigo_apply.observe.label_checks import engine_names
 
 API_VERSION = "1.41"  # Docker 20.10+, and Podman's compatible socket; pinned to skip a version round trip
 
@@ -54,14 +57,19 @@ class DockerRuntime:
     # -- reads ---------------------------------------------------------------------------------
     def engine_events(self, project: str) -> Any:
         """The project's engine containers dying and starting, as Docker reports them (a stream
-        whose `close()` ends the iteration); each event names the model alias and container id."""
+        whose `close()` ends the iteration); each event names the model alias and container id. Only
+        containers under the name the tool gives their alias count: copied labels on another name do not."""
         filters = {
             "type": "container",
-            "label": [f"{labels.PROJECT}={project}", f"{labels.ROLE}={labels.ROLE_ENGINE}"],
+            "label": [
+                f"{labels.MANAGED_BY}={labels.MANAGER}",
+                f"{labels.PROJECT}={project}",
+                f"{labels.ROLE}={labels.ROLE_ENGINE}",
+            ],
             "event": ["die", "start"],
         }
         with self._errors():
-            return _EngineEvents(self.api.events(filters=filters, decode=True))
+            return _EngineEvents(self.api.events(filters=filters, decode=True), project)
 
     def list_containers(self) -> list[dict[str, Any]]:
         """Every container (running or not) with labels, state and ports: one API call."""
@@ -102,6 +110,17 @@ class DockerRuntime:
         with self._errors():
             self.api.tag(source, *_split_reference(reference), force=True)
 
+    def volume_labels(self, name: str) -> dict[str, Any] | None:
+        """The labels of the volume `name` ({} when it has none), or None when there is no such volume."""
+        import docker.errors
+
+        with self._errors():
+            try:
+                found = self.api.inspect_volume(name)
+            except docker.errors.NotFound:
+                return None
+        return found.get("Labels") or {} if isinstance(found, dict) else {}
+
     def inspect_image(self, reference: str) -> dict[str, Any] | None:
         """GET /images/{ref}/json, or None when the image is not on this machine."""
         import docker.errors
@@ -117,7 +136,12 @@ class DockerRuntime:
         """Create (not start) the container `spec` describes, with secrets already resolved in `env`."""
         check_container(spec)
         published = spec.host_port is not None
+        project = spec.labels.get(labels.PROJECT, "")
         with self._errors():
+            if labels.is_ours(dict(spec.labels), project):
+                for mount in spec.mounts:
+                    if not mount.source.startswith("/"):  # a named volume (check_container allowed it)
+                        self.api.create_volume(name=mount.source, labels=labels.for_volume(project))
             host_config = self.api.create_host_config(
                 binds={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
                 port_bindings={spec.container_port: (spec.host_ip, spec.host_port)} if published else None,
@@ -225,14 +249,16 @@ class DockerRuntime:
 class _EngineEvents:
     """Docker's event stream reduced to what watch needs: {"action", "alias", "container"}."""
 
-    def __init__(self, stream: Any):
-        self._stream = stream
+    def __init__(self, stream: Any, project: str):
+        self._stream, self._project = stream, project
 
     def __iter__(self) -> Iterator[dict[str, str]]:
         for event in self._stream:
             attributes = event.get("Actor", {}).get("Attributes", {})
             alias = attributes.get(labels.MODEL)
-            if alias and event.get("status") in ("die", "start"):
+            if not isinstance(alias, str) or attributes.get("name") != engine_names(self._project, alias)[0]:
+                continue  # another name carrying the labels is not the model's container
+            if event.get("status") in ("die", "start"):
                 yield {"action": event["status"], "alias": alias, "container": event.get("id", "")}
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from aigo_apply.apply.executor import ApplyReport, Executor
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.state_dir import state_dir, state_path
+from aigo_apply.desired import labels
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
 from aigo_apply.desired.model_store import read_markers
@@ -109,9 +110,28 @@ def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) ->
     )
     if code == EXIT_OK:
         shutil.rmtree(state_path(project) / "router", ignore_errors=True)
-        if runtime.remove_volume(cache_volume(project)):
-            opts.console.say(f"removed the cache volume {cache_volume(project)}")
+        _remove_cache_volume(project, runtime, opts.console)
     return code
+
+
+def _remove_cache_volume(project: str, runtime, console: Console) -> None:
+    """The project's cache volume goes only when its labels say aigo-apply made it for this project:
+    a volume of that name without them (the user's own, or one an older aigo-apply let Docker make)
+    is kept, and destroy says so."""
+    volume = cache_volume(project)
+    found = runtime.volume_labels(volume)
+    if found is None:
+        return
+    if labels.owns_volume(found, project):
+        if runtime.remove_volume(volume):
+            console.say(f"removed the cache volume {volume}")
+        return
+    console.say(
+        f"kept the volume {volume}: it does not carry aigo-apply's labels for project '{project}', so "
+        f"aigo-apply did not make it (or an older version did); remove it with `docker volume rm {volume}` "
+        "if it is not needed",
+        err=True,
+    )
 
 
 def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, runtime, ask: bool, desired=None) -> int:

@@ -17,6 +17,9 @@ and start the new one, wait until ready, add the route, remove the old one. If t
 not become ready: keep its log tail, remove it, rename the old one back, start it, wait, add its
 route again, and report the failure with "previous version restored".
 
+A remove acts only on a name the tool derives (the model's container, its kept copy, the router's):
+a plan is made again before every apply, and this holds even for one that was not.
+
 Ctrl-C sets `interrupted`: no new step starts, a wait in progress stops, and the model being
 changed is put back the way it was (a new container removed; a renamed old one restored).
 """
@@ -41,6 +44,7 @@ from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.types import RouterSettings
 from aigo_apply.errors import AigoError, Interrupted, PlanFileError
+from aigo_apply.observe.label_checks import engine_names, router_name
 from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.types import Action, Plan
 from aigo_apply.router.deploy import wait_serving
@@ -80,6 +84,8 @@ class Executor:
             if router_action and router_action.kind in ("create", "recreate")
             else None
         )
+        if router_action and router_action.kind == "remove":
+            _check_remove(plan.project, router_action)
         self.journal.record("apply", f"project.{plan.project}", "started", fingerprint=plan.fingerprint)
         outcomes: list[Outcome] = []
         for action in plan.actions:  # images first: aigo.lock's restores, then what the pull policy chose
@@ -140,6 +146,7 @@ class Executor:
 
     def _prepare(self, project: str, action: Action) -> Prepared:
         if action.kind == "remove":
+            _check_remove(project, action)
             return Prepared(action)
         if action.is_router:
             return Prepared(action, router_container(project, action.spec or {}))
@@ -217,6 +224,16 @@ class Executor:
     def _check_interrupt(self) -> None:
         if self.interrupted.is_set():
             raise Interrupted("interrupted")
+
+
+def _check_remove(project: str, action: Action) -> None:
+    """A remove names one of the containers the tool derives for its model (or the router's name)."""
+    names = (router_name(project),) if action.is_router else engine_names(project, action.model or "")
+    if not action.model and not action.is_router or action.container not in names:
+        raise PlanFileError(
+            f"{action.address}: the plan removes container {action.container!r}, which is not a name "
+            f"aigo-apply gives {'the router' if action.is_router else 'that model'}; make a new plan"
+        )
 
 
 def _lanes(plan: Plan, items: list[Prepared]) -> list[list[Prepared]]:

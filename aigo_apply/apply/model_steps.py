@@ -1,6 +1,8 @@
 """One model's steps: remove, start, create and recreate, each waiting until the engine really
 serves before its route is added. A recreate keeps the old container (renamed NAME-aigo-previous)
-until the new one is ready, and puts it back when the new one fails or the user interrupts."""
+until the new one is ready, and puts it back when the new one fails or the user interrupts. The plan
+refuses a foreign container at that name; a recreate checks again, right before it stops anything,
+that the name is free, so a container made since is never stopped around, renamed or removed."""
 
 from __future__ import annotations
 
@@ -101,6 +103,15 @@ class ModelSteps:
     def recreate(self, item: Prepared) -> Outcome:
         action, container = item.action, _container(item)
         name, backup = container.name, container.name + BACKUP_SUFFIX
+        if self.runtime.state(backup):  # made after the plan: nothing is touched, the model keeps serving
+            return self.log.failed(
+                action.address,
+                action.kind,
+                f"a container named {backup} exists, and a replace keeps the previous {name} under that name; "
+                f"aigo-apply did not touch either: remove or rename {backup} (docker rm -f {backup}), then "
+                "apply again",
+                [],
+            )
         if self.router:
             self.router.deroute(action)
         self.log.step(action.address, "recreate", "", f"stopping {name} and keeping it as {backup}")

@@ -1,8 +1,10 @@
 """Every Docker label key aigo-apply reads or writes. The labels on the containers are the state:
 there is no state file, so this module is the whole schema of that state.
 
-A container is ours only when it carries MANAGED_BY=aigo-apply and PROJECT=<project>; anything
-else is never touched.
+A container is ours only when it carries MANAGED_BY=aigo-apply and PROJECT=<project> (and its labels
+and name pass observe/label_checks.py); anything else is never touched. The same holds for the
+project's cache volume: it is made with `for_volume`'s labels, and destroy removes a volume of that
+name only when `owns_volume` says so (a user's own volume of the name is kept).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from aigo_apply.errors import UnsafeSetting
 PREFIX = "io.aigo-apply."
 MANAGED_BY = PREFIX + "managed-by"
 PROJECT = PREFIX + "project"
-ROLE = PREFIX + "role"  # "engine" now; "router" and "backup" as those resources arrive
+ROLE = PREFIX + "role"  # "engine", "router", or (on a volume) "cache"
 MODEL = PREFIX + "model"  # the alias
 ENGINE = PREFIX + "engine"
 SPEC = PREFIX + "spec"  # canonical spec, compact JSON, secrets as references only
@@ -30,6 +32,7 @@ MANAGER = "aigo-apply"
 CURRENT_LABELS_VERSION = "1"
 ROLE_ENGINE = "engine"
 ROLE_ROUTER = "router"
+ROLE_CACHE = "cache"
 
 
 def project_filter(project: str) -> dict[str, list[str]]:
@@ -77,6 +80,25 @@ def for_router(project: str, spec: dict[str, Any], definition_hash: str) -> dict
         LABELS_VERSION: CURRENT_LABELS_VERSION,
         CREATED_BY: __version__,
     }
+
+
+def for_volume(project: str) -> dict[str, str]:
+    """The labels of a volume the tool makes for the project (its engines' compile cache)."""
+    return {
+        MANAGED_BY: MANAGER,
+        PROJECT: project,
+        ROLE: ROLE_CACHE,
+        LABELS_VERSION: CURRENT_LABELS_VERSION,
+        CREATED_BY: __version__,
+    }
+
+
+def owns_volume(labels: Any, project: str) -> bool:
+    """Whether a volume's labels (as Docker reports them: possibly null) say the tool made it for
+    this project. A volume of our name without them is someone else's, or an older aigo-apply's."""
+    if not isinstance(labels, dict):
+        return False
+    return is_ours(labels, project) and labels.get(ROLE) == ROLE_CACHE
 
 
 def is_ours(labels: dict[str, str], project: str) -> bool:

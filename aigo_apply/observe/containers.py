@@ -2,7 +2,8 @@
 responses). One list call returns every container with its labels, state and published ports,
 so reading the machine costs the same for 1 model or 200. The answers are input: odd types never
 raise, and a container with this project's labels counts as ours only when its labels are ones
-the tool could have written (observe/label_checks.py); otherwise it is damaged and left alone.
+the tool could have written AND its name is the one the tool derives from them
+(observe/label_checks.py); otherwise it is damaged: one of the others, a warning, never acted on.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import canonical_json
-from aigo_apply.observe.label_checks import damaged_message, label_problem, read_spec
+from aigo_apply.observe.label_checks import damaged_message, engine_names, label_problem, read_spec
 
 _EXIT = re.compile(r"^Exited \((-?\d+)\)")
 
@@ -174,12 +175,13 @@ def parse_state(
 
 
 def running_engines(project: str, containers: list[dict[str, Any]]) -> dict[str, str]:
-    """alias -> container id of this project's engine containers that are running now."""
+    """alias -> container id of this project's engine containers that are running now, each under
+    its own name (a kept copy of a replace, or a container named otherwise, is not the model's)."""
     out = {}
     for raw in containers:
         c = parse_container(raw if isinstance(raw, dict) else {})
         if c.state != "running" or c.role != L.ROLE_ENGINE or not L.is_ours(c.labels, project):
             continue
-        if c.alias and problem_of(c, project) is None:
+        if c.alias and problem_of(c, project) is None and c.name == engine_names(project, c.alias)[0]:
             out[c.alias] = c.id
     return out

@@ -1,8 +1,11 @@
 """Labels read back from Docker are input, checked like the config: anyone who can run a container
 can put this project's labels on it. A container whose identity labels the tool could not have
-written (one missing or too long, an unknown version or role, a bad alias or engine, a router of
-another name) is damaged: it is not taken as this project's, and the plan names the container and
-the label. A spec label that does not read as a canonical spec reads as none (the container is then
+written (one missing or too long, an unknown version or role, a bad alias or engine) is damaged, and
+so is one whose NAME is not the one the tool derives from those labels (an engine is only ever
+`aigo-{project}-{alias}`, or that name + `-aigo-previous` while a replace keeps it; the router only
+`aigo-{project}-router`): labels alone are not trusted, since anyone can copy them onto a container
+named `evil`. A damaged container is not taken as this project's, and the plan names the container
+and why. A spec label that does not read as a canonical spec reads as none (the container is then
 replaced, as one made by hand), and never raises. Pure."""
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import re
 from typing import Any
 
 from aigo_apply.config.engine_choice import ENGINE_NAMES
+from aigo_apply.config.names import BACKUP_SUFFIX, ROUTER_WORD, container_name, reserved_problem
 from aigo_apply.desired import labels as L
 
 MAX_LABEL_CHARS = 65536  # a canonical spec is a few KiB; Docker itself allows far more
@@ -24,6 +28,22 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
 def shown(value: str, most: int = 60) -> str:
     """A label value as a message may show it: escaped, and cut when long."""
     return ascii(value[:most]) + ("..." if len(value) > most else "")
+
+
+def display_name(name: str) -> str:
+    """A container name as a message shows it: as is when Docker could have made it, else escaped."""
+    return name if _NAME.fullmatch(name) else shown(name)
+
+
+def router_name(project: str) -> str:
+    """The one name aigo-apply gives a project's router container."""
+    return container_name(project, ROUTER_WORD)
+
+
+def engine_names(project: str, alias: str) -> tuple[str, str]:
+    """The names an engine container of `alias` can have: its own, and the kept copy of a replace."""
+    name = container_name(project, alias)
+    return name, name + BACKUP_SUFFIX
 
 
 def label_problem(name: str, labels: dict[str, str], project: str) -> str | None:
@@ -41,14 +61,27 @@ def label_problem(name: str, labels: dict[str, str], project: str) -> str | None
         return f"label {L.ROLE} is {shown(role)}, neither '{L.ROLE_ENGINE}' nor '{L.ROLE_ROUTER}'"
     if role == L.ROLE_ROUTER:
         return _router_problem(name, labels, project)
-    return _engine_problem(labels)
+    return _engine_problem(labels) or _engine_name_problem(name, labels[L.MODEL], project)
 
 
 def _router_problem(name: str, labels: dict[str, str], project: str) -> str | None:
-    if name != f"aigo-{project}-router":
-        return f"it is labelled the router but is named {shown(name)}, not aigo-{project}-router"
+    if name != router_name(project):
+        return f"it is labelled the router but is named {shown(name)}, not {router_name(project)}"
     if L.MODEL in labels:
         return f"it is labelled the router but also names a model in label {L.MODEL}"
+    return None
+
+
+def _engine_name_problem(name: str, alias: str, project: str) -> str | None:
+    """An engine is trusted only under a name the tool derives from its labels."""
+    if reserved_problem(project, alias):
+        return f"label {L.MODEL} is {shown(alias)}, an alias that ends like a name aigo-apply keeps for itself"
+    own, kept = engine_names(project, alias)
+    if name not in (own, kept):
+        return (
+            f"it is labelled model '{alias}' but is named {display_name(name)}, not {own} (the only name "
+            f"aigo-apply gives that model, besides {kept} during a replace)"
+        )
     return None
 
 
@@ -89,7 +122,7 @@ def _depth(value: Any) -> int:
 
 def damaged_message(name: str, project: str, problem: str) -> str:
     """The plan's warning for a damaged container: which one, which label, what the tool does."""
-    who = name if _NAME.fullmatch(name) else shown(name)
+    who = display_name(name)
     return (
         f"container {who} carries project '{project}' labels, but {problem}: aigo-apply did not make it "
         f"this way and leaves it alone (remove it with `docker rm -f {who}` if it is not needed)"

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from aigo_apply.desired.labels import PREFIX as LABEL_PREFIX
+from aigo_apply.desired.labels import is_ours
 from aigo_apply.desired.types import DesiredModel, DesiredState
 from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
+from aigo_apply.observe.label_checks import display_name, engine_names
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
@@ -160,21 +163,22 @@ def _remove(container: ObservedContainer, reason: str) -> Action:
 
 
 def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str]) -> list[Blocker]:
-    """Containers that are not ours but hold one of our names or ports."""
+    """Containers that are not ours (no labels, another project's, or damaged: labels the tool could
+    not have written, or a name other than the one it derives from them) but hold one of the names
+    this plan creates or uses, or one of its ports. A name: the engine's own, the `-aigo-previous`
+    name a replace moves the serving engine to (a foreign one there would make apply stop the model
+    and start it again around it), the router's. Apply never touches such a container."""
     blockers = []
     models = [m for a, m in sorted(desired.models.items()) if not target or a in target]
     for model in models:
-        name = model.container.name
+        own, kept = engine_names(desired.project, model.alias)
+        address = f"model.{model.alias}"
         for other in observed.others:
-            address = f"model.{model.alias}"
-            if other.name == name:
+            if other.name in (own, kept):
+                use = "its container" if other.name == own else "the previous version during a replace"
                 blockers.append(
-                    Blocker(
-                        "conflict.name",
-                        f"a container named {name} exists but is not managed by aigo-apply "
-                        f"for project '{desired.project}'",
-                        f"remove or rename it (docker rm -f {name}), or rename the model",
-                        address,
+                    _name_conflict(
+                        desired.project, other, f"model '{model.alias}' keeps {use}", address, ", or rename the model"
                     )
                 )
             elif model.container.host_port in other.host_ports:
@@ -182,7 +186,7 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
                     Blocker(
                         "conflict.port",
                         f"port {model.container.host_port} of model '{model.alias}' is published by "
-                        f"container {other.name}, which aigo-apply does not manage here",
+                        f"container {display_name(other.name)}, which aigo-apply does not manage here",
                         f"stop that container, or set models.{model.alias}.port to a free port",
                         address,
                     )
@@ -190,20 +194,12 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
     router_port, router_name = desired.router.port, desired.router.container.name
     for other in observed.others:
         if other.name == router_name:
-            blockers.append(
-                Blocker(
-                    "conflict.name",
-                    f"a container named {router_name} exists but is not managed by aigo-apply "
-                    f"for project '{desired.project}'",
-                    f"remove or rename it (docker rm -f {router_name})",
-                    "router",
-                )
-            )
+            blockers.append(_name_conflict(desired.project, other, "the router runs", "router", ""))
         elif router_port in other.host_ports:
             blockers.append(
                 Blocker(
                     "conflict.port",
-                    f"the router's port {router_port} is published by container {other.name}",
+                    f"the router's port {router_port} is published by container {display_name(other.name)}",
                     "stop that container, or set router.port to a free port",
                     "router",
                 )
@@ -211,9 +207,40 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
     return blockers
 
 
+def _name_conflict(project: str, other: ObservedContainer, use: str, address: str, besides: str) -> Blocker:
+    """A container aigo-apply does not manage holds a name it needs: say which, why it is not ours,
+    and that the user (never the tool) removes or renames it."""
+    name = other.name
+    why = (
+        "it carries no aigo-apply labels for this project"
+        if not is_ours(other.labels, project)
+        else "its aigo-apply labels are not ones aigo-apply writes for that name (see the warning about it)"
+    )
+    return Blocker(
+        "conflict.name",
+        f"a container named {name} exists but is not managed by aigo-apply for project '{project}' ({why}); "
+        f"under that name {use}, and aigo-apply never stops, removes or renames a container it does not manage",
+        f"remove it (docker rm -f {name}) or rename it (docker rename {name} NEW-NAME){besides}",
+        address,
+    )
+
+
 def destroy_plan(project: str, file: str, observed: ObservedState) -> Plan:
-    """Remove every container of the project (and nothing else)."""
+    """Remove every container of the project (and nothing else). A container named like the
+    project's own but not managed by aigo-apply for it is left alone, and the plan says so."""
     engines = [c for c in observed.ours if c.role != "router"]
     router = [c for c in observed.ours if c.role == "router"]  # last: routes go before their engines stop
     actions = tuple(_remove(c, f"destroy removes every container of project '{project}'") for c in engines + router)
-    return Plan(project, file, observed.fingerprint(), actions, warnings=observed.damaged)
+    return Plan(project, file, observed.fingerprint(), actions, warnings=observed.damaged + _left_alone(observed))
+
+
+def _left_alone(observed: ObservedState) -> tuple[str, ...]:
+    """Containers without aigo-apply labels (damaged ones have their own warning; another project's
+    are its own) whose names look like this project's: destroy never removes them."""
+    prefix = f"aigo-{observed.project}-"
+    return tuple(
+        f"container {display_name(c.name)} is named like project '{observed.project}' containers but carries no "
+        "aigo-apply labels: destroy leaves it alone (remove it yourself if it is not needed)"
+        for c in observed.others
+        if c.name.startswith(prefix) and not any(k.startswith(LABEL_PREFIX) for k in c.labels)
+    )

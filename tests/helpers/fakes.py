@@ -86,6 +86,7 @@ class FakeRuntime:
         self.fail_stop: dict[str, AigoError] = {}
         self.fail_rename: dict[str, AigoError] = {}
         self.logs: dict[str, list[str]] = {}  # container name -> its log lines
+        self.volumes: dict[str, dict[str, str]] = {}  # named volume -> its labels
         self.images: list[dict[str, Any]] = [{"Id": "sha256:img", "RepoTags": ["local/engine:1", "haproxy:3.2"]}]
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
@@ -249,9 +250,13 @@ class FakeRuntime:
         self.log.add("run_once", image)
         return 0, ""
 
+    def volume_labels(self, name: str) -> dict[str, str] | None:
+        """The labels of a named volume; None when there is none. Tests put volumes in `volumes`."""
+        return self.volumes.get(name)
+
     def remove_volume(self, name: str) -> bool:
         self.log.add("remove_volume", name)
-        return True
+        return self.volumes.pop(name, None) is not None
 
     # for assertions ------------------------------------------------------------------------------
     def id_of(self, name: str) -> str:
