@@ -1,6 +1,6 @@
-"""`apply` and `destroy` end to end: lock the project, observe, plan (or check a saved plan's
-fingerprint), show the plan, confirm, and hand the plan to the executor with a
-Ctrl-C handler that lets the current step finish cleanly."""
+"""`apply` and `destroy` end to end: lock the project, observe, plan (or read a saved plan, bounded
+and strict, and check it against the plan made now), show the plan, confirm, and hand the plan to
+the executor with a Ctrl-C handler that lets the current step finish cleanly."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.planning import load_desired, observe, plan_for
 from aigo_apply.app.router_keys import digest_of, read_keys
+from aigo_apply.app.saved_plan import approved, config_of, confirm_waivers, read_plan
 from aigo_apply.apply.executor import ApplyReport, Executor
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.project_lock import ProjectLock
@@ -26,9 +27,9 @@ from aigo_apply.desired.engines.router import settings_of
 from aigo_apply.desired.model_store import read_markers
 from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked, PlanFileError
 from aigo_apply.plan import lockfile
-from aigo_apply.plan import types as plan_file
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.planner import destroy_plan
+from aigo_apply.plan.text import shown
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import Router
 
@@ -62,11 +63,13 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
     # A saved plan is an approval, not an instruction: the plan is made again from the config file
     # and this machine, with the options the saved one records, and carried out only when its
     # actions equal the saved ones. Nothing else is read from the plan file.
-    saved = plan_file.load(opts.planfile) if opts.planfile else None
-    desired = load_desired(opts.file or (_config_of(saved) if saved else None))
+    saved = read_plan(opts.planfile) if opts.planfile else None
+    if saved:
+        confirm_waivers(saved, opts.ignore)
+    desired = load_desired(opts.file or (config_of(saved) if saved else None))
     if saved and desired.project != saved.project:
         raise PlanFileError(
-            f"the plan is for project '{saved.project}', but {desired.file} is project '{desired.project}'; "
+            f"the plan is for project '{saved.project}', but {shown(desired.file)} is project '{desired.project}'; "
             "pass the plan's config file with -f (nothing was changed)"
         )
     request = (
@@ -86,7 +89,7 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
 
     def make(observed: Any) -> Plan:
         fresh = plan_for(desired, observed, runtime, request, lock)
-        return _approved(saved, fresh) if saved else fresh
+        return approved(saved, fresh) if saved else fresh
 
     return _converge(desired.project, "apply", make, opts, runtime, ask=saved is None, desired=desired)
 
@@ -201,37 +204,6 @@ def router_for(plan: Plan, observed, runtime, desired=None):
         keys,
         spec.get("user"),
     )
-
-
-def _config_of(saved: Plan) -> str:
-    """The config file a saved plan names, when it looks like one (a .yaml/.yml regular file): it
-    is only read to make the plan again, which must then equal the saved one."""
-    path = Path(saved.config_file)
-    if path.suffix.lower() not in (".yaml", ".yml") or not path.is_file():
-        raise PlanFileError(
-            f"the plan names {saved.config_file!r} as its config file, which is not a .yaml file here; "
-            "pass the config file with -f (nothing was changed)"
-        )
-    return saved.config_file
-
-
-def _approved(saved: Plan, fresh: Plan) -> Plan:
-    """The plan made now, when it is the one the saved plan approved; else a refusal that says why."""
-    if fresh.fingerprint != saved.fingerprint:
-        raise PlanFileError(
-            f"the machine changed since this plan was made (fingerprint {saved.fingerprint[:19]}... "
-            f"is now {fresh.fingerprint[:19]}...); run `aigo-apply plan --out` again (nothing was changed)"
-        )
-    if fresh.actions_digest() != saved.actions_digest():
-        now = {a.address: a.to_dict() for a in fresh.actions}
-        then = {a.address: a.to_dict() for a in saved.actions}
-        differ = sorted(str(k) for k in now.keys() | then.keys() if now.get(k) != then.get(k))
-        raise PlanFileError(
-            f"the saved plan's actions are not the ones {fresh.config_file} and this machine give now "
-            f"({len(differ)} differ: {', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''}): the plan "
-            "was edited, or the file changed since; run `aigo-apply plan --out` again (nothing was changed)"
-        )
-    return fresh
 
 
 def _finish(report: ApplyReport, command: str, reporter: Console, output: str) -> int:

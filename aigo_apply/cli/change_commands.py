@@ -10,11 +10,13 @@ import click
 from aigo_apply.cli.group import (
     _confirm,
     _console,
+    alias_values,
     cli,
     file_option,
     ignore_option,
     lock_option,
     output_option,
+    path_value,
     pull_option,
     yes_option,
 )
@@ -22,14 +24,28 @@ from aigo_apply.errors import EXIT_OK, AigoError
 
 
 @cli.command()
-@click.argument("planfile", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("planfile", required=False, type=click.Path(dir_okay=False, path_type=Path), callback=path_value)
 @file_option
 @output_option
 @yes_option
 @pull_option
 @lock_option
-@click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
-@click.option("--target", "target", metavar="ALIAS", multiple=True, help="Apply only this model (repeatable).")
+@click.option(
+    "--replace",
+    "replace",
+    metavar="ALIAS",
+    multiple=True,
+    callback=alias_values,
+    help="Recreate this model even if unchanged.",
+)
+@click.option(
+    "--target",
+    "target",
+    metavar="ALIAS",
+    multiple=True,
+    callback=alias_values,
+    help="Apply only this model (repeatable).",
+)
 @ignore_option
 @click.option("--locked", is_flag=True, help="Install exactly the model commits and images aigo.lock records.")
 def apply(
@@ -105,7 +121,9 @@ def watch(file: str | None) -> int:
     if router is None:
         raise AigoError(f"project '{desired.project}' has no router yet; run `aigo-apply apply` first")
     routes = {alias: route_of(m) for alias, m in desired.models.items()}
-    watcher = Watcher(runtime, router, desired.project, routes, lambda line: click.echo(line, err=False))
+    from aigo_apply.cli.reporter import echo
+
+    watcher = Watcher(runtime, router, desired.project, routes, lambda line: echo(line, colours=False))
     watcher.install_signals()
     watcher.run()
     click.echo("watch stopped")

@@ -1,5 +1,6 @@
 """Commands that read and report, and never change the machine: validate, plan, readiness,
-status, render."""
+status, render. `plan --out` writes only its plan file, the safe way (plan/types.save). What they print
+goes through cli/reporter.echo: secrets redacted, nothing a terminal would act on."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from pathlib import Path
 import click
 
 from aigo_apply.cli.group import (
+    alias_values,
     cli,
     file_option,
     ignore_option,
     load_config_data,
     output_option,
+    path_value,
 )
-from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, ConfigInvalid
+from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, ConfigInvalid, PlanFileError
 
 
 @cli.command()
@@ -44,7 +47,8 @@ def validate(file: str | None, output: str) -> int:
             )
         )
     else:
-        click.echo(f"{path}: valid (project '{config.data['project']}', {models} model{'s' if models != 1 else ''})")
+        shown = path if path.isprintable() else repr(path)  # (plan.text.shown, without its imports: validate is quick)
+        click.echo(f"{shown}: valid (project '{config.data['project']}', {models} model{'s' if models != 1 else ''})")
     return EXIT_OK
 
 
@@ -58,10 +62,25 @@ def validate(file: str | None, output: str) -> int:
     "out",
     metavar="PLANFILE",
     type=click.Path(dir_okay=False, path_type=Path),
+    callback=path_value,
     help="Save the plan (with a fingerprint of what it observed) for `aigo-apply apply PLANFILE`.",
 )
-@click.option("--replace", "replace", metavar="ALIAS", multiple=True, help="Recreate this model even if unchanged.")
-@click.option("--target", "target", metavar="ALIAS", multiple=True, help="Plan only this model (repeatable).")
+@click.option(
+    "--replace",
+    "replace",
+    metavar="ALIAS",
+    multiple=True,
+    callback=alias_values,
+    help="Recreate this model even if unchanged.",
+)
+@click.option(
+    "--target",
+    "target",
+    metavar="ALIAS",
+    multiple=True,
+    callback=alias_values,
+    help="Plan only this model (repeatable).",
+)
 @ignore_option
 def plan(
     file: str | None,
@@ -75,17 +94,24 @@ def plan(
 ) -> int:
     """Show what apply would change on this machine, and why."""
     from aigo_apply.app.planning import make_plan
+    from aigo_apply.cli.reporter import echo
     from aigo_apply.plan import types as plan_file
     from aigo_apply.plan.facts import PlanRequest
-    from aigo_apply.plan.text import plan_json, plan_text
+    from aigo_apply.plan.text import plan_json, plan_text, shown
 
     result = make_plan(file, PlanRequest(frozenset(replace), frozenset(target), frozenset(ignore)))
-    click.echo(plan_json(result) if output == "json" else plan_text(result, show_diff))
+    echo(plan_json(result) if output == "json" else plan_text(result, show_diff))
     if out is not None:
+        if not result.config_file.isprintable():  # apply PLANFILE would refuse the plan: say so now
+            raise PlanFileError(
+                f"the config file's name {shown(result.config_file)} holds characters a saved plan refuses; "
+                "rename the file to save a plan for it (nothing was saved)"
+            )
         plan_file.save(result, out)
         if output == "text":
-            click.echo(
-                f"\nSaved the plan to {out}; `aigo-apply apply {out}` carries it out if nothing has changed since."
+            echo(
+                f"\nSaved the plan to {shown(out)}; `aigo-apply apply {shown(out)}` carries it out if nothing has "
+                "changed since."
             )
     if result.blockers:
         return EXIT_ERROR
@@ -106,8 +132,10 @@ def readiness(file: str | None, output: str, engine: str) -> int:
     """Check this host for the file's engines: Docker, GPU plumbing, NVIDIA driver, GPUs. Exit 1 if blocked."""
     from aigo_apply.adapters.docker_engine import DockerRuntime
     from aigo_apply.app.planning import host_checks, load_desired
+    from aigo_apply.cli.reporter import echo
     from aigo_apply.desired.images import image_object
     from aigo_apply.plan.gpu_ledger import render as ledger_lines
+    from aigo_apply.plan.text import printable
 
     desired = load_desired(file)
     checks, ledger = host_checks(desired, DockerRuntime())
@@ -127,16 +155,16 @@ def readiness(file: str | None, output: str, engine: str) -> int:
             "warning": click.style("warning", fg="yellow"),
             "blocking": click.style("blocking", fg="red", bold=True),
         }
-        click.echo(
+        echo(
             f"image: {image_info['imageReference'] or f'(no tag: set engines.{engine}.image_tag)'}"
             + (" (tag overridden)" if image_info["tagOverridden"] else "")
         )
         for check in checks:
-            click.echo(f"  {marks[check.status]:<8} {check.id}: {check.message}")
+            echo(f"  {marks[check.status]:<8} {check.id}: {printable(check.message, keep='')}")
             if check.remediation and check.status != "ok":
-                click.echo(f"           fix: {check.remediation}")
+                echo(f"           fix: {printable(check.remediation, keep='')}")
         for line in ledger_lines(ledger):
-            click.echo("  " + line)
+            echo("  " + printable(line, keep=""))
     return EXIT_ERROR if report["blocked"] else EXIT_OK
 
 
@@ -147,10 +175,11 @@ def status(file: str | None, output: str) -> int:
     """Show each model's container state, readiness, port, image and uptime, and any drift."""
     from aigo_apply.app import status as model_status
     from aigo_apply.app.planning import load_desired, observe
+    from aigo_apply.cli.reporter import echo
 
     desired = load_desired(file)
     report = model_status.collect(desired, observe(desired.project))
-    click.echo(json.dumps(report, indent=2) if output == "json" else model_status.render(report))
+    echo(json.dumps(report, indent=2) if output == "json" else model_status.render(report), colours=False)
     return EXIT_OK
 
 
@@ -163,8 +192,10 @@ def status(file: str | None, output: str) -> int:
 def render_cmd(alias: str, file: str | None, form: str) -> int:
     """Print the exact `docker run` command for ALIAS (or `router`); secrets appear as references."""
     from aigo_apply.app.planning import load_desired
+    from aigo_apply.cli.reporter import echo
     from aigo_apply.desired.docker_run import docker_run
     from aigo_apply.errors import UsageProblem
+    from aigo_apply.plan.text import shown
 
     desired = load_desired(file)
     if alias == "router":
@@ -172,6 +203,8 @@ def render_cmd(alias: str, file: str | None, form: str) -> int:
     elif alias in desired.models:
         container = desired.models[alias].container
     else:
-        raise UsageProblem(f"no model '{alias}' in {desired.file}; models: {', '.join(desired.models) or 'none'}")
-    click.echo(docker_run(container))
+        raise UsageProblem(
+            f"no model {alias[:200]!r} in {shown(desired.file)}; models: {', '.join(desired.models) or 'none'}"
+        )
+    echo(docker_run(container), colours=False)
     return EXIT_OK

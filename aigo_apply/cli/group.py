@@ -1,5 +1,7 @@
-"""The click group and what its commands share: the common options, the confirmation prompt, the
-console (human or JSON lines) and reading a config's data."""
+"""The click group and what its commands share: the common options (each checked where it is read:
+an empty -f, an unknown readiness check id or a --target that is no alias is a usage error, not
+silently something else), the confirmation prompt, the console (human or JSON lines) and reading a
+config's data."""
 
 from __future__ import annotations
 
@@ -7,19 +9,62 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
 from aigo_apply import __version__
 
+
+def path_value(ctx: click.Context, param: click.Parameter, value: str | Path | None) -> str | Path | None:
+    """A path option or argument as given; an empty one (`-f ''`) would otherwise mean the default
+    file, or (click.Path makes '' into '.') the current folder; a NUL cannot be in any file name."""
+    if value == "" or (isinstance(value, Path) and str(value) == "."):
+        raise click.BadParameter("is empty; pass a file's path (or leave the option out)")
+    if value is not None and "\x00" in str(value):
+        raise click.BadParameter("holds a NUL character, which no file name can")
+    return value
+
+
+def _check_ids(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    from aigo_apply.plan.types import READINESS_CHECK_IDS
+
+    unknown = next((v for v in values if v not in READINESS_CHECK_IDS), None)
+    if unknown is not None:
+        raise click.BadParameter(
+            f"{unknown[:200]!r} is not a readiness check id; the ids are {', '.join(READINESS_CHECK_IDS)} "
+            "(`aigo-apply readiness` shows this host's checks)"
+        )
+    return values
+
+
+def alias_values(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """--target and --replace name models: anything that is not an alias cannot be one."""
+    from aigo_apply.config.rules import ALIAS_RE
+
+    bad = next((v for v in values if not ALIAS_RE.match(v)), None)
+    if bad is not None:
+        raise click.BadParameter(
+            f"{bad[:200]!r} is not a model alias (a letter or digit, then letters, digits, '.', '_' or '-'; at most 64)"
+        )
+    return values
+
+
 file_option = click.option(
-    "-f", "--file", "file", metavar="FILE", default=None, help="Config file (default: $AIGO_FILE, else ./aigo.yaml)."
+    "-f",
+    "--file",
+    "file",
+    metavar="FILE",
+    default=None,
+    callback=path_value,
+    help="Config file (default: $AIGO_FILE, else ./aigo.yaml).",
 )
 ignore_option = click.option(
     "--ignore-readiness",
     "ignore",
     metavar="CHECK_ID",
     multiple=True,
+    callback=_check_ids,
     help="Do not let this readiness check block (the plan says so).",
 )
 output_option = click.option(

@@ -1,10 +1,13 @@
 """The command line: wiring only. Each command builds its collaborators, calls the core and picks
 the exit code; `main` is the one error boundary (AigoError -> message and its code, usage -> 64,
 Ctrl-C -> 130, anything unexpected -> 3 with a short report). What it prints passes through
-secrets.redact: a secret value read by this run never appears in an error, even by accident."""
+secrets.redact: a secret value read by this run never appears in an error, even by accident; and
+through plan.text.printable: a name from the command line, a config or a saved plan quoted in an
+error cannot send the terminal an escape sequence, BEL, CR or bidi override."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sys
@@ -25,34 +28,38 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = cli.main(args=argv, prog_name="aigo-apply", standalone_mode=False)
     except click.exceptions.UsageError as exc:
-        exc.show()
+        shown = io.StringIO()
+        exc.show(file=shown)
+        click.echo(_safe(shown.getvalue()), err=True, nl=False)
         code = EXIT_USAGE
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("\ninterrupted", err=True)
         code = EXIT_INTERRUPTED
     except click.ClickException as exc:
-        click.echo(_redact(f"Error: {exc.format_message()}"), err=True)
+        click.echo(_safe(f"Error: {exc.format_message()}"), err=True)
         code = EXIT_ERROR
     except AigoError as exc:
         for line in exc.lines():
-            click.echo(_redact(line), err=True)
+            click.echo(_safe(line), err=True)
         code = exc.exit_code
     except Exception:
         click.echo(
             "internal error in aigo-apply " + __version__ + " (a bug; please report it with this output):", err=True
         )
-        click.echo(_redact(traceback.format_exc(limit=-8)), err=True)
+        click.echo(_safe(traceback.format_exc(limit=-8)), err=True)
         code = EXIT_INTERNAL
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
-def _redact(text: str) -> str:
-    """`text` without any secret value this process read (imported here: only errors need it)."""
+def _safe(text: str) -> str:
+    """`text` without any secret value this process read, and with every character a terminal
+    would act on escaped (imported here: only errors need them)."""
     try:
         from aigo_apply.apply.secrets import redact
-    except Exception:  # the boundary must still print the error it was given
-        return text
-    return redact(text)
+        from aigo_apply.plan.text import printable
+    except Exception:  # the boundary must still print the error it was given, safely
+        return "".join(c if c.isprintable() or c in "\n\t" else ascii(c)[1:-1] for c in text)
+    return printable(redact(text))
 
 
 def entry() -> None:

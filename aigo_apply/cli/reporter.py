@@ -1,7 +1,10 @@
 """How apply tells the user what it is doing: human lines (with live per-layer pull progress from
 rich on a terminal), or JSON lines with `--output json`. The executor only calls `event()`; apply
 and destroy also `show_plan()` and `say()` (app/apply.py's Console). Whatever they write passes
-through secrets.redact (`_echo`): a secret value read by this run is shown as ***."""
+through secrets.redact (`echo`): a secret value read by this run is shown as ***. Text that came
+from outside (names, engine logs, a saved plan) is shown with every control and format character
+escaped (plan.text.printable): a terminal is never sent an escape sequence, BEL, CR or bidi override
+it did not get from this program's own colours; JSON lines carry them as \\u escapes."""
 
 from __future__ import annotations
 
@@ -15,13 +18,38 @@ from typing import Any, TextIO
 import click
 
 from aigo_apply.apply.secrets import redact, redact_data
-from aigo_apply.plan.text import plan_json, plan_text
+from aigo_apply.plan.text import plan_json, plan_text, printable
 from aigo_apply.plan.types import Plan
 
 
-def _echo(message: str, err: bool = False) -> None:
-    """click.echo, with every secret value this process has read replaced by ***."""
-    click.echo(redact(message), err=err)
+def echo(message: str, err: bool = False, colours: bool = True) -> None:
+    """click.echo, with every secret value this process has read replaced by ***, and nothing a
+    terminal would act on but (`colours`) this program's own colour codes: callers escape what they
+    insert before they colour it (`_plain`)."""
+    click.echo(printable(redact(message), colours=colours), err=err)
+
+
+_echo = echo
+
+
+def _plain(text: object, keep: str = "") -> str:
+    """A value from outside (a name, a log line) as one line of text, before it is coloured."""
+    return printable(str(text), keep=keep)
+
+
+def json_line(record: Any) -> str:
+    """One JSON line that a terminal can show safely: what json.dumps leaves raw (C1 controls, bidi
+    and other format characters, lone surrogates) written as \\u escapes, which JSON reads back."""
+    text = json.dumps(record, ensure_ascii=False)
+    return text if text.isprintable() else "".join(c if c.isprintable() else _u_escape(c) for c in text)
+
+
+def _u_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 class JsonReporter:
@@ -34,7 +62,7 @@ class JsonReporter:
     def event(self, kind: str, **fields: Any) -> None:
         record = {"event": kind, "time": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
         with self._lock:
-            self.stream.write(json.dumps(redact_data(record), ensure_ascii=False) + "\n")
+            self.stream.write(json_line(redact_data(record)) + "\n")
             self.stream.flush()
 
     def show_plan(self, plan: Plan) -> None:
@@ -67,10 +95,11 @@ class TextReporter:
             _echo("")
 
     def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None:
-        _echo((click.style(head, fg=colour, bold=True) if head else "") + message, err=err)
+        _echo((click.style(head, fg=colour, bold=True) if head else "") + _plain(message, "\n\t"), err=err)
 
     def _line(self, address: str, message: str, colour: str | None = None) -> None:
-        head = click.style(f"{address}: ", bold=True) if address else ""
+        head = click.style(f"{_plain(address)}: ", bold=True) if address else ""
+        message = _plain(message, "\n\t")
         _echo(head + (click.style(message, fg=colour) if colour else message))
 
     def _on_step(self, address: str, message: str, outcome: str = "", **_: Any) -> None:
@@ -78,13 +107,13 @@ class TextReporter:
         self._line(address, message, colour)
 
     def _on_waiting(self, address: str, elapsed: float, stage: str, log: str = "", **_: Any) -> None:
-        tail = f"; engine log: {redact(log)[:160]}" if log else ""  # redacted before it is cut
+        tail = f"; engine log: {_plain(redact(log))[:160]}" if log else ""  # redacted before it is cut
         self._line(address, f"still waiting after {elapsed:.0f} s ({stage}){tail}")
 
     def _on_log_tail(self, address: str, lines: list[str], **_: Any) -> None:
         self._line(address, "last lines of the engine's log:")
         for line in lines:
-            _echo(f"    | {line}")
+            _echo(f"    | {_plain(redact(line))}")
 
     def _on_pull_start(self, address: str, image: str, **_: Any) -> None:
         if sys.stdout.isatty():
@@ -103,22 +132,25 @@ class TextReporter:
         state = self._pulls.get(image)
         if not state or "progress" not in state:
             return
+        from rich.markup import escape  # what the registry says is shown as text, never as rich markup
+
         progress, layers = state["progress"], state["layers"]
+        description = escape(_plain(f"{layer[:12]} {status}"))
         if layer not in layers:
-            layers[layer] = progress.add_task(f"{layer[:12]} {status}", total=total or None)
-        progress.update(
-            layers[layer], description=f"{layer[:12]} {status}", completed=current or 0, total=total or None
-        )
+            layers[layer] = progress.add_task(description, total=total or None)
+        progress.update(layers[layer], description=description, completed=current or 0, total=total or None)
 
     def _on_download_start(self, address: str, message: str, total: int | None = None, **_: Any) -> None:
         if sys.stdout.isatty() and total:
+            from rich.markup import escape
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
             progress = Progress(
                 TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True
             )
             progress.start()
-            self._pulls[address] = {"progress": progress, "task": progress.add_task(address, total=total)}
+            task = progress.add_task(escape(_plain(address)), total=total)
+            self._pulls[address] = {"progress": progress, "task": task}
         self._line(address, message)
 
     def _on_download_progress(self, address: str, done: int, total: int, **_: Any) -> None:

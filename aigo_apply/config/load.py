@@ -14,7 +14,7 @@ from aigo_apply.config import rules as checks
 from aigo_apply.config import schema
 from aigo_apply.config.defaults import DEFAULT_FILE, FILE_ENV
 from aigo_apply.config.yaml_source import Marks, Source, load
-from aigo_apply.errors import ConfigInvalid, Problem
+from aigo_apply.errors import ConfigInvalid, Problem, UsageProblem
 from aigo_apply.resources import data_dir
 
 
@@ -29,8 +29,16 @@ class Config:
 
 
 def choose_file(option: str | None) -> str:
-    """-f/--file wins, then $AIGO_FILE, then ./aigo.yaml."""
-    return option or os.environ.get(FILE_ENV) or DEFAULT_FILE
+    """-f/--file wins, then $AIGO_FILE, then ./aigo.yaml. A set but empty AIGO_FILE is a mistake
+    (a variable meant to name a file, expanded empty), never a quiet fall back to ./aigo.yaml."""
+    if option:
+        return option
+    named = os.environ.get(FILE_ENV)
+    if named is not None and not named.strip():
+        raise UsageProblem(
+            f"{FILE_ENV} is set but empty: name the config file in it, or unset it to use ./{DEFAULT_FILE}"
+        )
+    return named or DEFAULT_FILE
 
 
 def load_config(file: str) -> Config:

@@ -1,11 +1,16 @@
 """The human view of a Plan, in Terraform's shape: a legend of the symbols used, one block per
 resource with `(because ...)` lines and `path: before -> after` changes, a summary line, and a
 distinct "No changes." message. Colours are ANSI codes that the CLI's output strips when it is not writing to a terminal.
+
+It also owns how untrusted text is shown (`printable`, `shown`): names from the command line, a saved
+plan or Docker could hold escape sequences, BEL, CR or bidi overrides that a terminal would act on;
+every such character is written as a visible escape instead.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from aigo_apply.plan.gpu_ledger import render
@@ -40,6 +45,47 @@ SUMMARY = (
 )
 
 
+_SGR = re.compile(r"\x1b\[[0-9;]{0,16}m")  # the colour codes `style` and click.style write
+SHOWN_MAX = 200  # characters of one untrusted value quoted in a message
+
+
+def printable(text: str, keep: str = "\n\t", colours: bool = False) -> str:
+    """`text` as a terminal shows it without acting on it: each character that is not printable (C0
+    and C1 controls such as ESC, BEL, backspace and CR, DEL, Unicode format characters such as the
+    bidi overrides, line and paragraph separators, lone surrogates) becomes a visible escape
+    (`\\x1b`, `\\u202e`), except those in `keep`. `colours`: this program's own colour codes pass."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char.isprintable() or char in keep:
+            out.append(char)
+        elif colours and char == "\x1b" and (sgr := _SGR.match(text, i)):
+            out.append(sgr.group())
+            i = sgr.end()
+            continue
+        else:
+            out.append(_escape(char))
+        i += 1
+    return "".join(out)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def shown(value: object) -> str:
+    """One untrusted value (a name, a path) for a message: as it is when it is plain printable text,
+    else quoted with every unsafe character escaped (repr), and at most SHOWN_MAX characters."""
+    text = str(value)
+    if text and len(text) <= SHOWN_MAX and text.isprintable() and text.strip() == text:
+        return text
+    return repr(text[:SHOWN_MAX]) + ("..." if len(text) > SHOWN_MAX else "")
+
+
 _COLOURS = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36}
 
 
@@ -54,32 +100,34 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
     if plan.blockers:
         lines.append(style(f"The plan is blocked ({len(plan.blockers)}):", fg="red", bold=True))
         for blocker in plan.blockers:
-            lines.append(style(f"  x {blocker.id}: ", fg="red") + blocker.message)
-            lines.append(f"      fix: {blocker.remediation}")
+            lines.append(style(f"  x {_t(blocker.id)}: ", fg="red") + _t(blocker.message))
+            lines.append(f"      fix: {_t(blocker.remediation)}")
         lines.append("")
     for warning in plan.warnings:
-        lines.append(style("Warning: ", fg="yellow", bold=True) + warning)
+        lines.append(style("Warning: ", fg="yellow", bold=True) + _t(warning))
     ledger = _ledger(plan.gpu_ledger)
     if ledger:
-        lines += [style("GPU memory (estimates per GPU):", bold=True)] + ["  " + line for line in ledger] + [""]
+        lines += [style("GPU memory (estimates per GPU):", bold=True)] + ["  " + _t(line) for line in ledger] + [""]
     changing = [a for a in plan.actions if a.kind in SYMBOLS]
     unchanged = [a for a in plan.actions if a.kind == "noop"]
     if not changing:
         models = len([a for a in unchanged if a.model])
         lines.append(
-            style("No changes.", bold=True) + f" The containers of project '{plan.project}' match "
-            f"{plan.config_file} ({models} model{'s' if models != 1 else ''})."
+            style("No changes.", bold=True) + f" The containers of project '{_t(plan.project)}' match "
+            f"{_t(plan.config_file)} ({models} model{'s' if models != 1 else ''})."
         )
         lines += _notes(plan.actions)
         return "\n".join(lines)
     used = [k for k in SYMBOLS if any(a.kind == k for a in changing)]
-    lines.append(f"aigo-apply will perform the following actions for project '{plan.project}' ({plan.config_file}).")
+    lines.append(
+        f"aigo-apply will perform the following actions for project '{_t(plan.project)}' ({_t(plan.config_file)})."
+    )
     lines.append("Symbols: " + "   ".join(_sym(k) + " " + LEGEND[k] for k in used))
     lines.append("")
     for action in changing:
         lines += _block(action)
         if show_diff and action.diff:
-            lines += ["      " + _diff_line(line) for line in action.diff.splitlines()]
+            lines += ["      " + _diff_line(_t(line)) for line in action.diff.splitlines()]
         lines.append("")
     counts = plan.summary
     summary = ", ".join(f"{counts[k]} {words}" for k, words in SUMMARY if k != "download" or counts[k])
@@ -100,20 +148,21 @@ def _sym(kind: str) -> str:
 
 def _block(action: Action) -> list[str]:
     _, colour, phrase = SYMBOLS[action.kind]
-    lines = [style(f"  # {action.address} {phrase}", bold=True)]
-    lines += [f"    (because {reason})" for reason in action.reasons]
-    head = f"  {_sym(action.kind)} {action.address}"
+    address = _t(action.address)
+    lines = [style(f"  # {address} {phrase}", bold=True)]
+    lines += [f"    (because {_t(reason)})" for reason in action.reasons]
+    head = f"  {_sym(action.kind)} {address}"
     if action.container:
-        head += style(f"  [{action.container}]", dim=True)
+        head += style(f"  [{_t(action.container)}]", dim=True)
     lines.append(head)
     for change in action.changes:
         if change.effect == "create":
-            lines.append(f"      {style('+', fg='green')} {change.path}: {_value(change.after)}")
+            lines.append(f"      {style('+', fg='green')} {_t(change.path)}: {_value(change.after)}")
         else:
             lines.append(
-                f"      {style('~', fg=colour)} {change.path}: {_value(change.before)} -> {_value(change.after)}"
+                f"      {style('~', fg=colour)} {_t(change.path)}: {_value(change.before)} -> {_value(change.after)}"
             )
-    lines += [f"      note: {note}" for note in action.notes]
+    lines += [f"      note: {_t(note)}" for note in action.notes]
     return lines
 
 
@@ -125,14 +174,20 @@ def _diff_line(line: str) -> str:
 
 
 def _notes(actions: tuple[Action, ...]) -> list[str]:
-    notes = [f"note: model.{a.model}: {n}" for a in actions if a.kind == "noop" for n in a.notes]
+    notes = [f"note: model.{_t(a.model)}: {_t(n)}" for a in actions if a.kind == "noop" for n in a.notes]
     return ([""] + notes) if notes else []
 
 
 def _value(value: Any) -> str:
     if value is None:
         return "(none)"
-    return json.dumps(value, ensure_ascii=False)
+    return _t(json.dumps(value, ensure_ascii=False))
+
+
+def _t(text: object) -> str:
+    """A value from the config, Docker or a saved plan inside the plan's text: one line, nothing a
+    terminal acts on."""
+    return printable(str(text), keep="")
 
 
 def plan_json(plan: Plan) -> str:

@@ -1,21 +1,31 @@
 """The plan as a value: ordered actions with reasons and field changes, blockers, the GPU lanes
 models start in, and the fingerprint of what was observed. Its JSON form (`to_dict`) is the versioned contract; the text
-view is rendered from it, and `plan --out` saves it for `apply PLANFILE`.
+view is rendered from it, and `plan --out` saves it for `apply PLANFILE`. `from_dict` reads a saved
+one back and checks its whole shape first (`check_shape`): an edited plan file is a PlanFileError
+that says where, never a traceback.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aigo_apply import __version__
+from aigo_apply.config.engine_choice import ENGINE_NAMES
+from aigo_apply.config.rules import ALIAS_RE
 from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
-from aigo_apply.plan.facts import PlanRequest
+from aigo_apply.plan.facts import PULL_POLICIES, PlanRequest
 from aigo_apply.plan.lockfile import LockRestore
+from aigo_apply.resources import schema_data
 
 FORMAT_VERSION = 1
 KINDS = ("pull", "download", "create", "recreate", "start", "remove", "reload_router", "noop")
@@ -194,15 +204,13 @@ class Plan:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Plan:
-        if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
-            raise PlanFileError(f"not an aigo-apply plan of format version {FORMAT_VERSION}")
+    def from_dict(cls, data: Any) -> Plan:
+        """A saved plan read back: any hand edit is a PlanFileError naming where (check_shape)."""
+        check_shape(data)
         try:
-            if not isinstance(data["actions"], list):
-                raise TypeError("actions is not a list")
             actions = tuple(_action_from_dict(a) for a in data["actions"])
             blockers = tuple(
-                Blocker(b["id"], b["message"], b["remediation"], b.get("address")) for b in data.get("blockers", [])
+                Blocker(b["id"], b["message"], b["remediation"], b.get("address")) for b in data.get("blockers") or []
             )
             plan = cls(
                 data["project"],
@@ -210,19 +218,13 @@ class Plan:
                 data["fingerprint"],
                 actions,
                 blockers,
-                tuple(data.get("warnings", [])),
-                tuple(data.get("gpu_ledger", [])),
-                tuple(tuple(lane) for lane in data.get("lanes", [])),
-                PlanRequest.from_dict(data.get("request", {})),
+                tuple(data.get("warnings") or []),
+                tuple(data.get("gpu_ledger") or []),
+                tuple(tuple(lane) for lane in data.get("lanes") or []),
+                PlanRequest.from_dict(data["request"]),
             )
-        except (KeyError, TypeError) as exc:
-            raise PlanFileError(
-                f"the plan file is damaged or edited by hand ({exc!r}); make a new one with `aigo-apply plan --out`"
-            ) from None
-        if any(a.kind not in KINDS for a in plan.actions):
-            raise PlanFileError(
-                "the plan file names an unknown action kind; make a new one with `aigo-apply plan --out`"
-            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanFileError(f"the plan file is damaged or edited by hand ({exc!r}); {REMAKE}") from None
         return plan
 
 
@@ -255,12 +257,12 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
         a["address"],
         kind,
         tuple(a["reasons"]),
-        tuple(Change(**c) for c in a.get("changes", [])),
+        tuple(Change(**c) for c in a.get("changes") or []),
         a.get("model"),
         a.get("container"),
         a.get("image"),
         spec if download is None and restore is None else None,
-        tuple(a.get("notes", [])),
+        tuple(a.get("notes") or []),
         a.get("ready_timeout"),
         a.get("diff"),
         download,
@@ -268,16 +270,131 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
     )
 
 
+# --- the plan file: its shape, and writing it (`plan --out`) ----------------------------------------
+# A plan file may come from a repository nobody reviewed: app/apply.read_plan reads it bounded and strict,
+# and from_dict checks its depth and whole shape here before any value is used. Unknown keys are refused:
+# this tool writes every plan file, and FORMAT_VERSION changes with its shape.
+MAX_DEPTH = 32
+REMAKE = "make a new one with `aigo-apply plan --out` (nothing was changed)"
+# The ids of the readiness checks (plan/host_checks.py, gpu_ledger.py, apply/secret_checks.py,
+# app/router_keys.py and app/planning.py make them): the only ones --ignore-readiness and a saved
+# plan's request accept. tests/unit/test_plan_file_hostile_cli.py keeps this list equal to the code's.
+READINESS_CHECK_IDS = (
+    "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",
+    *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),
+    "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "engine.moe_backend", "model.path",
+    "secrets.reference", "router.api_keys", "router.open", "router.port", "lock.image", "lock.drift",
+)  # fmt: skip
+_CHANGE = {
+    "path": "line", "before": "any", "after": "any", "effect": ("recreate", "router", "none", "create", "remove")
+}  # fmt: skip
+_ACTION = {
+    "address": "line", "kind": KINDS, "reasons": ["text"], "changes?": [_CHANGE], "model?": "line",
+    "container?": "line", "image?": "line", "spec?": "object", "ready_timeout?": "seconds", "diff?": "text",
+    "notes?": ["text"],
+}  # fmt: skip
+_BLOCKER = {"id": "line", "address?": "line", "message": "text", "remediation": "text"}
+_REQUEST = {"replace": ["alias"], "target": ["alias"], "ignore": ["check_id"], "pull": PULL_POLICIES, "locked": "bool"}
+_PLAN = {
+    "format_version": "version", "aigo_apply_version?": "line", "project": "project", "config_file": "path",
+    "fingerprint": "fingerprint", "actions": [_ACTION], "blockers?": [_BLOCKER], "warnings?": ["text"],
+    "gpu_ledger?": ["object"], "lanes?": [["line"]], "request": _REQUEST, "summary?": "object",
+}  # fmt: skip
+
+
+def _matching(pattern: str) -> Callable[[Any], bool]:
+    compiled = re.compile(pattern)
+    return lambda v: isinstance(v, str) and compiled.fullmatch(v) is not None
+
+
+_SCALARS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "any": ("any JSON value", lambda v: True),
+    "object": ("an object", lambda v: isinstance(v, dict)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "version": (f"the integer {FORMAT_VERSION}", lambda v: type(v) is int and v == FORMAT_VERSION),
+    "seconds": ("a number of seconds", lambda v: type(v) in (int, float) and 0 <= v <= 1e9),
+    "text": ("a string", lambda v: isinstance(v, str)),
+    "line": ("one line of printable text", lambda v: isinstance(v, str) and len(v) <= 4096 and v.isprintable()),
+    "path": ("a file path", lambda v: isinstance(v, str) and 0 < len(v) <= 4096 and v.isprintable()),
+    "project": ("a project name", _matching(schema_data("aigo.schema.json")["properties"]["project"]["pattern"])),
+    "fingerprint": ("sha256: and 64 hex digits", _matching(r"sha256:[0-9a-f]{64}")),
+    "alias": ("a model's alias", _matching(ALIAS_RE.pattern)),
+    "check_id": (f"a readiness check id ({', '.join(READINESS_CHECK_IDS)})", lambda v: v in READINESS_CHECK_IDS),
+}
+
+
+def check_shape(data: Any) -> None:
+    """Raise PlanFileError naming the first place (`actions[2].kind`) where `data` is not a plan."""
+    if _depth(data) > MAX_DEPTH:
+        raise PlanFileError(f"the plan nests deeper than {MAX_DEPTH} levels (a plan needs about 8); {REMAKE}")
+    problem = _mismatch(data, _PLAN, "")
+    if problem:
+        raise PlanFileError(f"the plan file is damaged or was edited by hand: {problem}; {REMAKE}")
+
+
+def _mismatch(value: Any, shape: Any, where: str) -> str | None:
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where or 'the document'} is {_kind(value)}, not an object"
+        keys = {k.rstrip("?"): k for k in shape}
+        unknown = sorted(set(value) - set(keys))
+        if unknown:
+            return f"{where or 'the document'} has a key this version never writes: {unknown[0][:64]!r}"
+        for key, spec in keys.items():
+            here = f"{where}.{key}" if where else key
+            if value.get(key) is None and spec.endswith("?"):
+                continue
+            if key not in value:
+                return f"{here} is missing"
+            if problem := _mismatch(value[key], shape[spec], here):
+                return problem
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is {_kind(value)}, not a list"
+        return next((p for i, v in enumerate(value) if (p := _mismatch(v, shape[0], f"{where}[{i}]"))), None)
+    if isinstance(shape, tuple):
+        return None if isinstance(value, str) and value in shape else f"{where} is not one of {', '.join(shape)}"
+    what, test = _SCALARS[shape]
+    return None if test(value) else f"{where} is {_kind(value)}, not {what}"
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}" + ("..." if len(value) > 40 else "")
+    name = {bool: "a boolean", int: "an integer", float: "a number", list: "a list", dict: "an object"}
+    small = type(value) in (int, float) and abs(value) < 1e40
+    return f"{name[type(value)]} {value!r}" if small else name.get(type(value), "null")
+
+
+def _depth(data: Any) -> int:
+    """How deeply lists and objects nest in `data` (without recursion: it may be very deep)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:
+                stack += [(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value)]
+    return deepest
+
+
 def save(plan: Plan, path: Path) -> None:
+    """Write the plan file the safe way: never through a symbolic link or into anything but a regular
+    file; a temporary file in the same folder is renamed over it (mode 0644, or the file's own)."""
+    name, tmp = (str(path) if str(path).isprintable() else repr(str(path))), None
     try:
-        path.write_text(json.dumps(plan.to_dict(), indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise PlanFileError(f"{path}: cannot write the plan file: {exc.strerror or exc}") from None
-
-
-def load(path: Path) -> Plan:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise PlanFileError(f"{path}: cannot read the plan file: {exc}") from None
-    return Plan.from_dict(data)
+        info = os.lstat(path) if os.path.lexists(path) else None
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            raise PlanFileError(f"{name} is a symbolic link; a plan is never written through one: choose another path")
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            raise PlanFileError(f"{name} is not a regular file; choose a file path for the plan")
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), stat.S_IMODE(info.st_mode) & 0o777 if info is not None else 0o644)
+            f.write(json.dumps(plan.to_dict(), indent=2) + "\n")
+        os.replace(tmp, path)
+    except (OSError, ValueError) as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise PlanFileError(f"{name}: cannot write the plan file: {getattr(exc, 'strerror', None) or exc}") from None

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aigo_apply.app.apply import _approved
+from aigo_apply.app.saved_plan import approved as _approved
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.planner import build_plan
