@@ -10,7 +10,14 @@ import os
 import re
 from pathlib import Path
 
-from aigo_apply.config.host_paths import env_protected, path_text_problem, unsafe_mount
+from aigo_apply.config import env_names, invisible
+from aigo_apply.config.host_paths import (
+    env_protected,
+    path_text_problem,
+    resolve_or_why,
+    try_resolve,
+    unsafe_mount,
+)
 from aigo_apply.desired.engines.common import MODEL_MOUNT
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import UnsafeSetting
@@ -40,6 +47,10 @@ def _definition_problem(spec: ContainerSpec) -> str | None:
             return f"the environment name {name!r} is not a plain name"
         if not isinstance(value, (str, SecretRef)) or (isinstance(value, str) and "\x00" in value):
             return f"the environment value of {name} is not plain text"
+        if (why := env_names.refused_name(name)) and env_names.TOOL_ENV.get(name) != value:
+            return f"the environment variable {name} is one aigo.yaml never sets ({why})"
+        if isinstance(value, str) and (hidden := invisible.hidden_character(value)):
+            return f"the environment value of {name} holds {hidden}"
     if spec.network_mode == "bridge" and spec.host_port is not None and spec.host_ip != "127.0.0.1":
         return f"an engine is published on {spec.host_ip}, not on 127.0.0.1"
     if spec.network_mode not in ("bridge", "host"):
@@ -65,13 +76,22 @@ def check_mounts(spec: ContainerSpec) -> None:
             why = path_text_problem(source)
         elif not os.path.lexists(source):
             why = "does not exist (Docker would create an empty folder in its place)"
-        elif os.path.realpath(source) != source:
-            why = f"now leads to {os.path.realpath(source)} (a symlink was put in its place since it was planned)"
-        elif mount.target.startswith(f"{MODEL_MOUNT}/"):
-            reason = unsafe_mount(Path(source), Path.home().resolve(), env_protected())
-            why = f"is {reason}" if reason else None
+        else:
+            why = _host_path_problem(source, mount.target.startswith(f"{MODEL_MOUNT}/"))
         if why or path_text_problem(mount.target) or not mount.target.startswith("/"):
             raise UnsafeSetting(
                 f"refusing to mount {source!r} into {spec.name}: it {why or 'has an unsafe target'}; "
                 "nothing was created. Check the path and run `aigo-apply plan` again"
             )
+
+
+def _host_path_problem(source: str, model: bool) -> str | None:
+    """Why an existing host path must not be mounted: it cannot be resolved, it no longer resolves
+    to itself (a symlink swapped in since the plan), or (a model's) it is a private place."""
+    real = resolve_or_why(Path(source))
+    if isinstance(real, str):
+        return f"cannot be resolved: {real}"
+    if str(real) != source:
+        return f"now leads to {real} (a symlink was put in its place since it was planned)"
+    reason = unsafe_mount(real, try_resolve(Path.home()), env_protected()) if model else None
+    return f"is {reason}" if reason else None

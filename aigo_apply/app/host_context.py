@@ -7,14 +7,14 @@ import os
 from pathlib import Path
 
 from aigo_apply.apply.state_dir import state_root
-from aigo_apply.config.host_paths import hf_home
+from aigo_apply.config.host_paths import hf_home, models_dir_of
 from aigo_apply.desired.types import HostContext
 
 
 def default_models_dir() -> Path:
-    """Where downloaded models live unless defaults.models_dir says otherwise."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "aigo-apply" / "models"
+    """Where downloaded models live unless defaults.models_dir says otherwise (one definition:
+    config/host_paths.models_dir_of, which the private-places policy also protects)."""
+    return models_dir_of()
 
 
 def current_host() -> HostContext:

@@ -5,8 +5,11 @@ never the value or any part of it.
 
 Reading is bounded: a `from_file` must be a regular file of at most MAX_SECRET_BYTES, opened
 without blocking (a FIFO or a device never hangs apply while it holds the project's lock), outside
-the host's system and private folders. A value must be UTF-8 text without control characters. The
-Hugging Face token of this host never reaches a container, under any name.
+the host's private places (config/host_paths.py: the system, credential folders and files at any
+depth, other accounts' homes, the tool's state, the Hugging Face cache and the model store), checked
+on the path as written and as resolved; a path that cannot be resolved is refused with why. A value
+must be UTF-8 text without control characters. The Hugging Face token of this host never reaches
+a container, under any name.
 
 Every value read is remembered for `redact()`, which the journal, the reporters and the CLI's error
 boundary apply to what they write: a second line of defence behind never putting values in text."""
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.config.env_rules import credential_kind, hub_token_name, normal_path, unsafe_secret_file
-from aigo_apply.config.host_paths import hf_home
+from aigo_apply.config.host_paths import env_protected, hf_home, resolve_or_why, short, try_resolve
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import SecretUnavailable
 
@@ -103,9 +106,12 @@ def _from_file(target: str, where: str) -> str:
     if "\x00" in target or not target.startswith(("/", "~/")):
         raise refused(where, f"the secret file {target!r} is not an absolute path", "write it from / or ~/")
     lexical = Path(normal_path(str(Path(target).expanduser())))
-    real = Path(os.path.realpath(lexical))
+    real = resolve_or_why(lexical)
+    if isinstance(real, str):
+        raise refused(where, f"the secret file {short(target)} cannot be resolved: {real}", FILE_FIX)
+    protected = env_protected()
     for path in (lexical, real):
-        why = unsafe_secret_file(path, Path.home(), hub_token_files())
+        why = unsafe_secret_file(path, Path.home(), hub_token_files(), protected)
         if why:
             shown = target if path == lexical else f"{target} (a link to {real})"
             raise refused(where, f"the secret file {shown} is {why}; engines must never get it", FILE_FIX)
@@ -194,13 +200,13 @@ def hub_token_files() -> tuple[Path, ...]:
     files = [home / "token", home / "stored_tokens", Path.home() / ".huggingface" / "token"]
     if os.environ.get("HF_TOKEN_PATH"):
         files.append(Path(os.environ["HF_TOKEN_PATH"]).expanduser())
-    return tuple(files) + tuple(Path(os.path.realpath(f)) for f in files)
+    return tuple(files) + tuple(try_resolve(f) for f in files)
 
 
 def host_hub_tokens() -> set[str]:
     """This host's Hugging Face tokens (environment and token files), remembered for redaction."""
     found = {os.environ[n].strip() for n in os.environ if hub_token_name(n) and os.environ[n].strip()}
-    for path in {Path(os.path.realpath(p)) for p in hub_token_files()}:
+    for path in {try_resolve(p) for p in hub_token_files()}:
         try:
             text = read_regular(path).decode("utf-8", "replace")
         except SecretUnavailable:

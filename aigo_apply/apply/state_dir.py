@@ -7,15 +7,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from aigo_apply.config.host_paths import resolve_or_why, short, state_root_of
 from aigo_apply.errors import AigoError
 
 
 def state_root() -> Path:
-    """The folder that holds one state folder per project."""
-    root = os.environ.get("AIGO_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"), "aigo-apply"
-    )
-    return Path(root).expanduser().resolve()
+    """The folder that holds one state folder per project (config/host_paths.state_root_of, the
+    one definition the private-places policy also protects), resolved; one that cannot be
+    resolved (a symlink loop, a name too long) is an error that says how to choose another."""
+    root = Path(os.path.abspath(state_root_of()))
+    real = resolve_or_why(root)
+    if isinstance(real, str):
+        raise AigoError(
+            f"the state directory {short(root)} cannot be resolved: {real}; set AIGO_STATE_DIR to a folder you can write"
+        )
+    return real
 
 
 def state_path(project: str) -> Path:

@@ -1,7 +1,8 @@
 """Rules for secrets in the config: a model's environment passes secrets by reference, never in
 clear; no value anywhere in the file looks like a credential (it would be stored in the spec label
 and printed in plans); the Hugging Face token never reaches a container under any name; and a
-`from_file` reference names an absolute path outside the host's system and private folders.
+`from_file` reference names an absolute path outside the host's system and private places (the
+same policy as a mount's: config/host_paths.py; here, another account's home is private too).
 
 The pure policy functions here (`credential_kind`, `unsafe_secret_file`, `hub_token_name`) are
 used again at plan and apply time by apply/secrets.py, on the resolved paths and the values read."""
@@ -13,8 +14,17 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.config import env_names
 from aigo_apply.config.finder import Finder
-from aigo_apply.config.host_paths import PRIVATE_HOME_DIRS, SYSTEM_DIRS
+from aigo_apply.config.host_paths import (
+    Protected,
+    all_homes,
+    env_protected,
+    home_holding,
+    own_homes,
+    private_place,
+    system_folder,
+)
 from aigo_apply.config.yaml_source import Path_
 
 HUB_TOKEN_NAMES = frozenset(
@@ -32,7 +42,11 @@ HUB_TOKEN_NAMES = frozenset(
 _HUB_TOKEN_NAME_RE = re.compile(r"^(HF|HUGGING_?FACE)(_?HUB)?_\w*(TOKEN|API_?KEY)S?\Z", re.I)
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
 
-# What a credential written in clear looks like, with the words that name it in messages.
+# What a credential written in clear looks like, with the words that name it in messages. Each is
+# searched in every value of a config (up to 4096 characters each) and in secrets read at apply time,
+# so each must take time linear in the text: no two quantifiers that can share characters, a literal
+# or a bounded part before every open-ended run, and nothing that makes a run be scanned again from
+# each of its characters (tests/unit/test_env_hostile_regex.py holds the worst inputs known).
 CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY"), "a private key"),
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "a Hugging Face token (hf_...)"),
@@ -44,27 +58,21 @@ CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"), "an AWS access key"),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), "a Google API key"),
     (re.compile(r"\bnpm_[A-Za-z0-9]{30,}|\bpypi-[A-Za-z0-9_-]{30,}"), "a package registry token"),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\."), "a signed token (JWT)"),
-    (re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"), "a URL with a password"),
+    # Read from the start of a run of token characters, committing (atomic group) to the first `eyJ`
+    # in it: that one has the longest tail, so no later one can match where it fails, and a run such
+    # as `eyJ-eyJ-eyJ-...` is scanned once, not once per `eyJ` in it.
+    (
+        re.compile(r"(?<![A-Za-z0-9_-])(?>[A-Za-z0-9_-]*?\beyJ)[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\."),
+        "a signed token (JWT)",
+    ),
+    # The scheme (a run of scheme characters holding a letter) is read from the start of its run
+    # only: starting at every letter made each letter of a long value a start scanned to the end of
+    # the value (quadratic: 4096 letters took 50 ms, a 1 MiB config 25 s).
+    (
+        re.compile(r"(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"),
+        "a URL with a password",
+    ),
     (re.compile(r"^\s*(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{12,}", re.I), "an Authorization header value"),
-)
-# Files in a home folder (any user's) that hold credentials, besides PRIVATE_HOME_DIRS.
-PRIVATE_HOME_FILES = (
-    ".netrc",
-    ".git-credentials",
-    ".pgpass",
-    ".my.cnf",
-    ".npmrc",
-    ".pypirc",
-    ".boto",
-    ".s3cfg",
-    ".vault-token",
-    ".dockercfg",
-    ".huggingface",
-    ".cache/huggingface",
-    ".bash_history",
-    ".zsh_history",
-    ".python_history",
 )
 HUB_TOKEN_FILES = ("token", "stored_tokens")  # in a `huggingface` folder
 REFERENCE_FIX = "pass it by reference: NAME: {from_env: VARIABLE} or {from_file: /path/to/file}"
@@ -83,22 +91,32 @@ def credential_kind(text: str) -> str | None:
     return None
 
 
-def unsafe_secret_file(path: Path, home: Path, token_files: Iterable[Path] = ()) -> str | None:
-    """Why the secret file `path` (absolute, normalised) must not be read into a container, or
-    None: the Hugging Face token, a system file, another user's home or a credential store."""
-    text = str(path)
+def unsafe_secret_file(
+    path: Path,
+    home: Path,
+    token_files: Iterable[Path] = (),
+    protected: Iterable[Protected] = (),
+    homes: Iterable[Path] | None = None,
+) -> str | None:
+    """Why the secret file `path` (absolute, normalised or resolved) must not be read into a
+    container, or None: the Hugging Face token, inside the tool's own folders (state, Hugging Face
+    cache, model store), a credential folder or file at any depth, a system folder or /var/lib
+    (services' data), or another account's home. The same private places as a mount's."""
     parts = path.parts
-    if text in {str(p) for p in token_files} or (
-        len(parts) >= 2 and parts[-2] == "huggingface" and parts[-1] in HUB_TOKEN_FILES
-    ):
+    if path in set(token_files) or (len(parts) >= 2 and parts[-2] == "huggingface" and parts[-1] in HUB_TOKEN_FILES):
         return "the Hugging Face token file"
-    extra = ("/var/lib",) + (("/root",) if str(home) != "/root" else ())
-    for system in SYSTEM_DIRS + extra:
-        if text == system or text.startswith(system + "/"):
-            return f"inside the system folder {system}"
-    for private in PRIVATE_HOME_DIRS + PRIVATE_HOME_FILES:
-        if f"/{private}/" in text + "/":
-            return f"a private file of a home folder (~/{private})"
+    for place in protected:
+        if path == place.folder or place.folder in path.parents:
+            return f"inside {place.name} ({place.folder})"
+    private = private_place(path, home)
+    if private:
+        return f"inside the private folder {private[0]}" if private[1] else f"the private file {private[0]}"
+    system = system_folder(path) or (Path("/var/lib") if Path("/var/lib") in path.parents else None)
+    if system:
+        return f"inside the system folder {system}"
+    owner = home_holding(path, all_homes(home, homes))
+    if owner is not None and owner not in own_homes(home):
+        return f"inside the home folder {owner} of another account"
     return None
 
 
@@ -116,41 +134,77 @@ def _walk(value: Any, path: Path_) -> Iterator[tuple[Path_, Any, bool]]:
         yield path, value, False
 
 
-def _is_env_value(path: Path_) -> bool:
-    return len(path) == 4 and path[0] == "models" and path[2] == "env"
+def _in_env(path: Path_, is_key: bool) -> bool:
+    """Whether `path` is the value of an engine environment entry or inside one (models.ALIAS.env.NAME,
+    and an engine-wide or default env block if the schema has one): check_env gives those one
+    message each. The entry's name is still searched here."""
+    if path[:1] in (("models",), ("engines",)) and path[2:3] == ("env",):
+        depth = 4
+    elif path[:2] == ("defaults", "env"):
+        depth = 3
+    else:
+        return False
+    return len(path) > depth or (len(path) == depth and not is_key)
 
 
-def check_clear_credentials(data: Any, f: Finder) -> None:
+class _Kinds(dict[str, "str | None"]):
+    """credential_kind of each distinct text, searched once: YAML aliases can repeat one
+    4096-character value 100,000 times, which the patterns would otherwise search each time."""
+
+    def __missing__(self, text: str) -> str | None:
+        self[text] = kind = credential_kind(text)
+        return kind
+
+
+def check_clear_credentials(data: Any, f: Finder, kinds: _Kinds | None = None) -> None:
     """No value or key anywhere looks like a credential: the spec label stores the canonical spec
-    and plans print it. Env values are left to `check_env` (one message per field)."""
+    and plans print it. Env entries are left to `check_env` (one message per field)."""
+    kinds = _Kinds() if kinds is None else kinds
     for path, text, is_key in _walk(data, ()):
-        if (not is_key and _is_env_value(path)) or (len(path) >= 5 and path[2] == "env" and path[0] == "models"):
+        if _in_env(path, is_key):
             continue
-        kind = credential_kind(text)
+        kind = kinds[text]
         if kind and is_key:
             f.at_key(path, f"this name looks like {kind}; never write a credential in aigo.yaml")
         elif kind:
             f.at_value(path, f"the value looks like {kind} written in clear; never write a credential in aigo.yaml")
 
 
-def check_env(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
-    """Each model's env and the router's keys: no Hugging Face token, no credential in clear,
-    safe references."""
-    check_clear_credentials(data, f)
+def _env_blocks(data: dict[str, Any], models: dict[str, Any]) -> Iterator[tuple[Path_, dict[str, Any]]]:
+    """Every environment mapping that reaches an engine container, with its path."""
     for alias, model in models.items():
         env = model.get("env") if isinstance(model, dict) else None
-        if not isinstance(env, dict):
-            continue
+        if isinstance(env, dict):
+            yield ("models", alias, "env"), env
+    engines = data.get("engines")
+    for engine, section in engines.items() if isinstance(engines, dict) else ():
+        env = section.get("env") if isinstance(section, dict) else None
+        if isinstance(env, dict):
+            yield ("engines", engine, "env"), env
+    defaults = data.get("defaults")
+    env = defaults.get("env") if isinstance(defaults, dict) else None
+    if isinstance(env, dict):
+        yield ("defaults", "env"), env
+
+
+def check_env(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+    """Each engine environment and the router's keys: no name that loads code or undoes what the
+    tool decides (env_names.py), no Hugging Face token, no credential in clear, safe references."""
+    kinds = _Kinds()
+    check_clear_credentials(data, f, kinds)
+    for where, env in _env_blocks(data, models):
         for name, value in env.items():
-            _check_entry(("models", alias, "env", name), name, value, f)
+            _check_entry((*where, name), name, value, f, kinds)
     router = data.get("router")
     keys = router.get("api_keys") if isinstance(router, dict) else None
     if isinstance(keys, dict) and len(keys) == 1:  # the keys go into a file the router container reads
         _check_reference(("router", "api_keys"), *next(iter(keys.items())), f)
 
 
-def _check_entry(where: Path_, name: Any, value: Any, f: Finder) -> None:
-    if isinstance(name, str) and hub_token_name(name):
+def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds) -> None:
+    if isinstance(name, str) and (why := env_names.refused_name(name)):
+        f.at_key(where, f"an engine never gets {name} from aigo.yaml: {why}")
+    elif isinstance(name, str) and hub_token_name(name):
         f.at_key(
             where,
             "engine containers never get a Hugging Face token: aigo-apply downloads models on this host "
@@ -159,7 +213,7 @@ def _check_entry(where: Path_, name: Any, value: Any, f: Finder) -> None:
         )
     elif isinstance(value, dict) and len(value) == 1:
         _check_reference(where, *next(iter(value.items())), f)
-    elif isinstance(value, str) and (kind := credential_kind(value)):
+    elif isinstance(value, str) and (kind := kinds[value]):
         f.at_value(where, f"the value looks like {kind} written in clear; {REFERENCE_FIX}")
     elif isinstance(value, str) and value and isinstance(name, str) and SECRET_NAME_RE.search(name):
         f.at_value(
@@ -185,7 +239,7 @@ def _check_reference(where: Path_, kind: Any, target: Any, f: Finder) -> None:
             "would depend on the folder aigo-apply is run from",
         )
     elif kind == "from_file" and "\x00" not in target:
-        why = unsafe_secret_file(Path(normal_path(str(Path(target).expanduser()))), Path.home())
+        why = unsafe_secret_file(Path(normal_path(str(Path(target).expanduser()))), Path.home(), (), env_protected())
         if why:
             f.at_value(
                 where,

@@ -1,21 +1,37 @@
-"""What may be mounted into an engine container: a model's own folder or file, never the host's
-system, its users' homes and secrets, nor the tool's own folders. One policy, applied three times:
-when the file is validated (located errors), when the desired state is built (with the host's real
-folders), and by the Docker adapter just before a container is made (the path must still be the
-one planned: no symlink swapped in since).
+"""What may be mounted into an engine container, and which files a `from_file` secret may name: one
+policy of *private places* for both. Never the host's system; never a home folder as a whole nor
+what holds one (every home the system knows: each account's in the password database, /root and
+each folder in /home); never a credential folder or file, whatever home (or backup of one) it is in
+and at any depth (`.ssh`, `.docker`, `.aws`, `.netrc`, a Hugging Face token...: PRIVATE_NAMES);
+never the tool's own folders (its state, the Hugging Face cache, the model store as a whole). A
+model folder in a home is fine, yours or (as root) another account's; a secret file is read only
+from your own home or outside every home (the demanding case of a secret in another account's
+home has a plain answer: copy it to ~/.aigo/secrets/NAME, mode 600).
+
+Applied three times to a mount: when the file is validated (located errors), when the desired
+state is built (with the host's real folders), and by the Docker adapter just before a container
+is made (the path must still be the one planned: no symlink swapped in since); and twice to a
+secret file (validation, then on the resolved path when it is read). Resolving a path the user
+wrote never raises: `resolve_or_why` answers why it cannot be (a symlink loop, a name too long, a
+folder that cannot be searched), for a located error.
 
 A config may come from a repository its user does not fully trust, and aigo-apply often runs as
-root: a mount is the one way a config reaches the host's files, so it is held to the model's own."""
+root: a mount or a secret file is the one way a config reaches the host's files, so each is held to
+the model's own folder or a secret's own file."""
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
+import pwd
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.config import invisible
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.yaml_source import Path_
 
@@ -43,7 +59,6 @@ SYSTEM_DIRS = (
     "/lib32",
     "/lib64",
     "/libx32",
-    "/root/.ssh",
 )
 # Folders that hold many other things: never mounted as a whole (a model folder inside is fine).
 SHARED_DIRS = (
@@ -62,31 +77,50 @@ SHARED_DIRS = (
     "/snap",
     "/nix",
 )
-# Inside a home folder: credentials and keys (the folder itself and everything in it).
-PRIVATE_HOME_DIRS = (
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".docker",
-    ".kube",
-    ".config",
-    ".password-store",
-    ".pki",
-    ".local/share/keyrings",
-    ".terraform.d",
+# Credentials, keys, tokens and histories, as they are named in a home folder: refused for a mount
+# and for a secret file wherever they appear in the path (any home, a backup of one, any depth):
+# the folder or file itself and everything below it. One list for mounts and secrets alike. Also
+# rootless Podman's and Docker's storage (as /var/lib/containers and /var/lib/docker) and
+# ~/.local/state (every account's aigo-apply state, with its router key files; shell histories).
+PRIVATE_NAMES = tuple(
+    """
+    .ssh .gnupg .aws .azure .docker .kube .minikube .config .password-store .pki .terraform.d .oci
+    .gcloud .mozilla .thunderbird .vagrant.d .local/share/keyrings .local/share/containers
+    .local/share/docker .local/state .cargo/credentials .cargo/credentials.toml .gem/credentials
+    .m2/settings.xml .gradle/gradle.properties .netrc .git-credentials .pgpass .my.cnf .npmrc .yarnrc
+    .pypirc .boto .s3cfg .databrickscfg .vault-token .dockercfg .Xauthority .ICEauthority
+    .huggingface .cache/huggingface huggingface/token huggingface/stored_tokens
+    .bash_history .zsh_history .sh_history .history .histfile .python_history .node_repl_history
+    .mysql_history .psql_history .sqlite_history .rediscli_history .lesshst .viminfo
+    """.split()
 )
+_PRIVATE_PARTS = tuple(tuple(name.casefold().split("/")) for name in PRIVATE_NAMES)
+# Where a home keeps the secret files `from_file` reads (README): never mounted, though read from.
+SECRETS_FOLDER = ".aigo/secrets"
 # Docker's `-v SRC:DST:MODE` splits on ':' and `--mount` on ','; control characters have no place in a path.
 _UNMOUNTABLE = re.compile(r"[:,\x00-\x1f\x7f-\x9f]")
+NAME_MAX, PATH_MAX = 255, 4096  # Linux's limits, in bytes, on one name and on a whole path
+# Why a path cannot be followed, by the error the system gave.
+OS_WHY = {
+    errno.ELOOP: "it goes round a loop of symlinks",
+    errno.ENAMETOOLONG: f"a name in it is longer than {NAME_MAX} bytes, or the whole path longer than {PATH_MAX}",
+    errno.EACCES: "permission denied on the way (a folder in it cannot be searched, or a link in it cannot be read)",
+    errno.EPERM: "the operating system does not allow following it",
+    errno.ENOTDIR: "a part of it is a file, not a folder",
+    errno.EIO: "an input/output error on the way",
+}
 
 
 HF_CACHE = "the Hugging Face cache and its token"
+STATE = "aigo-apply's state folder"
+STORE = "the whole model store"
 
 
 @dataclass(frozen=True)
 class Protected:
     """A folder of this host that a model mount must not expose: `name` says what it is; with
-    `inside_too` nothing below it may be mounted either (else only the folder and its parents)."""
+    `inside_too` nothing below it may be mounted either (else only the folder and its parents).
+    A secret file is never read from inside any of them."""
 
     name: str
     folder: Path
@@ -103,46 +137,212 @@ def hf_home(environ: dict[str, str] | os._Environ[str] | None = None, home: Path
     return Path(cache) / "huggingface"
 
 
+def state_root_of(environ: dict[str, str] | os._Environ[str] | None = None, home: Path | None = None) -> Path:
+    """The tool's state root as written (not resolved): $AIGO_STATE_DIR, else
+    $XDG_STATE_HOME/aigo-apply, else ~/.local/state/aigo-apply."""
+    env = os.environ if environ is None else environ
+    root = env.get("AIGO_STATE_DIR") or os.path.join(
+        env.get("XDG_STATE_HOME") or str((home or Path.home()) / ".local" / "state"), "aigo-apply"
+    )
+    return Path(root).expanduser()
+
+
+def models_dir_of(environ: dict[str, str] | os._Environ[str] | None = None, home: Path | None = None) -> Path:
+    """The model store unless defaults.models_dir says otherwise: $XDG_CACHE_HOME/aigo-apply/models,
+    else ~/.cache/aigo-apply/models."""
+    env = os.environ if environ is None else environ
+    cache = env.get("XDG_CACHE_HOME") or str((home or Path.home()) / ".cache")
+    return Path(cache) / "aigo-apply" / "models"
+
+
+def resolve_or_why(path: Path) -> Path | str:
+    """`path` (absolute) with every symlink followed, or why it cannot be, in words: a symlink
+    loop, a name longer than NAME_MAX or a path longer than PATH_MAX, a folder that cannot be
+    searched or a link that cannot be read, a part that is a file, a character no name may hold.
+    Never raises (RuntimeError, OSError, ValueError are all answered)."""
+    try:
+        raw = os.fsencode(path)
+    except (UnicodeError, ValueError):
+        return "it holds a character no file name can hold"
+    if b"\x00" in raw:
+        return "it holds a NUL character"
+    try:
+        real = Path(path).resolve() if not _too_long(raw) else None
+    except RuntimeError:  # how Python 3.11-3.12 report a symlink loop
+        return OS_WHY[errno.ELOOP]
+    except OSError as exc:
+        return OS_WHY.get(exc.errno or 0, exc.strerror or type(exc).__name__)
+    except ValueError:
+        return "it holds a character no file name can hold"
+    if real is None or _too_long(os.fsencode(real)):  # a link may lead to a name no folder can hold
+        return OS_WHY[errno.ENAMETOOLONG]
+    return real
+
+
+def _too_long(raw: bytes) -> bool:
+    return len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/"))
+
+
+def short(path: Path | str) -> str:
+    """A path as shown in a message: at most 200 characters."""
+    text = str(path)
+    return text if len(text) <= 200 else text[:120] + "..." + text[-60:]
+
+
+def try_resolve(path: Path) -> Path:
+    """`resolve_or_why`, or the path as written when it cannot be resolved (for the host's own folders)."""
+    real = resolve_or_why(path)
+    return real if isinstance(real, Path) else Path(os.path.abspath(path))
+
+
+def usable_homes(found: Iterable[str | Path]) -> tuple[Path, ...]:
+    """The home folders the policy holds private, from what the system lists: each as written and
+    resolved; not "/" nor a system folder (accounts whose home is `/`, `/bin` or `/dev/null`
+    are covered by the system rule), nor a shared folder other than /root (`/tmp` as a home would
+    make every scratch folder someone's home)."""
+    out: set[Path] = set()
+    for text in found:
+        if not str(text).startswith("/"):
+            continue
+        for home in {Path(os.path.normpath(text)), try_resolve(Path(text))}:
+            if home == Path("/") or system_folder(home) or (str(home) in SHARED_DIRS and str(home) != "/root"):
+                continue
+            out.add(home)
+    return tuple(sorted(out))
+
+
+@functools.lru_cache(maxsize=1)
+def known_homes() -> tuple[Path, ...]:
+    """Every home folder this system knows (read once): each account's home in the password
+    database, /root, and each folder in /home. Tests give `homes=` instead."""
+    found: list[str] = ["/root"]
+    try:
+        found += [entry.pw_dir for entry in pwd.getpwall()]
+    except (OSError, KeyError):
+        pass
+    try:
+        with os.scandir("/home") as entries:
+            found += [entry.path for entry in entries]
+    except OSError:
+        pass
+    return usable_homes(found)
+
+
+def own_homes(home: Path) -> frozenset[Path]:
+    """Your home as given and resolved (/home may be a link to /var/home)."""
+    return frozenset({home, try_resolve(home)})
+
+
+def all_homes(home: Path, homes: Iterable[Path] | None) -> tuple[Path, ...]:
+    """Your home and every other one (`homes`, else known_homes())."""
+    return tuple(own_homes(home) | set(known_homes() if homes is None else homes))
+
+
+def system_folder(path: Path) -> Path | None:
+    """The system folder `path` is or lies in, or None."""
+    for system in map(Path, SYSTEM_DIRS):
+        if path == system or system in path.parents:
+            return system
+    return None
+
+
+def private_place(path: Path, home: Path) -> tuple[str, bool] | None:
+    """The credential folder or file `path` is or lies in (~/NAME for your own home, else its full
+    path) and whether `path` is below it; None when no part of the path is a PRIVATE_NAMES name."""
+    parts = path.parts
+    folded = tuple(p.casefold() for p in parts)
+    for want in _PRIVATE_PARTS:
+        n = len(want)
+        for i in range(len(parts) - n + 1):
+            if folded[i : i + n] == want:
+                place = Path(*parts[: i + n])
+                shown = f"~/{place.relative_to(home)}" if place.parent == home or home in place.parents else str(place)
+                return shown, i + n < len(parts)
+    return None
+
+
+def home_holding(path: Path, homes: Iterable[Path]) -> Path | None:
+    """The innermost home folder that is `path` or holds it."""
+    best: Path | None = None
+    for home in homes:
+        if (path == home or home in path.parents) and (best is None or len(home.parts) > len(best.parts)):
+            best = home
+    return best
+
+
 def path_text_problem(text: str) -> str | None:
     """Why a path cannot be given to Docker as a bind mount as written, or None."""
     bad = _UNMOUNTABLE.search(text)
     if bad is None:
-        return None
+        hidden = invisible.hidden_character(text)
+        return f"holds {hidden}" if hidden else None
     char = bad.group()
     what = {":": "':' (Docker's mount syntax splits on it)", ",": "',' (Docker's --mount syntax splits on it)"}
     return f"holds {what.get(char, repr(char) + ' (a control character)')}"
 
 
-def unsafe_mount(path: Path, home: Path, protected: Iterable[Protected] = (), store: bool = False) -> str | None:
+def unsafe_mount(
+    path: Path,
+    home: Path,
+    protected: Iterable[Protected] = (),
+    store: bool = False,
+    homes: Iterable[Path] | None = None,
+) -> str | None:
     """Why mounting `path` (absolute, resolved) into an engine would expose the host, or None.
+    `home` is yours; `homes` every home folder of the host (known_homes() when None).
     With `store` (the model store, never mounted itself: each download below it is) a shared
-    folder or the home folder is fine, a system or private one is not."""
+    folder or a home folder is fine, a system or private one is not."""
     if path == Path("/"):
         return "the whole filesystem"
-    if not store and path == home:
+    mine = own_homes(home)
+    if not store and path in mine:
         return "your whole home folder"
-    for private in PRIVATE_HOME_DIRS:
-        secret = home / private
-        if path == secret or secret in path.parents:
-            return f"the private folder ~/{private}" + ("" if path == secret else " (or inside it)")
-    for system in map(Path, SYSTEM_DIRS):
-        if path == system or system in path.parents:
-            return f"the system folder {system}" if path == system else f"inside the system folder {system}"
-    if not store and str(path) in SHARED_DIRS:
-        return f"the shared folder {path} (it holds far more than one model)"
-    if not store and path in home.parents:
-        return f"a folder that holds home folders ({home} is inside it)"
-    for place in protected:
-        if path == place.folder or (not store and path in place.folder.parents):
-            return f"{place.name} ({place.folder})" if path == place.folder else f"a folder that holds {place.name}"
+    places = tuple(protected)
+    for place in places:
+        if path == place.folder and not (store and not place.inside_too):
+            return f"{place.name} ({place.folder})"
         if place.inside_too and place.folder in path.parents:
             return f"inside {place.name} ({place.folder})"
+    private = private_place(path, home)
+    if private:
+        return f"the private folder {private[0]}" + (" (or inside it)" if private[1] else "")
+    system = system_folder(path)
+    if system:
+        return f"the system folder {system}" if path == system else f"inside the system folder {system}"
+    if not store and str(path) in SHARED_DIRS:
+        return f"the shared folder {path} (it holds far more than one model)"
+    for each in sorted(all_homes(home, homes), key=lambda h: h not in mine):  # yours first: the expected message
+        secrets = each / SECRETS_FOLDER
+        if path == secrets or secrets in path.parents:
+            return f"the secrets folder {secrets} (where from_file secrets are kept)"
+        if not store and path == each:
+            return f"the home folder {each} of another account"
+        if not store and path in each.parents:
+            return f"a folder that holds home folders ({each} is inside it)"
+    for place in places:
+        if not store and path in place.folder.parents:
+            return f"a folder that holds {place.name}"
     return None
 
 
 def env_protected(environ: dict[str, str] | os._Environ[str] | None = None) -> tuple[Protected, ...]:
-    """What validation can know without the host context: the Hugging Face cache root."""
-    return (Protected(HF_CACHE, hf_home(environ)),)
+    """What validation, the Docker adapter and the secret reader know without the host context:
+    the Hugging Face cache, the tool's state root and the default model store (as written and
+    resolved: a link to one is the same place)."""
+    places = [(HF_CACHE, hf_home(environ), True), (STATE, state_root_of(environ), True)]
+    places.append((STORE, models_dir_of(environ), False))
+    return tuple(
+        Protected(name, folder, inside)
+        for name, written, inside in places
+        for folder in dict.fromkeys((Path(os.path.abspath(written)), try_resolve(written)))
+    )
+
+
+def expand_home(path: str, home: Path) -> Path:
+    """`~` and `~/...` against `home`; never another account's `~name` (as HostContext.expand_home)."""
+    if path == "~" or path.startswith("~/"):
+        return home / path[2:]
+    return Path(path)
 
 
 def mount_places(data: dict[str, Any], models: dict[str, Any]) -> list[tuple[Path_, str]]:
@@ -166,8 +366,9 @@ def mount_places(data: dict[str, Any], models: dict[str, Any]) -> list[tuple[Pat
 
 def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, base: Path) -> None:
     """A model folder is mounted into a container: it must be a model's folder or file, not the
-    host's secrets or system (a config from a shared repo must not mount ~/.ssh or /etc)."""
-    home = Path.home().resolve()
+    host's secrets or system (a config from a shared repo must not mount ~/.ssh or /etc), and a
+    path that cannot be followed (a symlink loop, a name too long) is refused here, where it is written."""
+    home = try_resolve(Path.home())
     protected = env_protected()
     for where, raw in mount_places(data, models):
         problem = path_text_problem(raw)
@@ -175,17 +376,22 @@ def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, base: P
             if "control character" not in problem:
                 f.at_value(where, f"the path {problem}; rename the folder or file (or link it under a plain name)")
             continue
-        try:
-            resolved = (base / Path(raw).expanduser()).resolve()
-        except (OSError, RuntimeError, ValueError):
+        is_store = where[0] == "defaults"
+        resolved = resolve_or_why(base / expand_home(raw, Path.home()))
+        if isinstance(resolved, str):
+            f.at_value(where, f"{short(raw)!r} cannot be resolved: {resolved}; {UNRESOLVABLE_FIX}")
             continue
-        why = unsafe_mount(resolved, home, protected, store=where[0] == "defaults") or (
+        around = tuple(p for p in protected if p.inside_too) if is_store else protected
+        why = unsafe_mount(resolved, home, around, store=is_store) or (
             path_text_problem(str(resolved)) and f"a path that {path_text_problem(str(resolved))}"
         )
         if why:
             fix = (
                 "downloads go there and are mounted into engines: choose a folder of their own"
-                if where[0] == "defaults"
+                if is_store
                 else "engines get this mounted, so it must be the model's own folder or file: point it there"
             )
             f.at_value(where, f"{raw!r} is {why} ({resolved}); {fix}")
+
+
+UNRESOLVABLE_FIX = "point it at the folder or file itself, by a path that exists and that you can read"

@@ -92,6 +92,19 @@ def _refuse_oversized(source: Source) -> None:
         line, col = source.marks.of_key(("models",))
         message = f"has {len(models)} entries; at most {limit} models are allowed in one file"
         raise ConfigInvalid(source.file, source.problems + [Problem(line, col, "models", message, source.file)])
+    most = schema.schema()["$defs"]["model"]["properties"]["env"]["maxProperties"]
+    crowded = [
+        (alias, len(model["env"]))
+        for alias, model in (models if isinstance(models, dict) else {}).items()
+        if isinstance(model, dict) and isinstance(model.get("env"), dict) and len(model["env"]) > most
+    ]
+    if crowded:
+        problems = []
+        for alias, count in crowded:
+            line, col = source.marks.of_key(("models", alias, "env"))
+            message = f"has {count} variables; at most {most} are allowed for one engine"
+            problems.append(Problem(line, col, f"models.{alias}.env", message, source.file))
+        raise ConfigInvalid(source.file, source.problems + problems)
 
 
 def _validated_key(file_digest: str) -> str | None:

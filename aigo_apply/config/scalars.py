@@ -2,6 +2,7 @@
 `off:` as false, `0123` as 83, `1:30` as 90 and `2024-01-01` as a date. A name (a key) must stay
 exactly what was written, so such keys are refused with a "quote it" hint; an environment value is
 text for the engine, so it is kept exactly as written; a number is accepted only in plain decimal.
+No key or value may hold a character that hides text (config/invisible.py), whatever it is for.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 from typing import Any
 
 import yaml
+
+from aigo_apply.config import invisible
 
 TAG = "tag:yaml.org,2002:"
 STR, INT, FLOAT, BOOL, NULL, TIMESTAMP = (TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
@@ -31,6 +34,8 @@ def is_env_value(path: tuple[Any, ...]) -> bool:
 def construct(loader: yaml.SafeLoader, node: yaml.Node, as_text: bool = False) -> tuple[Any, str | None]:
     """The scalar's value and, when YAML would change what was written, the problem to report."""
     text, tag = node.value, node.tag
+    if hidden := invisible.problem(text):
+        return text, hidden
     if as_text and tag in (INT, FLOAT, BOOL, TIMESTAMP):
         return text, None
     if tag == TIMESTAMP:
@@ -51,6 +56,8 @@ def construct(loader: yaml.SafeLoader, node: yaml.Node, as_text: bool = False) -
 def key_problem(loader: yaml.SafeLoader, node: yaml.Node) -> str | None:
     """Why a key is not the name written (YAML reads it as a number, boolean, date or null), if so."""
     text, tag = node.value, node.tag
+    if hidden := invisible.problem(text, "this name"):
+        return hidden
     if tag == STR:
         return None
     if not text:

@@ -103,7 +103,7 @@ def _explain(error: ValidationError, path: Path_, source: Source) -> list[Proble
 
     def at_value(message: str, where: Path_ = path) -> Problem:
         line, col = marks.of_value(where)
-        if where in marks.written and kind not in _NUMBER_BOUNDS and _wants_text(error.schema):
+        if where in marks.written and kind not in _NUMBER_BOUNDS and _wants_text(error.schema, marks.written[where]):
             message += _quote_hint(marks.written[where], value)
         return Problem(line, col, dotted(where), message, file)
 
@@ -177,11 +177,19 @@ _NUMBER_BOUNDS = {
 }
 
 
-def _wants_text(schema: Any) -> bool:
-    """Whether the place takes text and not a number: only then is "quote it" the fix (a port written
-    19100.0 wants 19100, not "19100.0")."""
+def _wants_text(schema: Any, written: str) -> bool:
+    """Whether the place takes text that YAML read as something else: only then is "quote it" the fix
+    (a port written 19100.0 wants 19100, not "19100.0"; `gpu_layers: -1` wants 'all' or a count,
+    and quoting -1 would not help). A choice of branches wants text when one branch takes it."""
     if not isinstance(schema, dict):
         return True
+    branches = schema.get("oneOf") or schema.get("anyOf")
+    if isinstance(branches, list):
+        return any(_wants_text(branch, written) for branch in branches)
+    if "const" in schema:
+        return bool(schema["const"] == written)
+    if "enum" in schema:
+        return written in schema["enum"]
     kinds = schema.get("type")
     kinds = set(kinds) if isinstance(kinds, list) else {kinds} if kinds else set()
     return not (kinds & {"integer", "number"}) and not (kinds == {"boolean"})

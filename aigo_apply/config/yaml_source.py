@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from aigo_apply.config import scalars
+from aigo_apply.config import invisible, scalars
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.file_read import MAX_FILE_BYTES, read_bytes
 from aigo_apply.errors import ConfigFileError, Problem
@@ -81,6 +81,8 @@ def read_text(path: Path, display: str) -> tuple[str, str]:
         ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
+    if found := invisible.in_file(text):  # YAML breaks lines at U+2028, NEL, a lone CR: even in a comment
+        raise ConfigFileError(display, found[2], found[0], found[1])
     if not text.strip() or all(not ln.strip() or ln.lstrip().startswith("#") for ln in text.splitlines()):
         raise ConfigFileError(
             display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)"

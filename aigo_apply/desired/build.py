@@ -26,7 +26,7 @@ from aigo_apply.config.defaults import (
     VLLM_DEFAULT_TAG,
 )
 from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_format
-from aigo_apply.config.host_paths import unsafe_mount
+from aigo_apply.config.host_paths import resolve_or_why, try_resolve, unsafe_mount
 from aigo_apply.config.load import Config
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import VLLM_VERSION, deprecated_mtp_aliases
@@ -44,7 +44,10 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
     router_port = data.get("router", {}).get("port", DEFAULT_ROUTER_PORT)
     store = host.expand_home(defaults["models_dir"]) if "models_dir" in defaults else host.models_dir
     if not store.is_absolute():
-        store = (config.base_dir / store).resolve()
+        real = resolve_or_why(config.base_dir / store)
+        if isinstance(real, str):
+            raise UnsafeSetting(f"{config.file}: defaults.models_dir: {store} cannot be resolved: {real}")
+        store = real
     _check_store(config.file, store, host)
     models = data.get("models", {})
     ports = assign_ports(data["project"], models, router_port)
@@ -87,7 +90,12 @@ def _check_store(file: str, store: Path, host: HostContext) -> None:
     """The model store is never mounted itself, but every download below it is: not a system or
     private folder, nor inside the tool's state or the Hugging Face cache."""
     around = tuple(p for p in host.protected(store) if p.inside_too)
-    why = unsafe_mount(store.resolve(), host.home.resolve(), around, store=True)
+    real = resolve_or_why(store)
+    if isinstance(real, str):
+        raise UnsafeSetting(
+            f"{file}: defaults.models_dir: {store} cannot be resolved: {real}; choose a folder of its own"
+        )
+    why = unsafe_mount(real, try_resolve(host.home), around, store=True)
     if why:
         raise UnsafeSetting(
             f"{file}: defaults.models_dir: {store} is {why}; downloads go there and are mounted into engines: "

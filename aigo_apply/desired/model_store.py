@@ -13,7 +13,15 @@ import re
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
-from aigo_apply.config.host_paths import path_text_problem, unsafe_mount
+from aigo_apply.config.host_paths import (
+    UNRESOLVABLE_FIX,
+    expand_home,
+    path_text_problem,
+    resolve_or_why,
+    short,
+    try_resolve,
+    unsafe_mount,
+)
 from aigo_apply.desired.types import HostContext
 from aigo_apply.errors import UnsafeSetting, UnsupportedModel
 
@@ -53,9 +61,14 @@ def repo_dir(models_dir: _P, repo: str, revision: str) -> _P:
 
 def local_dir(base_dir: Path, path: str, host: HostContext | None = None) -> Path:
     """A `source.path` as an absolute, resolved folder: relative to the config file's folder, `~`
-    against the desired state's HostContext (the process's own home when None)."""
-    expanded = host.expand_home(path) if host is not None else Path(path).expanduser()
-    return (base_dir / expanded).resolve()
+    against the desired state's HostContext (the process's own home when None). A path that
+    cannot be followed (a symlink loop, a name too long, a folder that cannot be searched) is an
+    UnsafeSetting that says why, never RuntimeError or OSError."""
+    expanded = host.expand_home(path) if host is not None else expand_home(path, Path.home())
+    resolved = resolve_or_why(base_dir / expanded)
+    if isinstance(resolved, str):
+        raise UnsafeSetting(f"{short(path)!r} cannot be resolved: {resolved}; {UNRESOLVABLE_FIX}")
+    return resolved
 
 
 def mountable(
@@ -64,8 +77,11 @@ def mountable(
     """`local_dir`, refused (UnsafeSetting, naming `where`) when it is not a path a model mount may
     take on this host: checked again here, with the host's own folders, because validation may be
     cached and the folder may have become a symlink since."""
-    resolved = local_dir(base_dir, path, host)
-    home = host.home.resolve() if host is not None else Path.home().resolve()
+    try:
+        resolved = local_dir(base_dir, path, host)
+    except UnsafeSetting as exc:
+        raise UnsafeSetting(f"{where}: {exc}") from None
+    home = try_resolve(host.home if host is not None else Path.home())
     protected = host.protected(store) if host is not None else ()
     why = unsafe_mount(resolved, home, protected)
     text = path_text_problem(str(resolved))

@@ -1,14 +1,18 @@
 """Reads whether each model's local source (`source.path`, a speculative draft's `path`) is on this
 host as the plan needs it: a folder with the model's config.json, or a .gguf file (every part of a
 split one). Docker creates a missing bind-mount folder, empty and as root, so a missing path must
-stop the plan before anything changes. Returns plain data: alias -> what is wrong (empty when fine)."""
+stop the plan before anything changes; so must one that cannot be read (permission denied, a
+symlink loop, a name too long): said in words, never raised. Returns plain data: alias -> what is
+wrong (empty when fine)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.config.host_paths import OS_WHY, try_resolve
 from aigo_apply.desired.model_store import gguf_parts
 
 
@@ -30,11 +34,15 @@ def local_source_problems(specs: dict[str, dict[str, Any]]) -> dict[str, list[st
 
 
 def _folder_problems(folder: Path, what: str) -> list[str]:
-    if not folder.exists():
-        return [f"{what} {folder} does not exist on this machine"]
-    if not folder.is_dir():
+    st = _stat(folder)
+    if isinstance(st, str):
+        return [f"{what} {folder} {st}"]
+    if not stat.S_ISDIR(st.st_mode):
         return [f"{what} {folder} is a file; the engine needs the model's folder (config.json and weights)"]
-    if not (folder / "config.json").is_file():
+    config = _stat(folder / "config.json")
+    if isinstance(config, str) and "does not exist" not in config:
+        return [f"{what} {folder}: its config.json {config}"]
+    if isinstance(config, str) or not stat.S_ISREG(config.st_mode):
         return [f"{what} {folder} holds no config.json, so it is not a model folder"]
     return []
 
@@ -43,10 +51,24 @@ def _file_problems(folder: Path, name: str) -> list[str]:
     problems = []
     for part in gguf_parts(name):
         path = folder / part
-        if not os.path.lexists(path):
-            problems.append(f"{path} does not exist on this machine")
-        elif path.is_symlink():
-            problems.append(f"{path} is a symlink; name the file it points to ({os.path.realpath(path)})")
-        elif not path.is_file():
+        st = _stat(path, follow=False)
+        if isinstance(st, str):
+            problems.append(f"{path} {st}")
+        elif stat.S_ISLNK(st.st_mode):
+            problems.append(f"{path} is a symlink; name the file it points to ({try_resolve(path)})")
+        elif not stat.S_ISREG(st.st_mode):
             problems.append(f"{path} is not a regular file")
     return problems
+
+
+def _stat(path: Path, follow: bool = True) -> os.stat_result | str:
+    """The path's stat, or what stops it as words (never an exception): it does not exist, a part
+    of it is a file, permission denied, a symlink loop, a name too long."""
+    try:
+        return os.stat(path, follow_symlinks=follow)
+    except FileNotFoundError:
+        return "does not exist on this machine"
+    except OSError as exc:
+        return f"cannot be read: {OS_WHY.get(exc.errno or 0, exc.strerror or type(exc).__name__)}"
+    except ValueError:
+        return "cannot be read: it holds a character no file name can hold"

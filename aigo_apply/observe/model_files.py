@@ -7,7 +7,10 @@ shows as a warning."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +84,7 @@ def model_facts(spec: dict[str, Any], remote: HubAnswer | None = None, weights_t
     not downloaded yet, `remote` (what the Hub said: file sizes, config.json) stands in."""
     folder = Path(spec["model_dir"])
     out: dict[str, Any] = {"weights": None, "config": None, "found": None, "problem": None}
-    if remote and remote.weights is not None and not (folder / MARKER).is_file():
+    if remote and remote.weights is not None and not _is(folder / MARKER, stat.S_ISREG):
         return {
             "weights": remote.weights,
             "config": remote.config,
@@ -93,7 +96,7 @@ def model_facts(spec: dict[str, Any], remote: HubAnswer | None = None, weights_t
         return out
     if "model_file" in spec:
         return {**out, **_gguf_facts(folder / spec["model_file"])}
-    if not folder.is_dir():
+    if not _is(folder, stat.S_ISDIR):
         out["problem"] = f"{folder} is not on this machine yet (its size is unknown until it is downloaded)"
         return out
     out["config"], out["problem"] = _load_config(folder)
@@ -123,3 +126,12 @@ def weights_from_headers(headers: list[dict[str, Any]]) -> int:
                 begin, end = tensor["data_offsets"]
                 total += end - begin
     return total
+
+
+def _is(path: Path, kind: Callable[[int], bool]) -> bool:
+    """stat's answer, where a folder that cannot be searched (PermissionError, a loop) counts as absent:
+    the plan then says the size is unknown instead of failing."""
+    try:
+        return kind(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.adapters.create_checks import check_mounts
+from aigo_apply.config import host_paths
 from aigo_apply.config.host_paths import Protected, path_text_problem, unsafe_mount
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
@@ -24,6 +25,15 @@ from aigo_apply.plan.host_checks import source_checks
 from helpers.configs import host_context, model_folder, write_config
 
 HOME = Path("/home/ada")
+
+
+@pytest.fixture(autouse=True)
+def no_other_homes(monkeypatch):
+    """The policy is tested with the homes it is given (tests/unit/test_private_places.py), not
+    with the accounts of the machine running the tests."""
+    monkeypatch.setattr(host_paths, "known_homes", lambda: ())
+
+
 PLACES = (
     Protected("the Hugging Face cache and its token", HOME / ".cache/huggingface"),
     Protected("aigo-apply's state folder", HOME / ".local/state/aigo-apply"),

@@ -18,6 +18,7 @@ from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.secrets import container_env, env_value, redact, resolve
 from aigo_apply.cli.reporter import JsonReporter, TextReporter
+from aigo_apply.config import host_paths
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.types import SecretRef
 from aigo_apply.errors import ConfigInvalid, SecretUnavailable
@@ -40,7 +41,9 @@ WHERE = "models.m.env.MY_SECRET"
 
 @pytest.fixture(autouse=True)
 def clean_hub(monkeypatch, tmp_path):
-    """No Hugging Face token from the machine running the tests; its cache in tmp_path."""
+    """No Hugging Face token from the machine running the tests; its cache in tmp_path; no other
+    account's home (the machine's own would make a tmp_path below one of them refused)."""
+    monkeypatch.setattr(host_paths, "known_homes", lambda: ())
     for name in list(os.environ):
         if "TOKEN" in name.upper():
             monkeypatch.delenv(name)
@@ -118,10 +121,10 @@ def test_bad_contents_are_refused_without_showing_them(tmp_path, content, expect
         ("/etc/shadow", "inside the system folder /etc"),
         ("/proc/self/environ", "inside the system folder /proc"),
         ("/etc/../etc/./shadow", "inside the system folder /etc"),
-        ("~/.ssh/id_rsa", "a private file of a home folder (~/.ssh)"),
-        ("~/.aws/credentials", "a private file of a home folder (~/.aws)"),
-        ("~/.netrc", "a private file of a home folder (~/.netrc)"),
-        ("/home/someone/.docker/config.json", "a private file of a home folder (~/.docker)"),
+        ("~/.ssh/id_rsa", "inside the private folder ~/.ssh"),
+        ("~/.aws/credentials", "inside the private folder ~/.aws"),
+        ("~/.netrc", "the private file ~/.netrc"),
+        ("/home/someone/.docker/config.json", "inside the private folder /home/someone/.docker"),
         ("relative/secret", "is not an absolute path"),
     ],
 )
@@ -227,7 +230,7 @@ def test_container_env_checks_a_saved_specs_entries_again(monkeypatch):
         ("{HUB: {from_env: HUGGINGFACE_HUB_TOKEN}}", "HUGGINGFACE_HUB_TOKEN holds the Hugging Face token"),
         ("{S: {from_file: /etc/shadow}}", "models.qwen.env.S: the secret file '/etc/shadow' is inside the system"),
         ("{S: {from_file: /dev/zero}}", "the secret file '/dev/zero' is inside the system folder /dev"),
-        ("{S: {from_file: ~/.ssh/id_ed25519}}", "is a private file of a home folder (~/.ssh)"),
+        ("{S: {from_file: ~/.ssh/id_ed25519}}", "is inside the private folder ~/.ssh"),
         ("{S: {from_file: ~/.cache/huggingface/token}}", "is the Hugging Face token file"),
         ("{S: {from_file: secrets/key}}", "the secret file 'secrets/key' must be an absolute path"),
     ],

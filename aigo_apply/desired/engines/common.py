@@ -8,14 +8,15 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from aigo_apply.config import env_names, invisible
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import ContainerSpec, Mount, SecretRef
 from aigo_apply.errors import UnsafeSetting
 
 MODEL_MOUNT = "/models"
 # Models are downloaded on the host before the engine starts: the engine must never reach the Hub
-# (nor need a token). A model's own env may override it, visibly, in the file.
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
+# (nor need a token). A model's env may not set these (config/env_names.py says why).
+OFFLINE_ENV = env_names.TOOL_ENV
 # A value: no whitespace, no control characters, no leading dash (it would read as a flag).
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*\Z")
 
@@ -69,7 +70,11 @@ def engine_container(
 ) -> ContainerSpec:
     """The container for one model: published on 127.0.0.1 only, secrets kept as references."""
     env = []
-    for name, value in sorted({**OFFLINE_ENV, **spec.get("env", {})}.items()):
+    for name, value in spec.get("env", {}).items():  # checked again where it is used (a hand-edited plan)
+        why = env_names.refused_name(name) or (isinstance(value, str) and invisible.problem(value))
+        if why:
+            raise UnsafeSetting(f"model '{alias}': refusing to give the engine {name}: {why}")
+    for name, value in sorted({**spec.get("env", {}), **OFFLINE_ENV}.items()):
         env.append((name, SecretRef(*next(iter(value.items()))) if isinstance(value, dict) else value))
     gpus = spec["gpus"] if isinstance(spec["gpus"], str) else tuple(spec["gpus"])
     container = ContainerSpec(
