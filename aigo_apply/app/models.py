@@ -13,6 +13,10 @@ from aigo_apply.errors import UsageProblem
 
 def pull(desired, aliases: tuple[str, ...], reporter) -> list[dict[str, Any]]:
     """Download every missing folder of the named models (all models when none are named)."""
+    if off := sorted(set(aliases) & set(desired.disabled)):
+        raise UsageProblem(
+            f"model {', '.join(off)} is disabled in {desired.file} (enabled: false): enable it to download it"
+        )
     unknown = sorted(set(aliases) - set(desired.models))
     if unknown:
         raise UsageProblem(f"no model {', '.join(unknown)} in {desired.file}; models: {', '.join(desired.models)}")

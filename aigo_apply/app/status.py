@@ -19,7 +19,7 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
     plan = build_plan(desired, observed)
     routed = set(routes_from_models_json(observed.router_files.get("models.json", "")))
     by_alias = {c.alias: c for c in observed.ours if c.alias and c.name == _name(desired, c.alias, c)}
-    aliases = sorted(set(desired.models) | {c.alias for c in observed.ours if c.alias})
+    aliases = sorted(set(desired.models) | set(desired.disabled) | {c.alias for c in observed.ours if c.alias})
     containers = {a: by_alias.get(a) for a in aliases}
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
         ready = dict(zip(aliases, pool.map(lambda a: _probe(a, containers[a]), aliases), strict=False))
@@ -34,7 +34,8 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
         rows.append(
             {
                 "model": alias,
-                "in_file": alias in desired.models,
+                "in_file": alias in desired.models or alias in desired.disabled,
+                "enabled": alias not in desired.disabled,
                 "container": c.name if c else None,
                 "state": c.state if c else "absent",
                 "ready": ready[alias],
@@ -97,7 +98,7 @@ def render(report: dict[str, Any]) -> str:
     rows = [
         [
             r["model"] + ("" if r["in_file"] else " (not in file)"),
-            r["state"],
+            "disabled" if not r["enabled"] and r["state"] == "absent" else r["state"],
             "yes" if r["ready"] else "no",
             "yes" if r["route"] else "no",
             str(r["port"] or "-"),

@@ -173,7 +173,7 @@ def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> N
     fractions: dict[str, float] = {}
     placement: dict[str, Any] = {}
     for alias, model in models.items():
-        if not isinstance(model, dict):
+        if not isinstance(model, dict) or model.get("enabled") is False:  # a disabled model holds no GPU
             continue
         gpus = _gpus_of(model)
         engine, settings = _settings(data, model)

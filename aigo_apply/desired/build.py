@@ -52,7 +52,9 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
     models = data.get("models", {})
     ports = assign_ports(data["project"], models, router_port)
     desired = {}
-    for alias in sorted(models):
+    # a disabled model keeps its port (assigned above over every model) so enabling it again changes nothing else
+    disabled = tuple(sorted(a for a, m in models.items() if m.get("enabled") is False))
+    for alias in sorted(set(models) - set(disabled)):
         engine = engine_of(models[alias], defaults)
         image = image_reference(data, engine)
         if image is None:  # validation requires image_tag for an engine without a built-in one
@@ -83,6 +85,7 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         warnings,
         image_object(data, "vllm"),
         store,
+        disabled,
     )
 
 

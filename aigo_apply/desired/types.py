@@ -175,6 +175,7 @@ class DesiredState:
     warnings: tuple[str, ...] = ()
     vllm_image: dict[str, Any] = field(default_factory=dict)  # images.image_object for the vllm engine
     models_dir: Any = None  # pathlib.Path of the model store (defaults.models_dir)
+    disabled: tuple[str, ...] = ()  # aliases in the file with `enabled: false`: nothing of them runs
 
     def specs(self) -> dict[str, dict[str, Any]]:
         """alias -> canonical spec: what the model-store and lock helpers read."""

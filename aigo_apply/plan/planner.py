@@ -33,8 +33,10 @@ def build_plan(
     models start. See PlanFacts and PlanRequest for the inputs."""
     facts, request = facts or PlanFacts(), request or PlanRequest()
     replace, target = set(request.replace), set(request.target)
-    known = set(desired.models) | {c.alias for c in observed.engines if c.alias}
+    known = set(desired.models) | set(desired.disabled) | {c.alias for c in observed.engines if c.alias}
     for alias in sorted(replace - set(desired.models)):
+        if alias in desired.disabled:
+            raise UsageProblem(f"--replace {alias}: model '{alias}' is disabled in {desired.file} (enabled: false)")
         raise UsageProblem(f"--replace {alias}: no model '{alias}' in {desired.file}")
     for alias in sorted(target - known):
         raise UsageProblem(f"--target {alias}: no model '{alias}' in {desired.file} or on this machine")
@@ -54,7 +56,12 @@ def build_plan(
             model_actions += _model_actions(model, by_alias.get(alias, []), alias in replace, images)
     for alias, containers in sorted(by_alias.items()):
         if alias not in desired.models and wanted(alias):
-            model_actions += [_remove(c, f"model '{alias}' is no longer in {desired.file}") for c in containers]
+            why = (
+                f"model '{alias}' is disabled in {desired.file} (enabled: false): its container goes, the file keeps it"
+                if alias in desired.disabled
+                else f"model '{alias}' is no longer in {desired.file}"
+            )
+            model_actions += [_remove(c, why) for c in containers]
 
     model_actions, quant_blockers = checkpoint_notes(desired, model_actions, facts.checkpoints)
     model_actions += router_action(desired, observed, model_actions, targeted=bool(target), images=images)

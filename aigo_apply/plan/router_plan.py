@@ -74,7 +74,7 @@ def _route_reasons(desired: DesiredState, observed: ObservedState, model_actions
     for alias in sorted(set(desired.models) - set(deployed)):
         reasons.append(f"route for model {alias} to be added")
     for alias in sorted(set(deployed) - set(desired.models)):
-        reasons.append(f"route for model {alias} to be removed")
+        reasons.append(f"route for model {alias} to be removed" + (" (disabled)" if alias in desired.disabled else ""))
     for alias in sorted(set(deployed) & set(desired.models) - running):
         state = next((c.state for c in observed.engines if c.alias == alias), "absent")
         reasons.append(f"stale route: model {alias} has no running container ({state})")
