@@ -26,7 +26,12 @@ HEAD = "version: 1\nproject: nm3limits\n"
 MODEL = "{source: {path: /srv/models/m}, context_length: 4096, gpus: none}"
 
 
-def refused(tmp_path, text: str, seconds: float = 3.0) -> str:
+# A bound only a blow-up reaches (these inputs grew quadratically or worse before the limits: minutes);
+# the real times are measured in bench/, not asserted here, so a busy 2-core CI machine cannot fail them.
+HANG = 30.0
+
+
+def refused(tmp_path, text: str, seconds: float = HANG) -> str:
     path = tmp_path / "aigo.yaml"
     path.write_text(text)
     start = time.perf_counter()
@@ -99,7 +104,7 @@ def test_recursive_anchors_are_a_clear_error(tmp_path, text):
     ],
 )
 def test_big_lists_mappings_and_values_are_refused_before_the_schema(tmp_path, text, expected):
-    assert expected in refused(tmp_path, HEAD + text, seconds=2.0)
+    assert expected in refused(tmp_path, HEAD + text)
 
 
 def test_every_schema_pattern_is_fast_on_the_longest_value():
