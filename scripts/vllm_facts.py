@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Rebuild schemas/vllm-v0.31.0.json from the installed vLLM package's live registries and enums.
 
-Runs inside the vLLM venv (scripts/setup-vllm-venv): `.venv-vllm/bin/python scripts/vllm_facts.py`
-prints the rebuilt file; `--write` replaces it. Every name list, count, declared order, default,
+Runs inside a vLLM venv (scripts/setup-vllm-venv for v0.31.0): `.venv-vllm/bin/python scripts/vllm_facts.py`
+prints the rebuilt file of the installed release (schemas/vllm-vX.Y.Z.json); `--write` replaces it.
+For another release, run it with a venv holding that release (the facts of v0.32.0 and v0.33.0 were
+made so, with the CPU torch 2.13.0 and, for v0.33.0, `pip install --no-deps` over v0.32.0's
+dependencies: the parser and registries import without the torch it pins). Every name list, count, declared order, default,
 choice list and alias in the file is read from the running package (the parser registries, the
 Literal types and enums behind the flags, the `vllm serve` parser's own actions, vllm.envs); the
 prose around them (meanings, source paths, error wording) is carried over from the committed file.
@@ -191,12 +194,22 @@ def render(facts: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Print the rebuilt file, or write it with --write."""
+    """Print the rebuilt file of the installed release, or write it with --write. A release without a
+    committed file yet starts from v0.31.0's, whose prose it carries (marked in `prose_from`)."""
+    import vllm
+
     use_cpu_platform()
-    text = render(rebuild(json.loads(FACTS.read_text())))
+    target = ROOT / "schemas" / f"vllm-v{vllm.__version__}.json"
+    base = json.loads((target if target.exists() else FACTS).read_text())
+    if not target.exists():
+        base["prose_from"] = (
+            f"meanings, source paths and error wording are v{json.loads(FACTS.read_text())['version']}'s; "
+            "every name list, count, default, choice and alias is read from this release"
+        )
+    text = render(rebuild(base))
     if "--write" in argv:
-        FACTS.write_text(text)
-        print(f"wrote {FACTS.relative_to(ROOT)}", file=sys.stderr)
+        target.write_text(text)
+        print(f"wrote {target.relative_to(ROOT)}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -13,6 +13,7 @@ from aigo_apply import __version__
 from aigo_apply.config import rules as checks
 from aigo_apply.config import schema
 from aigo_apply.config.defaults import DEFAULT_FILE, FILE_ENV
+from aigo_apply.config.vllm_facts import known_releases
 from aigo_apply.config.yaml_source import Marks, Source, load
 from aigo_apply.errors import ConfigInvalid, Problem, UsageProblem
 from aigo_apply.resources import data_dir
@@ -110,7 +111,7 @@ def _refuse_oversized(source: Source) -> None:
 def _validated_key(file_digest: str) -> str | None:
     try:
         digest = hashlib.sha256(file_digest.encode())
-        for name in (schema.SCHEMA_FILE, "vllm-v0.31.0.json"):
+        for name in (schema.SCHEMA_FILE, *(f"vllm-v{r}.json" for r in known_releases())):
             digest.update((data_dir("schemas") / name).read_bytes())
         digest.update(Path(schema.__file__).read_bytes())  # how the schema is applied counts too
     except OSError:

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, VLLM_DEFAULT_TAG
 from aigo_apply.config.doc_path import dotted
-from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION
+from aigo_apply.config.vllm_facts import (
+    ENUM_SETTINGS,
+    VLLM_VERSION,
+    checked_release,
+    methods_needing_draft,
+    names,
+    speculative_methods,
+)
 from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
 from aigo_apply.resources import schema_data
@@ -67,8 +74,22 @@ def _anchor_end(pattern: str) -> str:
     return pattern
 
 
+def release_schema(release: str) -> dict[str, Any]:
+    """The schema with the name lists of another vLLM release (its facts file) in place of v0.31.0's."""
+    if release == VLLM_VERSION:
+        return schema()
+    data = copy.deepcopy(schema())  # schema() is shared (cached): never edited in place
+    settings = data["$defs"]["vllmSettings"]["properties"]
+    for setting in ENUM_SETTINGS:
+        settings[setting]["enum"] = names(setting, release)
+    speculative = settings["speculative"]
+    speculative["properties"]["method"]["enum"] = speculative_methods(release)
+    speculative["if"]["properties"]["method"]["enum"] = methods_needing_draft(release)
+    return data
+
+
 @cache
-def _validator() -> Draft202012Validator:
+def _validator(release: str = VLLM_VERSION) -> Draft202012Validator:
     # imported only when a file must really be validated
     from jsonschema import Draft202012Validator, validators
 
@@ -80,24 +101,33 @@ def _validator() -> Draft202012Validator:
 
     checker = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": is_integer, "number": is_number})
     strict = validators.extend(Draft202012Validator, type_checker=checker)
-    validator: Draft202012Validator = strict(schema())
+    validator: Draft202012Validator = strict(release_schema(release))
     return validator
 
 
 def validate(source: Source) -> list[Problem]:
     """Every schema failure of `source.data`, one Problem each, without duplicates."""
     problems: list[Problem] = []
-    errors = list(_validator().iter_errors(source.data))
+    release = checked_release(_vllm_tag(source.data))
+    errors = list(_validator(release).iter_errors(source.data))
     paths_with_specific = {tuple(e.absolute_path) for e in errors if e.validator not in ("oneOf", "anyOf")}
     for error in errors:
         path = tuple(error.absolute_path)
         if error.validator in ("oneOf", "anyOf") and path in paths_with_specific:
             continue  # a more precise message about the same place is already there
-        problems.extend(_explain(error, path, source))
+        problems.extend(_explain(error, path, source, release))
     return sorted(set(problems))
 
 
-def _explain(error: ValidationError, path: Path_, source: Source) -> list[Problem]:
+def _vllm_tag(data: Any) -> str | None:
+    """engines.vllm.image_tag as written, when it is text (the schema checks it either way)."""
+    engines = data.get("engines") if isinstance(data, dict) else None
+    vllm = engines.get("vllm") if isinstance(engines, dict) else None
+    tag = vllm.get("image_tag") if isinstance(vllm, dict) else None
+    return tag if isinstance(tag, str) else None
+
+
+def _explain(error: ValidationError, path: Path_, source: Source, release: str = VLLM_VERSION) -> list[Problem]:
     marks, file = source.marks, source.file
     kind, value = error.validator, error.instance
 
@@ -134,7 +164,7 @@ def _explain(error: ValidationError, path: Path_, source: Source) -> list[Proble
     if kind == "type" and not custom:
         return [at_value(f"must be {_expected(error.validator_value)}, not {_describe(value)}")]
     if kind == "enum":
-        return [at_value(_enum_message(path, value, list(error.validator_value)))]
+        return [at_value(_enum_message(path, value, list(error.validator_value), release))]
     if kind in _NUMBER_BOUNDS:
         return [at_value(f"must be {_NUMBER_BOUNDS[kind]} {error.validator_value}, not {value!r}")]
     if kind == "maxProperties":
@@ -210,11 +240,11 @@ def _unknown_key(key: str, allowed: list[str]) -> str:
     return f"unknown key '{key}'; allowed here: {', '.join(allowed)}"
 
 
-def _enum_message(path: Path_, value: Any, choices: list[Any]) -> str:
+def _enum_message(path: Path_, value: Any, choices: list[Any], release: str = VLLM_VERSION) -> str:
     setting = path[-1] if path and path[-1] in ENUM_SETTINGS and "vllm" in path else None
     if path[-2:] == ("speculative", "method"):
         setting = "speculative method"
-    what = f"a {setting} that vLLM v{VLLM_VERSION} knows" if setting else "one of " + ", ".join(map(str, choices))
+    what = f"a {setting} that vLLM v{release} knows" if setting else "one of " + ", ".join(map(str, choices))
     message = f"{_describe(value)} is not {what}"
     if isinstance(value, str):
         normal = value.strip().lower().replace("-", "_")

@@ -1,17 +1,25 @@
-"""The facts read from the real vLLM v0.31.0 release, shipped as data in schemas/.
+"""The facts read from real vLLM releases, shipped as data in schemas/ (one vllm-vX.Y.Z.json each,
+made by scripts/vllm_facts.py from the installed package).
 
-The schema's enumerations are copies of these lists (a test keeps them equal); code that needs a
-name list or a note about a name asks this module rather than hard-coding it.
+v0.31.0 is the default release (the built-in image tag) and the schema's own enumerations are copies
+of its lists (a test keeps them equal). When `engines.vllm.image_tag` names another release that has a
+facts file here (v0.32.0, v0.33.0), the names a file uses are checked against that release instead:
+config/schema.py swaps the enumerations, the vLLM renderer re-checks against the same lists. Code that
+needs a name list or a note about a name asks this module rather than hard-coding it.
 """
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from typing import Any
 
-from aigo_apply.resources import schema_data
+from aigo_apply.resources import data_dir, schema_data
 
-VLLM_VERSION = "0.31.0"
+VLLM_VERSION = "0.31.0"  # the default release: the built-in image tag v0.31.0
 FACTS_FILE = f"vllm-v{VLLM_VERSION}.json"
+_FACTS_NAME = re.compile(r"vllm-v(\d+\.\d+\.\d+)\.json")
+_TAG_RELEASE = re.compile(r"v?(\d+\.\d+\.\d+)(?![\d.])")
 
 # Setting name in aigo.yaml -> key of its name list in the facts file.
 ENUM_SETTINGS = {
@@ -25,24 +33,51 @@ ENUM_SETTINGS = {
 }
 
 
-def facts() -> dict[str, Any]:
-    return schema_data(FACTS_FILE)
+@cache
+def known_releases() -> tuple[str, ...]:
+    """The releases with a facts file here, oldest first."""
+    found = [m.group(1) for p in data_dir("schemas").iterdir() if (m := _FACTS_NAME.fullmatch(p.name))]
+    return tuple(sorted(found, key=lambda v: tuple(int(x) for x in v.split("."))))
 
 
-def names(setting: str) -> list[str]:
-    """The names vLLM v0.31.0 accepts for one `vllm:` setting, e.g. names('moe_backend')."""
-    return list(facts()[ENUM_SETTINGS[setting]])
+def tag_release(tag: str | None) -> str | None:
+    """The release an image tag names (`v0.33.0-cu129` -> 0.33.0), or None (`latest`, `nightly`)."""
+    if tag is None:
+        return VLLM_VERSION
+    found = _TAG_RELEASE.match(tag)
+    return found.group(1) if found else None
 
 
-def speculative_methods() -> list[str]:
-    return list(facts()["speculative_methods"])
+def checked_release(tag: str | None) -> str:
+    """The release whose names a file with this vLLM image tag is checked against: the tag's own when
+    its facts are here, else the default v0.31.0 (the plan then warns that the tag is another one)."""
+    release = tag_release(tag)
+    return release if release in known_releases() else VLLM_VERSION
 
 
-def deprecated_mtp_aliases() -> list[str]:
-    """MTP method names v0.31.0 still accepts but rewrites to `mtp` with a deprecation warning."""
-    return list(facts()["speculative_info"]["mtp_aliases_deprecated"])
+def facts(version: str = VLLM_VERSION) -> dict[str, Any]:
+    return schema_data(f"vllm-v{version}.json")
 
 
-def deprecated_quantizations() -> list[str]:
-    """Quantization methods that v0.31.0 only accepts behind an extra allow flag."""
-    return list(facts()["quantization_info"]["deprecated_need_allow_flag"])
+def names(setting: str, version: str = VLLM_VERSION) -> list[str]:
+    """The names a vLLM release accepts for one `vllm:` setting, e.g. names('moe_backend')."""
+    return list(facts(version)[ENUM_SETTINGS[setting]])
+
+
+def speculative_methods(version: str = VLLM_VERSION) -> list[str]:
+    return list(facts(version)["speculative_methods"])
+
+
+def methods_needing_draft(version: str = VLLM_VERSION) -> list[str]:
+    """Speculative methods the release refuses without a separate draft checkpoint."""
+    return list(facts(version)["speculative_info"]["methods_needing_draft"])
+
+
+def deprecated_mtp_aliases(version: str = VLLM_VERSION) -> list[str]:
+    """MTP method names the release still accepts but rewrites to `mtp` with a deprecation warning."""
+    return list(facts(version)["speculative_info"]["mtp_aliases_deprecated"])
+
+
+def deprecated_quantizations(version: str = VLLM_VERSION) -> list[str]:
+    """Quantization methods that the release only accepts behind an extra allow flag."""
+    return list(facts(version)["quantization_info"]["deprecated_need_allow_flag"])

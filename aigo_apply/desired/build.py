@@ -7,7 +7,6 @@ Pure: it reads no files and calls no daemon, so the same config always gives the
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,13 @@ from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_for
 from aigo_apply.config.host_paths import resolve_or_why, try_resolve, unsafe_mount
 from aigo_apply.config.load import Config
 from aigo_apply.config.units import parse_token_count
-from aigo_apply.config.vllm_facts import VLLM_VERSION, deprecated_mtp_aliases
+from aigo_apply.config.vllm_facts import (
+    VLLM_VERSION,
+    checked_release,
+    deprecated_mtp_aliases,
+    known_releases,
+    tag_release,
+)
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
@@ -51,6 +56,7 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
     _check_store(config.file, store, host)
     models = data.get("models", {})
     ports = assign_ports(data["project"], models, router_port)
+    release = checked_release(data.get("engines", {}).get("vllm", {}).get("image_tag"))
     desired = {}
     # a disabled model keeps its port (assigned above over every model) so enabling it again changes nothing else
     disabled = tuple(sorted(a for a, m in models.items() if m.get("enabled") is False))
@@ -68,9 +74,9 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         if isinstance(written, str):
             notes += (f"context_length {written!r} means {spec['context_length']} tokens",)
         method = spec.get("vllm", {}).get("speculative", {}).get("method")
-        if method in deprecated_mtp_aliases():
+        if method in deprecated_mtp_aliases(release):
             notes += (
-                f"speculative method {method!r} is deprecated in vLLM v0.31.0, which runs it as 'mtp'; "
+                f"speculative method {method!r} is deprecated in vLLM v{release}, which runs it as 'mtp'; "
                 "write method: mtp",
             )
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
@@ -107,19 +113,21 @@ def _check_store(file: str, store: Path, host: HostContext) -> None:
 
 
 def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
-    """Setting names are checked against v0.31.0; say so when the tag names another release."""
+    """Setting names are checked against the release the tag names when its facts are here (v0.31.0,
+    v0.32.0, v0.33.0), else against v0.31.0: say so when the tag names another release."""
     tag = engine.get("image_tag", VLLM_DEFAULT_TAG)
-    release = re.match(r"^v?(\d+\.\d+\.\d+)", tag)
-    if release and release.group(1) != VLLM_VERSION:
+    release = tag_release(tag)
+    known = ", ".join(f"v{r}" for r in known_releases())
+    if release is not None and release != checked_release(tag):
         return (
-            f"engines.vllm.image_tag {tag} is vLLM {release.group(1)}, but aigo-apply checked every setting "
-            f"name against vLLM v{VLLM_VERSION}; a release that does not know a name exits at start-up "
-            "(apply then restores the previous container)",
+            f"engines.vllm.image_tag {tag} is vLLM {release}, but aigo-apply has the names of {known} only, so "
+            f"setting names were checked against vLLM v{VLLM_VERSION}; a release that does not know a name exits at "
+            "start-up (apply then restores the previous container)",
         )
     if tag.startswith(("latest", "nightly")):
         return (
-            f"engines.vllm.image_tag {tag} moves over time; setting names were checked against vLLM "
-            f"v{VLLM_VERSION}, and a release that does not know a name exits at start-up",
+            f"engines.vllm.image_tag {tag} moves over time; setting names were checked "
+            f"against vLLM v{VLLM_VERSION}, and a release that does not know a name exits at start-up",
         )
     return ()
 

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
-from aigo_apply.config.vllm_facts import ENUM_SETTINGS, VLLM_VERSION, names, speculative_methods
+from aigo_apply.config.vllm_facts import ENUM_SETTINGS, checked_release, names, speculative_methods
 from aigo_apply.desired.engines.common import MODEL_MOUNT, cache_mount, check_command, engine_container
 from aigo_apply.desired.engines.common import number as _number
 from aigo_apply.desired.types import ContainerSpec, Mount
@@ -52,7 +52,7 @@ _SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}\Z')
 
 def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     settings = spec.get("vllm", {})
-    _recheck(alias, settings)
+    _recheck(alias, settings, checked_release(spec["image"].rpartition(":")[2] if ":" in spec["image"] else None))
     model_path = f"{MODEL_MOUNT}/{alias}"
     command = [
         model_path,
@@ -89,17 +89,17 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     return engine_container(project, alias, spec, command, mounts + [cache_mount(project)], VLLM_CONTAINER_PORT)
 
 
-def _recheck(alias: str, settings: dict[str, Any]) -> None:
-    """Refuse names v0.31.0 does not know, again, right before a container is made."""
+def _recheck(alias: str, settings: dict[str, Any], release: str) -> None:
+    """Refuse names the checked release does not know, again, right before a container is made."""
     for key, value in settings.items():
-        if key in ENUM_SETTINGS and value not in names(key):
-            raise UnsafeSetting(f"model '{alias}': vllm.{key} {value!r} is not a name vLLM v{VLLM_VERSION} accepts")
+        if key in ENUM_SETTINGS and value not in names(key, release):
+            raise UnsafeSetting(f"model '{alias}': vllm.{key} {value!r} is not a name vLLM v{release} accepts")
     speculative = settings.get("speculative")
     if speculative is not None:
         method, tokens = speculative.get("method"), speculative.get("num_speculative_tokens", 1)
-        if method not in speculative_methods():
+        if method not in speculative_methods(release):
             raise UnsafeSetting(
-                f"model '{alias}': vllm.speculative.method {method!r} is not a name vLLM v{VLLM_VERSION} accepts"
+                f"model '{alias}': vllm.speculative.method {method!r} is not a name vLLM v{release} accepts"
             )
         if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 64:
             raise UnsafeSetting(f"model '{alias}': vllm.speculative.num_speculative_tokens {tokens!r} is not 1-64")
