@@ -21,6 +21,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
+from aigo_apply.config.file_read import read_bytes, rewritable
 from aigo_apply.config.load import load_config
 from aigo_apply.config.yaml_source import load
 from aigo_apply.desired.images import BUILT_IN
@@ -63,11 +64,14 @@ def set_tag(config_file: str, engine: str, tag: str | None) -> TagChange:
     dotted = ".".join(where + ("image_tag",))
     if tag is not None and not tag.strip():
         raise UsageProblem(f"the tag is empty; to use the built-in tag: aigo-apply image tag {engine} --reset")
-    path = Path(config_file).expanduser()
+    path = rewritable(Path(config_file).expanduser(), config_file)  # a regular file: a FIFO would block a 2nd read
     source = load(path, config_file)  # the project's own reader first: size, UTF-8, syntax, nesting, bombs
     if source.problems:  # duplicate keys and the like: which of two lines to edit is not clear
         raise ConfigInvalid(config_file, source.problems)
-    original = path.read_bytes().decode("utf-8")  # line ends as written (read_text would turn CRLF into LF)
+    try:  # line ends as written (read_text would turn CRLF into LF); bounded like the first read
+        original = read_bytes(path, config_file).decode("utf-8")
+    except UnicodeDecodeError:
+        raise AigoError(f"{config_file}: changed while it was read; run the command again") from None
     bom = "\ufeff" if original.startswith("\ufeff") else ""
     original = original.removeprefix(bom)
     yaml, document = _round_trip(original, config_file)

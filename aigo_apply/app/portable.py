@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import copy
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from aigo_apply.config import rules, schema
+from aigo_apply.config.doc_path import dotted
+from aigo_apply.config.file_read import read_bytes, rewritable
 from aigo_apply.config.load import load_config
-from aigo_apply.config.yaml_source import load
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, UsageProblem
+from aigo_apply.config.yaml_source import Source, load, load_text
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem
+from aigo_apply.plan.text import shown
 
 FORMAT = "aigo-apply/model/1"
 HOST_FIELDS = ("gpus", "port")
@@ -84,34 +90,104 @@ def export_model(config_file: str, alias: str) -> tuple[str, list[str]]:
     return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=2**31 - 1), warnings
 
 
-def read_definition(path: str, alias: str | None = None) -> tuple[str, dict[str, Any], list[str]]:
+def read_definition(
+    path: str, alias: str | None = None, config_file: str | None = None
+) -> tuple[str, dict[str, Any], list[str]]:
     """(alias, the portable entry, notes): host settings a hand-made definition carries are left out,
-    with a note, as `export` leaves them out; a local source path gets a note too."""
+    with a note, as `export` leaves them out; a local source path gets a note too. A definition is
+    input from elsewhere: its alias and entry are checked as the config checks a model (schema,
+    names, hidden characters, mounts, secrets) before anything is printed or written, and a refusal
+    names the definition's line; relative paths are read against `config_file`'s folder."""
     try:
         source = load(Path(path), path)
     except ConfigFileError:
         if not Path(path).exists():
             raise AigoError(
-                f"{path}: no such file; give the path of a definition that `aigo-apply export ALIAS -o "
+                f"{shown(path)}: no such file; give the path of a definition that `aigo-apply export ALIAS -o "
                 "NAME.baimodel` wrote (the first argument of import; -f/--file names the aigo.yaml to add it to)"
             ) from None
         raise
     data = source.data
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("model"), dict):
-        raise AigoError(f"{path}: not an aigo-apply model definition (expected `format: {FORMAT}` and `model:`)")
+        raise AigoError(f"{shown(path)}: not an aigo-apply model definition (expected `format: {FORMAT}` and `model:`)")
+    if source.problems:  # duplicate keys and the like: which of two values is meant is not clear
+        raise ConfigInvalid(path, source.problems)
     name = alias or data.get("alias")
     if not isinstance(name, str) or not name:
-        raise AigoError(f"{path}: the definition names no alias; pass --as ALIAS")
+        raise AigoError(f"{shown(path)}: the definition names no alias; pass --as ALIAS")
     model = data["model"]
+    _check_entry(path, source, name, portable(model), alias is not None, config_file)
     notes = []
     dropped = host_settings(model)
     if dropped:
         notes.append(
-            f"{path} sets {', '.join(dropped)}, which belong to each machine: left out (set them for this "
+            f"{shown(path)} sets {', '.join(dropped)}, which belong to each machine: left out (set them for this "
             "machine in the config file if the defaults do not fit)"
         )
-    notes += [f"{where} is a local path ({p}): this machine needs the files there" for where, p in local_paths(model)]
+    notes += [
+        f"{where} is a local path ({shown(p)}): this machine needs the files there" for where, p in local_paths(model)
+    ]
     return name, portable(model), notes
+
+
+_PROJECT = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+# A document around the entry, valid on its own: every engine has a tag, so only the entry can fail.
+_PROBE_HEAD = (
+    "version: 1\nproject: aigo-import-check\nengines:\n  sglang: {image_tag: probe}\n"
+    "  llama.cpp: {image_tag: probe}\nmodels:\n"
+)
+
+
+def _check_entry(
+    path: str, source: Source, alias: str, model: dict[str, Any], from_option: bool, config_file: str | None
+) -> None:
+    """Refuse the entry, with the definition's lines, when the config would refuse it as a model."""
+    base = Path(config_file).expanduser().absolute().parent if config_file else Path.cwd()
+    head = _PROBE_HEAD.replace("aigo-import-check", _project_of(config_file))  # names in messages are this file's
+    try:
+        probe = load_text(head + entry_text(alias, model), str(base / ".aigo-import-check.yaml"))
+    except ConfigFileError as exc:  # the entry breaks the YAML itself
+        raise AigoError(
+            f"{shown(path)}: the model entry cannot be read back as YAML ({exc}); fix the definition"
+        ) from None
+    found = probe.problems + schema.validate(probe) + rules.check(probe)
+    if found:
+        raise ConfigInvalid(path, [_in_definition(p, probe, source, alias, from_option, path) for p in found])
+
+
+def _project_of(config_file: str | None) -> str:
+    """The target file's project when it names a valid one (for the container names messages show)."""
+    try:
+        path = Path(config_file).expanduser() if config_file else None  # a regular file only: never wait on a FIFO
+        data = load(path, config_file).data if path is not None and path.is_file() else None
+    except (AigoError, OSError):
+        data = None
+    project = data.get("project") if isinstance(data, dict) else None
+    return project if isinstance(project, str) and _PROJECT.fullmatch(project) else "aigo-import-check"
+
+
+def _in_definition(
+    problem: Problem, probe: Source, source: Source, alias: str, from_option: bool, path: str
+) -> Problem:
+    """A problem of the probe document, placed where the definition writes the same value."""
+    at = {pos: key for key, pos in probe.marks.values.items()}
+    at.update({pos: key for key, pos in probe.marks.keys.items()})
+    where = at.get((problem.line, problem.column), ())
+    prefix = dotted(("models", alias))
+    shown_path = problem.path
+    about_alias = shown_path == prefix and "alias" in problem.message  # else about the entry as a whole
+    if shown_path == prefix or shown_path.startswith(prefix + "."):
+        shown_path = ("--as" if from_option else "alias") if about_alias else "model" + shown_path[len(prefix) :]
+    if tuple(where[:2]) == ("models", alias) and len(where) > 2:
+        line, column = source.marks.of_value(("model", *where[2:]))
+    elif not about_alias:
+        line, column = source.marks.of_key(("model",))
+    elif from_option:
+        line, column = 1, 1
+    else:
+        line, column = source.marks.of_value(("alias",)) if "alias" in source.data else source.marks.of_key(("model",))
+    message = problem.message.replace(probe.file, path)
+    return Problem(line, column, shown_path, message, path)
 
 
 def entry_text(alias: str, model: dict[str, Any], indent: int = 2) -> str:
@@ -122,16 +198,22 @@ def entry_text(alias: str, model: dict[str, Any], indent: int = 2) -> str:
 
 
 def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
-    """Insert the entry under `models:` and write the file only if the result validates."""
-    path = Path(config_file)
+    """Insert the entry under `models:` and write the file only if the result validates: the file a
+    symlink points at (the link stays), with its mode kept; never a pipe, FIFO or device."""
+    path = rewritable(Path(config_file).expanduser(), config_file)
     source = load(path, config_file)
+    if source.problems:  # duplicate keys: where the entry would go is not clear
+        raise ConfigInvalid(config_file, source.problems)
     data = source.data if isinstance(source.data, dict) else {}
     models = data.get("models")
     if not isinstance(models, dict):
         raise AigoError(f"{config_file}: has no `models:` mapping to add to")
     if alias in models:
         raise UsageProblem(f"model '{alias}' already exists in {config_file}; import it --as another alias")
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    try:
+        lines = read_bytes(path, config_file).decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        raise AigoError(f"{config_file}: changed while it was read; run the command again") from None
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     models_line = source.marks.of_key(("models",))[0]
@@ -144,8 +226,15 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
         while at > models_line and not lines[at - 1].strip():
             at -= 1  # keep blank lines before the next section after the new entry
         lines.insert(at, entry_text(alias, model, indent))
-    text = "".join(lines)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _write_checked(path, config_file, alias, "".join(lines))
+
+
+def _write_checked(target: Path, config_file: str, alias: str, text: str) -> None:
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    try:
+        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise AigoError(f"{config_file}: cannot write beside it: {exc.strerror or exc}") from None
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as f:
             f.write(text)
@@ -156,7 +245,12 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
                 f"adding '{alias}' would make {config_file} invalid, so it was not changed:\n  "
                 + "\n  ".join(p.format().replace(tmp, config_file) for p in exc.problems)
             ) from None
-        os.replace(tmp, path)
+        except ConfigFileError as exc:
+            raise AigoError(f"adding '{alias}': {str(exc).replace(tmp, config_file)}; so it was not changed") from None
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise AigoError(f"{config_file}: cannot write it: {exc.strerror or exc}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -206,5 +206,17 @@ def render_cmd(alias: str, file: str | None, form: str) -> int:
         raise UsageProblem(
             f"no model {alias[:200]!r} in {shown(desired.file)}; models: {', '.join(desired.models) or 'none'}"
         )
+    if alias != "router":  # what the plan's model.path blocker refuses (a split part that is a symlink...)
+        from aigo_apply.errors import AigoError
+        from aigo_apply.observe.local_sources import local_source_problems
+
+        problems = local_source_problems({alias: desired.models[alias].spec}).get(alias)
+        if problems:
+            raise AigoError(
+                f"{shown(desired.file)}: models.{alias}: "
+                + "; ".join(problems)
+                + "; apply would refuse to mount it, so there is no docker run line to show: point source.path "
+                "at the model's own folder or .gguf file (every part of a split file a regular file)"
+            )
     echo(docker_run(container), colours=False)
     return EXIT_OK

@@ -44,19 +44,18 @@ def init(file: str | None, project: str | None, force: bool) -> int:
 def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
     """Write ALIAS as a portable model definition, without this machine's settings."""
     from aigo_apply.app.portable import export_model
+    from aigo_apply.config.file_read import write_file
     from aigo_apply.config.load import choose_file
+    from aigo_apply.plan.text import printable
 
     text, warnings = export_model(choose_file(file), alias)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     if out is None:
         click.echo(text, nl=False)
-    else:
-        try:
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise AigoError(f"{out}: cannot write the definition: {exc.strerror or exc}") from None
-        click.echo(f"wrote {out}")
+    else:  # never through a symlink, into a FIFO or a device (plan --out's writer)
+        write_file(out, text, "definition", AigoError)
+        click.echo(printable(f"wrote {out}"))
     return EXIT_OK
 
 
@@ -69,14 +68,15 @@ def import_cmd(definition: str, file: str | None, alias: str | None, write: bool
     """Print the models: entry for a portable definition, or add it to the file with --write."""
     from aigo_apply.app.portable import add_to_file, entry_text, read_definition
     from aigo_apply.config.load import choose_file
+    from aigo_apply.plan.text import printable
 
-    name, model, notes = read_definition(definition, alias)
-    for note in notes:
-        click.echo(f"note: {note}", err=True)
-    if not write:
-        click.echo("models:\n" + entry_text(name, model), nl=False)
-        return EXIT_OK
     target = choose_file(file)
+    name, model, notes = read_definition(definition, alias, target)  # checked as the config checks a model
+    for note in notes:
+        click.echo(printable(f"note: {note}"), err=True)
+    if not write:
+        click.echo(printable("models:\n" + entry_text(name, model)), nl=False)
+        return EXIT_OK
     add_to_file(target, name, model)
-    click.echo(f"added model '{name}' to {target}; run `aigo-apply plan` to see what it does here")
+    click.echo(printable(f"added model '{name}' to {target}; run `aigo-apply plan` to see what it does here"))
     return EXIT_OK

@@ -25,12 +25,26 @@ disguise. The list is short and each entry has a reason:
 - The network. Proxies (`*_proxy`, any case: Python and curl read both spellings, and any scheme)
   and the TLS trust files would put someone between the engine and what it fetches (image URLs in
   requests).
+- Other code loaders and programs named by a path (the class, not only Python's and the linker's):
+  glibc's GCONV_PATH (iconv modules), the CUDA driver's CUDA_INJECTION*_PATH (a library in every
+  CUDA process), every *PLUGIN* name (VLLM_PLUGINS, NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN... load a
+  library or module by name or path), library, header and program paths (`*_SO_PATH`,
+  LIBRARY_PATH, `*_LIB*_PATH`, `*INCLUDE_PATH`, CPATH, VLLM_CUDART_SO_PATH, VLLM_NCCL_SO_PATH, VLLM_CUDA_COMPATIBILITY_PATH, VLLM_RUST_FRONTEND_PATH,
+  TRITON_*_PATH such as TRITON_LIBCUDA_PATH and TRITON_PTXAS_PATH), VLLM_LOGGING_CONFIG_PATH
+  (logging.config.dictConfig calls any callable the file names), VLLM_TEST_FORCE_LOAD_FORMAT
+  (pickle weights), the compiler Triton and TorchInductor run (CC, CXX), compile caches whose
+  files are loaded as code (TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, TORCH_EXTENSIONS_DIR,
+  VLLM_CACHE_ROOT: the project's cache volume is where they belong), HOME (Python's user site
+  and its usercustomize module) and the start-up options of other runtimes (NODE_OPTIONS,
+  JAVA_TOOL_OPTIONS, _JAVA_OPTIONS, PERL5OPT, PERL5LIB, PERLLIB, RUBYOPT, RUBYLIB).
 
 Names are compared as written (Linux is case-sensitive: `ld_preload` is not read by anyone), except
 proxies, whose lower-case spelling is read too. Hugging Face token names are refused by env_rules.
 """
 
 from __future__ import annotations
+
+import re
 
 # Set by aigo-apply on every engine container (desired/engines/common.py uses this very mapping).
 TOOL_ENV = {"HF_HUB_OFFLINE": "1"}
@@ -78,6 +92,41 @@ _EXACT = {
     "REQUESTS_CA_BUNDLE": f"it chooses whom the engine trusts on its outbound connections; {REMOVE}",
     "CURL_CA_BUNDLE": f"it chooses whom the engine trusts on its outbound connections; {REMOVE}",
 }
+_LOADS = f"it names code or a program the container loads or runs at start-up; {REMOVE}"
+_CACHE = (
+    "the engine loads compiled code from this cache; the project's cache volume (/root/.cache) is where it "
+    "belongs: remove it"
+)
+_EXACT.update(
+    dict.fromkeys(
+        (
+            "GCONV_PATH",
+            "HOME",
+            "CC",
+            "CXX",
+            "NODE_OPTIONS",
+            "JAVA_TOOL_OPTIONS",
+            "_JAVA_OPTIONS",
+            "PERL5OPT",
+            "PERL5LIB",
+            "PERLLIB",
+            "RUBYOPT",
+            "RUBYLIB",
+            "VLLM_LOGGING_CONFIG_PATH",
+            "VLLM_TEST_FORCE_LOAD_FORMAT",
+            "VLLM_CUDA_COMPATIBILITY_PATH",
+            "VLLM_RUST_FRONTEND_PATH",
+        ),
+        _LOADS,
+    )
+)
+_EXACT.update(
+    dict.fromkeys(("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "VLLM_CACHE_ROOT"), _CACHE)
+)
+# Anywhere in a name: a library, module or program chosen by name or path.
+_LOADER_WORDS = re.compile(
+    r"PLUGIN|INJECTION|_SO_PATH\Z|(?:\A|_)LIB[A-Z0-9_]*PATH\Z|INCLUDE_PATH\Z|\ACPATH\Z|\ATRITON_[A-Z0-9_]*PATH\Z"
+)
 _PREFIXES = (
     (
         "LD_",
@@ -102,6 +151,8 @@ def refused_name(name: str) -> str | None:
     for prefix, why in _PREFIXES:
         if name.startswith(prefix):
             return why
+    if _LOADER_WORDS.search(name.upper()):
+        return _LOADS
     if name.startswith("PYTHON") and name not in _PYTHON_ALLOWED:
         return (
             "Python reads PYTHON* names at start-up, and several load or run code; the engine's image decides "

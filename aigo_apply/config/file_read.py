@@ -5,6 +5,11 @@ Every read is bounded: at most the size limit plus one byte (so /dev/zero is har
 anything that is not a regular file at most PIPE_DEADLINE_S seconds (a FIFO nobody writes to would
 otherwise wait forever). A pipe's bytes are kept for the rest of the process, so a command that
 needs the file twice (the validity cache, a second look) sees the same bytes both times.
+
+Also the other file-system facts a command trusts only after checking them: which file a command
+that rewrites the config replaces (`rewritable`), how a file it was asked to write is written
+(`write_file`: never through a symlink), and whether another account could change a folder the
+tool downloads into (`others_can_write`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import os
 import select
 import stat
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,3 +83,76 @@ def _drain(fd: int, display: str) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+def rewritable(path: Path, display: str) -> Path:
+    """The regular file a command that rewrites the config (`image tag`, `import --write`) replaces:
+    the file a symlink points at (the link stays), never a pipe, FIFO, device or folder, which
+    could be read only once or would block the second read forever. Checked before anything is read."""
+    try:
+        target = path.resolve(strict=True)
+        info = os.stat(target)
+    except FileNotFoundError:
+        raise ConfigFileError(
+            display, "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
+        ) from None
+    except PermissionError:
+        raise ConfigFileError(display, "permission denied; make the file readable by this user") from None
+    except (OSError, RuntimeError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or "a symlink loop or a name that is too long"
+        raise ConfigFileError(display, f"cannot be resolved: {why}; pass the file itself with -f/--file") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigFileError(
+            display,
+            "is not a regular file (a pipe, FIFO, device or folder); this command rewrites the config file, so "
+            "pass the path of the file itself with -f/--file",
+        )
+    return target
+
+
+def others_can_write(path: Path) -> str | None:
+    """Why another account could change what lands in the model store `path` (absolute, resolved),
+    or None. aigo-apply (often root) downloads into it and mounts what is there into engines, so a
+    folder someone else owns or may write (`/tmp`, `/var/tmp`, another account's home) would let
+    them plant a model, its remote code or a symlink for the download to follow. The store (or,
+    while it does not exist, the folder it will be made in) must be owned by root or you and
+    writable by nobody else; no folder above it may be owned by another account, or writable by
+    everyone without the sticky bit (then anyone could rename the store away)."""
+    mine = {0, os.geteuid()}
+    first = True
+    for folder in (path, *path.parents):
+        try:
+            info = os.stat(folder)
+        except OSError:
+            continue  # not made yet: the folder above is where it will be
+        if info.st_uid not in mine:
+            return f"a folder another account owns ({folder}: uid {info.st_uid}), which could plant files in it"
+        everyone = info.st_mode & stat.S_IWOTH
+        if first and everyone:
+            return f"a folder every account may write ({folder}), where anyone could plant files"
+        if everyone and not info.st_mode & stat.S_ISVTX:
+            return f"inside a folder every account may write ({folder}), where anyone could swap it"
+        first = False
+    return None
+
+
+def write_file(path: Path, text: str, what: str, error: type[Exception]) -> None:
+    """Write a file a command was asked to write (`plan --out`, `export -o`) the safe way: never
+    through a symbolic link or into anything but a regular file (a FIFO, a device); a temporary
+    file in the same folder is renamed over it (mode 0644, or the file's own)."""
+    name, tmp = (str(path) if str(path).isprintable() else repr(str(path))), None
+    try:
+        info = os.lstat(path) if os.path.lexists(path) else None
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            raise error(f"{name} is a symbolic link; a {what} is never written through one: choose another path")
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            raise error(f"{name} is not a regular file; choose a file path for the {what}")
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), stat.S_IMODE(info.st_mode) & 0o777 if info is not None else 0o644)
+            f.write(text)
+        os.replace(tmp, path)
+    except (OSError, ValueError) as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise error(f"{name}: cannot write the {what} file: {getattr(exc, 'strerror', None) or exc}") from None

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.config import invisible
+from aigo_apply.config.file_read import others_can_write
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.yaml_source import Path_
 
@@ -294,6 +295,8 @@ def unsafe_mount(
     folder or a home folder is fine, a system or private one is not."""
     if path == Path("/"):
         return "the whole filesystem"
+    if store and (others := others_can_write(path)):
+        return others
     mine = own_homes(home)
     if not store and path in mine:
         return "your whole home folder"

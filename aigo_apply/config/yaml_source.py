@@ -94,6 +94,13 @@ def load(path: Path, display: str | None = None) -> Source:
     """Load one YAML document with positions; raise ConfigFileError when it is not usable YAML."""
     display = display or str(path)
     text, digest = read_text(path, display)
+    return load_text(text, display, digest)
+
+
+def load_text(text: str, display: str, digest: str = "") -> Source:
+    """`load` for text already in memory (import checks a model entry in a document it composes)."""
+    if found := invisible.in_file(text):
+        raise ConfigFileError(display, found[2], found[0], found[1])
     node, loader = _compose(text, display)
     if node is None:
         raise ConfigFileError(

@@ -51,7 +51,11 @@ ENGINE_FILES = frozenset(
 )
 ENGINE_SUFFIXES = (".jinja", ".tiktoken", ".py")  # chat templates, tiktoken vocabularies, trust_remote_code modules
 _P = TypeVar("_P", bound=PurePath)  # repo_dir lays out a real folder, or a pure path to compare with
-_SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-\d{5}-of-(?P<count>\d{5})\.gguf\Z")
+_SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf\Z")
+# llama.cpp's gguf-split writes a few dozen parts for the largest models; a name claiming more (up to
+# 99999) would make as many mounts and checks. Such a name, or one that is not part i of n with
+# 1 <= i <= n, is taken as one plain file: only it is mounted, and nothing else is looked for.
+MAX_GGUF_PARTS = 256
 
 
 def repo_dir(models_dir: _P, repo: str, revision: str) -> _P:
@@ -141,9 +145,10 @@ def select_files(repo: str, paths: list[str], file: str | None = None) -> list[s
 
 
 def gguf_parts(name: str) -> list[str]:
-    """The file names of a split GGUF file (`x-00001-of-00003.gguf` -> all three), or the name alone."""
+    """The file names of a split GGUF file (`x-00001-of-00003.gguf` -> all three), or the name alone
+    (also for a name that is not part i of n, or claims more than MAX_GGUF_PARTS parts)."""
     split = _SPLIT_GGUF.match(name)
-    if split is None:
+    if split is None or not 1 <= int(split.group("index")) <= int(split.group("count")) <= MAX_GGUF_PARTS:
         return [name]
     count = int(split.group("count"))
     return [f"{split.group('stem')}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]

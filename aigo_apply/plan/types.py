@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +17,7 @@ from typing import Any
 
 from aigo_apply import __version__
 from aigo_apply.config.engine_choice import ENGINE_NAMES
+from aigo_apply.config.file_read import write_file
 from aigo_apply.config.rules import ALIAS_RE
 from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
@@ -380,21 +378,5 @@ def _depth(data: Any) -> int:
 
 
 def save(plan: Plan, path: Path) -> None:
-    """Write the plan file the safe way: never through a symbolic link or into anything but a regular
-    file; a temporary file in the same folder is renamed over it (mode 0644, or the file's own)."""
-    name, tmp = (str(path) if str(path).isprintable() else repr(str(path))), None
-    try:
-        info = os.lstat(path) if os.path.lexists(path) else None
-        if info is not None and stat.S_ISLNK(info.st_mode):
-            raise PlanFileError(f"{name} is a symbolic link; a plan is never written through one: choose another path")
-        if info is not None and not stat.S_ISREG(info.st_mode):
-            raise PlanFileError(f"{name} is not a regular file; choose a file path for the plan")
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), stat.S_IMODE(info.st_mode) & 0o777 if info is not None else 0o644)
-            f.write(json.dumps(plan.to_dict(), indent=2) + "\n")
-        os.replace(tmp, path)
-    except (OSError, ValueError) as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise PlanFileError(f"{name}: cannot write the plan file: {getattr(exc, 'strerror', None) or exc}") from None
+    """Write the plan file the safe way (write_file)."""
+    write_file(path, json.dumps(plan.to_dict(), indent=2) + "\n", "plan", PlanFileError)
