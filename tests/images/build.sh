@@ -54,3 +54,4 @@ if [ -n "${AIGO_REBUILD_IMAGES:-}" ] || [ "$(docker image inspect -f '{{ index .
   rm -rf "$ctx"
 fi
 echo "test images ready: $base aigo-haproxy:bookworm aigo-test-idle:1 aigo-stub-engine:1" >&2
+[ -n "${AIGO_NO_REAL_ENGINE:-}" ] || bash "$here/build-vllm-cpu.sh"  # the real vLLM (CPU build); minutes the first time
