@@ -190,6 +190,18 @@ class _Builder:
         return str(node.value)
 
     def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[str, Any]:
+        merges = [k for k, _ in node.value if k.tag == "tag:yaml.org,2002:merge"]
+        for extra in merges[1:]:  # PyYAML keeps both, silently: which one wins is not what the file says
+            first = merges[0].start_mark.line + 1
+            self.problems.append(
+                Problem(
+                    extra.start_mark.line + 1,
+                    extra.start_mark.column + 1,
+                    dotted(path + ("<<",)),
+                    f"a second merge key '<<' (the first is on line {first}); write one: <<: [*a, *b]",
+                    self.file,
+                )
+            )
         try:
             self.loader.flatten_mapping(node)  # resolves `<<:` merge keys
         except yaml.YAMLError as exc:

@@ -194,3 +194,20 @@ def test_a_model_store_another_account_owns_is_refused(tmp_path):
     config = _config(tmp_path, extra=f"defaults: {{models_dir: '{other / 'models'}'}}\n")
     result = run_cli("validate", "-f", str(config))
     assert result.returncode == 1 and "another account owns" in result.stderr, result.stderr
+
+
+def test_two_merge_keys_in_one_mapping_are_refused_at_the_second(tmp_path):
+    from aigo_apply.config.load import load_config
+    from aigo_apply.errors import ConfigInvalid
+
+    text = (
+        "version: 1\nproject: p\nmodels:\n  m1: &m {source: {repo: a/b}, context_length: 4096, gpus: none}\n"
+        "  m2: {<<: *m, <<: {port: 20005}}\n"
+    )
+    path = tmp_path / "aigo.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigInvalid) as refused:
+        load_config(str(path))
+    assert any(p.line == 5 and "second merge key" in p.message for p in refused.value.problems)
+    path.write_text(text.replace("<<: *m, <<: {port: 20005}", "<<: *m, port: 20005"))
+    assert load_config(str(path))
