@@ -1,11 +1,14 @@
 """`python -m aigo_apply` and the `aigo-apply` console script. A Ctrl-C that lands while the
 program is still loading exits 130 quietly, without a traceback; once the CLI is loaded, its own
-error boundary (cli/main.py) handles interrupts."""
+error boundary (cli/main.py) handles interrupts. `aigo-apply --version` alone is answered here,
+before click and the CLI are imported (the same line click's version option prints): scripts and
+CI jobs call it to check the tool, and it should cost no more than Python's own start-up."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 
 
 def _interrupted_while_loading(signum: int, frame: object) -> None:
@@ -14,6 +17,15 @@ def _interrupted_while_loading(signum: int, frame: object) -> None:
 
 def run() -> None:
     signal.signal(signal.SIGINT, _interrupted_while_loading)
+    if sys.argv[1:] == ["--version"]:
+        from aigo_apply import __version__
+
+        try:
+            sys.stdout.write(f"aigo-apply, version {__version__}\n")
+            sys.stdout.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing to say, as the CLI does
+            pass
+        os._exit(0)
     from aigo_apply.cli.main import entry
 
     entry()

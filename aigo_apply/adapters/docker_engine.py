@@ -1,17 +1,22 @@
-"""The Docker adapter (the first implementation of adapters/runtime.Runtime): the only module that talks to the Docker engine (through the docker SDK's
-low-level API client). It maps the SDK's exceptions to ours in one place (`_errors`) and counts its
-API calls, so benchmarks and tests can prove that reading the machine does not grow with the
-number of models. A named volume a container of ours mounts is created first, with the project's
-volume labels (Docker would make it unlabelled), so destroy can tell our cache volume from a
-user's volume of the same name.
+"""The Docker adapter (the first implementation of adapters/runtime.Runtime): the only module that
+talks to the Docker engine. The three reads a plan makes (container list, image list, /info) go
+over the standard library (adapters/docker_http.py), so plan and a no-op apply never import the
+docker SDK and requests; everything else goes through the SDK's low-level API client, made on first
+use. It maps every failure to DockerUnavailable in one place (`_errors`) and counts its API calls,
+so benchmarks and tests can prove that reading the machine does not grow with the number of models.
+A named volume a container of ours mounts is created first, with the project's volume labels
+(Docker would make it unlabelled), so destroy can tell our cache volume from a user's volume of the
+same name.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from aigo_apply.adapters import docker_http
 from aigo_apply.adapters.create_checks import check_container
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import ContainerSpec
@@ -23,26 +28,51 @@ API_VERSION = "1.41"  # Docker 20.10+, and Podman's compatible socket; pinned to
 
 class DockerRuntime:
     def __init__(self, base_url: str | None = None, timeout: int | None = 60):  # None: no timeout (events)
-        import docker  # imported here: the CLI's validate path never pays for it
-        from docker.utils import kwargs_from_env
-
-        kwargs = kwargs_from_env()
-        if base_url:
-            kwargs["base_url"] = base_url
         self.calls = 0
-        self.where = kwargs.get("base_url") or "unix:///var/run/docker.sock"
-        with self._errors():
-            self.api = docker.APIClient(version=API_VERSION, timeout=timeout, **kwargs)
-        self.api.hooks["response"].append(self._count)
+        self._base_url, self._timeout = base_url, timeout
+        host = base_url or os.environ.get("DOCKER_HOST")
+        self.where = host or "unix:///var/run/docker.sock"
+        # the plan's reads without the SDK, where the transport is a plain socket (else None: the SDK)
+        self._http = docker_http.for_host(host, os.environ, API_VERSION, timeout)
+        self._api: Any = None
+
+    @property
+    def api(self) -> Any:
+        """The docker SDK's low-level client, made (and the SDK imported) on first use."""
+        if self._api is None:
+            import docker
+            from docker.utils import kwargs_from_env
+
+            kwargs = kwargs_from_env()
+            if self._base_url:
+                kwargs["base_url"] = self._base_url
+            with self._errors():
+                api = docker.APIClient(version=API_VERSION, timeout=self._timeout, **kwargs)
+            api.hooks["response"].append(self._count)
+            self._api = api
+        return self._api
 
     def _count(self, response: Any, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         return response
 
+    def _get(self, path: str, params: dict[str, Any] | None, sdk: Callable[[], Any]) -> Any:
+        """GET `path` over the light client, or through the SDK (`sdk`) when it has none."""
+        if self._http is None:
+            with self._errors():
+                return sdk()
+        self.calls += 1
+        try:
+            return self._http.get(path, params)
+        except ValueError as exc:
+            raise DockerUnavailable(f"Docker engine at {self.where}: {exc}") from None
+        except OSError as exc:
+            raise DockerUnavailable(_explain(exc, self.where)) from None
+
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """Map every failure of the SDK (and the socket under it) to DockerUnavailable."""
-        import docker.errors
+        import docker.errors  # imported here: the plan's reads (docker_http) never need the SDK
         import requests.exceptions
 
         try:
@@ -73,13 +103,15 @@ class DockerRuntime:
 
     def list_containers(self) -> list[dict[str, Any]]:
         """Every container (running or not) with labels, state and ports: one API call."""
-        with self._errors():
-            return self.api.containers(all=True)
+        return self._get(
+            "/containers/json",
+            {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0},
+            lambda: self.api.containers(all=True),
+        )
 
     def list_images(self) -> list[dict[str, Any]]:
         """Every local image with its tags: one API call."""
-        with self._errors():
-            return self.api.images()
+        return self._get("/images/json", {"only_ids": 0, "all": 0}, lambda: self.api.images())
 
     def state(self, container: str) -> dict[str, Any]:
         """The container's State object (Status, Running, ExitCode, ...); {} when it is gone."""
@@ -102,8 +134,7 @@ class DockerRuntime:
 
     def info(self) -> dict[str, Any]:
         """GET /info: engine version, runtimes, CDI devices."""
-        with self._errors():
-            return self.api.info()
+        return self._get("/info", None, lambda: self.api.info())
 
     def tag(self, source: str, reference: str) -> None:
         """Point `repo:tag` at the image `source` (an id or a digest reference)."""

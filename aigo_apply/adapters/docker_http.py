@@ -1,0 +1,153 @@
+"""The Docker engine's read-only GETs (container list, image list, /info) on a bare socket: `plan`
+and a no-op `apply` read the machine with these three calls, and importing the docker SDK with
+requests and urllib3 (or even http.client, which pulls in email and ssl) for them cost more
+start-up time than the planning work itself. Each GET is one HTTP/1.0 exchange on a fresh
+connection (a Unix socket connects in microseconds): the engine answers with the whole body and
+closes, so there is no chunked encoding or keep-alive to handle. Only plain sockets are spoken here
+(a Unix socket, or tcp:// without TLS); for any other DOCKER_HOST (ssh://, TLS, odd forms)
+`for_host` answers None and the runtime keeps using the SDK, so no setup that worked before
+changes. Failures come back as OSError (the socket), DockerUnavailable (an answer that is not 2xx)
+or ValueError (an answer that is not HTTP or not JSON); the runtime maps the other two."""
+
+from __future__ import annotations
+
+import _socket  # not `socket`: its enum set-up costs start-up time, and a bare socket is all we need
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from aigo_apply.errors import DockerUnavailable
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+MAX_ANSWER = 256 * 1024 * 1024  # an engine's list answer beyond this is not one to parse
+_UNIX = re.compile(r"unix://(/[^?#\x00-\x1f]+)")
+_TCP = re.compile(r"(?:tcp|http)://([A-Za-z0-9.-]+):([0-9]{1,5})/?")
+_STATUS = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: ([^\r\n]*))?")
+
+
+class DockerHTTP:
+    """GET a path of the versioned API and decode the JSON answer."""
+
+    def __init__(self, connect: Callable[[], Any], api_version: str):
+        self._connect, self._prefix = connect, f"/v{api_version}"
+
+    def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        target = quote(self._prefix + path) + ("?" + urlencode(params) if params else "")
+        request = f"GET {target} HTTP/1.0\r\nHost: docker\r\nAccept: application/json\r\n\r\n".encode("ascii")
+        sock = self._connect()
+        try:
+            sock.sendall(request)
+            chunks, size = [], 0
+            while True:
+                chunk = sock.recv(262144)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_ANSWER:
+                    raise ValueError(f"its answer is larger than {MAX_ANSWER // 1024 // 1024} MiB")
+                chunks.append(chunk)
+        finally:
+            sock.close()
+        status, reason, headers, body = parse_response(b"".join(chunks))
+        if not 200 <= status < 300:  # worded as the docker SDK's NotFound and APIError were
+            verb = "says" if status == 404 else "refused the request"
+            raise DockerUnavailable(f"the Docker engine {verb}: {_message(body) or f'{status} {reason}'.strip()}")
+        return json.loads(body)
+
+
+def parse_response(raw: bytes) -> tuple[int, str, dict[str, str], bytes]:
+    """(status, reason, headers with lower-case names, body) of a whole HTTP/1.x answer; a chunked
+    body is joined. ValueError when `raw` is not an HTTP answer."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = _STATUS.fullmatch(lines[0]) if sep else None
+    if status is None:
+        raise ValueError("its answer is not HTTP")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = _unchunk(body)
+    elif headers.get("content-length", "").isdigit():
+        body = body[: int(headers["content-length"])]
+    return int(status.group(1)), (status.group(2) or b"").decode("latin-1"), headers, body
+
+
+def _unchunk(body: bytes) -> bytes:
+    out: list[bytes] = []
+    at = 0
+    while True:
+        end = body.find(b"\r\n", at)
+        if end < 0:
+            raise ValueError("its chunked answer is cut short")
+        try:
+            size = int(body[at:end].split(b";")[0], 16)
+        except ValueError:
+            raise ValueError("its chunked answer is malformed") from None
+        if size == 0:
+            return b"".join(out)
+        out.append(body[end + 2 : end + 2 + size])
+        at = end + 2 + size + 2
+
+
+def for_host(
+    host: str | None, environ: Mapping[str, str], api_version: str, timeout: float | None
+) -> DockerHTTP | None:
+    """A client for `host` (a DOCKER_HOST value; empty: the default socket), or None when this
+    module does not speak that transport: TLS (DOCKER_TLS_VERIFY or DOCKER_CERT_PATH set, read as
+    the docker SDK reads them), ssh://, npipe://, or any form other than unix:///abs/path and
+    tcp://host:port."""
+    if environ.get("DOCKER_CERT_PATH") or environ.get("DOCKER_TLS_VERIFY") not in (None, ""):
+        return None
+    text = (host or "").strip()
+    if text in ("", "unix://"):
+        text = "unix://" + DEFAULT_SOCKET
+    unix = _UNIX.fullmatch(text)
+    if unix:
+        path = unix.group(1)
+
+        def unix_socket() -> Any:
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(path)
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+
+        return DockerHTTP(unix_socket, api_version)
+    tcp = _TCP.fullmatch(text)
+    if tcp and 0 < int(tcp.group(2)) <= 65535:
+        name, port = tcp.group(1), int(tcp.group(2))
+
+        def tcp_socket() -> Any:  # socket.create_connection, on _socket
+            failed: OSError = OSError(f"{name} resolves to no address")
+            for family, kind, proto, _, address in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
+                sock = _socket.socket(family, kind, proto)
+                try:
+                    sock.settimeout(timeout)
+                    sock.connect(address)
+                    return sock
+                except OSError as exc:
+                    sock.close()
+                    failed = exc
+            raise failed
+
+        return DockerHTTP(tcp_socket, api_version)
+    return None
+
+
+def _message(body: bytes) -> str:
+    """The engine's {"message": ...} explanation, else the body's first line (bounded)."""
+    try:
+        found = json.loads(body)
+    except ValueError:
+        found = None
+    if isinstance(found, dict) and isinstance(found.get("message"), str):
+        return str(found["message"])[:500]
+    text = body.decode("utf-8", errors="replace").strip()
+    return text.splitlines()[0][:500] if text else ""

@@ -1,0 +1,259 @@
+"""The plan's reads over a bare socket (adapters/docker_http.py), against a fake Docker engine on a
+Unix socket: answers decoded as the SDK decoded them, every failure a DockerUnavailable with the
+same wording, the plan path never importing the docker SDK or requests, and the number of API
+calls per plan the same for 1 model and for 30 (issue 18)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from aigo_apply.adapters import docker_http
+from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.errors import DockerUnavailable
+from tests.helpers.configs import model_folder, write_config
+
+ROOT = Path(__file__).resolve().parents[2]
+INFO = {"ServerVersion": "24.0.7", "Runtimes": {"runc": {}}, "Name": "fake"}
+CONTAINERS = [
+    {
+        "Id": "a" * 64,
+        "Names": ["/someone-else"],
+        "State": "running",
+        "Status": "Up 2 hours",
+        "Image": "nginx:1",
+        "ImageID": "sha256:" + "b" * 64,
+        "Labels": {"x": "y"},
+        "Ports": [{"IP": "127.0.0.1", "PrivatePort": 80, "PublicPort": 8080, "Type": "tcp"}],
+    }
+]
+IMAGES = [{"Id": "sha256:" + "b" * 64, "RepoTags": ["nginx:1"]}]
+
+
+class FakeEngine:
+    """A Docker engine on a Unix socket that answers the three GETs (or `override`s: path ->
+    raw HTTP answer) and records every request line."""
+
+    def __init__(self, path: Path, chunked: bool = False):
+        self.path, self.requests, self.override = path, [], {}
+        engine = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                line = self.rfile.readline().decode()
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                engine.requests.append(line.strip())
+                target = line.split()[1]
+                path = target.split("?")[0]
+                if path in engine.override:
+                    self.wfile.write(engine.override[path])
+                    return
+                body = {
+                    "/v1.41/containers/json": CONTAINERS,
+                    "/v1.41/images/json": IMAGES,
+                    "/v1.41/info": INFO,
+                }.get(path)
+                if body is None:
+                    self.wfile.write(_answer(404, b'{"message":"page not found"}'))
+                    return
+                self.wfile.write(_answer(200, json.dumps(body).encode(), chunked))
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        self.server = Server(str(path), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _answer(status: int, body: bytes, chunked: bool = False) -> bytes:
+    reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}.get(status, "X")
+    if chunked:  # as Go's net/http sends a long answer to an HTTP/1.1 client
+        half = len(body) // 2
+        parts = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:half], body[half:]) if p)
+        return b"HTTP/1.1 %d %s\r\nTransfer-Encoding: chunked\r\n\r\n%s0\r\n\r\n" % (status, reason.encode(), parts)
+    return b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        status,
+        reason.encode(),
+        len(body),
+        body,
+    )
+
+
+@pytest.fixture
+def engine(tmp_path):
+    found = FakeEngine(tmp_path / "docker.sock")
+    yield found
+    found.close()
+
+
+def test_the_three_reads_decode_as_the_sdk_did_and_are_counted(engine):
+    runtime = DockerRuntime(base_url=f"unix://{engine.path}")
+    assert runtime.list_containers() == CONTAINERS
+    assert runtime.list_images() == IMAGES
+    assert runtime.info() == INFO
+    assert runtime.calls == 3
+    assert [r.split()[1].split("?")[0] for r in engine.requests] == [
+        "/v1.41/containers/json",
+        "/v1.41/images/json",
+        "/v1.41/info",
+    ]
+    assert "all=1" in engine.requests[0] and all(r.endswith("HTTP/1.0") for r in engine.requests)
+    assert "docker" not in sys.modules or runtime._api is None  # the SDK's client was never made
+
+
+def test_a_chunked_answer_is_joined(tmp_path):
+    engine = FakeEngine(tmp_path / "chunked.sock", chunked=True)
+    try:
+        assert DockerRuntime(base_url=f"unix://{engine.path}").list_containers() == CONTAINERS
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(
+    "answer, says",
+    [
+        (_answer(500, b'{"message":"disk on fire"}'), "the Docker engine refused the request: disk on fire"),
+        (_answer(404, b'{"message":"no such thing"}'), "the Docker engine says: no such thing"),
+        (_answer(503, b""), "the Docker engine refused the request: 503 X"),
+        (_answer(200, b"not json"), "Docker engine at unix://"),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", "its answer is not HTTP"),
+        (b"", "its answer is not HTTP"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunked answer is malformed"),
+    ],
+)
+def test_every_bad_answer_is_a_docker_unavailable_error(engine, answer, says):
+    engine.override["/v1.41/info"] = answer
+    with pytest.raises(DockerUnavailable) as caught:
+        DockerRuntime(base_url=f"unix://{engine.path}").info()
+    assert says in str(caught.value)
+
+
+def test_no_engine_at_the_socket_says_how_to_start_one(tmp_path):
+    runtime = DockerRuntime(base_url=f"unix://{tmp_path}/none.sock")
+    with pytest.raises(DockerUnavailable) as caught:
+        runtime.list_containers()
+    assert str(caught.value).startswith(f"cannot reach the Docker engine at unix://{tmp_path}/none.sock; start it")
+
+
+@pytest.mark.parametrize(
+    "host, env, speaks",
+    [
+        (None, {}, True),
+        ("", {}, True),
+        ("unix://", {}, True),
+        ("unix:///run/user/1000/docker.sock", {}, True),
+        ("tcp://127.0.0.1:2375", {}, True),
+        ("http://docker.local:2375/", {}, True),
+        ("tcp://127.0.0.1:2376", {"DOCKER_TLS_VERIFY": "1"}, False),
+        ("tcp://127.0.0.1:2376", {"DOCKER_CERT_PATH": "/certs"}, False),
+        ("tcp://127.0.0.1:2375", {"DOCKER_TLS_VERIFY": ""}, True),  # empty: off, as the SDK reads it
+        ("ssh://me@box", {}, False),
+        ("https://box:2376", {}, False),
+        ("unix://relative/docker.sock", {}, False),
+        ("tcp://127.0.0.1", {}, False),
+        ("tcp://127.0.0.1:99999", {}, False),
+        ("npipe:////./pipe/docker_engine", {}, False),
+    ],
+)
+def test_only_plain_sockets_skip_the_sdk(host, env, speaks):
+    assert (docker_http.for_host(host, env, "1.41", 60) is not None) is speaks
+
+
+def test_a_runtime_on_another_transport_keeps_the_sdk(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "ssh://me@box")
+    assert DockerRuntime()._http is None
+
+
+def _config(tmp_path: Path, n: int) -> Path:
+    folder = model_folder(tmp_path / f"m{n}")
+    models = "\n".join(
+        f"  model-{i:03d}: {{source: {{path: {folder}}}, context_length: 4096, gpus: none}}" for i in range(n)
+    )
+    return write_config(
+        tmp_path,
+        f"version: 1\nproject: perf{n}\nengines: {{vllm: {{image: aigo-test-idle, image_tag: '1'}}}}\n"
+        f"router: {{image: aigo-haproxy, image_tag: bookworm, port: 18997}}\nmodels:\n{models}\n",
+        name=f"aigo{n}.yaml",
+    )
+
+
+def test_docker_api_calls_per_plan_do_not_grow_with_the_models(engine, tmp_path, monkeypatch):
+    from aigo_apply.app.planning import make_plan
+
+    monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
+    counts = {}
+    for n in (1, 30):
+        runtime = DockerRuntime(base_url=f"unix://{engine.path}")
+        engine.requests.clear()
+        plan = make_plan(str(_config(tmp_path, n)), runtime=runtime)
+        assert len([a for a in plan.actions if a.model]) >= n  # every model planned
+        counts[n] = (runtime.calls, sorted(r.split()[1].split("?")[0] for r in engine.requests))
+    assert counts[1] == counts[30]
+    assert counts[1][0] == 3
+
+
+def test_plan_and_a_no_op_path_import_neither_the_docker_sdk_nor_requests(engine, tmp_path):
+    path = _config(tmp_path, 2)
+    env = {
+        **os.environ,
+        "DOCKER_HOST": f"unix://{engine.path}",
+        "AIGO_STATE_DIR": str(tmp_path / "state"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "PYTHONPATH": str(ROOT),
+    }
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "aigo_apply", "plan", "-f", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode in (0, 2), done.stdout + done.stderr
+    assert "Plan:" in done.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    heavy = {m for m in imported if m.split(".")[0] in ("docker", "requests", "urllib3", "httpx", "ssl", "http")}
+    assert heavy == set()
+    assert len(engine.requests) == 3
+
+
+def test_version_imports_nothing_of_the_cli(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "aigo_apply", "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0 and done.stdout == "aigo-apply, version " + __import__("aigo_apply").__version__ + "\n"
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert not {m for m in imported if m.split(".")[0] == "click" or m.startswith("aigo_apply.cli")}
+
+
+def test_a_tcp_engine_without_tls_is_read_over_the_bare_socket_too(tmp_path, monkeypatch):
+    unix = FakeEngine(tmp_path / "for-tcp.sock")  # its handler, served on loopback TCP as well
+    handler = unix.server.RequestHandlerClass
+
+    class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{server.server_address[1]}")
+        runtime = DockerRuntime()
+        assert runtime.info() == INFO and runtime._api is None
+    finally:
+        server.shutdown()
+        server.server_close()
+        unix.close()
