@@ -24,3 +24,4 @@ LLAMACPP_CONTAINER_PORT = 8080
 DEFAULT_READY_TIMEOUT = 1800  # seconds; a large model with compilation takes many minutes
 
 AUTO_PORT_BASE, AUTO_PORT_SPAN = 20000, 10000  # below Linux's ephemeral range (32768+)
+MAX_GGUF_PARTS = 256  # gguf-split writes a few dozen parts for the largest models (desired/model_store.py)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from aigo_apply.config import env_rules, host_paths, names
-from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT
+from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT, MAX_GGUF_PARTS
 from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.units import parse_token_count
@@ -39,6 +39,7 @@ def check(source: Source) -> list[Problem]:
         _tensor_parallel,
         env_rules.check_env,
         _quantization,
+        _split_gguf,
     ):
         rule(data, models, finder)
     host_paths.check_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)
@@ -92,6 +93,29 @@ def _engines(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
                 f"the model runs on {engine}, which has no built-in image tag; set "
                 f"engines.{engine}.image_tag (for example {TAG_EXAMPLES[engine]})",
             )
+
+
+_SPLIT_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.gguf\Z")
+
+
+def _split_gguf(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+    """A split GGUF name must be a part that exists in a split (i of n, 1 <= i <= n <= MAX_GGUF_PARTS):
+    the engine loads every part from the first, so a name like -00001-of-00000 would mount one file."""
+    for alias, model in models.items():
+        source = _mapping(_mapping(model).get("source"))
+        for key in ("path", "file"):
+            name = source.get(key)
+            found = _SPLIT_NAME.search(name) if isinstance(name, str) else None
+            if found is None:
+                continue
+            index, count = int(found.group(1)), int(found.group(2))
+            if not 1 <= index <= count or count > MAX_GGUF_PARTS:
+                f.at_value(
+                    ("models", alias, "source", key),
+                    f"names part {index} of {count} of a split GGUF file, which no split has "
+                    f"(parts are 00001-of-N up to N, at most {MAX_GGUF_PARTS}); name the split's first part, "
+                    "as gguf-split wrote it",
+                )
 
 
 def _aliases(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:

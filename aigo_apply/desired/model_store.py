@@ -13,6 +13,7 @@ import re
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
+from aigo_apply.config.defaults import MAX_GGUF_PARTS
 from aigo_apply.config.host_paths import (
     UNRESOLVABLE_FIX,
     expand_home,
@@ -55,7 +56,6 @@ _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.g
 # llama.cpp's gguf-split writes a few dozen parts for the largest models; a name claiming more (up to
 # 99999) would make as many mounts and checks. Such a name, or one that is not part i of n with
 # 1 <= i <= n, is taken as one plain file: only it is mounted, and nothing else is looked for.
-MAX_GGUF_PARTS = 256
 
 
 def repo_dir(models_dir: _P, repo: str, revision: str) -> _P:

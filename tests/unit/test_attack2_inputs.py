@@ -211,3 +211,34 @@ def test_two_merge_keys_in_one_mapping_are_refused_at_the_second(tmp_path):
     assert any(p.line == 5 and "second merge key" in p.message for p in refused.value.problems)
     path.write_text(text.replace("<<: *m, <<: {port: 20005}", "<<: *m, port: 20005"))
     assert load_config(str(path))
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("m-00001-of-00000.gguf", True),
+        ("m-00003-of-00002.gguf", True),
+        ("m-00001-of-99999.gguf", True),
+        ("m-00000-of-00002.gguf", True),
+        ("m-00001-of-00003.gguf", False),
+        ("m-00003-of-00003.gguf", False),
+        ("m.gguf", False),
+    ],
+)
+def test_a_split_gguf_name_no_split_has_is_refused_at_its_line(tmp_path, name, refused):
+    from aigo_apply.config.load import load_config
+    from aigo_apply.errors import ConfigInvalid
+
+    path = tmp_path / "aigo.yaml"
+    path.write_text(
+        "version: 1\nproject: p\nengines: {llama.cpp: {image_tag: server}}\nmodels:\n"
+        f"  g: {{source: {{path: /srv/g/{name}}}, context_length: 4096, engine: llama.cpp, gpus: none}}\n"
+    )
+    if not refused:
+        assert load_config(str(path))
+        return
+    with pytest.raises(ConfigInvalid) as err:
+        load_config(str(path))
+    assert any(
+        p.line == 5 and "split GGUF" in p.message and p.path == "models.g.source.path" for p in err.value.problems
+    )
