@@ -18,17 +18,52 @@ from aigo_apply.cli.group import (
     output_option,
     path_value,
 )
-from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, ConfigInvalid, PlanFileError
+from aigo_apply.config.annotations import file_error_line, problem_lines
+from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, ConfigFileError, ConfigInvalid, PlanFileError
 
 
 @cli.command()
+@click.argument("files", nargs=-1, metavar="[FILE]...")
 @file_option
-@output_option
-def validate(file: str | None, output: str) -> int:
-    """Check the config file against the schema and the cross-field rules; report every problem."""
-    from aigo_apply.config.load import choose_file, load_config
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    help="Human text, the versioned JSON contract, or GitHub Actions annotations (-o github).",
+)
+def validate(files: tuple[str, ...], file: str | None, output: str) -> int:
+    """Check config files (-f FILE, FILE..., default ./aigo.yaml) against the schema and the cross-field
+    rules; report every problem of each."""
+    from aigo_apply.config.load import choose_file
 
-    path = choose_file(file)
+    if any(f == "" or "\x00" in f for f in files):
+        raise click.BadParameter("a FILE is empty or holds a NUL character", param_hint="FILE")
+    paths = list(dict.fromkeys([*files, *([file] if file else [])])) or [choose_file(None)]
+    if output == "json" and len(paths) > 1:
+        raise click.UsageError("-o json validates one file; run it once per file")
+    status = EXIT_OK
+    for path in paths:
+        try:
+            status = max(status, _validate_one(path, output))
+        except ConfigFileError as exc:
+            if output != "github" and len(paths) == 1:
+                raise
+            click.echo(file_error_line(exc) if output == "github" else f"error: {exc}", err=output != "github")
+            status = EXIT_ERROR
+        except ConfigInvalid as exc:  # text, several files: say it and go on to the next file
+            if len(paths) == 1:
+                raise
+            for line in exc.lines():
+                click.echo(line, err=True)
+            status = EXIT_ERROR
+    return status
+
+
+def _validate_one(path: str, output: str) -> int:
+    from aigo_apply.config.load import load_config
+
     try:
         config = load_config(path)
     except ConfigInvalid as exc:
@@ -36,6 +71,10 @@ def validate(file: str | None, output: str) -> int:
             click.echo(
                 json.dumps({"file": path, "valid": False, "problems": [p.__dict__ for p in exc.problems]}, indent=2)
             )
+            return EXIT_ERROR
+        if output == "github":
+            for line in problem_lines(path, exc.problems):
+                click.echo(line)
             return EXIT_ERROR
         raise
     models = len(config.data.get("models", {}))
@@ -54,7 +93,14 @@ def validate(file: str | None, output: str) -> int:
 
 @cli.command()
 @file_option
-@output_option
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Human text, the versioned JSON contract, or Markdown for a pull request comment.",
+)
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on error.")
 @click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff of the router's config files.")
 @click.option(
@@ -100,7 +146,12 @@ def plan(
     from aigo_apply.plan.text import plan_json, plan_text, shown
 
     result = make_plan(file, PlanRequest(frozenset(replace), frozenset(target), frozenset(ignore)))
-    echo(plan_json(result) if output == "json" else plan_text(result, show_diff))
+    if output == "markdown":
+        from aigo_apply.plan.markdown import plan_markdown
+
+        echo(plan_markdown(result).rstrip("\n"), colours=False)
+    else:
+        echo(plan_json(result) if output == "json" else plan_text(result, show_diff))
     if out is not None:
         if not result.config_file.isprintable():  # apply PLANFILE would refuse the plan: say so now
             raise PlanFileError(

@@ -17,7 +17,13 @@ import traceback
 import click
 
 from aigo_apply import __version__
-from aigo_apply.cli import change_commands, check_commands, file_commands, store_commands  # noqa: F401 (they register their commands)
+from aigo_apply.cli import (  # noqa: F401 (they register their commands)
+    change_commands,
+    check_commands,
+    file_commands,
+    repo_commands,
+    store_commands,
+)
 from aigo_apply.cli.group import cli
 from aigo_apply.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AigoError
 

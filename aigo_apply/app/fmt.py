@@ -1,0 +1,346 @@
+"""`aigo-apply fmt`: rewrite a config file into its one canonical layout, so that a config repo's diffs
+show changes of meaning only. Keys in the order of the README's "Config reference", two spaces per
+level, every comment kept next to the key it was written beside or above, strings quoted exactly
+where a YAML reader (the project's YAML 1.1 or an editor's 1.2) would otherwise read another value
+(`off`, `0123`, `1e3`, `null`, a date), booleans as true/false, numbers as written.
+
+ruamel.yaml (round-trip) keeps the comments; the values themselves come from the project's own
+reader (config/yaml_source), so what the file means is what is written back (the comments are moved
+by app/fmt_comments.py). Only a file that
+validates is formatted, and the result must read back to the same data with every comment in place,
+or nothing is written. Writing goes through a temporary file and a rename (app/image_tag.py's
+rules): the file's mode is kept and a symlink or anything but a regular file is refused."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import os
+import stat
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml as pyyaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import ScalarNode
+from ruamel.yaml.resolver import VersionedResolver
+from ruamel.yaml.scalarfloat import ScalarFloat
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+from aigo_apply.app.fmt_comments import attach, comments, detach, squeeze, token
+from aigo_apply.config import scalars
+from aigo_apply.config.load import load_config
+from aigo_apply.config.yaml_source import _Builder, _compose
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid
+
+INDENT = 2
+_SOURCE = "repo revision path file"
+_SECRET = "from_env from_file"
+# Key order per mapping, as the README's "Config reference" shows it ("*": any alias or name). Keys a
+# mapping does not list keep their written order after the listed ones; maps not listed (models, env)
+# keep theirs. tests/unit/test_repo_fmt.py holds this table to the README and to the schema.
+ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
+    pattern: tuple(keys.split())
+    for pattern, keys in {
+        (): "version project defaults router engines models",
+        ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout",
+        ("defaults", "engine_by_format"): "safetensors-repo gguf",
+        ("router",): "port bind api_keys image image_tag max_body_mb timeout",
+        ("router", "api_keys"): _SECRET,
+        ("engines",): "vllm sglang llama.cpp",
+        ("engines", "*"): "image image_tag",
+        ("models", "*"): "source engine enabled context_length gpus port ready_timeout vllm sglang llama.cpp env",
+        ("models", "*", "source"): _SOURCE,
+        ("models", "*", "vllm"): "tool_calling tool_call_parser reasoning_parser moe_backend mamba_backend "
+        "tensor_parallel_size gpu_memory_utilization quantization kv_cache_dtype dtype max_num_seqs "
+        "enable_prefix_caching trust_remote_code enforce_eager speculative",
+        ("models", "*", "vllm", "speculative"): "method num_speculative_tokens draft",
+        ("models", "*", "vllm", "speculative", "draft"): _SOURCE,
+        ("models", "*", "sglang"): "tensor_parallel_size gpu_memory_utilization trust_remote_code",
+        ("models", "*", "llama.cpp"): "gpu_layers tensor_parallel_size",
+        ("models", "*", "env", "*"): _SECRET,
+    }.items()
+}
+_RESOLVE_11 = pyyaml.resolver.Resolver()
+_RESOLVE_12 = VersionedResolver(version=(1, 2))
+
+
+@dataclass(frozen=True)
+class Formatted:
+    """One file: its text as written and in the canonical layout."""
+
+    file: str
+    before: str
+    after: str
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self) -> str:
+        """The unified diff from the file as written to the formatted file."""
+        lines = difflib.unified_diff(
+            self.before.splitlines(keepends=True),
+            self.after.splitlines(keepends=True),
+            f"{self.file} (as written)",
+            f"{self.file} (formatted)",
+        )
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def format_file(file: str, write: bool) -> Formatted:
+    """Format `file`: validate it, compute its canonical text, and (`write`) replace it when it changes."""
+    path = Path(file).expanduser()
+    before = _regular_file(path, file)
+    config = load_config(file)  # refuses an invalid file, with every problem, before anything is written
+    original = path.read_bytes().decode("utf-8", errors="replace")  # the bytes load_config found valid UTF-8
+    if _identity(path) != (before.st_dev, before.st_ino):
+        raise AigoError(f"{file}: was replaced while fmt read it; nothing was written, run fmt again")
+    after = format_text(original, config.data, file)
+    result = Formatted(file, original, after)
+    if write and result.changed:
+        _replace(path, file, after, config.data, before)
+    return result
+
+
+def format_text(text: str, data: Any, display: str) -> str:
+    """`text` (a file whose meaning is `data`, as the project's reader reads it) in the canonical layout."""
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    newline = "\r\n" if "\r\n" in text else "\n"
+    body = text.removeprefix(bom).replace("\r\n", "\n")
+    try:
+        writer = _writer()
+        document = writer.load(body)
+        header, trailer = detach(document)
+        canonical = _canon(document, data, (), 0)
+        attach(canonical, header, trailer)
+        out = io.StringIO()
+        writer.dump(canonical, out)
+        result = out.getvalue()
+    except AigoError as exc:  # what the file holds that fmt cannot rewrite faithfully
+        raise AigoError(
+            f"{display}: fmt cannot rewrite this file without changing it: {exc}; nothing was written"
+        ) from None
+    except (YAMLError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+        raise AigoError(
+            f"{display}: fmt cannot rewrite this file ({type(exc).__name__}); nothing was written. "
+            "Please report it with the file"
+        ) from None
+    result = "\n".join(line.rstrip(" \t") for line in result.split("\n")).rstrip("\n") + "\n"
+    _check_same(body, result, data, display)
+    return bom + result.replace("\n", newline)
+
+
+def _writer() -> YAML:
+    writer = YAML()
+    writer.indent(mapping=INDENT, sequence=2 * INDENT, offset=INDENT)
+    writer.width = 2**31 - 1  # never fold a long value onto a second line
+    writer.preserve_quotes = False
+    return writer
+
+
+# -- the canonical document -------------------------------------------------------------------------
+
+
+def _order(path: tuple[Any, ...]) -> tuple[str, ...] | None:
+    for pattern, order in ORDER.items():
+        if len(pattern) == len(path) and all(p in ("*", q) for p, q in zip(pattern, path, strict=True)):
+            return order
+    return None
+
+
+def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
+    """A fresh ruamel tree for `value` (the meaning), in canonical order, with `node`'s comments."""
+    if isinstance(value, dict):
+        if not isinstance(node, CommentedMap) or len(node) != len(value):
+            raise AigoError(f"the mapping at {_where(path)} is not what the YAML reader read")
+        pairs = list(zip(node.keys(), value.keys(), strict=True))
+        order = _order(path)
+        if order is not None:
+            pairs.sort(key=lambda pair: order.index(pair[1]) if pair[1] in order else len(order))
+        fresh = CommentedMap()
+        flow = node.fa.flow_style()
+        if flow:
+            fresh.fa.set_flow_style()
+        for n, (old, key) in enumerate(pairs):
+            name = _text(key)
+            fresh[name] = _canon(node[old], value[key], path + (key,), column + INDENT)
+            _move_comments(node, old, fresh, name, column, flow, first=n == 0)
+        if flow and node.ca.comment and node.ca.comment[0]:
+            fresh.ca.comment = [node.ca.comment[0], None]
+        return fresh
+    if isinstance(value, list):
+        if not isinstance(node, CommentedSeq) or len(node) != len(value):
+            raise AigoError(f"the list at {_where(path)} is not what the YAML reader read")
+        seq = CommentedSeq()
+        flow = node.fa.flow_style()
+        if flow:
+            seq.fa.set_flow_style()
+        for index, item in enumerate(value):
+            seq.append(_canon(node[index], item, path + (index,), column + 2 * INDENT))
+            if not flow and index in node.ca.items:
+                seq.ca.items[index] = [node.ca.items[index][0], None, None, None]
+                before = node.ca.items[index][1] or []
+                if before:
+                    raise AigoError(f"comments between the items of the list at {_where(path)}")
+        return seq
+    if isinstance(node, (CommentedMap, CommentedSeq)):
+        raise AigoError(f"the value at {_where(path)} is not what the YAML reader read")
+    return _scalar(node, value, path)
+
+
+def _move_comments(
+    node: CommentedMap, old: Any, fresh: CommentedMap, name: Any, column: int, flow: bool, first: bool
+) -> None:
+    """`old`'s comments onto `name`: the lines above it (no blank line first in a block), its end-of-line one."""
+    item = node.ca.items.get(old)
+    if item is None:
+        return
+    before = item[1] if isinstance(item[1], list) and all(isinstance(x, str) for x in item[1]) else []
+    while first and before and not before[0]:
+        before = before[1:]
+    if flow:
+        if item[2] is not None or before:
+            raise AigoError("a comment inside a {...} mapping; move it above the line")
+        return
+    fresh.ca.items[name] = [
+        None,
+        [token(line, column if line else 0) for line in squeeze(before)] or None,
+        item[2],
+        None,
+    ]
+
+
+def _scalar(node: Any, value: Any, path: tuple[Any, ...]) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if isinstance(node, ScalarFloat) and float(node) == value and _reads_as(_plain_dump(node), value):
+            return node  # 0.90 stays 0.90
+        return value
+    if isinstance(value, str):
+        return _text(value)
+    raise AigoError(f"the value at {_where(path)} has a type aigo.yaml does not use")
+
+
+def _text(text: str) -> str:
+    """`text` plain when every YAML reader reads it back as this text, else double-quoted."""
+    return text if _plain_keeps(text) else DoubleQuotedScalarString(text)
+
+
+def _plain_keeps(text: str) -> bool:
+    """Whether YAML 1.1 (the project's reader, PyYAML) and YAML 1.2 (editors, ruamel) both read `text`
+    written plain as this text: `off`, `0123`, `1e3`, `8000`, `null`, `2024-01-01` need quotes."""
+    tag = _RESOLVE_12.resolve(ScalarNode, text, (True, False))
+    kinds = {str(_RESOLVE_11.resolve(pyyaml.ScalarNode, text, (True, False))), str(getattr(tag, "value", tag))}
+    return kinds == {scalars.STR}
+
+
+def _plain_dump(value: Any) -> str:
+    out = io.StringIO()
+    _writer().dump({"x": value}, out)
+    return out.getvalue()
+
+
+def _reads_as(text: str, value: Any) -> bool:
+    try:
+        read = pyyaml.safe_load(text)
+    except pyyaml.YAMLError:
+        return False
+    return isinstance(read, dict) and type(read.get("x")) is type(value) and read.get("x") == value
+
+
+def _where(path: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in path) or "the top level"
+
+
+# -- checks and writing -----------------------------------------------------------------------------
+
+
+def _check_same(before: str, after: str, data: Any, display: str) -> None:
+    """The formatted text must mean the same and keep every comment, or it is not used."""
+    try:
+        node, loader = _compose(after, display)
+        builder = _Builder(loader, display)
+        read = builder.build(node, ()) if node is not None else None
+    except ConfigFileError:
+        read, builder = None, None
+    if builder is None or builder.problems or read != data or not _same_types(read, data):
+        raise AigoError(
+            f"{display}: fmt could not write this file in the canonical layout without changing what it "
+            "means; nothing was written. Please report it with the file"
+        )
+    if Counter(comments(before)) != Counter(comments(after)):
+        raise AigoError(
+            f"{display}: fmt could not keep every comment in place; nothing was written. Move comments "
+            "inside {...} or [...] above the line, or report it with the file"
+        )
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_types(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_types(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    info = os.lstat(path)
+    return info.st_dev, info.st_ino
+
+
+def _regular_file(path: Path, display: str) -> os.stat_result:
+    """fmt rewrites regular files only: a symlink would be replaced by a copy, a FIFO or device read forever."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise ConfigFileError(display, "no such file") from None
+    except OSError as exc:
+        raise ConfigFileError(display, f"cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise AigoError(
+            f"{display}: is a symbolic link; fmt rewrites regular files only: run it on the file the link "
+            f"points to ({os.path.realpath(path)!r})"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, socket or device)"
+        raise AigoError(f"{display}: is {kind}; fmt formats regular aigo.yaml files only")
+    return info
+
+
+def _replace(path: Path, display: str, text: str, data: Any, before: os.stat_result) -> None:
+    """Validate `text` as the file, then rename it over the file: same mode (and owner, when allowed)."""
+    try:
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise AigoError(f"{display}: cannot write beside it: {exc.strerror or exc}; nothing was written") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        try:
+            if load_config(tmp).data != data:
+                raise AigoError(f"{display}: the formatted file reads differently; nothing was written")
+        except (ConfigInvalid, ConfigFileError):
+            raise AigoError(f"{display}: the formatted file does not validate; nothing was written") from None
+        os.chmod(tmp, stat.S_IMODE(before.st_mode))
+        if (before.st_uid, before.st_gid) != (os.geteuid(), os.getegid()):
+            try:
+                os.chown(tmp, before.st_uid, before.st_gid)
+            except OSError:
+                pass  # not allowed (not root): the file is then ours, as any editor would leave it
+        if _identity(path) != (before.st_dev, before.st_ino):
+            raise AigoError(f"{display}: was replaced while fmt ran; nothing was written, run fmt again")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise AigoError(f"{display}: cannot write it: {exc.strerror or exc}; nothing was written") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
