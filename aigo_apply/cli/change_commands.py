@@ -10,7 +10,6 @@ import click
 from aigo_apply.cli.group import (
     _confirm,
     _console,
-    alias_values,
     cli,
     file_option,
     ignore_option,
@@ -18,6 +17,8 @@ from aigo_apply.cli.group import (
     output_option,
     path_value,
     pull_option,
+    replace_option,
+    target_option,
     yes_option,
 )
 from aigo_apply.errors import EXIT_OK, AigoError
@@ -30,22 +31,8 @@ from aigo_apply.errors import EXIT_OK, AigoError
 @yes_option
 @pull_option
 @lock_option
-@click.option(
-    "--replace",
-    "replace",
-    metavar="ALIAS",
-    multiple=True,
-    callback=alias_values,
-    help="Recreate this model even if unchanged.",
-)
-@click.option(
-    "--target",
-    "target",
-    metavar="ALIAS",
-    multiple=True,
-    callback=alias_values,
-    help="Apply only this model (repeatable).",
-)
+@replace_option
+@target_option("Apply")
 @ignore_option
 @click.option("--locked", is_flag=True, help="Install exactly the model commits and images aigo.lock records.")
 def apply(

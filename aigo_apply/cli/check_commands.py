@@ -10,13 +10,15 @@ from pathlib import Path
 import click
 
 from aigo_apply.cli.group import (
-    alias_values,
     cli,
     file_option,
     ignore_option,
     load_config_data,
     output_option,
+    output_option_with,
     path_value,
+    replace_option,
+    target_option,
 )
 from aigo_apply.config.annotations import file_error_line, problem_lines
 from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, ConfigFileError, ConfigInvalid, PlanFileError
@@ -25,13 +27,8 @@ from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, ConfigFileError
 @cli.command()
 @click.argument("files", nargs=-1, metavar="[FILE]...")
 @file_option
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", "github"]),
-    default="text",
-    show_default=True,
-    help="Human text, the versioned JSON contract, or GitHub Actions annotations (-o github).",
+@output_option_with(
+    "github", help="Human text, the versioned JSON contract, or GitHub Actions annotations (-o github)."
 )
 def validate(files: tuple[str, ...], file: str | None, output: str) -> int:
     """Check config files (-f FILE, FILE..., default ./aigo.yaml) against the schema and the cross-field
@@ -93,14 +90,7 @@ def _validate_one(path: str, output: str) -> int:
 
 @cli.command()
 @file_option
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="Human text, the versioned JSON contract, or Markdown for a pull request comment.",
-)
+@output_option_with("markdown", help="Human text, the versioned JSON contract, or Markdown for a pull request comment.")
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on error.")
 @click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff of the router's config files.")
 @click.option(
@@ -111,22 +101,8 @@ def _validate_one(path: str, output: str) -> int:
     callback=path_value,
     help="Save the plan (with a fingerprint of what it observed) for `aigo-apply apply PLANFILE`.",
 )
-@click.option(
-    "--replace",
-    "replace",
-    metavar="ALIAS",
-    multiple=True,
-    callback=alias_values,
-    help="Recreate this model even if unchanged.",
-)
-@click.option(
-    "--target",
-    "target",
-    metavar="ALIAS",
-    multiple=True,
-    callback=alias_values,
-    help="Plan only this model (repeatable).",
-)
+@replace_option
+@target_option("Plan")
 @ignore_option
 def plan(
     file: str | None,

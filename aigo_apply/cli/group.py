@@ -67,14 +67,36 @@ ignore_option = click.option(
     callback=_check_ids,
     help="Do not let this readiness check block (the plan says so).",
 )
-output_option = click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Human text, or the versioned JSON contract.",
+
+
+def output_option_with(*extra: str, help: str = "Human text, or the versioned JSON contract.") -> Callable:
+    """-o/--output: human text, the versioned JSON contract, and the command's own extra formats."""
+    return click.option(
+        "-o", "--output", type=click.Choice(["text", "json", *extra]), default="text", show_default=True, help=help
+    )
+
+
+output_option = output_option_with()
+replace_option = click.option(
+    "--replace",
+    "replace",
+    metavar="ALIAS",
+    multiple=True,
+    callback=alias_values,
+    help="Recreate this model even if unchanged.",
 )
+
+
+def target_option(verb: str) -> Callable:
+    """--target ALIAS: act on this model only (`verb`: what the command does to it)."""
+    return click.option(
+        "--target",
+        "target",
+        metavar="ALIAS",
+        multiple=True,
+        callback=alias_values,
+        help=f"{verb} only this model (repeatable).",
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
