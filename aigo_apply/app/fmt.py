@@ -17,7 +17,6 @@ import difflib
 import io
 import os
 import stat
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarfloat import ScalarFloat
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
+from aigo_apply.app.config_write import replace_config
 from aigo_apply.app.fmt_comments import attach, comments, detach, squeeze, token
 from aigo_apply.config import scalars
 from aigo_apply.config.load import load_config
@@ -318,19 +318,15 @@ def _regular_file(path: Path, display: str) -> os.stat_result:
 
 def _replace(path: Path, display: str, text: str, data: Any, before: os.stat_result) -> None:
     """Validate `text` as the file, then rename it over the file: same mode (and owner, when allowed)."""
-    try:
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise AigoError(f"{display}: cannot write beside it: {exc.strerror or exc}; nothing was written") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+
+    def check(tmp: str) -> None:
         try:
             if load_config(tmp).data != data:
                 raise AigoError(f"{display}: the formatted file reads differently; nothing was written")
         except (ConfigInvalid, ConfigFileError):
             raise AigoError(f"{display}: the formatted file does not validate; nothing was written") from None
-        os.chmod(tmp, stat.S_IMODE(before.st_mode))
+
+    def last_step(tmp: str) -> None:
         if (before.st_uid, before.st_gid) != (os.geteuid(), os.getegid()):
             try:
                 os.chown(tmp, before.st_uid, before.st_gid)
@@ -338,9 +334,5 @@ def _replace(path: Path, display: str, text: str, data: Any, before: os.stat_res
                 pass  # not allowed (not root): the file is then ours, as any editor would leave it
         if _identity(path) != (before.st_dev, before.st_ino):
             raise AigoError(f"{display}: was replaced while fmt ran; nothing was written, run fmt again")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise AigoError(f"{display}: cannot write it: {exc.strerror or exc}; nothing was written") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+    replace_config(path, display, text, check, stat.S_IMODE(before.st_mode), last_step, "; nothing was written")

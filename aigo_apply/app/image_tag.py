@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import difflib
 import io
-import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
+from aigo_apply.app.config_write import replace_config
 from aigo_apply.config.file_read import read_bytes, rewritable
 from aigo_apply.config.load import load_config
 from aigo_apply.config.yaml_source import load
@@ -236,13 +235,8 @@ def _write_validated(path: Path, display: str, text: str, edit: str) -> None:
         mode: int | None = stat.S_IMODE(target.stat().st_mode)
     except OSError:
         mode = None
-    try:
-        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise AigoError(f"{display}: cannot write beside it: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+
+    def check(tmp: str) -> None:
         try:
             load_config(tmp)
         except ConfigInvalid as exc:
@@ -252,11 +246,5 @@ def _write_validated(path: Path, display: str, text: str, edit: str) -> None:
             ) from None
         except ConfigFileError as exc:
             raise AigoError(f"{str(exc).replace(tmp, display)}; so it was not changed") from None
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise AigoError(f"{display}: cannot write it: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+    replace_config(target, display, text, check, mode)

@@ -9,12 +9,12 @@ import copy
 import os
 import re
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from aigo_apply.app.config_write import replace_config
 from aigo_apply.config import rules, schema
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.file_read import read_bytes, rewritable
@@ -230,14 +230,7 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
 
 
 def _write_checked(target: Path, config_file: str, alias: str, text: str) -> None:
-    mode = stat.S_IMODE(os.stat(target).st_mode)
-    try:
-        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise AigoError(f"{config_file}: cannot write beside it: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            f.write(text)
+    def check(tmp: str) -> None:
         try:
             load_config(tmp)
         except ConfigInvalid as exc:
@@ -247,13 +240,8 @@ def _write_checked(target: Path, config_file: str, alias: str, text: str) -> Non
             ) from None
         except ConfigFileError as exc:
             raise AigoError(f"adding '{alias}': {str(exc).replace(tmp, config_file)}; so it was not changed") from None
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise AigoError(f"{config_file}: cannot write it: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+    replace_config(target, config_file, text, check, stat.S_IMODE(os.stat(target).st_mode))
 
 
 def _top_keys(source) -> dict[tuple, tuple[int, int]]:
