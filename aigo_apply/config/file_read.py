@@ -29,6 +29,10 @@ PIPE_DEADLINE_S = 10.0
 _piped: dict[str, bytes] = {}  # what was read from a pipe or device, by the name it was given
 
 
+NO_SUCH_FILE = "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
+NOT_READABLE = "permission denied; make the file readable by this user"
+
+
 def read_bytes(path: Path, display: str) -> bytes:
     """The file's bytes (at most MAX_FILE_BYTES + 1), read once; OS failures become one clear line."""
     key = str(path)
@@ -44,11 +48,9 @@ def read_bytes(path: Path, display: str) -> bytes:
         _piped[key] = _read_stream(path, display)
         return _piped[key]
     except FileNotFoundError:
-        raise ConfigFileError(
-            display, "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
-        ) from None
+        raise ConfigFileError(display, NO_SUCH_FILE) from None
     except PermissionError:
-        raise ConfigFileError(display, "permission denied; make the file readable by this user") from None
+        raise ConfigFileError(display, NOT_READABLE) from None
     except OSError as exc:
         raise ConfigFileError(display, f"cannot be read: {exc.strerror or exc}") from None
 
@@ -93,11 +95,9 @@ def rewritable(path: Path, display: str) -> Path:
         target = path.resolve(strict=True)
         info = os.stat(target)
     except FileNotFoundError:
-        raise ConfigFileError(
-            display, "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
-        ) from None
+        raise ConfigFileError(display, NO_SUCH_FILE) from None
     except PermissionError:
-        raise ConfigFileError(display, "permission denied; make the file readable by this user") from None
+        raise ConfigFileError(display, NOT_READABLE) from None
     except (OSError, RuntimeError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or "a symlink loop or a name that is too long"
         raise ConfigFileError(display, f"cannot be resolved: {why}; pass the file itself with -f/--file") from None
