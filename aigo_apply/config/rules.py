@@ -18,7 +18,7 @@ from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_R
 from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.units import parse_token_count
-from aigo_apply.config.vllm_facts import checked_release, deprecated_quantizations
+from aigo_apply.config.vllm_facts import config_release, deprecated_quantizations
 from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
 
@@ -250,9 +250,7 @@ def _tensor_parallel(data: dict[str, Any], models: dict[str, Any], f: Finder) ->
 
 
 def _quantization(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
-    vllm = _mapping(_mapping(data.get("engines")).get("vllm"))
-    tag = vllm.get("image_tag")
-    deprecated = set(deprecated_quantizations(checked_release(tag if isinstance(tag, str) else None)))
+    deprecated = set(deprecated_quantizations(config_release(data)))
     for alias, model in models.items():
         engine, settings = _settings(data, model)
         method = settings.get("quantization") if engine == "vllm" else None

@@ -18,7 +18,7 @@ from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.vllm_facts import (
     ENUM_SETTINGS,
     VLLM_VERSION,
-    checked_release,
+    config_release,
     methods_needing_draft,
     names,
     speculative_methods,
@@ -108,7 +108,7 @@ def _validator(release: str = VLLM_VERSION) -> Draft202012Validator:
 def validate(source: Source) -> list[Problem]:
     """Every schema failure of `source.data`, one Problem each, without duplicates."""
     problems: list[Problem] = []
-    release = checked_release(_vllm_tag(source.data))
+    release = config_release(source.data)
     errors = list(_validator(release).iter_errors(source.data))
     paths_with_specific = {tuple(e.absolute_path) for e in errors if e.validator not in ("oneOf", "anyOf")}
     for error in errors:
@@ -117,14 +117,6 @@ def validate(source: Source) -> list[Problem]:
             continue  # a more precise message about the same place is already there
         problems.extend(_explain(error, path, source, release))
     return sorted(set(problems))
-
-
-def _vllm_tag(data: Any) -> str | None:
-    """engines.vllm.image_tag as written, when it is text (the schema checks it either way)."""
-    engines = data.get("engines") if isinstance(data, dict) else None
-    vllm = engines.get("vllm") if isinstance(engines, dict) else None
-    tag = vllm.get("image_tag") if isinstance(vllm, dict) else None
-    return tag if isinstance(tag, str) else None
 
 
 def _explain(error: ValidationError, path: Path_, source: Source, release: str = VLLM_VERSION) -> list[Problem]:

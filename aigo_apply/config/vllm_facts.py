@@ -55,6 +55,15 @@ def checked_release(tag: str | None) -> str:
     return release if release in known_releases() else VLLM_VERSION
 
 
+def config_release(data: Any) -> str:
+    """The release a config's names are checked against, from its engines.vllm.image_tag (when that
+    is text; the schema checks it either way)."""
+    engines = data.get("engines") if isinstance(data, dict) else None
+    vllm = engines.get("vllm") if isinstance(engines, dict) else None
+    tag = vllm.get("image_tag") if isinstance(vllm, dict) else None
+    return checked_release(tag if isinstance(tag, str) else None)
+
+
 def facts(version: str = VLLM_VERSION) -> dict[str, Any]:
     return schema_data(f"vllm-v{version}.json")
 

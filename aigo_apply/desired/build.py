@@ -31,6 +31,7 @@ from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import (
     VLLM_VERSION,
     checked_release,
+    config_release,
     deprecated_mtp_aliases,
     known_releases,
     tag_release,
@@ -56,7 +57,7 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
     _check_store(config.file, store, host)
     models = data.get("models", {})
     ports = assign_ports(data["project"], models, router_port)
-    release = checked_release(data.get("engines", {}).get("vllm", {}).get("image_tag"))
+    release = config_release(data)
     desired = {}
     # a disabled model keeps its port (assigned above over every model) so enabling it again changes nothing else
     disabled = tuple(sorted(a for a, m in models.items() if m.get("enabled") is False))
