@@ -96,6 +96,7 @@ PRIVATE_NAMES = tuple(
     """.split()
 )
 _PRIVATE_PARTS = tuple(tuple(name.casefold().split("/")) for name in PRIVATE_NAMES)
+_PRIVATE_FIRST = frozenset(want[0] for want in _PRIVATE_PARTS)
 # Where a home keeps the secret files `from_file` reads (README): never mounted, though read from.
 SECRETS_FOLDER = ".aigo/secrets"
 # Docker's `-v SRC:DST:MODE` splits on ':' and `--mount` on ','; control characters have no place in a path.
@@ -229,8 +230,10 @@ def known_homes() -> tuple[Path, ...]:
     return usable_homes(found)
 
 
+@functools.lru_cache(maxsize=16)
 def own_homes(home: Path) -> frozenset[Path]:
-    """Your home as given and resolved (/home may be a link to /var/home)."""
+    """Your home as given and resolved (/home may be a link to /var/home); resolved once per process,
+    as known_homes() is read once."""
     return frozenset({home, try_resolve(home)})
 
 
@@ -239,10 +242,25 @@ def all_homes(home: Path, homes: Iterable[Path] | None) -> tuple[Path, ...]:
     return tuple(own_homes(home) | set(known_homes() if homes is None else homes))
 
 
+def below(path: Path, folder: Path) -> bool:
+    """`path` lies strictly inside `folder` (both absolute), as `folder in path.parents` says, by
+    comparing text: Path.parents builds a Path per level, and a plan checks every mount this way."""
+    inner, outer = str(path), str(folder)
+    return inner != outer and inner.startswith(outer if outer.endswith("/") else outer + "/")
+
+
+def at_or_below(path: Path, folder: Path) -> bool:
+    inner, outer = str(path), str(folder)
+    return inner == outer or inner.startswith(outer if outer.endswith("/") else outer + "/")
+
+
+_SYSTEM_PATHS = tuple(map(Path, SYSTEM_DIRS))
+
+
 def system_folder(path: Path) -> Path | None:
     """The system folder `path` is or lies in, or None."""
-    for system in map(Path, SYSTEM_DIRS):
-        if path == system or system in path.parents:
+    for system in _SYSTEM_PATHS:
+        if at_or_below(path, system):
             return system
     return None
 
@@ -252,12 +270,14 @@ def private_place(path: Path, home: Path) -> tuple[str, bool] | None:
     path) and whether `path` is below it; None when no part of the path is a PRIVATE_NAMES name."""
     parts = path.parts
     folded = tuple(p.casefold() for p in parts)
+    if _PRIVATE_FIRST.isdisjoint(folded):
+        return None
     for want in _PRIVATE_PARTS:
         n = len(want)
         for i in range(len(parts) - n + 1):
             if folded[i : i + n] == want:
                 place = Path(*parts[: i + n])
-                shown = f"~/{place.relative_to(home)}" if place.parent == home or home in place.parents else str(place)
+                shown = f"~/{place.relative_to(home)}" if below(place, home) else str(place)
                 return shown, i + n < len(parts)
     return None
 
@@ -266,7 +286,7 @@ def home_holding(path: Path, homes: Iterable[Path]) -> Path | None:
     """The innermost home folder that is `path` or holds it."""
     best: Path | None = None
     for home in homes:
-        if (path == home or home in path.parents) and (best is None or len(home.parts) > len(best.parts)):
+        if at_or_below(path, home) and (best is None or len(home.parts) > len(best.parts)):
             best = home
     return best
 
@@ -304,7 +324,7 @@ def unsafe_mount(
     for place in places:
         if path == place.folder and not (store and not place.inside_too):
             return f"{place.name} ({place.folder})"
-        if place.inside_too and place.folder in path.parents:
+        if place.inside_too and below(path, place.folder):
             return f"inside {place.name} ({place.folder})"
     private = private_place(path, home)
     if private:
@@ -315,15 +335,15 @@ def unsafe_mount(
     if not store and str(path) in SHARED_DIRS:
         return f"the shared folder {path} (it holds far more than one model)"
     for each in sorted(all_homes(home, homes), key=lambda h: h not in mine):  # yours first: the expected message
-        secrets = each / SECRETS_FOLDER
-        if path == secrets or secrets in path.parents:
+        secrets = Path(f"{each}/{SECRETS_FOLDER}")
+        if at_or_below(path, secrets):
             return f"the secrets folder {secrets} (where from_file secrets are kept)"
         if not store and path == each:
             return f"the home folder {each} of another account"
-        if not store and path in each.parents:
+        if not store and below(each, path):
             return f"a folder that holds home folders ({each} is inside it)"
     for place in places:
-        if not store and path in place.folder.parents:
+        if not store and below(place.folder, path):
             return f"a folder that holds {place.name}"
     return None
 
