@@ -1,7 +1,9 @@
 """Fixtures for the contract tests: the real vLLM 0.31.0, installed by scripts/setup-vllm-venv in
 .venv-vllm, checks what aigo-apply writes. vLLM runs only in that venv's Python, as a subprocess
-(scripts/vllm_contract.py, scripts/vllm_facts.py); this process never imports it. Every test here is
-marked `contract`. Without the venv they skip on a developer's machine and fail in CI (CI=true)."""
+(scripts/vllm_contract.py, scripts/vllm_facts.py); this process never imports it. SGLang 0.5.6's own
+server-argument code checks the SGLang lines the same way (.venv-sglang, scripts/sglang_contract.py).
+Every test here is marked `contract`. Without a venv they skip on a developer's machine and fail in CI
+(CI=true)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ HERE = Path(__file__).parent
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 BUILT = ROOT / ".venv-vllm" / ".built"
 SCRIPTS = ROOT / "scripts"
+SGLANG_PYTHON = ROOT / ".venv-sglang" / "bin" / "python"
+SGLANG_BUILT = ROOT / ".venv-sglang" / ".built"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -67,5 +71,29 @@ def vllm_verdicts(run_in_vllm: Callable[..., str]) -> Callable[[list[list[str]]]
 
     def check(command_lines: list[list[str]]) -> list[dict]:
         return json.loads(run_in_vllm("vllm_contract.py", json.dumps(command_lines)))
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def sglang_verdicts() -> Callable[[list[list[str]]], list[dict]]:
+    """Check many `sglang.launch_server` argument lists in one SGLang start (scripts/sglang_contract.py)."""
+    if not SGLANG_BUILT.exists():
+        reason = "the SGLang 0.5.6 venv is missing: run scripts/setup-sglang-venv (scripts/setup does)"
+        if os.environ.get("CI"):
+            pytest.fail(f"contract tests must run in CI: {reason}")
+        pytest.skip(reason)
+
+    def check(command_lines: list[list[str]]) -> list[dict]:
+        done = subprocess.run(
+            [str(SGLANG_PYTHON), str(SCRIPTS / "sglang_contract.py")],
+            input=json.dumps(command_lines),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, f"sglang_contract.py failed:\n{done.stderr[-4000:]}"
+        return json.loads(done.stdout)
 
     return check
