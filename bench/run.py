@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every benchmark in one run, side by side: CLI start-up, plan and no-op apply vs Docker Compose v2
-(and Debian's docker-compose 1.29 where installed) for N = 1, 10, 50, 200, apply overhead on top of the engines' own start time, and the router vs
-direct (and under reloads). Prints markdown, writes bench/results.md, and puts the same tables in
+(and Debian's docker-compose 1.29 where installed) for N = 1, 10, 50, 200, apply overhead on top of the engines' own start time
+(the stub's and the real vLLM CPU engine's, with its compile cache's first and second start), and the
+router vs direct (and under reloads). Prints markdown, writes bench/results.md, and puts the same tables in
 the README's Performance section (between its bench markers).
 
     python bench/run.py            # the full run (about 15 minutes on 2 cores)
@@ -79,9 +80,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-readme", action="store_true", help="do not update the README")
     parser.add_argument("--skip-router", action="store_true", help="leave the router table out (it needs wrk)")
+    parser.add_argument(
+        "--skip-real-engine", action="store_true", help="leave the real vLLM CPU engine's tables out (about 8 minutes)"
+    )
     args = parser.parse_args()
     import apply as apply_bench
     import plan as plan_bench
+    import real_engine as real_engine_bench
     import router as router_bench
 
     sizes, repeat = ("1,10", 3) if args.quick else ("1,10,50,200", 5)
@@ -92,6 +97,12 @@ def main() -> None:
     if not common.compose_v1():
         parts.append("(Debian's docker-compose 1.29 is not installed: its column is n/a)")
     parts.append(apply_bench.run(3.0, 5 if not args.quick else 2))
+    if args.skip_real_engine:
+        parts.append("(real-engine tables skipped: --skip-real-engine)")
+    elif real_engine_bench.image_ready():
+        parts.append(real_engine_bench.run(3 if not args.quick else 1))
+    else:
+        parts.append(f"({real_engine_bench.IMAGE} is not built: no real-engine tables; run scripts/setup)")
     if args.skip_router:
         parts.append("(router table skipped: --skip-router)")
     elif shutil.which("wrk"):
