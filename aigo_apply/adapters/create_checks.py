@@ -47,7 +47,7 @@ def _definition_problem(spec: ContainerSpec) -> str | None:
             return f"the environment name {name!r} is not a plain name"
         if not isinstance(value, (str, SecretRef)) or (isinstance(value, str) and "\x00" in value):
             return f"the environment value of {name} is not plain text"
-        if (why := env_names.refused_name(name)) and env_names.TOOL_ENV.get(name) != value:
+        if (why := env_names.refused_name(name)) and not _tool_set(spec, name, value):
             return f"the environment variable {name} is one aigo.yaml never sets ({why})"
         if isinstance(value, str) and (hidden := invisible.hidden_character(value)):
             return f"the environment value of {name} holds {hidden}"
@@ -58,6 +58,14 @@ def _definition_problem(spec: ContainerSpec) -> str | None:
     if spec.user is not None and not _USER.match(spec.user):
         return f"user {spec.user!r} is not UID:GID"
     return None
+
+
+def _tool_set(spec: ContainerSpec, name: str, value: object) -> bool:
+    """A refused name that aigo-apply sets itself: HF_HUB_OFFLINE=1 on every engine, and
+    VLLM_SERVER_DEV_MODE=1 only beside --enable-sleep-mode (an on-demand vLLM engine)."""
+    if env_names.TOOL_ENV.get(name) == value:
+        return True
+    return env_names.SLEEP_MODE_ENV.get(name) == value and env_names.SLEEP_MODE_FLAG in spec.command
 
 
 _VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")

@@ -127,6 +127,7 @@ def nvml_facts() -> dict[str, Any]:
             "driver": driver if isinstance(driver, str) else driver.decode(),
             "cuda_driver": int(cuda),
             "gpus": gpus,
+            "host_memory_total": host_memory()[0],  # sleeping models' weights wait there (plan/swap_ledger.py)
         }
     except pynvml.NVMLError as exc:
         return {"available": False, "problem": f"NVML failed: {exc}", "gpus": []}

@@ -21,8 +21,12 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
     by_alias = {c.alias: c for c in observed.ours if c.alias and c.name == _name(desired, c.alias, c)}
     aliases = sorted(set(desired.models) | set(desired.disabled) | {c.alias for c in observed.ours if c.alias})
     containers = {a: by_alias.get(a) for a in aliases}
+    on_demand = {a for a, m in desired.models.items() if m.spec.get("on_demand")}
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
         ready = dict(zip(aliases, pool.map(lambda a: _probe(a, containers[a]), aliases), strict=False))
+        sleep = dict(
+            zip(aliases, pool.map(lambda a: _sleep_state(a in on_demand, containers[a]), aliases), strict=False)
+        )
     rows = []
     for alias in aliases:
         c = containers[alias]
@@ -45,6 +49,7 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
                 else (desired.models[alias].container.image if alias in desired.models else None),
                 "uptime": c.status if c else "",
                 "route": alias in routed,
+                "sleep": sleep[alias],  # on-demand models: "awake", "asleep" (None: not on demand, or unknown)
             }
         )
     changing = sorted({a.model for a in plan.actions if a.kind not in ("noop", "pull") and a.model})
@@ -93,12 +98,26 @@ def _probe(alias: str, container: ObservedContainer | None) -> bool:
         return False
 
 
+def _sleep_state(on_demand: bool, container: ObservedContainer | None) -> str | None:
+    """An on-demand model's engine: awake or asleep (vLLM's GET /is_sleeping), None when unknown."""
+    if not on_demand or container is None or container.state != "running" or not container.ports:
+        return None
+    import httpx
+
+    try:
+        with httpx.Client(timeout=PROBE_TIMEOUT) as http:
+            asleep = http.get(f"http://127.0.0.1:{container.ports[0][1]}/is_sleeping").json().get("is_sleeping")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return None if not isinstance(asleep, bool) else "asleep" if asleep else "awake"
+
+
 def render(report: dict[str, Any]) -> str:
     header = ["MODEL", "STATE", "READY", "ROUTE", "PORT", "IMAGE", "UPTIME"]
     rows = [
         [
             r["model"] + ("" if r["in_file"] else " (not in file)"),
-            "disabled" if not r["enabled"] and r["state"] == "absent" else r["state"],
+            "disabled" if not r["enabled"] and r["state"] == "absent" else r["state"] + _sleep_note(r.get("sleep")),
             "yes" if r["ready"] else "no",
             "yes" if r["route"] else "no",
             str(r["port"] or "-"),
@@ -125,6 +144,10 @@ def render(report: dict[str, Any]) -> str:
     elif not drift["router"]:
         lines.append("No drift: the machine matches the file.")
     return "\n".join(lines)
+
+
+def _sleep_note(sleep: str | None) -> str:
+    return f" ({sleep})" if sleep else ""
 
 
 def _image(container) -> str:

@@ -40,6 +40,7 @@ from aigo_apply.apply.outcome import ApplyReport, Outcome, StepLog
 from aigo_apply.apply.router_steps import RouterSteps, Routes
 from aigo_apply.apply.secrets import container_env
 from aigo_apply.apply.serving_wait import Waiter
+from aigo_apply.apply.swap_steps import SwapSteps
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.types import RouterSettings
@@ -102,10 +103,14 @@ class Executor:
                 self._check_interrupt()
                 outcomes.append(self.models.remove(item.action))
         lanes = _lanes(plan, [p for p in prepared if p.action.kind in MODEL_KINDS])
-        if lanes:
-            with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="aigo-lane") as pool:
-                for lane_outcomes in pool.map(self._run_lane, lanes):
-                    outcomes += lane_outcomes
+        self.swaps = self._swap_steps(plan)
+        try:
+            if lanes:
+                with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="aigo-lane") as pool:
+                    for lane_outcomes in pool.map(self._run_lane, lanes):
+                        outcomes += lane_outcomes
+        finally:
+            self.swaps.finish()  # the first models of each swap group apply touched are awake again
         if router_future is not None:
             outcomes.insert(0, router_future.result())
         outcomes += self._finish_routes(router_action, plan)
@@ -117,6 +122,15 @@ class Executor:
             failed=[o.address for o in outcomes if not o.ok],
         )
         return ApplyReport(outcomes, interrupted)
+
+    def _swap_steps(self, plan: Plan) -> SwapSteps:
+        """Swap groups (apply/swap_steps.py), as the router's settings name them."""
+        routes = self.router.routes if self.router else None
+        groups = routes.settings.swap_groups if routes is not None else ()
+        routed = {alias: route.port for alias, route in routes.routes.items()} if routes is not None else {}
+        swaps = SwapSteps(plan, groups, self.log, getattr(routes, "folder", None), routed)
+        self.models.on_ready = swaps.after_ready
+        return swaps
 
     def _start_router(self, action: Action | None, container: Any, plan: Plan) -> Future[Outcome] | None:
         """The router starts alongside the models: it is up long before an engine has loaded, and
@@ -167,6 +181,7 @@ class Executor:
             if self.interrupted.is_set():
                 break
             try:
+                self.swaps.before_start(item.action.model or "", item.action.spec)
                 results.append(self.models.run(item))
             except AigoError as exc:  # Docker refused something: report it for this model, go on with others
                 self.log.step(item.action.address, item.action.kind, "failed", str(exc))

@@ -44,6 +44,9 @@ class ModelSteps:
     ):
         self.runtime, self.log, self.router = runtime, log, router
         self.interrupted, self.make_waiter = interrupted, make_waiter
+        # called once a model is proven ready, before its route is added (apply/swap_steps.py: an
+        # on-demand model goes to sleep then); an AigoError from it fails the step like a refused route
+        self.on_ready: Callable[[str, dict[str, Any] | None, int], None] | None = None
 
     def run(self, item: Prepared) -> Outcome:
         step = {"start": self.start, "create": self.create, "recreate": self.recreate}[item.action.kind]
@@ -218,6 +221,8 @@ class ModelSteps:
         finally:  # the staging never outlives its step (nor writes the router's folder after it)
             if stager is not None:
                 stager.join(timeout=STAGE_JOIN_TIMEOUT)
+        if self.on_ready:
+            self.on_ready(alias, action.spec, port)
         if self.router:
             self.router.route(route)
         message = f"{verb} {action.container}; ready after {seconds:.1f} s on 127.0.0.1:{port}"

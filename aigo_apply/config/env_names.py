@@ -48,6 +48,10 @@ import re
 
 # Set by aigo-apply on every engine container (desired/engines/common.py uses this very mapping).
 TOOL_ENV = {"HF_HUB_OFFLINE": "1"}
+# Set by aigo-apply on an on-demand vLLM engine only (with --enable-sleep-mode): it registers /sleep,
+# /wake_up and /is_sleeping, with vLLM's other development endpoints, which the router never forwards.
+SLEEP_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+SLEEP_MODE_FLAG = "--enable-sleep-mode"
 
 REMOVE = "the engine's image decides this; remove it"
 _OFFLINE = (

@@ -7,6 +7,7 @@ Pure: it reads no files and calls no daemon, so the same config always gives the
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from aigo_apply.config.defaults import (
 from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_format
 from aigo_apply.config.host_paths import resolve_or_why, try_resolve, unsafe_mount
 from aigo_apply.config.load import Config
+from aigo_apply.config.swap_groups import SwapGroup, is_on_demand, swap_groups
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import (
     VLLM_VERSION,
@@ -84,15 +86,17 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
     uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
+    groups = swap_groups(models)
     return DesiredState(
         data["project"],
         config.file,
-        desired_router(data, desired, host),
+        desired_router(data, desired, host, groups),
         desired,
         warnings,
         image_object(data, "vllm"),
         store,
         disabled,
+        groups,
     )
 
 
@@ -147,11 +151,13 @@ def router_spec(project: str, router: dict[str, Any], host: HostContext) -> dict
     }
 
 
-def desired_router(data: dict[str, Any], models: dict[str, DesiredModel], host: HostContext) -> DesiredRouter:
+def desired_router(
+    data: dict[str, Any], models: dict[str, DesiredModel], host: HostContext, groups: tuple[SwapGroup, ...] = ()
+) -> DesiredRouter:
     project = data["project"]
     spec = router_spec(project, data.get("router", {}), host)
     routes = tuple(route_of(m) for _, m in sorted(models.items()))
-    settings = settings_of(project, spec)
+    settings = replace(settings_of(project, spec), swap_groups=groups)  # groups change files, not the container
     return DesiredRouter(spec, router_container(project, spec), routes, settings)
 
 
@@ -205,6 +211,8 @@ def model_spec(
     }
     if model_file is not None:
         spec["model_file"] = model_file
+    if is_on_demand(model):  # only when set: the specs of other models stay as they were
+        spec["on_demand"] = True
     if engine == "vllm":
         settings = vllm_settings(model.get("vllm", {}), defaults)
         if "speculative" in settings:
@@ -220,7 +228,8 @@ def model_spec(
         spec["sglang"] = dict(sorted(settings.items()))
     else:
         spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
-    order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", engine, "env"]
+    order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", "on_demand"]
+    order += [engine, "env"]
     return {key: spec[key] for key in order if key in spec}
 
 

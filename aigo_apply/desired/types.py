@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.config.host_paths import HF_CACHE, Protected, hf_home
+from aigo_apply.config.swap_groups import SwapGroup
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class RouterSettings:
     max_body_mb: int = 16
     timeout_s: int = 600
     keys_digest: str = ""  # router/haproxy_safety.keys_digest of the keys, filled in where they are read
+    swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models taking turns (config/swap_groups.py)
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,7 @@ class DesiredState:
     vllm_image: dict[str, Any] = field(default_factory=dict)  # images.image_object for the vllm engine
     models_dir: Any = None  # pathlib.Path of the model store (defaults.models_dir)
     disabled: tuple[str, ...] = ()  # aliases in the file with `enabled: false`: nothing of them runs
+    swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models that take turns (config/swap_groups.py)
 
     def specs(self) -> dict[str, dict[str, Any]]:
         """alias -> canonical spec: what the model-store and lock helpers read."""

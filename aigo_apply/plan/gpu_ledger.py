@@ -5,7 +5,8 @@ state; its verdicts become readiness checks (`gpu.fit` per model, `gpu.memory` p
 ones stop `apply` like any other blocker and can be waived with --ignore-readiness.
 
 Which GPUs a model uses: `gpus: [..]` or every GPU for `all`; vLLM and SGLang put a model on the
-first tensor_parallel_size of those, llama.cpp spreads its layers over all of them.
+first tensor_parallel_size of those, llama.cpp spreads its layers over all of them. A swap group's
+models count as the group's awake share plus what its sleeping models keep (plan/swap_ledger.py).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from aigo_apply.config.swap_groups import membership
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.host_checks import Check
+from aigo_apply.plan.swap_ledger import count_groups
 from aigo_apply.plan.vram import TIGHT, Estimate, estimate, gib
 
 
@@ -82,6 +85,7 @@ def build(
                 "budget_sum": 0,
             }
         )
+    groups = membership(desired.swap_groups)
     for alias, model in sorted(desired.models.items()):
         spec = model.spec
         on = model_gpus(spec, len(gpus))
@@ -92,7 +96,8 @@ def build(
         for index in on:
             row = rows[index]
             budget = int(fraction * row["memory_total"]) if fraction is not None and row["memory_total"] else None
-            if fraction is not None:
+            group = groups.get(alias) if spec.get("on_demand") else None
+            if fraction is not None and group is None:  # a group's share is counted by count_groups
                 row["fraction_sum"] = round(row["fraction_sum"] + fraction, 6)
                 row["budget_sum"] += budget or 0
             row["models"].append(
@@ -104,9 +109,11 @@ def build(
                     "estimate": est.to_dict(),
                     "found": facts.get(alias, {}).get("found"),
                     "problem": facts.get(alias, {}).get("problem"),
+                    **({"swap_group": group.name} if group else {}),
                 }
             )
     for row in rows:
+        count_groups(row, groups)
         _judge(row)
     return rows
 
@@ -212,7 +219,15 @@ def render(rows: list[dict[str, Any]]) -> list[str]:
         for m in row["models"]:
             est = m["estimate"]
             share = f"{m['fraction']:g} -> budget {gib(m['budget'])}" if m["fraction"] is not None else "no fraction"
-            lines.append(f"  {m['alias']:<20} {m['engine']:<9} {share}; needs ~{gib(est['total'])}  [{m['verdict']}]")
+            group = f" (swap group {m['swap_group']})" if m.get("swap_group") else ""
+            lines.append(
+                f"  {m['alias']:<20} {m['engine']:<9} {share}; needs ~{gib(est['total'])}{group}  [{m['verdict']}]"
+            )
+        for g in row.get("swap_groups", []):
+            lines.append(
+                f"  swap group {g['name']}: {g['max_awake']} of {len(g['members'])} awake at once counts "
+                f"{g['awake_fraction']:g} ({gib(g['awake_budget'])}); the sleeping keep ~{gib(g['asleep_bytes'])}"
+            )
         lines.append(
             f"  fractions {row['fraction_sum']:.2f} of 1.00, budgets {gib(row['budget_sum'])}  [{row['verdict']}]"
         )

@@ -5,34 +5,46 @@ of its own. Decided by the planner, so the plan shows them before anything runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aigo_apply.plan.types import Action
 
 STARTING = ("start", "create", "recreate")
 GpuSet = frozenset[int] | str  # "all", "none", or device indices
 
 
-def start_lanes(actions: list[Action]) -> tuple[tuple[str, ...], ...]:
+def start_lanes(actions: list[Action], groups: Mapping[str, str] | None = None) -> tuple[tuple[str, ...], ...]:
     """Group the starting models' addresses so that any two sharing a GPU are in the same lane
-    (kept in plan order)."""
+    (kept in plan order), and so are the models of one swap group (`groups`: alias -> group; apply
+    puts a group's models to sleep around each start, config/swap_groups.py), whatever their GPUs."""
+    groups = groups or {}
     items = [a for a in actions if a.kind in STARTING and a.model]
     order = {a.address: n for n, a in enumerate(items)}
-    lanes: list[tuple[GpuSet, list[str]]] = []
+    lanes: list[tuple[GpuSet, list[str], set[str]]] = []
     for action in items:
         gpus = (action.spec or {}).get("gpus", "all")
-        if gpus == "none":
-            lanes.append(("none", [action.address]))
-            continue
-        mine: GpuSet = "all" if gpus == "all" else frozenset(gpus)
+        tags = {groups[action.model or ""]} if action.model in groups else set()
+        mine: GpuSet = "none" if gpus == "none" else "all" if gpus == "all" else frozenset(gpus)
         merged: GpuSet = mine
         members: list[str] = []
-        for lane in [lane for lane in lanes if lane[0] != "none" and _overlap(lane[0], mine)]:
+        for lane in [lane for lane in lanes if _overlap(lane[0], mine) or lane[2] & tags]:
             lanes.remove(lane)
-            held = lane[0]  # neither is "none" here: a GpuSet that is not "all" is a frozenset
-            merged = held | merged if isinstance(held, frozenset) and isinstance(merged, frozenset) else "all"
+            merged = _union(lane[0], merged)
             members += lane[1]
-        lanes.append((merged, sorted(members + [action.address], key=order.__getitem__)))
-    return tuple(tuple(members) for _, members in lanes)
+            tags |= lane[2]
+        lanes.append((merged, sorted(members + [action.address], key=order.__getitem__), tags))
+    return tuple(tuple(members) for _, members, _ in lanes)
+
+
+def _union(a: GpuSet, b: GpuSet) -> GpuSet:
+    if a == "none":
+        return b
+    if b == "none":
+        return a
+    return a | b if isinstance(a, frozenset) and isinstance(b, frozenset) else "all"
 
 
 def _overlap(a: GpuSet, b: GpuSet) -> bool:
+    if a == "none" or b == "none":  # a `gpus: none` model shares no GPU
+        return False
     return a == "all" or b == "all" or bool(frozenset(a) & frozenset(b))

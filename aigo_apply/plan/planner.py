@@ -18,6 +18,7 @@ from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_
 from aigo_apply.plan.lanes import start_lanes
 from aigo_apply.plan.router_plan import STOPPED, router_action
 from aigo_apply.plan.spec_diff import diff_specs, flatten, image_moved
+from aigo_apply.plan.swap_ledger import plan_groups
 from aigo_apply.plan.types import Action, Blocker, Change, Plan
 
 
@@ -90,8 +91,9 @@ def build_plan(
         tuple(blockers),
         tuple(warnings),
         tuple(facts.gpu_ledger),
-        start_lanes(model_actions),
+        start_lanes(model_actions, {a: g.name for g in desired.swap_groups for a in g.members}),
         request,
+        plan_groups(desired),
     )
 
 

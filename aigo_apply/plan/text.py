@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from aigo_apply.plan.gpu_ledger import render
+from aigo_apply.plan.swap_ledger import render_groups
 from aigo_apply.plan.types import Action, Plan
 
 SYMBOLS = {  # kind -> (symbol, colour, phrase)
@@ -108,6 +109,9 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
     ledger = _ledger(plan.gpu_ledger)
     if ledger:
         lines += [style("GPU memory (estimates per GPU):", bold=True)] + ["  " + _t(line) for line in ledger] + [""]
+    if plan.swap_groups:
+        head = "Swap groups (on-demand models sleep until a request names one; the router wakes it):"
+        lines += [style(head, bold=True)] + ["  " + _t(line) for line in render_groups(plan.swap_groups)] + [""]
     changing = [a for a in plan.actions if a.kind in SYMBOLS]
     unchanged = [a for a in plan.actions if a.kind == "noop"]
     if not changing:

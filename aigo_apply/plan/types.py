@@ -167,6 +167,7 @@ class Plan:
     gpu_ledger: tuple[dict[str, Any], ...] = field(default=())
     lanes: tuple[tuple[str, ...], ...] = ()  # addresses of the models that start, by GPU lane (plan/lanes.py)
     request: PlanRequest = field(default_factory=PlanRequest)  # the options it was made with
+    swap_groups: tuple[dict[str, Any], ...] = ()  # on-demand models taking turns (plan/swap_ledger.plan_groups)
 
     def actions_digest(self) -> str:
         """What `apply PLANFILE` compares: a digest of the canonical actions, so a saved plan is an
@@ -198,6 +199,7 @@ class Plan:
             "gpu_ledger": list(self.gpu_ledger),
             "lanes": [list(lane) for lane in self.lanes],
             "request": self.request.to_dict(),
+            **({"swap_groups": list(self.swap_groups)} if self.swap_groups else {}),
             "summary": self.summary,
         }
 
@@ -220,6 +222,7 @@ class Plan:
                 tuple(data.get("gpu_ledger") or []),
                 tuple(tuple(lane) for lane in data.get("lanes") or []),
                 PlanRequest.from_dict(data["request"]),
+                tuple(data.get("swap_groups") or []),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanFileError(f"the plan file is damaged or edited by hand ({exc!r}); {REMAKE}") from None
@@ -280,7 +283,7 @@ REMAKE = "make a new one with `aigo-apply plan --out` (nothing was changed)"
 READINESS_CHECK_IDS = (
     "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",
     *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),
-    "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "engine.moe_backend", "model.path",
+    "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "host.memory", "engine.moe_backend", "model.path",
     "secrets.reference", "router.api_keys", "router.open", "router.port", "lock.image", "lock.drift",
 )  # fmt: skip
 _CHANGE = {
@@ -292,11 +295,15 @@ _ACTION = {
     "notes?": ["text"],
 }  # fmt: skip
 _BLOCKER = {"id": "line", "address?": "line", "message": "text", "remediation": "text"}
+_SWAP_GROUP = {
+    "name": "line", "max_awake": "count", "members": ["alias"], "gpus": "any", "awake_after_apply": ["alias"]
+}  # fmt: skip
 _REQUEST = {"replace": ["alias"], "target": ["alias"], "ignore": ["check_id"], "pull": PULL_POLICIES, "locked": "bool"}
 _PLAN = {
     "format_version": "version", "aigo_apply_version?": "line", "project": "project", "config_file": "path",
     "fingerprint": "fingerprint", "actions": [_ACTION], "blockers?": [_BLOCKER], "warnings?": ["text"],
     "gpu_ledger?": ["object"], "lanes?": [["line"]], "request": _REQUEST, "summary?": "object",
+    "swap_groups?": [_SWAP_GROUP],
 }  # fmt: skip
 
 
@@ -311,6 +318,7 @@ _SCALARS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "bool": ("true or false", lambda v: isinstance(v, bool)),
     "version": (f"the integer {FORMAT_VERSION}", lambda v: type(v) is int and v == FORMAT_VERSION),
     "seconds": ("a number of seconds", lambda v: type(v) in (int, float) and 0 <= v <= 1e9),
+    "count": ("an integer from 1 to 16", lambda v: type(v) is int and 1 <= v <= 16),
     "text": ("a string", lambda v: isinstance(v, str)),
     "line": ("one line of printable text", lambda v: isinstance(v, str) and len(v) <= 4096 and v.isprintable()),
     "path": ("a file path", lambda v: isinstance(v, str) and 0 < len(v) <= 4096 and v.isprintable()),

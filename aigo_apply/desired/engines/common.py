@@ -67,14 +67,16 @@ def engine_container(
     mounts: list[Mount],
     container_port: int,
     entrypoint: tuple[str, ...] | None = None,
+    tool_env: dict[str, str] | None = None,
 ) -> ContainerSpec:
-    """The container for one model: published on 127.0.0.1 only, secrets kept as references."""
+    """The container for one model: published on 127.0.0.1 only, secrets kept as references.
+    `tool_env`: what aigo-apply itself sets besides OFFLINE_ENV (names a model's env may not set)."""
     env = []
     for name, value in spec.get("env", {}).items():  # checked again where it is used (a hand-edited plan)
         why = env_names.refused_name(name) or (isinstance(value, str) and invisible.problem(value))
         if why:
             raise UnsafeSetting(f"model '{alias}': refusing to give the engine {name}: {why}")
-    for name, value in sorted({**spec.get("env", {}), **OFFLINE_ENV}.items()):
+    for name, value in sorted({**spec.get("env", {}), **OFFLINE_ENV, **(tool_env or {})}.items()):
         env.append((name, SecretRef(*next(iter(value.items()))) if isinstance(value, dict) else value))
     gpus = spec["gpus"] if isinstance(spec["gpus"], str) else tuple(spec["gpus"])
     container = ContainerSpec(

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
+from aigo_apply.config.env_names import SLEEP_MODE_ENV, SLEEP_MODE_FLAG
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, checked_release, names, speculative_methods
 from aigo_apply.desired.engines.common import MODEL_MOUNT, cache_mount, check_command, engine_container
 from aigo_apply.desired.engines.common import number as _number
@@ -44,6 +45,7 @@ FIXED_FLAGS = frozenset(
         "--tool-call-parser",
         "--port",
         "--speculative-config",
+        SLEEP_MODE_FLAG,
     }
 )
 # The one JSON value we build ourselves (--speculative-config) from checked names, numbers and paths.
@@ -78,6 +80,8 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         config, draft_mount = _speculative(alias, settings["speculative"])
         command += ["--speculative-config", config]
         mounts += draft_mount
+    if spec.get("on_demand"):  # a swap group's member: the router sleeps and wakes it (config/swap_groups.py)
+        command.append(SLEEP_MODE_FLAG)
     command += ["--port", str(VLLM_CONTAINER_PORT)]
     flags = (
         FIXED_FLAGS
@@ -86,7 +90,15 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
     )
     check_command("vLLM", alias, command, flags, _SAFE_JSON)
-    return engine_container(project, alias, spec, command, mounts + [cache_mount(project)], VLLM_CONTAINER_PORT)
+    return engine_container(
+        project,
+        alias,
+        spec,
+        command,
+        mounts + [cache_mount(project)],
+        VLLM_CONTAINER_PORT,
+        tool_env=SLEEP_MODE_ENV if spec.get("on_demand") else None,
+    )
 
 
 def _recheck(alias: str, settings: dict[str, Any], release: str) -> None:

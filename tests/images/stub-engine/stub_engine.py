@@ -21,6 +21,19 @@ Behaviour for tests, through the container environment:
   AIGO_STUB_REPLY_SECONDS  seconds each chat completion holds its request before answering, without
                            using the CPU, as a real engine's GPU time does (default 0: answer at once)
   AIGO_STUB_HEALTH_SECONDS seconds /health takes to answer once ready, as a busy engine's may (default 0)
+
+Sleep mode (vLLM dialect), as vLLM v0.31.0 serves it: with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1
+the development endpoints exist: POST /sleep?level=1&mode=abort|wait, POST /wake_up, GET /is_sleeping
+({"is_sleeping": bool}), and a few other development endpoints that answer 200 (/reset_prefix_cache,
+/collective_rpc, /server_info...), so a test can show the router never forwards them. A generation request
+that arrives while the engine sleeps is not refused: vLLM's scheduler is paused and queues it, so it waits
+until /wake_up (then answers), as vLLM's does; the stub counts such requests. Without dev mode these paths
+are 404, as in vLLM.
+  AIGO_STUB_SLEEP_SECONDS  seconds /sleep takes (default 0)
+  AIGO_STUB_WAKE_SECONDS   seconds /wake_up takes (default 0)
+  AIGO_STUB_WAKE_FAIL      /wake_up answers 500 and the engine stays asleep
+GET /stub/stats (stub only): {"sleeps", "wakes", "asleep", "arrived_asleep", "completions", "inflight",
+"max_inflight", "inflight_at_sleep"}.
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -111,6 +125,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     for flag in ("--enable-prefix-caching", "--trust-remote-code", "--enforce-eager"):
         p.add_argument(flag, action=argparse.BooleanOptionalAction)
     p.add_argument("--speculative-config", "-sc", type=json.loads)
+    p.add_argument("--enable-sleep-mode", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--host", default="")
     p.add_argument("--port", type=int, default=8000)
     args = p.parse_args(argv)
@@ -149,6 +164,64 @@ def error(message: str, kind: str, code: int, param: str | None = None) -> tuple
     return code, {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+class Sleep:
+    """The engine's sleep state (vLLM dialect with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1)."""
+
+    lock = threading.Condition()
+    asleep = False
+    counts = {"sleeps": 0, "wakes": 0, "arrived_asleep": 0, "completions": 0, "inflight": 0, "max_inflight": 0}
+    inflight_at_sleep: list[int] = []  # generation requests running when each /sleep arrived
+
+    @classmethod
+    def begin_generation(cls) -> None:
+        """A generation request: it waits while the engine sleeps (vLLM queues it), then runs."""
+        with cls.lock:
+            if cls.asleep:
+                cls.counts["arrived_asleep"] += 1
+                print("stub engine: a generation request arrived while asleep; it waits for /wake_up", flush=True)
+            cls.lock.wait_for(lambda: not cls.asleep, timeout=3600)
+            cls.counts["inflight"] += 1
+            cls.counts["max_inflight"] = max(cls.counts["max_inflight"], cls.counts["inflight"])
+
+    @classmethod
+    def end_generation(cls) -> None:
+        with cls.lock:
+            cls.counts["inflight"] -= 1
+            cls.counts["completions"] += 1
+            cls.lock.notify_all()
+
+    @classmethod
+    def sleep(cls, mode: str) -> None:
+        with cls.lock:
+            cls.inflight_at_sleep.append(cls.counts["inflight"])
+        if mode == "wait":  # vLLM's mode=wait: running requests finish first (abort: they are cut)
+            with cls.lock:
+                cls.lock.wait_for(lambda: cls.counts["inflight"] == 0, timeout=3600)
+        time.sleep(float(os.environ.get("AIGO_STUB_SLEEP_SECONDS") or 0))
+        with cls.lock:
+            cls.asleep = True
+            cls.counts["sleeps"] += 1
+        print(f"stub engine: asleep (mode={mode})", flush=True)
+
+    @classmethod
+    def wake(cls) -> bool:
+        time.sleep(float(os.environ.get("AIGO_STUB_WAKE_SECONDS") or 0))
+        if os.environ.get("AIGO_STUB_WAKE_FAIL"):
+            print("stub engine: /wake_up fails as told (AIGO_STUB_WAKE_FAIL)", flush=True)
+            return False
+        with cls.lock:
+            cls.asleep = False
+            cls.counts["wakes"] += 1
+            cls.lock.notify_all()
+        print("stub engine: awake", flush=True)
+        return True
+
+
+# vLLM's development endpoints other than sleep's (entrypoints/serve/dev/): they answer 200 here.
+OTHER_DEV_PATHS = {"/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache", "/collective_rpc",
+                   "/release_kv_cache_memory", "/pause", "/resume", "/abort_requests"}
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
@@ -172,9 +245,39 @@ class Handler(BaseHTTPRequestHandler):
             self._send(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
         return self.loading
 
+    def _dev_mode(self) -> bool:
+        return self.args.owned_by == "vllm" and os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
+
+    def _dev_post(self, path: str, query: dict[str, list[str]]) -> bool:
+        """vLLM's development endpoints (POST); False when `path` is not one of them."""
+        if path not in ("/sleep", "/wake_up") and path not in OTHER_DEV_PATHS:
+            return False
+        if path in OTHER_DEV_PATHS:
+            self._send(200, {"success": True} if path == "/reset_prefix_cache" else None)
+        elif not self.args.enable_sleep_mode:  # vLLM's worker has no sleep allocator without the flag
+            self._send(*error("Sleep mode is not enabled: start vLLM with --enable-sleep-mode",
+                              "InternalServerError", 500))
+        elif path == "/sleep":
+            Sleep.sleep(query.get("mode", ["abort"])[0])
+            self._send(200, None)
+        elif Sleep.wake():
+            self._send(200, None)
+        else:
+            self._send(*error("wake_up failed: CUDA error: out of memory (stub: AIGO_STUB_WAKE_FAIL)",
+                              "InternalServerError", 500))
+        return True
+
     def do_GET(self) -> None:  # noqa: N802
         if self._loading():
             return
+        if self.path == "/stub/stats":
+            with Sleep.lock:
+                return self._send(200, {**Sleep.counts, "asleep": Sleep.asleep,
+                                        "inflight_at_sleep": Sleep.inflight_at_sleep})
+        if self._dev_mode() and self.path == "/is_sleeping":
+            return self._send(200, {"is_sleeping": Sleep.asleep})
+        if self._dev_mode() and self.path == "/server_info":
+            return self._send(200, {"vllm_config": "stub", "vllm_env": {}, "system_env": {}})
         if self.path == "/health":
             time.sleep(HEALTH_SECONDS)
             self._send(200, None)
@@ -205,6 +308,9 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         if self._loading():
             return
+        path, _, query = self.path.partition("?")
+        if self._dev_mode() and self._dev_post(path, urllib.parse.parse_qs(query)):
+            return
         if self.path != "/v1/chat/completions":
             return self._send(*error("Not Found", "NotFoundError", 404))
         if not (self.headers.get("Content-Type") or "").startswith("application/json"):
@@ -224,6 +330,13 @@ class Handler(BaseHTTPRequestHandler):
         if body.get("tools") and body.get("tool_choice", "auto") == "auto" and not self.args.enable_auto_tool_choice:
             return self._send(*error('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
                                      "BadRequestError", 400))
+        Sleep.begin_generation()
+        try:
+            self._generate(body, max_tokens)
+        finally:
+            Sleep.end_generation()
+
+    def _generate(self, body: dict, max_tokens: int) -> None:
         if REPLY_SECONDS:
             time.sleep(REPLY_SECONDS)
         words = ["stub", "reply", "from", self.names[0]][: max(1, min(int(max_tokens), 4))]

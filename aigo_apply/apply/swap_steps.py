@@ -1,0 +1,156 @@
+"""Apply's part of swap groups (issue 19; config/swap_groups.py): an on-demand model is started and
+proven ready like any other (a one-token completion), then put to sleep unless it is one of its
+group's first `max_awake` models. Before one of a group's models starts, the group's awake models
+are put to sleep (a starting vLLM needs its memory fraction free), and the group is *held*: a file
+in the router's state folder that tells the router to run no swap of that group until apply is done
+with it. At the end, the group's first models are woken and the hold is released.
+
+Engines are reached on 127.0.0.1:PORT, as the readiness wait does: POST /sleep?level=1&mode=wait
+(running requests finish first), POST /wake_up, GET /is_sleeping (vLLM with VLLM_SERVER_DEV_MODE=1)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aigo_apply.apply.outcome import StepLog
+from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
+from aigo_apply.config.swap_groups import SwapGroup, membership
+from aigo_apply.errors import AigoError
+from aigo_apply.plan.types import Plan
+from aigo_apply.router.haproxy_swap import HOLDS
+
+CALL_TIMEOUT = 300.0  # one /sleep or /wake_up (level 1 moves the weights between GPU and host memory)
+HOLD_MARGIN = 600.0  # seconds a hold outlives the longest start it covers
+STARTING = ("start", "create", "recreate")
+
+
+def engine_call(port: int, method: str, path: str, timeout: float = CALL_TIMEOUT) -> tuple[int, str]:
+    """One call to an engine's control endpoint on 127.0.0.1; (0, reason) when there is no answer."""
+    import httpx
+
+    try:
+        reply = httpx.request(method, f"http://127.0.0.1:{port}{path}", timeout=timeout)
+        return reply.status_code, reply.text[:300]
+    except httpx.HTTPError as exc:
+        return 0, str(exc) or type(exc).__name__
+
+
+class SwapSteps:
+    """What apply does for the swap groups of one plan. `call` reaches an engine (tests pass a fake)."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        groups: tuple[SwapGroup, ...],
+        log: StepLog,
+        router_folder: Path | None,
+        routed_ports: dict[str, int] | None = None,
+        call: Callable[[int, str, str], tuple[int, str]] = engine_call,
+    ):
+        self.groups = membership(groups)
+        self.log, self.call = log, call
+        self.holds = router_folder / HOLDS if router_folder is not None else None
+        self.ports: dict[str, int] = dict(routed_ports or {})
+        self.ports.update({a.model: a.spec["port"] for a in plan.actions if a.model and a.spec and "port" in a.spec})
+        self.touched: dict[str, SwapGroup] = {}
+        self._lock = threading.Lock()
+        # a hold expires on its own (an apply killed with -9 cannot release it): the longest start of
+        # this plan, and some margin
+        starts = [a.ready_timeout or DEFAULT_READY_TIMEOUT for a in plan.actions if a.model and a.kind in STARTING]
+        self.hold_seconds = max(starts, default=DEFAULT_READY_TIMEOUT) + HOLD_MARGIN
+        self._clear_stale_holds()
+
+    def group(self, alias: str, spec: dict[str, Any] | None) -> SwapGroup | None:
+        return self.groups.get(alias) if spec and spec.get("on_demand") else None
+
+    # -- before a model of a group starts --------------------------------------------------------
+    def before_start(self, alias: str, spec: dict[str, Any] | None) -> None:
+        """Hold the group and put its awake models (other than `alias`) to sleep, so the starting
+        engine finds its memory free. A model that cannot be put to sleep is reported, not fatal:
+        the start then shows whether the memory sufficed."""
+        group = self.group(alias, spec)
+        if group is None:
+            return
+        with self._lock:
+            self.touched[group.name] = group
+        self._hold(group)
+        for member in group.members:
+            port = self.ports.get(member)
+            if member == alias or port is None or not self._awake(port):
+                continue
+            status, text = self.call(port, "POST", "/sleep?level=1&mode=wait")
+            address = f"model.{member}"
+            if status == 200:
+                self.log.step(address, "sleep", "ok", f"{member} put to sleep: model {alias} of its swap group starts")
+            else:
+                self.log.step(address, "sleep", "failed", f"{member} could not be put to sleep ({status} {text})")
+
+    # -- once it is ready ------------------------------------------------------------------------
+    def after_ready(self, alias: str, spec: dict[str, Any] | None, port: int) -> None:
+        """Proven ready: now it sleeps, unless it is one of the group's first max_awake models."""
+        group = self.group(alias, spec)
+        if group is None or alias in group.first:
+            return
+        status, text = self.call(port, "POST", "/sleep?level=1&mode=wait")
+        if status != 200:
+            raise AigoError(
+                f"model {alias} is ready but could not be put to sleep: the engine answered {status} {text}"
+            )
+        self.log.step(f"model.{alias}", "sleep", "ok", f"{alias} is ready and now sleeps until a request names it")
+
+    # -- at the end ------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Wake the first max_awake models of each group apply touched, then release its hold."""
+        for group in self.touched.values():
+            try:
+                for member in group.first:
+                    port = self.ports.get(member)
+                    if port is None or self._awake(port) is not False:
+                        continue
+                    status, text = self.call(port, "POST", "/wake_up")
+                    outcome = "ok" if status == 200 else "failed"
+                    detail = "awake" if status == 200 else f"could not be woken ({status} {text})"
+                    self.log.step(
+                        f"model.{member}", "wake", outcome, f"{member} {detail}: first of swap group {group.name}"
+                    )
+            finally:
+                self._release(group)
+
+    def _awake(self, port: int) -> bool | None:
+        """True/False from GET /is_sleeping; None when the engine does not answer it."""
+        status, text = self.call(port, "GET", "/is_sleeping")
+        if status != 200:
+            return None
+        compact = text.replace(" ", "")
+        return '"is_sleeping":false' in compact if '"is_sleeping":' in compact else None
+
+    def _hold(self, group: SwapGroup) -> None:
+        if self.holds is None:
+            return
+        try:
+            self.holds.mkdir(parents=True, exist_ok=True)
+            until = int(time.time() + self.hold_seconds)
+            (self.holds / group.name).write_text(f"aigo-apply pid {os.getpid()} until {until}\n", encoding="utf-8")
+        except OSError as exc:
+            self.log.step("router", "hold", "failed", f"could not hold swap group {group.name}: {exc.strerror or exc}")
+
+    def _clear_stale_holds(self) -> None:
+        """Holds an earlier apply left (killed before it released them): only one apply of a project
+        runs at a time (its lock), so none of them is anyone's any more."""
+        if self.holds is None or not self.holds.is_dir():
+            return
+        for path in self.holds.iterdir():
+            if path.is_file() and not path.is_symlink():
+                path.unlink(missing_ok=True)
+
+    def _release(self, group: SwapGroup) -> None:
+        if self.holds is not None:
+            try:
+                (self.holds / group.name).unlink(missing_ok=True)
+            except OSError:
+                pass
