@@ -140,3 +140,35 @@ class HubError(AigoError):
     def __init__(self, message: str, fix: str = "", access: bool = False):
         super().__init__(f"{message}; {fix}" if fix else message)
         self.message, self.fix, self.access = message, fix, access
+
+
+class KubeError(AigoError):
+    """The API server refused a call: what was asked, its answer, and (where known) what to do."""
+
+    def __init__(self, message: str, code: int | None = None, reason: str = ""):
+        super().__init__(message)
+        self.code, self.reason = code, reason
+
+
+class KubeUnavailable(KubeError):
+    """The cluster cannot be reached, or refuses who we are (401) or what we ask (403)."""
+
+
+class KubeConflict(KubeError):
+    """A server-side apply met fields another field manager owns (409 Conflict)."""
+
+    def __init__(self, message: str, managers: tuple[str, ...], fields: tuple[str, ...]):
+        super().__init__(message, 409, "Conflict")
+        self.managers, self.fields = managers, fields
+
+
+class OnKubernetes(AigoError):
+    """The file deploys to a cluster (`platform: kubernetes`, or --platform kubernetes): plan, apply,
+    status and destroy take the Kubernetes path; any other command works on Docker only and says so."""
+
+    def __init__(self, file: str):
+        super().__init__(
+            f"{file} deploys to Kubernetes (platform: kubernetes), and this command works on Docker only; "
+            "on a cluster use validate, plan, apply, status, destroy and `render --as kubernetes` "
+            "(those four also take --platform docker, to act on this machine's Docker instead)"
+        )

@@ -9,7 +9,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -56,6 +56,7 @@ class ApplyOptions:
     confirm: Callable[[str], bool] | None = None  # asks the user; None when there is no terminal
     ignore: tuple[str, ...] = ()  # readiness check ids the user chose to ignore
     locked: bool = False  # install exactly what aigo.lock records
+    platform: str | None = None  # --platform; None: the file's own (Docker unless it says kubernetes)
 
 
 def run_apply(opts: ApplyOptions, runtime=None) -> int:
@@ -66,7 +67,7 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
     saved = read_plan(opts.planfile) if opts.planfile else None
     if saved:
         confirm_waivers(saved, opts.ignore)
-    desired = load_desired(opts.file or (config_of(saved) if saved else None))
+    desired = load_desired(opts.file or (config_of(saved) if saved else None), opts.platform)
     if saved and desired.project != saved.project:
         raise PlanFileError(
             f"the plan is for project '{saved.project}', but {shown(desired.file)} is project '{desired.project}'; "
@@ -103,7 +104,7 @@ def record_lock(desired, runtime) -> None:
 
 def run_destroy(opts: ApplyOptions, project: str | None = None, runtime=None) -> int:
     if project is None:
-        desired = load_desired(opts.file)
+        desired = load_desired(opts.file, opts.platform)
         project, file = desired.project, desired.file
     else:
         file = opts.file or "(--project)"
@@ -195,10 +196,13 @@ def router_for(plan: Plan, observed, runtime, desired=None):
             "folder for the project (nothing was changed)"
         )
     keys = read_keys(spec)
+    settings = settings_of(plan.project, spec, digest_of(plan.project, keys))
+    if desired is not None:  # swap groups shape the router's files, not its container (config/swap_groups.py)
+        settings = replace(settings, swap_groups=desired.swap_groups)
     return Router(
         runtime,
         folder,
-        settings_of(plan.project, spec, digest_of(plan.project, keys)),
+        settings,
         f"aigo-{plan.project}-router",
         spec["image"],
         keys,

@@ -47,14 +47,18 @@ _SECRET = "from_env from_file"
 ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
     pattern: tuple(keys.split())
     for pattern, keys in {
-        (): "version project defaults router engines models",
+        (): "version project platform defaults router engines kubernetes models",
+        ("kubernetes",): "context namespace gpu_resource gpus_per_node runtime_class_name node_selector tolerations "
+        "storage cluster_domain download_image",
+        ("kubernetes", "storage"): "storage_class size_gib node_local",
         ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout",
         ("defaults", "engine_by_format"): "safetensors-repo gguf",
         ("router",): "port bind api_keys image image_tag max_body_mb timeout",
         ("router", "api_keys"): _SECRET,
         ("engines",): "vllm sglang llama.cpp",
         ("engines", "*"): "image image_tag",
-        ("models", "*"): "source engine enabled context_length gpus port ready_timeout vllm sglang llama.cpp env",
+        ("models", "*"): "source engine enabled on_demand swap_group max_awake context_length gpus port ready_timeout "
+        "vllm sglang llama.cpp env kubernetes",
         ("models", "*", "source"): _SOURCE,
         ("models", "*", "vllm"): "tool_calling tool_call_parser reasoning_parser moe_backend mamba_backend "
         "tensor_parallel_size gpu_memory_utilization quantization kv_cache_dtype dtype max_num_seqs "
@@ -64,6 +68,7 @@ ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
         ("models", "*", "sglang"): "tensor_parallel_size gpu_memory_utilization trust_remote_code",
         ("models", "*", "llama.cpp"): "gpu_layers tensor_parallel_size",
         ("models", "*", "env", "*"): _SECRET,
+        ("models", "*", "kubernetes"): "node_selector storage_gib",
     }.items()
 }
 _RESOLVE_11 = pyyaml.resolver.Resolver()

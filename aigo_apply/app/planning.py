@@ -19,7 +19,7 @@ from aigo_apply.config.load import choose_file, load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.model_store import downloads, is_complete, label, read_markers
 from aigo_apply.desired.types import DesiredState
-from aigo_apply.errors import AigoError, HubError
+from aigo_apply.errors import AigoError, HubError, OnKubernetes
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
 from aigo_apply.observe.local_sources import local_source_problems
@@ -29,12 +29,19 @@ from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks
 from aigo_apply.plan.lockfile import LockRestore, drift, path_for, read, restore_for
 from aigo_apply.plan.planner import build_plan
+from aigo_apply.plan.swap_ledger import host_memory_check
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import read_live
 
 
-def load_desired(file: str | None) -> DesiredState:
-    return build_desired(load_config(choose_file(file)), current_host())
+def load_desired(file: str | None, platform: str | None = None) -> DesiredState:
+    """The desired state on this machine's Docker. A file for a cluster (or --platform kubernetes)
+    raises OnKubernetes, which plan, apply, status and destroy take as their cue for the cluster
+    path: the platform is known only once the file is read, and reading it twice would cost plan."""
+    config = load_config(choose_file(file))
+    if (platform or config.data.get("platform", "docker")) == "kubernetes":
+        raise OnKubernetes(config.file)
+    return build_desired(config, current_host())
 
 
 def observe(project: str, runtime=None, desired: DesiredState | None = None) -> ObservedState:
@@ -185,7 +192,21 @@ def host_checks(
         if m.spec["gpus"] != "none"
     }
     ledger = gpu_ledger.build(desired, facts["nvml"], files, ours)
-    return checks + gpu_ledger.checks(ledger), ledger
+    checks = checks + gpu_ledger.checks(ledger)
+    host_total = facts["nvml"].get("host_memory_total")
+    host_total = host_total if isinstance(host_total, int) else None
+    swapped = host_memory_check(desired, host_total, _whole_weights(ledger))
+    return checks + ([swapped] if swapped else []), ledger
+
+
+def _whole_weights(ledger: list) -> dict[str, int | None]:
+    """Each model's whole weights: the ledger's per-GPU weights added over the GPUs it is on."""
+    out: dict[str, int | None] = {}
+    for row in ledger:
+        for m in row["models"]:
+            have, more = out.get(m["alias"], 0), m["estimate"]["weights"]
+            out[m["alias"]] = None if have is None or more is None else have + more
+    return out
 
 
 def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: dict) -> HubAnswer | None:
@@ -198,9 +219,8 @@ def _remote_key(spec: dict) -> HubKey | None:
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
 
-def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None) -> Plan:
-
-    desired = load_desired(file)
+def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None, platform: str | None = None) -> Plan:
+    desired = load_desired(file, platform)
     runtime = runtime or _docker()
     observed = observe(desired.project, runtime, desired)
     return plan_for(desired, observed, runtime, request or PlanRequest(), read(path_for(desired.file)))

@@ -24,7 +24,7 @@ from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem
 from aigo_apply.plan.text import shown
 
 FORMAT = "aigo-apply/model/1"
-HOST_FIELDS = ("gpus", "port")
+HOST_FIELDS = ("gpus", "port", "kubernetes")  # kubernetes: node pinning and storage size, per cluster
 HOST_ENGINE_FIELDS = {  # per engine settings block: what depends on the machine's GPUs
     "vllm": ("gpu_memory_utilization", "tensor_parallel_size", "moe_backend", "mamba_backend"),
     "sglang": ("gpu_memory_utilization", "tensor_parallel_size"),

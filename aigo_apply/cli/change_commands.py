@@ -12,16 +12,18 @@ from aigo_apply.cli.group import (
     _console,
     cli,
     file_option,
+    force_conflicts_option,
     ignore_option,
     lock_option,
     output_option,
     path_value,
+    platform_option,
     pull_option,
     replace_option,
     target_option,
     yes_option,
 )
-from aigo_apply.errors import EXIT_OK, AigoError
+from aigo_apply.errors import EXIT_OK, AigoError, OnKubernetes
 
 
 @cli.command()
@@ -35,6 +37,8 @@ from aigo_apply.errors import EXIT_OK, AigoError
 @target_option("Apply")
 @ignore_option
 @click.option("--locked", is_flag=True, help="Install exactly the model commits and images aigo.lock records.")
+@platform_option
+@force_conflicts_option
 def apply(
     planfile: Path | None,
     file: str | None,
@@ -46,6 +50,8 @@ def apply(
     target: tuple[str, ...],
     ignore: tuple[str, ...],
     locked: bool,
+    platform: str | None,
+    force_conflicts: bool,
 ) -> int:
     """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove.
     A successful apply writes aigo.lock next to the file."""
@@ -53,22 +59,31 @@ def apply(
 
     if locked and planfile:
         raise click.UsageError("--locked applies the file; a saved plan already says what it installs")
-    return run_apply(
-        ApplyOptions(
-            _console(output),
-            file,
-            planfile,
-            yes,
-            pull,
-            output,
-            lock_timeout,
-            replace,
-            target,
-            _confirm(),
-            ignore,
-            locked,
-        )
+    options = ApplyOptions(
+        _console(output),
+        file,
+        planfile,
+        yes,
+        pull,
+        output,
+        lock_timeout,
+        replace,
+        target,
+        _confirm(),
+        ignore,
+        locked,
+        platform,
     )
+    try:
+        return run_apply(options)
+    except OnKubernetes:
+        from aigo_apply.app import kube_run
+
+        if locked:
+            raise click.UsageError(
+                "--locked: aigo.lock pins what this machine runs; on a cluster it is not used"
+            ) from None
+        return kube_run.run_apply(options, force_conflicts)
 
 
 @cli.command()
@@ -77,7 +92,10 @@ def apply(
 @yes_option
 @lock_option
 @click.option("--project", metavar="NAME", help="Destroy this project without reading a config file.")
-def destroy(file: str | None, output: str, yes: bool, lock_timeout: float, project: str | None) -> int:
+@platform_option
+def destroy(
+    file: str | None, output: str, yes: bool, lock_timeout: float, project: str | None, platform: str | None
+) -> int:
     """Remove every container of the project (never anything else)."""
     from aigo_apply.app.apply import ApplyOptions, run_destroy
     from aigo_apply.config.schema import schema
@@ -86,8 +104,17 @@ def destroy(file: str | None, output: str, yes: bool, lock_timeout: float, proje
         raise click.BadParameter(
             f"{project!r} is not a project name (as `project:` in aigo.yaml)", param_hint="--project"
         )
-    options = ApplyOptions(_console(output), file, None, yes, "never", output, lock_timeout, confirm=_confirm())
-    return run_destroy(options, project)
+    options = ApplyOptions(
+        _console(output), file, None, yes, "never", output, lock_timeout, confirm=_confirm(), platform=platform
+    )
+    if project is not None and platform == "kubernetes":
+        raise click.UsageError("--project destroys on Docker; on a cluster, name the file with -f")
+    try:
+        return run_destroy(options, project)
+    except OnKubernetes:
+        from aigo_apply.app import kube_run
+
+        return kube_run.run_destroy(options)
 
 
 @cli.command()

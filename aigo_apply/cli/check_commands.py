@@ -17,11 +17,21 @@ from aigo_apply.cli.group import (
     output_option,
     output_option_with,
     path_value,
+    platform_option,
     replace_option,
     target_option,
 )
 from aigo_apply.config.annotations import file_error_line, problem_lines
-from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, ConfigFileError, ConfigInvalid, PlanFileError
+from aigo_apply.errors import (
+    EXIT_CHANGES,
+    EXIT_ERROR,
+    EXIT_OK,
+    ConfigFileError,
+    ConfigInvalid,
+    OnKubernetes,
+    PlanFileError,
+    UsageProblem,
+)
 
 
 @cli.command()
@@ -104,6 +114,7 @@ def _validate_one(path: str, output: str) -> int:
 @replace_option
 @target_option("Plan")
 @ignore_option
+@platform_option
 def plan(
     file: str | None,
     output: str,
@@ -113,6 +124,7 @@ def plan(
     replace: tuple[str, ...],
     target: tuple[str, ...],
     ignore: tuple[str, ...],
+    platform: str | None,
 ) -> int:
     """Show what apply would change on this machine, and why."""
     from aigo_apply.app.planning import make_plan
@@ -121,7 +133,15 @@ def plan(
     from aigo_apply.plan.facts import PlanRequest
     from aigo_apply.plan.text import plan_json, plan_text, shown
 
-    result = make_plan(file, PlanRequest(frozenset(replace), frozenset(target), frozenset(ignore)))
+    request = PlanRequest(frozenset(replace), frozenset(target), frozenset(ignore))
+    try:
+        result = make_plan(file, request, platform=platform)
+    except OnKubernetes:
+        from aigo_apply.app import kube_run
+
+        if out is not None:
+            raise UsageProblem("--out: a saved plan is for Docker only for now (nothing was saved)") from None
+        result = kube_run.make_plan(file, request)
     if output == "markdown":
         from aigo_apply.plan.markdown import plan_markdown
 
@@ -198,33 +218,67 @@ def readiness(file: str | None, output: str, engine: str) -> int:
 @cli.command()
 @file_option
 @output_option
-def status(file: str | None, output: str) -> int:
+@platform_option
+def status(file: str | None, output: str, platform: str | None) -> int:
     """Show each model's container state, readiness, port, image and uptime, and any drift."""
     from aigo_apply.app import status as model_status
     from aigo_apply.app.planning import load_desired, observe
     from aigo_apply.cli.reporter import echo
 
-    desired = load_desired(file)
+    try:
+        desired = load_desired(file, platform)
+    except OnKubernetes:
+        from aigo_apply.app import kube_run
+
+        found = kube_run.status(file)
+        echo(json.dumps(found, indent=2) if output == "json" else kube_run.render_status(found), colours=False)
+        return EXIT_OK
     report = model_status.collect(desired, observe(desired.project))
     echo(json.dumps(report, indent=2) if output == "json" else model_status.render(report), colours=False)
     return EXIT_OK
 
 
 @cli.command("render")
-@click.argument("alias", metavar="ALIAS")
+@click.argument("alias", metavar="[ALIAS]", required=False)
 @file_option
 @click.option(
-    "--as", "form", type=click.Choice(["docker-run"]), default="docker-run", show_default=True, help="What to render."
+    "--as",
+    "form",
+    type=click.Choice(["docker-run", "kubernetes"]),
+    default="docker-run",
+    show_default=True,
+    help="What to render: the `docker run` line of ALIAS, or Kubernetes objects (all, or ALIAS's) as YAML.",
 )
-def render_cmd(alias: str, file: str | None, form: str) -> int:
-    """Print the exact `docker run` command for ALIAS (or `router`); secrets appear as references."""
-    from aigo_apply.app.planning import load_desired
+def render_cmd(alias: str | None, file: str | None, form: str) -> int:
+    """Print the exact `docker run` command for ALIAS (or `router`), or with --as kubernetes every
+    Kubernetes object of the file (or ALIAS's, or the router's) for `kubectl apply --server-side -f -`;
+    secrets appear as references, never values."""
     from aigo_apply.cli.reporter import echo
+
+    if form == "kubernetes":
+        from aigo_apply.app.host_context import current_host
+        from aigo_apply.config.kube_rules import placement_problems
+        from aigo_apply.config.load import choose_file, load_config
+        from aigo_apply.desired.build import build_desired
+        from aigo_apply.kube.manifests import selected
+        from aigo_apply.kube.render_yaml import to_yaml
+        from aigo_apply.kube.settings import settings_of
+
+        config = load_config(choose_file(file))
+        unplaceable = placement_problems(config.file, config.data, config.marks)  # a docker file's too
+        if unplaceable:
+            raise ConfigInvalid(config.file, unplaceable)
+        objects = selected(build_desired(config, current_host()), settings_of(config.data), alias)
+        echo(to_yaml(objects).rstrip("\n"), colours=False)
+        return EXIT_OK
+    if alias is None:
+        raise click.UsageError("--as docker-run renders one container: name a model ALIAS, or router")
+    from aigo_apply.app.planning import load_desired
     from aigo_apply.desired.docker_run import docker_run
     from aigo_apply.errors import UsageProblem
     from aigo_apply.plan.text import shown
 
-    desired = load_desired(file)
+    desired = load_desired(file, "docker")  # what the container would be on Docker, whatever the file's platform
     if alias == "router":
         container = desired.router.container
     elif alias in desired.models:

@@ -87,6 +87,19 @@ replace_option = click.option(
 )
 
 
+platform_option = click.option(
+    "--platform",
+    type=click.Choice(["docker", "kubernetes"]),
+    default=None,
+    help="Where to act: this machine's Docker or the file's Kubernetes cluster (default: the file's `platform:`, docker).",
+)
+force_conflicts_option = click.option(
+    "--force-conflicts",
+    is_flag=True,
+    help="Kubernetes: take over fields another field manager owns (server-side apply's force).",
+)
+
+
 def target_option(verb: str) -> Callable:
     """--target ALIAS: act on this model only (`verb`: what the command does to it)."""
     return click.option(

@@ -29,12 +29,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.config import invisible
 from aigo_apply.config.file_read import others_can_write
-from aigo_apply.config.finder import Finder
-from aigo_apply.config.yaml_source import Path_
 
 # Never mounted, nor anything inside them: the system, the container engines' own state, logs.
 SYSTEM_DIRS = (
@@ -366,55 +363,6 @@ def expand_home(path: str, home: Path) -> Path:
     if path == "~" or path.startswith("~/"):
         return home / path[2:]
     return Path(path)
-
-
-def mount_places(data: dict[str, Any], models: dict[str, Any]) -> list[tuple[Path_, str]]:
-    """Every host path the file mounts (model sources, speculative drafts) and the model store."""
-    places: list[tuple[Path_, str]] = []
-    for alias, model in models.items():
-        if not isinstance(model, dict):
-            continue
-        source = model.get("source")
-        if isinstance(source, dict) and isinstance(source.get("path"), str):
-            places.append((("models", alias, "source", "path"), source["path"]))
-        spec = model.get("vllm", {}).get("speculative") if isinstance(model.get("vllm"), dict) else None
-        draft = spec.get("draft") if isinstance(spec, dict) else None
-        if isinstance(draft, dict) and isinstance(draft.get("path"), str):
-            places.append((("models", alias, "vllm", "speculative", "draft", "path"), draft["path"]))
-    defaults = data.get("defaults")
-    if isinstance(defaults, dict) and isinstance(defaults.get("models_dir"), str):
-        places.append((("defaults", "models_dir"), defaults["models_dir"]))
-    return places
-
-
-def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, base: Path) -> None:
-    """A model folder is mounted into a container: it must be a model's folder or file, not the
-    host's secrets or system (a config from a shared repo must not mount ~/.ssh or /etc), and a
-    path that cannot be followed (a symlink loop, a name too long) is refused here, where it is written."""
-    home = try_resolve(Path.home())
-    protected = env_protected()
-    for where, raw in mount_places(data, models):
-        problem = path_text_problem(raw)
-        if problem:  # control characters are the schema's to report; ':' and ',' are Docker's
-            if "control character" not in problem:
-                f.at_value(where, f"the path {problem}; rename the folder or file (or link it under a plain name)")
-            continue
-        is_store = where[0] == "defaults"
-        resolved = resolve_or_why(base / expand_home(raw, Path.home()))
-        if isinstance(resolved, str):
-            f.at_value(where, f"{short(raw)!r} cannot be resolved: {resolved}; {UNRESOLVABLE_FIX}")
-            continue
-        around = tuple(p for p in protected if p.inside_too) if is_store else protected
-        why = unsafe_mount(resolved, home, around, store=is_store) or (
-            path_text_problem(str(resolved)) and f"a path that {path_text_problem(str(resolved))}"
-        )
-        if why:
-            fix = (
-                "downloads go there and are mounted into engines: choose a folder of their own"
-                if is_store
-                else "engines get this mounted, so it must be the model's own folder or file: point it there"
-            )
-            f.at_value(where, f"{raw!r} is {why} ({resolved}); {fix}")
 
 
 UNRESOLVABLE_FIX = "point it at the folder or file itself, by a path that exists and that you can read"

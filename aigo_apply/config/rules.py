@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from aigo_apply.config import env_rules, host_paths, names
+from aigo_apply.config import env_rules, kube_rules, mount_rules, names, swap_groups, swap_rules
 from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT, MAX_GGUF_PARTS
 from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.finder import Finder
@@ -40,9 +40,11 @@ def check(source: Source) -> list[Problem]:
         env_rules.check_env,
         _quantization,
         _split_gguf,
+        kube_rules.check,
+        swap_rules.check,
     ):
         rule(data, models, finder)
-    host_paths.check_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)
+    mount_rules.check_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)
     _router_bind(data, finder)
     return finder.problems
 
@@ -192,8 +194,8 @@ def _gpu_indices(gpus: Any) -> bool:
 def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     defaults = _mapping(data.get("defaults"))
     default_fraction = defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
-    if not isinstance(default_fraction, (int, float)):
-        return
+    if not isinstance(default_fraction, (int, float)) or data.get("platform") == "kubernetes":
+        return  # on a cluster each pod gets GPUs of its own (kube_rules counts them per node)
     fractions: dict[str, float] = {}
     placement: dict[str, Any] = {}
     for alias, model in models.items():
@@ -211,14 +213,17 @@ def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> N
     indices = sorted({g for gpus in placement.values() if isinstance(gpus, set) for g in gpus}) or [0]
     every = all(g == "all" for g in placement.values())
     by_members: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    groups = swap_groups.membership(swap_groups.swap_groups(models))  # a group counts its max_awake largest
     for index in indices:
         members = tuple(a for a, g in placement.items() if g == "all" or index in g)
-        if sum(fractions[a] for a in members) > 1.0 + 1e-9:
+        if swap_groups.awake_sum(list(members), fractions, groups) > 1.0 + 1e-9:
             by_members[members].append(index)
     for members, gpu_list in by_members.items():
         where = "every GPU" if every else ("GPU " if len(gpu_list) == 1 else "GPUs ") + ", ".join(map(str, gpu_list))
         parts = " + ".join(f"{a} ({fractions[a]:g})" for a in members)
-        total = sum(fractions[a] for a in members)
+        total = swap_groups.awake_sum(list(members), fractions, groups)
+        if any(a in groups for a in members):
+            parts += " (a swap group counts only its max_awake largest)"
         last = members[-1]
         engine, settings = _settings(data, models[last])
         path: Path_ = ("models", last, engine, "gpu_memory_utilization")

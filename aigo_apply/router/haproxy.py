@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING
 from aigo_apply import __version__
 from aigo_apply.desired.engines.router import LIVE
 from aigo_apply.desired.types import Route, RouterSettings
+from aigo_apply.errors import RouterError
 from aigo_apply.resources import data_dir
+from aigo_apply.router import haproxy_swap as swap
 from aigo_apply.router.haproxy_safety import check_conf, check_keys, check_lua_value, check_routes, check_settings
 
 if TYPE_CHECKING:
@@ -43,13 +46,20 @@ def _env() -> jinja2.Environment:
     )
 
 
-def render_files(settings: RouterSettings, routes: list[Route], conf: str | None = None) -> dict[str, str]:
+def render_files(
+    settings: RouterSettings, routes: list[Route], conf: str | None = None, addresses: dict[str, str] | None = None
+) -> dict[str, str]:
     """Every file of the router's config folder except the API key file, by relative name. `conf`
-    is the folder the config names its files in (the live one, unless checking a new generation)."""
+    is the folder the config names its files in (the live one, unless checking a new generation).
+    `addresses` (Kubernetes: alias -> Service DNS name and port) replaces each engine's
+    127.0.0.1:PORT; those names are resolved through the pod's DNS, at start and while running."""
     routes = sorted(routes)
     check_settings(settings)
     check_routes(routes)
     check_conf(conf or LIVE)
+    if addresses is not None:
+        check_addresses(addresses, routes)
+    swap_files = swap.render(_env(), settings, routes)  # on-demand models (swap groups); none without any
     config = (
         _env()
         .get_template(TEMPLATE)
@@ -60,15 +70,19 @@ def render_files(settings: RouterSettings, routes: list[Route], conf: str | None
             port=settings.port,
             api_keys=settings.api_keys,
             routes=routes,
+            addresses=addresses or {},
             bufsize=settings.max_body_mb * 1024 * 1024,
             timeout_client=f"{settings.timeout_s}s",
             timeout_server=f"{settings.timeout_s}s",
             hard_stop_after="60s",
+            swap=bool(swap_files),
+            engine_control=swap.control_path_lines(),
         )
     )
     files = {
         "haproxy.cfg": config,
         "models.lua": _render_lua(settings, routes),
+        **swap_files,
         "models.map": "".join(f"{r.alias} {r.backend}\n" for r in routes),
         "models.json": json.dumps(
             {
@@ -116,8 +130,26 @@ def render_files(settings: RouterSettings, routes: list[Route], conf: str | None
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nCache-Control: no-cache\r\n"
             f"Connection: close\r\nContent-Length: {len(body.encode())}\r\n\r\n{body}"
         )
-    files[RENDER_KEY_FILE] = json.dumps({"inputs": render_key(settings, routes), "files": _digest(files)}) + "\n"
+    key = render_key(settings, routes, addresses)
+    files[RENDER_KEY_FILE] = json.dumps({"inputs": key, "files": _digest(files)}) + "\n"
     return files
+
+
+_ADDRESS = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?:[0-9]{1,5}")
+
+
+def check_addresses(addresses: dict[str, str], routes: list[Route]) -> None:
+    """One address per route, each a DNS name and a port: a word of a `server` line, nothing more."""
+    if set(addresses) != {r.alias for r in routes}:
+        raise RouterError("router: refusing server addresses that do not name exactly the routed models")
+    for alias, address in addresses.items():
+        if not (
+            isinstance(address, str) and _ADDRESS.fullmatch(address) and 1 <= int(address.rpartition(":")[2]) <= 65535
+        ):
+            raise RouterError(
+                f"router: refusing to write the address {address!r} of model {alias} into the HAProxy files: "
+                "it must be a DNS name and a port (nothing was changed)"
+            )
 
 
 def _render_lua(settings: RouterSettings, routes: list[Route]) -> str:
@@ -143,14 +175,14 @@ def _render_lua(settings: RouterSettings, routes: list[Route]) -> str:
     )
 
 
-def render_key(settings: RouterSettings, routes: list[Route]) -> str:
+def render_key(settings: RouterSettings, routes: list[Route], addresses: dict[str, str] | None = None) -> str:
     """A digest of everything the rendered files depend on (settings, routes, the template and this
     module's code), computed without Jinja2: when a deployed generation was rendered from the same
     key and its files are untouched, plan and apply know the files match without rendering them."""
-    basis = json.dumps(
-        {"settings": asdict(settings), "routes": [r.to_dict() for r in sorted(routes)], "code": _code_digest()},
-        sort_keys=True,
-    )
+    inputs = {"settings": asdict(settings), "routes": [r.to_dict() for r in sorted(routes)], "code": _code_digest()}
+    if addresses is not None:
+        inputs["addresses"] = dict(sorted(addresses.items()))
+    basis = json.dumps(inputs, sort_keys=True)
     return hashlib.sha256(basis.encode()).hexdigest()
 
 
@@ -173,8 +205,9 @@ def _digest(files: dict[str, str]) -> str:
 @cache
 def _code_digest() -> str:
 
-    templates = [(data_dir("templates") / name).read_bytes() for name in (TEMPLATE, LUA_TEMPLATE)]
-    parts = [__version__.encode(), *templates, Path(__file__).read_bytes()]
+    names = (TEMPLATE, LUA_TEMPLATE, swap.SWAP_TEMPLATE)
+    templates = [(data_dir("templates") / name).read_bytes() for name in names]
+    parts = [__version__.encode(), *templates, Path(__file__).read_bytes(), Path(swap.__file__).read_bytes()]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
 

@@ -216,7 +216,7 @@ def test_model_level_problems(tmp_path, snippet, expected):
         ("version: 1\nprojekt: lab\nmodels: {}\n", "unknown key 'projekt' (did you mean 'project'?)"),
         (
             "version: 1\nproject: lab\nmodels: {}\nmystery: 1\n",
-            "unknown key 'mystery'; allowed here: defaults, engines, models, project, router, version",
+            "unknown key 'mystery'; allowed here: defaults, engines, kubernetes, models, platform, project, router, version",
         ),
     ],
 )

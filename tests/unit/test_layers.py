@@ -28,13 +28,16 @@ ALLOWED = {
     "adapters": {"config", "desired", "observe"},  # core types only
     "apply": {"config", "desired", "observe", "plan", "router", "adapters"},
     "router": {"config", "desired", "observe", "plan", "adapters", "apply"},  # deploy, watch
-    "app": {"config", "desired", "observe", "plan", "router", "adapters", "apply"},
-    "cli": {"config", "desired", "observe", "plan", "router", "adapters", "apply", "app"},
+    # Kubernetes: rendering, reading the cluster, planning and applying through a client passed in
+    "kube": {"config", "desired", "observe", "router.haproxy", "plan", "apply"},
+    "app": {"config", "desired", "observe", "plan", "router", "adapters", "apply", "kube"},
+    "cli": {"config", "desired", "observe", "plan", "router", "adapters", "apply", "app", "kube"},
     "": set(),  # aigo_apply/__init__, errors, resources
 }
 PURE = ("config", "desired", "observe", "router.haproxy", "plan")
-IO_LIBRARIES = {"docker", "requests", "httpx", "huggingface_hub", "pynvml", "click", "rich", "subprocess", "socket"}
-ADAPTER_ONLY = {"docker", "requests", "huggingface_hub", "pynvml"}
+IO_LIBRARIES = {"docker", "requests", "httpx", "httpx2", "huggingface_hub", "pynvml", "lightkube", "click", "rich"}
+IO_LIBRARIES |= {"subprocess", "socket"}
+ADAPTER_ONLY = {"docker", "requests", "huggingface_hub", "pynvml", "lightkube", "httpx2"}
 CLI_ONLY = {"click", "rich"}
 # observe reads model files (headers of safetensors and GGUF files): the one I/O a pure layer's
 # neighbour may do, and only with the standard library.
@@ -51,6 +54,9 @@ LAZY_LIBRARIES = {
     "tqdm": "huggingface_hub's progress hook, only while downloading",
     "pynvml": "only host checks of a file that wants a GPU read NVML",
     "rich": "only a terminal's progress bars need it",
+    "lightkube": "about 130 ms (httpx2): only the Kubernetes path talks to a cluster (adapters/kube_client.py)",
+    "httpx2": "lightkube's HTTP client: its exceptions are mapped where lightkube is called",
+    "msgspec": "lightkube's decoder: its exceptions are mapped where lightkube is called",
 }
 LAZY_INTERNAL = {
     # importer prefix -> why it imports the package lazily

@@ -71,7 +71,7 @@ def planned(tmp_path, monkeypatch):
     seen = observed(d, running(d)[:1], downloaded=False)
     requests = []
 
-    def make_plan(file, request=None, runtime=None):
+    def make_plan(file, request=None, runtime=None, platform=None):
         requests.append(request)
         return build_plan(d, seen, None, request)
 
@@ -165,7 +165,7 @@ def test_the_error_boundary_escapes_any_message(capsys, planned, monkeypatch, co
     """A message made anywhere (here the planner's --target refusal) cannot reach the terminal raw."""
     import aigo_apply.app.planning
 
-    def refuse(file, request=None, runtime=None):
+    def refuse(file, request=None, runtime=None, platform=None):
         raise UsageProblem("--target x: no model '\x1b[2J\x07' in \u202eaigo.yaml")
 
     monkeypatch.setattr(aigo_apply.app.planning, "make_plan", refuse)

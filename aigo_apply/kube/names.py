@@ -1,0 +1,109 @@
+"""The names and labels of the Kubernetes objects aigo-apply makes, derived from project and alias.
+
+Aliases may hold '.', '_' and capitals and be 64 characters long; object names must be DNS labels
+(at most 63 lowercase letters, digits and '-', starting with a letter for a Service) and label values
+at most 63 characters. So every object name is `aigo-PROJECT-ALIAS-HASH`, sanitised and cut, where
+the hash is of the real project and alias: two aliases that sanitise alike (`a.b`, `a_b`) still get
+distinct names, and the same file always gives the same names. The real alias is in an annotation.
+Every name and label made here is checked again right here (`check_name`, `check_label_value`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from aigo_apply.errors import UnsafeSetting
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+INSTANCE = "app.kubernetes.io/instance"
+NAME = "app.kubernetes.io/name"
+COMPONENT = "app.kubernetes.io/component"
+MANAGER = "aigo-apply"
+COMPONENTS = ("model", "router", "download")
+
+DNS_LABEL = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")  # RFC 1035 label: also a valid Service name
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?")
+_HASH = 6
+
+
+def digest(*parts: str, length: int = _HASH) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:length]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
+
+
+def object_name(body: str, key: str, suffix: str = "") -> str:
+    """`aigo-BODY-HASH[-SUFFIX]`, at most 63 characters: BODY sanitised and cut, HASH of `key`."""
+    tail = f"-{digest(key)}" + (f"-{suffix}" if suffix else "")
+    room = 63 - len("aigo-") - len(tail)
+    return check_name(f"aigo-{_slug(body)[:room].strip('-') or 'x'}{tail}")
+
+
+def model_name(project: str, alias: str, suffix: str = "") -> str:
+    """The Deployment and Service of a model (with a suffix: its other objects)."""
+    return object_name(f"{project}-{alias}", f"model\0{project}\0{alias}", suffix)
+
+
+def storage_name(project: str, alias: str, storage_key: str) -> str:
+    """The volume and download Job of a model: a new name for other weights or another volume,
+    so a changed source downloads beside the volume still serving (PVCs and Jobs are immutable)."""
+    return model_name(project, alias, digest(storage_key, length=5))
+
+
+def env_secret_name(project: str, alias: str) -> str:
+    return model_name(project, alias, "env")
+
+
+def router_name(project: str) -> str:
+    return object_name(f"{project}-router", f"router\0{project}")
+
+
+def hub_secret_name(project: str) -> str:
+    """The Secret holding the Hugging Face token, read only by download Jobs."""
+    return object_name(f"{project}-hub", f"hub\0{project}")
+
+
+def label_value(text: str) -> str:
+    """`text` when it is a valid label value, else its sanitised, cut form with a hash of it."""
+    if LABEL_VALUE.fullmatch(text) and len(text) <= 63:
+        return text
+    cut = re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:55]
+    cut = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cut)
+    return check_label_value(f"{cut}-{digest(text)}" if cut else digest(text))
+
+
+def instance(project: str) -> str:
+    """The `app.kubernetes.io/instance` value of a project (a project may end in '-' or '_')."""
+    return label_value(project)
+
+
+def labels(project: str, name: str, component: str) -> dict[str, str]:
+    """The labels of every object of the project: managed-by, instance, name and component."""
+    if component not in COMPONENTS:
+        raise UnsafeSetting(f"refusing Kubernetes component {component!r}")
+    return {
+        MANAGED_BY: MANAGER,
+        INSTANCE: instance(project),
+        NAME: check_label_value(name),
+        COMPONENT: component,
+    }
+
+
+def project_selector(project: str) -> str:
+    """The label selector of every object of the project: what a LIST (and a prune) may touch."""
+    return f"{MANAGED_BY}={MANAGER},{INSTANCE}={instance(project)}"
+
+
+def check_name(name: str) -> str:
+    if not DNS_LABEL.fullmatch(name):
+        raise UnsafeSetting(f"refusing Kubernetes object name {name!r}: not a DNS label of at most 63 characters")
+    return name
+
+
+def check_label_value(value: str) -> str:
+    if not (len(value) <= 63 and LABEL_VALUE.fullmatch(value)):
+        raise UnsafeSetting(f"refusing Kubernetes label value {value!r}")
+    return value

@@ -1,0 +1,43 @@
+"""The canonical specs a cluster's objects record, and the desired state the planner compares them with.
+
+On Docker a model's spec names host folders (`model_dir` in this machine's model store) and the
+router's spec the state folder, user and bind address of this machine. On a cluster none of these
+exist, and recording them would make two people applying the same file see a change on every plan
+(their homes differ). So the Kubernetes spec leaves them out, and the annotations, the planner's
+desired side (`desired_for_kubernetes`) and the spec hashes all use this one form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState
+
+_ROUTER_HOST_KEYS = ("bind", "config_dir", "user")  # where and as whom the Docker router runs
+
+
+def model_spec(model: DesiredModel) -> dict[str, Any]:
+    """The model's canonical spec without the host folders of downloaded weights (a local
+    `source.path` keeps its folder: on a cluster it is the node's folder the pod mounts)."""
+    spec = dict(model.spec)
+    if "repo" in spec["source"]:
+        spec.pop("model_dir", None)
+    settings: dict[str, Any] = spec.get("vllm") or {}
+    speculative: dict[str, Any] = settings.get("speculative") or {}
+    draft: dict[str, Any] = speculative.get("draft") or {}
+    if "repo" in draft:
+        draft = {k: v for k, v in draft.items() if k != "model_dir"}
+        spec["vllm"] = {**settings, "speculative": {**speculative, "draft": draft}}
+    return spec
+
+
+def router_spec(router: DesiredRouter) -> dict[str, Any]:
+    return {k: v for k, v in router.spec.items() if k not in _ROUTER_HOST_KEYS}
+
+
+def desired_for_kubernetes(desired: DesiredState) -> DesiredState:
+    """The desired state with every spec in its Kubernetes form: what the planner compares with the
+    specs a cluster's objects record (its containers, commands and routes are unchanged)."""
+    models = {alias: replace(model, spec=model_spec(model)) for alias, model in desired.models.items()}
+    return replace(desired, models=models, router=replace(desired.router, spec=router_spec(desired.router)))

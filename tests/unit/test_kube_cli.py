@@ -1,0 +1,147 @@
+"""The commands a user types, on a cluster: `plan`, `apply`, `status` and `destroy` with a file that says
+`platform: kubernetes` (or `--platform kubernetes`), through the real CLI in-process, the real lightkube
+client and the fake API server (tests/helpers/fake_kube_api.py). Docker is never reached."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aigo_apply.adapters.kube_client import KubeClient
+
+from helpers.configs import write_config
+from helpers.fake_kube_api import FakeKubeAPI
+
+KUBE = """version: 1
+project: lab
+platform: kubernetes
+engines: {vllm: {image: local/engine, image_tag: "1"}}
+kubernetes: {namespace: lab}
+models:
+  beta:
+    source: {repo: org/beta, revision: v1}
+    context_length: 8K
+    gpus: [0]
+    vllm: {tool_call_parser: hermes, max_num_seqs: 8}
+    env: {MY_KEY: {from_env: MY_KEY}}
+  gamma:
+    source: {repo: org/gamma, revision: main}
+    context_length: 4096
+    gpus: [1]
+"""
+SECRET = "s3cr3t-value-never-shown-0123456789"
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    import aigo_apply.adapters.docker_engine
+    import aigo_apply.app.kube_run
+
+    api = FakeKubeAPI()
+    monkeypatch.setattr(aigo_apply.app.kube_run, "connect", lambda s: KubeClient.over_transport(api, s.namespace))
+
+    def refuse(*_a, **_k):
+        raise AssertionError("Docker was reached")
+
+    monkeypatch.setattr(aigo_apply.adapters.docker_engine, "DockerRuntime", refuse)
+    monkeypatch.setenv("MY_KEY", SECRET)
+    monkeypatch.setenv("HF_TOKEN", "")
+    monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
+    return api
+
+
+def cli(capsys, *args):
+    from aigo_apply.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "internal error" not in err, err
+    return exit_info.value.code, out, err
+
+
+def test_plan_apply_noop_change_status_destroy(tmp_path, fake, capsys):
+    path = str(write_config(tmp_path, KUBE))
+    code, out, _ = cli(capsys, "plan", "-f", path, "--detailed-exitcode")
+    assert code == 2 and "model.beta will be created" in out and "model.gamma will be created" in out
+
+    code, out, err = cli(capsys, "apply", "-f", path, "-y")
+    assert code == 0, out + err
+    deployments = fake.names("Deployment")
+    assert len(deployments) == 3 and all(n.startswith("aigo-lab-") for n in deployments)  # two models, the router
+    patches = fake.calls("PATCH")
+    assert patches and all(r.query.get("fieldManager") == "aigo-apply" for r in patches)
+    assert all("force" not in r.query for r in patches)
+
+    code, out, _ = cli(capsys, "plan", "-f", path, "--detailed-exitcode")
+    assert code == 0 and out.startswith("No changes."), out
+
+    changed = str(write_config(tmp_path, KUBE.replace("max_num_seqs: 8", "max_num_seqs: 16")))
+    code, out, _ = cli(capsys, "plan", "-f", changed, "--detailed-exitcode")
+    assert code == 2 and "vllm.max_num_seqs" in out and "model.beta will be replaced" in out, out
+    assert "model.gamma will be" not in out
+
+    code, out, _ = cli(capsys, "status", "-f", path, "-o", "json")
+    report = json.loads(out)
+    assert report["platform"] == "kubernetes" and report["namespace"] == "lab"
+    assert {m["alias"]: m["state"] for m in report["models"]} == {"beta": "running", "gamma": "running"}
+
+    code, out, err = cli(capsys, "destroy", "-f", path, "-y")
+    assert code == 0, out + err
+    assert fake.names("Deployment") == [] and fake.names("Service") == []
+
+
+def test_secret_values_go_only_to_the_api_server(tmp_path, fake, capsys):
+    path = str(write_config(tmp_path, KUBE))
+    code, out, err = cli(capsys, "apply", "-f", path, "-y", "-o", "json")
+    assert code == 0, err
+    assert SECRET not in out + err
+    sent = [r for r in fake.calls("PATCH") if SECRET in json.dumps(r.body) or _b64(SECRET) in json.dumps(r.body)]
+    assert sent and all("/secrets/" in r.path for r in sent)
+    journal = (tmp_path / "state").rglob("journal.jsonl")
+    assert all(SECRET not in p.read_text() for p in journal)
+
+
+def _b64(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_a_docker_file_goes_to_the_cluster_with_platform_kubernetes(tmp_path, fake, capsys):
+    path = str(write_config(tmp_path, KUBE.replace("platform: kubernetes\n", "")))
+    code, out, _ = cli(capsys, "plan", "-f", path, "--platform", "kubernetes", "--detailed-exitcode")
+    assert code == 2 and "model.beta will be created" in out
+
+
+def test_a_cluster_file_refuses_docker_only_commands_plainly(tmp_path, fake, capsys):
+    path = str(write_config(tmp_path, KUBE))
+    code, _, err = cli(capsys, "models", "list", "-f", path)
+    assert code == 1
+    assert "deploys to Kubernetes (platform: kubernetes), and this command works on Docker only" in err
+
+
+def test_a_field_owned_by_another_manager_is_a_conflict_until_forced(tmp_path, fake, capsys):
+    path = str(write_config(tmp_path, KUBE))
+    assert cli(capsys, "apply", "-f", path, "-y")[0] == 0
+    name = next(n for n in fake.names("Deployment") if "beta" in n)
+    live = fake.get("Deployment", name)
+    fake.seed({**live, "spec": {**live["spec"], "replicas": 1}}, manager="kubectl-client-side-apply")
+    changed = str(write_config(tmp_path, KUBE.replace("max_num_seqs: 8", "max_num_seqs: 16")))
+
+    code, out, err = cli(capsys, "apply", "-f", changed, "-y")
+    assert code == 1
+    assert "kubectl-client-side-apply" in out + err and "--force-conflicts" in out + err
+
+    code, out, err = cli(capsys, "apply", "-f", changed, "-y", "--force-conflicts")
+    assert code == 0, out + err
+    assert any(r.query.get("force") == "true" for r in fake.calls("PATCH"))
+    assert cli(capsys, "plan", "-f", changed, "--detailed-exitcode")[0] == 0
+
+
+def test_a_saved_plan_is_refused_on_a_cluster(tmp_path, fake, capsys):
+    path = str(write_config(tmp_path, KUBE))
+    code, _, err = cli(capsys, "plan", "-f", path, "--out", str(tmp_path / "p.json"))
+    assert code == 64 and "Docker only" in err
+    assert not (tmp_path / "p.json").exists()
