@@ -20,6 +20,7 @@ from typing import Any
 
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import DesiredState
+from aigo_apply.kube.names import model_name, router_name
 from aigo_apply.kube.observe import ClusterState, as_object
 from aigo_apply.kube.specs import desired_for_kubernetes
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
@@ -47,8 +48,31 @@ def plan_for_cluster(
     for action in plan.actions:
         if action.kind in HOST_ONLY:
             continue
-        actions.append(_router(action, desired, observed, rendered) if action.is_router else action)
+        action = _router(action, desired, observed, rendered) if action.is_router else action
+        actions.append(in_cluster_words(action, desired.project))
     return dataclasses.replace(plan, actions=tuple(actions))
+
+
+def in_cluster_words(action: Action, project: str) -> Action:
+    """The planner speaks of Docker containers; on a cluster the thing made or replaced is the
+    model's (or the router's) Deployment, named as kube/names.py names it."""
+    if action.is_router:
+        name = router_name(project)
+    elif action.model is not None and action.address.startswith("model."):
+        name = model_name(project, action.model)
+    else:
+        return action
+    old = action.container
+    reasons = []
+    for reason in action.reasons:
+        if old and reason == f"no container {old} exists":
+            reason = f"no Deployment {name} exists"
+        elif old and reason == f"no router container {old} exists":
+            reason = f"no router Deployment {name} exists"
+        elif reason.startswith("container is "):  # exited: its rollout is not complete, or it has no ready pod
+            reason = "its Deployment is not available"
+        reasons.append(reason)
+    return dataclasses.replace(action, container=name, reasons=tuple(reasons))
 
 
 def planner_view(desired: DesiredState, cluster: ClusterState, rendered: Sequence[dict[str, Any]]) -> ObservedState:

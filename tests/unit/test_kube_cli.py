@@ -65,6 +65,7 @@ def test_plan_apply_noop_change_status_destroy(tmp_path, fake, capsys):
     path = str(write_config(tmp_path, KUBE))
     code, out, _ = cli(capsys, "plan", "-f", path, "--detailed-exitcode")
     assert code == 2 and "model.beta will be created" in out and "model.gamma will be created" in out
+    assert "(because no Deployment aigo-lab-beta-" in out and "no container" not in out
 
     code, out, err = cli(capsys, "apply", "-f", path, "-y")
     assert code == 0, out + err

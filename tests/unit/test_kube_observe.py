@@ -195,7 +195,7 @@ def test_a_model_that_does_not_serve_is_started_again(tmp_path, fake, client):
     deploy(client, rendered(d))
     plan = plan_for_cluster(d, read_cluster(client, "lab"), rendered(d))
     alpha = next(a for a in plan.actions if a.address == "model.alpha")
-    assert alpha.kind == "start" and alpha.reasons == ("container is exited",)
+    assert alpha.kind == "start" and alpha.reasons == ("its Deployment is not available",)
 
 
 def test_damaged_objects_are_warnings_of_the_plan(tmp_path, fake, client):
