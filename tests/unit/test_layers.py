@@ -214,3 +214,13 @@ def test_imports_inside_functions_are_listed_with_their_reason():
             elif not LAZY_LIBRARIES.get(root):
                 unlisted.append(f"{module}:{line} imports {name} inside a function (no start-up reason listed)")
     assert not unlisted, "\n".join(unlisted)
+
+
+def test_test_modules_have_unique_basenames():
+    """pytest imports test modules by basename (rootdir-relative packages are not used here): a
+    tests/docker/test_x.py beside a tests/unit/test_x.py stops the whole run at collection."""
+    tests = Path(__file__).resolve().parents[1]
+    seen: dict[str, list[str]] = {}
+    for path in tests.glob("*/test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
+    assert not {name: where for name, where in seen.items() if len(where) > 1}
