@@ -139,6 +139,46 @@ class KubeClient:
             raise
         return []
 
+    def proxy_get(self, service: str, port: str, path: str) -> tuple[int, str]:
+        """GET `path` of a Service of the namespace through the API server's service proxy
+        (`/api/v1/namespaces/NS/services/NAME:PORT/proxy/PATH`; RBAC: get services/proxy): the
+        answer's status code and text. A refused credential or permission raises; any other answer
+        (a 503 while the Service has no ready endpoint) is returned for the caller to judge. No
+        Authorization header of the caller's own goes along: the API server would take it for a
+        credential and strip it before proxying."""
+        import httpx2
+        from lightkube.core.exceptions import ConfigError
+
+        url = f"/api/v1/namespaces/{self.namespace}/services/{service}:{port}/proxy/{path.lstrip('/')}"
+        what = f"services/proxy {service}:{port}"
+        try:
+            # lightkube has no raw request: its httpx2 client (base URL, TLS and credentials of the
+            # kubeconfig) sends this one; lightkube.Client._client is its GenericSyncClient
+            response = self._client._client._client.get(url)
+        except httpx2.TransportError as exc:
+            raise KubeUnavailable(
+                f"cannot reach the Kubernetes API server {self.server} (context {self.context!r}): "
+                f"{type(exc).__name__}: {exc or 'no answer'}"
+            ) from None
+        except ConfigError as exc:
+            raise KubeUnavailable(
+                f"cannot get credentials for context {self.context!r}: {exc}; check the kubeconfig's user entry"
+            ) from None
+        if response.status_code == 401:
+            raise self._api_error("get", "Service", what, 401, _json(response))
+        if response.status_code == 403:
+            message = str(_json(response).get("message") or "").strip()[:1000]
+            raise KubeUnavailable(
+                f"get {what} in namespace {self.namespace!r} of context {self.context!r} is forbidden (403): "
+                f"{message or 'no reason given'}; apply asks the router through the API server's service "
+                f"proxy whether it routes each model, so the account needs RBAC permission to get "
+                f"services/proxy there (check with `kubectl auth can-i get services/proxy -n {self.namespace}`; "
+                f'grant it with a Role rule apiGroups: [""], resources: ["services/proxy"], verbs: ["get"])',
+                403,
+                str(_json(response).get("reason") or "Forbidden"),
+            )
+        return response.status_code, response.text
+
     # -- writes -----------------------------------------------------------------------------------
     def apply(self, obj: dict[str, Any], force: bool = False) -> dict[str, Any]:
         """Server-side apply of a whole object as field manager aigo-apply; the object as stored."""

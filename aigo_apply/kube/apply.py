@@ -13,6 +13,10 @@ aigo-apply; `--force-conflicts` takes fields over), never deciding. In this orde
      says why from the pods and their events, and whether the previous pods still serve (strategy
      Recreate: they are gone, and the message says plainly that the model is down);
   5. the router's objects (a rolling update that drops no request), awaited the same way;
+     then each model of step 4 that the router routes is awaited until the router itself lists it
+     healthy (kube/router_wait.py, through the API server's service proxy), up to what is left of
+     the model's wait (at least ROUTE_GRACE); a model the router does not route in time fails,
+     though its Deployment is Available;
   6. prune: the project's objects the desired set no longer has (kube/prune.py), except those of a
      model that failed, which are kept for the next try.
 `destroy` deletes every object of the project. Progress goes through StepLog (journal + reporter)
@@ -34,6 +38,7 @@ from aigo_apply.errors import AigoError, Interrupted, NotReady
 from aigo_apply.kube import prune
 from aigo_apply.kube.observe import KINDS, ClusterState, KubeObject, as_object, is_ours
 from aigo_apply.kube.rollout import RolloutClient, RolloutWait, job_status
+from aigo_apply.kube.router_wait import INTERRUPTED, ROUTED, RouterWait, routes
 from aigo_apply.kube.secrets import SecretSlot, slots, with_values
 from aigo_apply.plan.types import Action, Plan
 
@@ -44,6 +49,9 @@ ROUTER_TIMEOUT = 300.0  # the router's rollout, its image pull included
 # A model's wait is its ready_timeout (which the pod's startupProbe enforces on the engine itself) plus
 # this, for the node to pull a multi-GB engine image and the scheduler to place the pod first.
 PULL_ALLOWANCE = 900.0
+# The least time the router is given to list a model once both have rolled out: HAProxy checks each
+# engine every 500 ms and resolves a new Service's DNS name within seconds.
+ROUTE_GRACE = 30.0
 SecretResolver = Callable[[SecretSlot], str | None]  # None: no value (the token of a public repo)
 
 
@@ -52,6 +60,7 @@ class KubeWriter(RolloutClient, Protocol):
 
     def apply(self, obj: dict[str, Any], force: bool = False) -> dict[str, Any]: ...
     def delete(self, kind: str, name: str) -> bool: ...
+    def proxy_get(self, service: str, port: str, path: str) -> tuple[int, str]: ...
 
 
 @dataclass
@@ -65,6 +74,8 @@ class KubeApply:
     workers: int = 4
     download_timeout: float = DOWNLOAD_TIMEOUT
     clock: Callable[[], float] = time.monotonic
+    route_grace: float = ROUTE_GRACE
+    _deadlines: dict[str, float] = field(default_factory=dict, init=False, repr=False)
     _filled: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict, init=False, repr=False)
 
     def run(self, plan: Plan, rendered: Sequence[dict[str, Any]], cluster: ClusterState) -> ApplyReport:
@@ -77,6 +88,8 @@ class KubeApply:
                 raise AigoError(f"{action.address}: no objects were rendered for this {action.kind}; make a new plan")
         addresses = [a.address for a in acting] + (["router"] if router else [])
         shared = groups.get("project", []) if acting else []
+        router_wait = self._router_wait(plan.project, groups.get("router", []))
+        routed = {a.address for a in acting if router_wait and a.model in router_wait.routes}
         for obj in shared + [o for a in addresses for o in groups[a]]:
             if obj["kind"] == "Secret":
                 self._filled[_key(obj)] = self._fill(obj)
@@ -92,15 +105,18 @@ class KubeApply:
                 with ThreadPoolExecutor(
                     max_workers=min(self.workers, len(acting)), thread_name_prefix="aigo-kube"
                 ) as pool:
-                    outcomes += pool.map(lambda a: self._model(a, groups[a.address]), acting)
+                    outcomes += pool.map(lambda a: self._model(a, groups[a.address], a.address in routed), acting)
             if router and not self.interrupted.is_set():
                 outcomes.insert(0, self._model(router, groups["router"]))
+            if router_wait and routed:
+                outcomes = self._await_routes(router_wait, acting, routed, outcomes)
             if not self.interrupted.is_set():
                 outcomes += self._prune(plan, rendered, cluster, outcomes)
         except Interrupted:
             pass
         finally:
             self._filled.clear()  # the values live no longer than the run
+            self._deadlines.clear()
         interrupted = self.interrupted.is_set()
         self.log.journal.record(
             "apply",
@@ -178,8 +194,9 @@ class KubeApply:
                 return [Outcome("project", "apply", False, str(exc))]
         return []
 
-    def _model(self, action: Action, objs: list[dict[str, Any]]) -> Outcome:
-        """Apply one model's (or the router's) objects and await its rollout."""
+    def _model(self, action: Action, objs: list[dict[str, Any]], routed: bool = False) -> Outcome:
+        """Apply one model's (or the router's) objects and await its rollout; `routed`: the router's
+        check follows, and says the final ok."""
         address, kind = action.address, action.kind
         self.log.step(address, kind, "", "applying " + ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in objs))
         waiter = self._waiter(address)
@@ -199,6 +216,7 @@ class KubeApply:
                 if action.is_router
                 else (action.ready_timeout or DEFAULT_READY_TIMEOUT) + PULL_ALLOWANCE
             )
+            self._deadlines[address] = start + timeout
             waiter.deployment(deployment, generation, timeout)
         except (NotReady, Interrupted) as exc:
             if isinstance(exc, Interrupted) or exc.interrupted:
@@ -209,8 +227,78 @@ class KubeApply:
             self.log.step(address, kind, "failed", str(exc))
             return Outcome(address, kind, False, str(exc))
         message = f"Deployment {deployment} rolled out; available after {self.clock() - start:.1f} s"
-        self.log.step(address, kind, "ok", message)
+        self.log.step(address, kind, "" if routed else "ok", message)
         return Outcome(address, kind, True, message)
+
+    # -- the router's view ------------------------------------------------------------------------
+    def _router_wait(self, project: str, objs: list[dict[str, Any]]) -> RouterWait | None:
+        """A wait on the router the rendered objects describe; None without a router or routes."""
+        config = next((o for o in objs if o["kind"] == "ConfigMap"), None)
+        table = routes(config.get("data") or {}) if config else {}
+        if not table:
+            return None
+        template = self.wait or RolloutWait(self.client)
+
+        def progress(alias: str, elapsed: float, stage: str) -> None:
+            self.log.reporter.event("waiting", address=f"model.{alias}", elapsed=round(elapsed, 1), stage=stage)
+
+        return RouterWait(
+            self.client,
+            project,
+            table,
+            api_keys=any(o["kind"] == "Secret" for o in objs),
+            clock=template.clock,
+            sleep=template.sleep,
+            interrupted=self.interrupted,
+            on_progress=progress,
+        )
+
+    def _await_routes(
+        self, wait: RouterWait, acting: list[Action], routed: set[str], outcomes: list[Outcome]
+    ) -> list[Outcome]:
+        """Each routed model that rolled out, once the router lists it (or failed, saying why)."""
+        actions = {a.address: a for a in acting}
+        ready = [o for o in outcomes if o.ok and o.address in routed]
+        if not ready:
+            return outcomes
+        router_failed = any(o.address == "router" and not o.ok for o in outcomes)
+        now = wait.clock()
+        done: dict[str, tuple[str, float, str]] = {}
+        error = ""
+        if router_failed or self.interrupted.is_set():
+            skipped = "the router did not roll out" if router_failed else "interrupted"
+        else:
+            skipped = ""
+            deadlines = {
+                str(actions[o.address].model): max(self._deadlines.get(o.address, now), now + self.route_grace)
+                for o in ready
+            }
+            try:
+                done = wait.wait(deadlines)
+            except AigoError as exc:  # RBAC (get services/proxy), credentials, an unreachable API server
+                error = str(exc)
+        out = list(outcomes)
+        for i, outcome in enumerate(out):
+            if outcome not in ready:
+                continue
+            alias = str(actions[outcome.address].model)
+            state, waited, answer = done.get(alias, (INTERRUPTED, 0.0, ""))
+            if skipped:
+                state, message = ROUTED, f"{outcome.message}; not checked with the router ({skipped})"
+            elif error:
+                message = f"{outcome.message}, but whether the router routes it could not be read: {error}"
+            elif state == ROUTED:
+                message = f"{outcome.message}; the router routes it after {waited:.1f} s"
+            elif state == INTERRUPTED:
+                message = f"{outcome.message}; interrupted while waiting for the router to route it"
+            else:
+                message = f"{outcome.message}, but {wait.failure(alias, waited, answer)}"
+            step = (
+                "failed" if error else "ok" if state == ROUTED else "interrupted" if state == INTERRUPTED else "failed"
+            )
+            self.log.step(outcome.address, outcome.kind, step, message)
+            out[i] = dataclasses.replace(outcome, ok=step == "ok", message=message)
+        return out
 
     def _serving(self, action: Action, deployment: str) -> str:
         """Whether anything still serves after a failed rollout, in plain words."""

@@ -12,7 +12,14 @@ What it does like the real one, closely enough to matter:
   takes them over; fields this manager stops applying are removed; resourceVersion bumps on every
   change, metadata.generation on a spec change (Deployments and Jobs); Secret stringData -> data;
 - DELETE (and the pods of a deleted Deployment or Job with it); pod logs with tailLines;
-- 404 Status for an unknown path or object, 401 / 403 / connection refused on demand.
+- 404 Status for an unknown path or object, 401 / 403 / connection refused on demand;
+- the service proxy (`/api/v1/namespaces/NS/services/[http:]NAME[:PORT]/proxy/PATH`, RBAC `get
+  services/proxy`) to the router: 503 "no endpoints available" while its Deployment has no
+  available replica; `/v1/models` lists the aliases of the router ConfigMap's models.map whose
+  model Deployment is available, except those in `router_down` (a model the router's health checks
+  never pass); with the router's key Secret present, `/v1/models` is HAProxy's 401 (the API server
+  strips the caller's Authorization header) and `/metrics` gives `haproxy_backend_active_servers`
+  per backend.
 
 A small controller plays the rest of the cluster: after each apply that changes a Deployment's
 spec it rolls out as `script(name, outcome)` says (ready, progressing for a few GETs, Pending
@@ -46,6 +53,7 @@ KINDS = {  # plural -> (group, version, kind)
 PLURAL = {kind: plural for plural, (_, _, kind) in KINDS.items()}
 APPLY = "application/apply-patch+yaml"
 GPU_MESSAGE = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+_PROXY = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services/(?P<svc>[^/]+)/proxy(?P<rest>/.*)?$")
 _PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namespaces/(?P<ns>[^/]+)/"
     r"(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>log))?$"
@@ -95,6 +103,7 @@ class FakeKubeAPI(httpx2.BaseTransport):
         self.logs: dict[tuple[str, str], list[str]] = {}  # (namespace, pod) -> lines
         self.deny: set[tuple[str, str]] = set()  # (verb, plural) answered 403
         self.unauthorized = False
+        self.router_down: set[str] = set()  # aliases the router's /v1/models never lists
         self.unreachable = False
         self._rv = itertools.count(100)
         self._ids = itertools.count(1)
@@ -177,6 +186,11 @@ class FakeKubeAPI(httpx2.BaseTransport):
             raise httpx2.ConnectError("[Errno 111] Connection refused", request=request)
         if self.unauthorized:
             return status(401, "Unauthorized", "Unauthorized")
+        proxied = _PROXY.match(request.url.path)
+        if proxied:
+            if ("get", "services/proxy") in self.deny:
+                return self._forbidden("get", "services/proxy", "", proxied.group("ns"), proxied.group("svc"))
+            return self._proxy(proxied.group("ns"), proxied.group("svc"), proxied.group("rest") or "/")
         match = _PATH.match(request.url.path)
         if not match or match.group("plural") not in KINDS:
             return status(404, "NotFound", "the server could not find the requested resource")
@@ -211,6 +225,54 @@ class FakeKubeAPI(httpx2.BaseTransport):
             f'in the namespace "{ns}"',
             {"name": name or "", "group": group, "kind": plural},
         )
+
+    def _proxy(self, ns: str, target: str, path: str) -> httpx2.Response:
+        """The router, as the API server's service proxy reaches it (see the module's docstring)."""
+        from aigo_apply.kube import names
+
+        parts = target.split(":")
+        if parts[0] in ("http", "https") and len(parts) > 1:
+            parts = parts[1:]
+        name, port = parts[0], (parts[1] if len(parts) > 1 else "")
+        service = self.objects.get(("Service", ns, name))
+        if service is None:
+            return self._not_found("Service", name)
+        ports = service["spec"].get("ports") or []
+        if port and not any(port in (str(p.get("name")), str(p.get("port"))) for p in ports):
+            return status(503, "ServiceUnavailable", f'no endpoints available for service "{name}:{port}"')
+        selector = service["spec"].get("selector") or {}
+        serving = [
+            d
+            for (k, n, _), d in self.objects.items()
+            if k == "Deployment"
+            and n == ns
+            and all(((d["spec"].get("template") or {}).get("metadata") or {}).get("labels", {}).get(lk) == lv
+                    for lk, lv in selector.items())
+            and int((d.get("status") or {}).get("availableReplicas") or 0) > 0
+        ]  # fmt: skip
+        if not serving:
+            return status(503, "ServiceUnavailable", f'no endpoints available for service "{name}"')
+        data = (self.objects.get(("ConfigMap", ns, name)) or {}).get("data") or {}
+        project = (service["metadata"].get("labels") or {}).get("app.kubernetes.io/instance", ns)
+        table = [line.split() for line in str(data.get("models.map") or "").splitlines() if len(line.split()) == 2]
+
+        def up(alias: str) -> bool:
+            model = self.objects.get(("Deployment", ns, names.model_name(project, alias))) or {}
+            return alias not in self.router_down and int((model.get("status") or {}).get("availableReplicas") or 0) > 0
+
+        keys = ("Secret", ns, name) in self.objects
+        if path == "/metrics":
+            text = "".join(
+                f'haproxy_backend_active_servers{{proxy="{backend}"}} {1 if up(alias) else 0}\n'
+                for alias, backend in table
+            )
+            return httpx2.Response(200, text=text, headers={"Content-Type": "text/plain; version=0.0.4"})
+        if path == "/v1/models" and keys:
+            return httpx2.Response(401, json={"error": {"message": "Missing or invalid API key", "code": 401}})
+        if path == "/v1/models":
+            cards = [{"id": alias, "object": "model", "owned_by": "vllm"} for alias, _ in table if up(alias)]
+            return httpx2.Response(200, json={"object": "list", "data": cards})
+        return httpx2.Response(404, json={"error": {"message": "not found", "code": 404}})
 
     def _list(self, kind: str, ns: str, query: dict[str, str]) -> httpx2.Response:
         labels = parse_selector(query.get("labelSelector", ""))
