@@ -215,10 +215,10 @@ def _finish(report: ApplyReport, command: str, reporter: Console, output: str) -
     router = []
     for outcome in report.outcomes:
         if outcome.ok and outcome.address == "router":
-            router.append(f"router {_PAST[outcome.kind]}")
+            router.append(f"router {_PAST.get(outcome.kind, outcome.kind)}")
         elif outcome.ok:
             counts[outcome.kind] = counts.get(outcome.kind, 0) + 1
-    done = ", ".join([f"{n} {_PAST[k]}" for k, n in counts.items()] + router) or "nothing changed"
+    done = ", ".join([f"{n} {_PAST.get(k, k)}" for k, n in counts.items()] + router) or "nothing changed"
     failed = report.failed
     if output == "json":
         reporter.event(
@@ -253,6 +253,7 @@ _PAST = {
     "start": "started",
     "remove": "removed",
     "reload_router": "reloaded",
+    "prune": "pruned",  # Kubernetes: a model's objects the file no longer needs (an old revision's volume)
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.finder import Finder
+from aigo_apply.config.swap_groups import is_on_demand
 from aigo_apply.config.yaml_source import Marks, Path_, Source
 from aigo_apply.errors import Problem
 
@@ -75,6 +76,13 @@ def check_placement(data: dict[str, Any], models: dict[str, Any], f: Finder) -> 
         if not isinstance(model, dict) or model.get("enabled") is False:
             continue
         _multi_node(data, alias, model, per_node, f)
+        if is_on_demand(model):
+            f.at_key(
+                ("models", alias, "swap_group" if "swap_group" in model else "on_demand"),
+                "on-demand models run on Docker only for now: their engines open vLLM's development endpoints, "
+                "which every pod could reach through the model's Service on a cluster; remove on_demand/swap_group "
+                "for Kubernetes",
+            )
         for where, path in local_paths(model, engine_of(model, data.get("defaults"))):
             _local_path(section, alias, model, ("models", alias, *where), path, node_local, f)
 

@@ -49,13 +49,6 @@ def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
             )
         if not is_on_demand(model):
             continue
-        if data.get("platform") == "kubernetes":
-            f.at_key(
-                ("models", alias, "swap_group" if "swap_group" in model else "on_demand"),
-                "on-demand models run on Docker only for now: the router reaches a sleeping engine's /sleep and "
-                "/wake_up on this host; remove on_demand/swap_group for platform: kubernetes",
-            )
-            continue
         engine = engine_of(model, defaults)
         if engine in ENGINE_REASONS:
             key = "swap_group" if "swap_group" in model else "on_demand"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from aigo_apply.config.env_names import SLEEP_MODE_ENV
 from aigo_apply.config.kube_rules import LEADER_WORKER_SET, gpus_needed
 from aigo_apply.desired.types import DesiredModel, SecretRef
 from aigo_apply.errors import UnsafeSetting
@@ -60,6 +61,11 @@ def startup_probe(ready_timeout: float) -> dict[str, Any]:
 def _env(model: DesiredModel, secret: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for name, value in sorted(model.container.env):
+        if name in SLEEP_MODE_ENV:  # vLLM's development endpoints: reachable by every pod through the Service
+            raise UnsafeSetting(
+                f"model '{model.alias}': {name} opens vLLM's development endpoints; on-demand models run on "
+                "Docker only (nothing was rendered)"
+            )
         if isinstance(value, SecretRef):
             out.append({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": name}}})
         else:

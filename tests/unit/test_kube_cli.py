@@ -146,3 +146,34 @@ def test_a_saved_plan_is_refused_on_a_cluster(tmp_path, fake, capsys):
     code, _, err = cli(capsys, "plan", "-f", path, "--out", str(tmp_path / "p.json"))
     assert code == 64 and "Docker only" in err
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_new_revision_prunes_the_old_volume_and_reports_it(tmp_path, fake, capsys):
+    path = str(write_config(tmp_path, KUBE))
+    assert cli(capsys, "apply", "-f", path, "-y")[0] == 0
+    before = set(fake.names("PersistentVolumeClaim"))
+    moved = str(write_config(tmp_path, KUBE.replace("revision: v1", "revision: v2")))
+    code, out, err = cli(capsys, "apply", "-f", moved, "-y")
+    assert code == 0, out + err
+    after = set(fake.names("PersistentVolumeClaim"))
+    assert len(before - after) == 1 and len(after - before) == 1  # beta's v1 volume went, v2's came
+    assert "pruned" in out
+    assert cli(capsys, "plan", "-f", moved, "--detailed-exitcode")[0] == 0
+
+
+ON_DEMAND_DOCKER = """version: 1
+project: lab
+engines: {vllm: {image: local/engine, image_tag: "1"}}
+models:
+  a: {source: {repo: org/a, revision: v1}, context_length: 4096, gpus: [0], on_demand: true}
+  b: {source: {repo: org/b, revision: v1}, context_length: 4096, gpus: [0], on_demand: true}
+"""
+
+
+@pytest.mark.parametrize("command", [["render", "--as", "kubernetes"], ["plan", "--platform", "kubernetes"]])
+def test_on_demand_models_never_reach_a_cluster(tmp_path, fake, capsys, command):
+    """Their engines run with vLLM's development endpoints open: refused on a cluster, however it is asked."""
+    path = str(write_config(tmp_path, ON_DEMAND_DOCKER))
+    code, out, err = cli(capsys, *command, "-f", path)
+    assert code == 1 and "on-demand models run on Docker only" in err
+    assert "VLLM_SERVER_DEV_MODE" not in out and not fake.requests
