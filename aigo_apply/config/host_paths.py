@@ -45,6 +45,16 @@ SYSTEM_DIRS = (
     "/var/lib/docker",
     "/var/lib/containerd",
     "/var/lib/kubelet",
+    # a Kubernetes node's own state (node-local model folders are checked against this list too):
+    # etcd (every Secret of a cluster), k3s/RKE2, k0s and minikube's certificates and data, CNI plugins
+    "/var/lib/etcd",
+    "/var/lib/rancher",
+    "/var/lib/k0s",
+    "/var/lib/minikube",
+    "/var/lib/cni",
+    "/var/lib/calico",
+    "/opt/cni",
+    "/var/snap",
     "/var/lib/containers",
     "/var/log",
     "/var/spool",

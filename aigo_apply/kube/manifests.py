@@ -32,7 +32,7 @@ def objects(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any
     out += router(desired, settings)
     if any(storage.downloads(m) for m in desired.models.values()):
         out.append(hub_secret(desired.project, settings))
-    return ordered(out)
+    return ordered(out, desired.project)
 
 
 def selected(desired: DesiredState, settings: KubeSettings, alias: str | None) -> list[dict[str, Any]]:
@@ -52,7 +52,7 @@ def objects_for_model(desired: DesiredState, settings: KubeSettings, alias: str)
     out = _model_objects(desired, settings, alias)
     if storage.downloads(desired.models[alias]):
         out.append(hub_secret(desired.project, settings))
-    return ordered(out)
+    return ordered(out, desired.project)
 
 
 def router(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any]]:
@@ -63,7 +63,7 @@ def router(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any]
     for obj in out:
         extra = state.for_router(desired.project, spec, digest) if obj["kind"] == "Deployment" else {}
         _annotate(obj, {state.ROLE: state.ROLE_ROUTER, **extra})
-    return ordered(out)
+    return ordered(out, desired.project)
 
 
 def hub_secret(project: str, settings: KubeSettings) -> dict[str, Any]:
@@ -73,9 +73,13 @@ def hub_secret(project: str, settings: KubeSettings) -> dict[str, Any]:
     return secret_object(names.hub_secret_name(project), settings.namespace, labels, {HUB_TOKEN_KEY: None})
 
 
-def ordered(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """In apply order, as fresh plain data: no two objects share a dict (a caller may edit one)."""
+def ordered(objs: list[dict[str, Any]], project: str) -> list[dict[str, Any]]:
+    """In apply order, as fresh plain data: no two objects share a dict (a caller may edit one).
+    Every object names the tool and its project in annotations too: the instance label is a
+    selector, and only these say an object is this project's to change or prune."""
     fresh: list[dict[str, Any]] = json.loads(json.dumps(objs))
+    for obj in fresh:
+        _annotate(obj, {state.MANAGED_BY: state.MANAGER, state.PROJECT: project})
     return sorted(fresh, key=lambda o: (KIND_ORDER.index(o["kind"]), o["metadata"]["name"]))
 
 

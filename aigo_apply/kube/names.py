@@ -76,8 +76,13 @@ def label_value(text: str) -> str:
 
 
 def instance(project: str) -> str:
-    """The `app.kubernetes.io/instance` value of a project (a project may end in '-' or '_')."""
-    return label_value(project)
+    """The `app.kubernetes.io/instance` value of a project: the project itself, or (a project ending
+    in '-' or '_' is no label value) its trimmed form, '.' and a hash of it. No project holds a '.',
+    so no project's value is another's: a selector for one never lists another's objects."""
+    if LABEL_VALUE.fullmatch(project) and len(project) <= 63:
+        return project
+    trimmed = project.rstrip("-_")  # a project is [a-z0-9][a-z0-9_-]*: only these can end it badly
+    return check_label_value(f"{trimmed}.{digest(project)}" if trimmed else digest(project))
 
 
 def labels(project: str, name: str, component: str) -> dict[str, str]:

@@ -129,6 +129,8 @@ def parse_cluster(project: str, namespace: str, lists: Mapping[str, list[dict[st
 def object_problem(obj: KubeObject, project: str) -> str | None:
     """Why an object with the project's labels cannot be one the tool made, or None."""
     component, alias = obj.component, obj.annotations.get(L.MODEL)
+    if not L.is_ours(obj.annotations, project):  # the labels select; only these annotations say whose it is
+        return f"its annotations {L.MANAGED_BY} and {L.PROJECT} do not name aigo-apply and project '{project}'"
     if component not in COMPONENTS:
         return f"label {COMPONENT} is {shown(component)}, not one of {', '.join(COMPONENTS)}"
     if alias is not None and component == "router":

@@ -33,7 +33,7 @@ MODELS_PATH = "/v1/models"
 METRICS_PATH = "/metrics"
 ROUTED, TIMED_OUT, INTERRUPTED = "routed", "timed out", "interrupted"
 MAP_KEY = "models.map"  # the router ConfigMap's key of the alias -> backend map (router/haproxy.py)
-_ACTIVE = re.compile(r'^haproxy_backend_active_servers\{[^}]*\bproxy="([^"]+)"[^}]*\}\s+([0-9.eE+-]+)\s*$')
+_ACTIVE = re.compile(r'haproxy_backend_active_servers\{[^}]*\bproxy="([^"]+)"[^}]*\}\s+([0-9.eE+-]+)')
 
 
 class ProxyClient(Protocol):
@@ -66,7 +66,7 @@ def healthy_backends(text: str) -> set[str]:
     """The backends with at least one server up, from HAProxy's Prometheus exposition."""
     out = set()
     for line in text.splitlines():
-        match = _ACTIVE.match(line.strip())
+        match = _ACTIVE.fullmatch(line.strip())
         if match:
             try:
                 if float(match.group(2)) >= 1:

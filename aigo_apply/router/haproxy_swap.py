@@ -42,6 +42,17 @@ ENGINE_CONTROL_PATHS = (
     "/start_draft_weight_update", "/update_weights", "/finish_weight_update", "/update_weight_version",
     "/weight_checker",
     "/scale_elastic_ep", "/is_scaling_elastic_ep", "/start_profile", "/stop_profile",
+    # SGLang 0.5.6 (srt/entrypoints/http_server.py) serves these with no dev mode and no key: weights
+    # swapped from a path or a process group, server state, memory, sessions, LoRA adapters, logging
+    "/abort_request", "/clear_hicache_storage_backend", "/close_session", "/configure_logging",
+    "/continue_generation", "/destroy_weights_update_group", "/dump_expert_distribution_record",
+    "/flush_cache", "/freeze_gc", "/generate_from_file", "/get_server_info", "/get_weights_by_name",
+    "/init_weights_send_group_for_remote_instance", "/init_weights_update_group", "/load_lora_adapter",
+    "/open_session", "/pause_generation", "/release_memory_occupation", "/resume_memory_occupation",
+    "/send_weights_to_remote_instance", "/set_internal_state", "/slow_down",
+    "/start_expert_distribution_record", "/stop_expert_distribution_record", "/unload_lora_adapter",
+    "/update_weights_from_disk", "/update_weights_from_distributed", "/update_weights_from_ipc",
+    "/update_weights_from_tensor", "/weights_checker",
 )  # fmt: skip
 
 

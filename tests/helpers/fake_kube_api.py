@@ -752,7 +752,7 @@ def model_objects(
 
     spec = spec if spec is not None else {"engine": "vllm", "context_length": 4096, "port": 8001}
     labels = names.labels(project, names.label_value(alias), "model")
-    marks = {L.ROLE: L.ROLE_ENGINE, L.MODEL: alias}
+    marks = {L.ROLE: L.ROLE_ENGINE, L.MODEL: alias, L.MANAGED_BY: L.MANAGER, L.PROJECT: project}
     name = names.model_name(project, alias)
     out: list[dict[str, Any]] = []
     if env_secret:
@@ -837,7 +837,8 @@ def router_objects(
     files = files if files is not None else {"haproxy.cfg": "global\n", "models.json": '{"object": "list", "data": []}'}
     labels = names.labels(project, "router", "router")
     name = names.router_name(project)
-    meta = {"name": name, "namespace": namespace, "labels": labels, "annotations": {L.ROLE: L.ROLE_ROUTER}}
+    owner = {L.MANAGED_BY: L.MANAGER, L.PROJECT: project}
+    meta = {"name": name, "namespace": namespace, "labels": labels, "annotations": {L.ROLE: L.ROLE_ROUTER, **owner}}
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -4,6 +4,7 @@ client and the fake API server (tests/helpers/fake_kube_api.py). Docker is never
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -177,3 +178,50 @@ def test_on_demand_models_never_reach_a_cluster(tmp_path, fake, capsys, command)
     code, out, err = cli(capsys, *command, "-f", path)
     assert code == 1 and "on-demand models run on Docker only" in err
     assert "VLLM_SERVER_DEV_MODE" not in out and not fake.requests
+
+
+def test_projects_whose_names_look_alike_never_share_an_instance_label():
+    """`lab-` is no label value; its instance label must never be another project's (`lab-` + a hash
+    was one): a hashed value holds a '.', which no project name can."""
+    import re
+
+    from aigo_apply.config.schema import schema
+    from aigo_apply.kube.names import instance
+
+    pattern = schema()["properties"]["project"]["pattern"]
+    for project in ("lab-", "lab_", "a-b-", "x_-"):
+        value = instance(project)
+        assert "." in value and not re.search(pattern, value)
+    assert instance("lab") == "lab" and instance("lab-b4e231") == "lab-b4e231"
+
+
+def test_an_object_with_our_labels_but_another_projects_annotations_is_left_alone(tmp_path, fake, capsys):
+    path = str(write_config(tmp_path, KUBE))
+    assert cli(capsys, "apply", "-f", path, "-y")[0] == 0
+    name = next(n for n in fake.names("Service") if "beta" in n)
+    stranger = copy.deepcopy(fake.get("Service", name))
+    stranger["metadata"] = {**stranger["metadata"], "name": "someone-elses"}
+    stranger["metadata"]["annotations"] = {**stranger["metadata"]["annotations"], "io.aigo-apply.project": "other"}
+    fake.seed(stranger, manager="someone")
+    code, out, err = cli(capsys, "destroy", "-f", path, "-y")
+    assert code == 0, out + err
+    assert fake.names("Service") == ["someone-elses"]  # ours went; the other project's (same labels) stayed
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/var/lib/rancher/k3s/server/tls", "/var/lib/etcd", "/var/lib/minikube/certs", "/opt/cni/bin", "/var/lib/k0s"],
+)
+def test_a_node_local_folder_is_never_a_nodes_own_state(tmp_path, path):
+    """A node-local hostPath runs on a cluster node as root: its etcd, k3s certificates and CNI plugins are refused."""
+    from aigo_apply.config.load import load_config
+    from aigo_apply.errors import ConfigInvalid
+
+    text = (
+        "version: 1\nproject: lab\nplatform: kubernetes\n"
+        "kubernetes: {storage: {node_local: true}, node_selector: {kubernetes.io/hostname: node1}}\n"
+        f"models:\n  m: {{source: {{path: {path}}}, context_length: 1024, gpus: none}}\n"
+    )
+    with pytest.raises(ConfigInvalid) as info:
+        load_config(str(write_config(tmp_path, text)))
+    assert "system folder" in " ".join(p.format() for p in info.value.problems)
