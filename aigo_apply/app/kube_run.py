@@ -123,7 +123,7 @@ def _converge(
     run = KubeApply(
         t.client,
         StepLog(Journal(folder), console),
-        resolve=_resolver(t.desired),
+        resolve=_resolver(t.desired, t.settings, console),
         force_conflicts=force,
         wait=RolloutWait(t.client, gpu_resource=t.settings.gpu_resource),
     )
@@ -132,12 +132,35 @@ def _converge(
     return _finish(report, command, console, opts.output)
 
 
-def _resolver(desired: DesiredState) -> Callable[[SecretSlot], str | None]:
-    """A Secret's value at apply time: the Hugging Face token (None for a public repo), the router's
-    key file, or a model's `from_env`/`from_file` reference."""
+# Images a download Job may get the Hugging Face token in. The token is the applying user's (the file
+# never names it), and `kubernetes.download_image` / `engines.vllm.image` come from the file, which
+# may be a repository its user does not fully trust: any other image gets no token (public repos
+# still download) and apply says so.
+TOKEN_IMAGES = ("vllm/vllm-openai", "docker.io/vllm/vllm-openai", "lmsysorg/sglang", "docker.io/lmsysorg/sglang")
+
+
+def token_image_ok(image: str) -> bool:
+    """`image`'s repository (no digest, no tag; a registry port stays, and is then no match) is trusted."""
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name[: name.rindex(":")]
+    return name in TOKEN_IMAGES
+
+
+def _resolver(desired: DesiredState, settings: KubeSettings, console: Any) -> Callable[[SecretSlot], str | None]:
+    """A Secret's value at apply time: the Hugging Face token (None for a public repo, or for a
+    download image outside TOKEN_IMAGES), the router's key file, or a model's reference."""
 
     def resolve(slot: SecretSlot) -> str | None:
         if slot.ref is None:
+            if not token_image_ok(settings.download_image):
+                console.say(
+                    f"the Hugging Face token is not given to the download image {settings.download_image!r}: "
+                    f"only {', '.join(TOKEN_IMAGES[::2])} get it (the file chose that image); public repos "
+                    "still download, a gated one fails its Job",
+                    err=True,
+                )
+                return None
             return token()
         if slot.key == API_KEYS_KEY:
             return keys_file(read_keys(desired.router.spec) or [])

@@ -225,3 +225,30 @@ def test_a_node_local_folder_is_never_a_nodes_own_state(tmp_path, path):
     with pytest.raises(ConfigInvalid) as info:
         load_config(str(write_config(tmp_path, text)))
     assert "system folder" in " ".join(p.format() for p in info.value.problems)
+
+
+TOKEN = "hf_" + "x" * 34
+
+
+@pytest.mark.parametrize(
+    ("engines", "gets_token"),
+    [
+        ("", True),  # the default vllm/vllm-openai image
+        ('engines: {vllm: {image: local/engine, image_tag: "1"}}\n', False),
+        ('kubernetes: {namespace: lab, download_image: "attacker.example/collect:latest"}\n', False),
+        ('kubernetes: {namespace: lab, download_image: "vllm/vllm-openai@sha256:' + "a" * 64 + '"}\n', True),
+    ],
+)
+def test_the_hub_token_goes_only_to_a_trusted_download_image(tmp_path, fake, capsys, monkeypatch, engines, gets_token):
+    """The token is the applying user's; the download image is the file's choice."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    text = KUBE.replace('engines: {vllm: {image: local/engine, image_tag: "1"}}\n', "")
+    if engines.startswith("kubernetes"):
+        text = text.replace("kubernetes: {namespace: lab}\n", engines)
+    else:
+        text = text.replace("kubernetes: {namespace: lab}\n", engines + "kubernetes: {namespace: lab}\n")
+    code, out, err = cli(capsys, "apply", "-f", str(write_config(tmp_path, text)), "-y")
+    assert code == 0, out + err
+    sent = any(TOKEN in json.dumps(r.body) or _b64(TOKEN) in json.dumps(r.body) for r in fake.calls("PATCH"))
+    assert sent is gets_token
+    assert TOKEN not in out + err and (gets_token or "the Hugging Face token is not given" in err)
