@@ -203,6 +203,11 @@ def test_killed_engine_is_a_stale_route_that_apply_removes(proj, runtime):
     # apply with the same file: the stale route goes before beta starts again, and returns once it is ready
     again = run_cli("apply", "-f", proj.write({"alpha": "", "beta": ""}), "-y", env=proj.env)
     assert again.returncode == 0 and "Apply complete: 1 started." in again.stdout, again.stdout + again.stderr
+    # /v1/models follows HAProxy's health checks (every 0.5 s while a server is down): the restarted
+    # engine is listed again within a check or two of apply's return, not necessarily at once
+    deadline = time.monotonic() + 3
+    while proj.models() != ["alpha", "beta"] and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert proj.models() == ["alpha", "beta"] and proj.chat("beta").status_code == 200
     runtime.kill(f"aigo-{proj.name}-beta", "SIGKILL")
     result = run_cli("apply", "-f", proj.write({"alpha": ""}), "-y", env=proj.env)  # beta leaves the file
