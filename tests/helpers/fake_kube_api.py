@@ -867,3 +867,29 @@ def router_objects(
         },
         deployment,
     ]
+
+
+# -- what the apply-path tests share ----------------------------------------------------------------
+
+
+class Reporter:
+    """The apply path's reporter, keeping every event for the test to read."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+
+    def event(self, kind: str, **fields) -> None:
+        self.events.append((kind, fields))
+
+
+class Clock:
+    """A clock the rollout and router waits read, advanced only by their own sleeps: waits are instant."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.01)

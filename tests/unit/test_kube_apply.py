@@ -24,28 +24,9 @@ from aigo_apply.kube.secrets import secret_object
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Action, Plan
 
-from helpers.fake_kube_api import FakeKubeAPI, model_objects, router_objects
+from helpers.fake_kube_api import Clock, FakeKubeAPI, Reporter, model_objects, router_objects
 
 SECRET = "s3cret-value-for-test-only"
-
-
-class Reporter:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict]] = []
-
-    def event(self, kind: str, **fields) -> None:
-        self.events.append((kind, fields))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += max(seconds, 0.01)
 
 
 @pytest.fixture

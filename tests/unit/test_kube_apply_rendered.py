@@ -16,7 +16,7 @@ from aigo_apply.kube.planning import plan_for_cluster
 from aigo_apply.kube.rollout import RolloutWait
 from aigo_apply.kube.settings import KubeSettings
 
-from helpers.fake_kube_api import FakeKubeAPI
+from helpers.fake_kube_api import FakeKubeAPI, Reporter
 from helpers.planner_inputs import desired
 
 CONFIG = """
@@ -37,11 +37,6 @@ models:
     gpus: [1]
 """
 SETTINGS = KubeSettings(namespace="lab")
-
-
-class Reporter:
-    def event(self, kind: str, **fields) -> None:
-        pass
 
 
 @pytest.fixture

@@ -17,26 +17,7 @@ from aigo_apply.kube.observe import read_cluster
 from aigo_apply.kube.rollout import RolloutWait, job_status, rollout_status
 from aigo_apply.plan.types import Action, Plan
 
-from helpers.fake_kube_api import GPU_MESSAGE, FakeKubeAPI, model_objects
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += max(seconds, 0.01)
-
-
-class Reporter:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict]] = []
-
-    def event(self, kind: str, **fields) -> None:
-        self.events.append((kind, fields))
+from helpers.fake_kube_api import GPU_MESSAGE, Clock, FakeKubeAPI, Reporter, model_objects
 
 
 @pytest.fixture

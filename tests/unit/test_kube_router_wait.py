@@ -6,7 +6,7 @@ with the reason, and a refused services/proxy permission says how to grant it.""
 from __future__ import annotations
 
 import pytest
-from unit.test_kube_apply import SECRET, Reporter, act, engine, plan
+from unit.test_kube_apply import SECRET, act, engine, plan
 
 from aigo_apply.adapters.kube_client import KubeClient
 from aigo_apply.desired.types import SecretRef
@@ -15,7 +15,7 @@ from aigo_apply.kube.observe import read_cluster
 from aigo_apply.kube.router_wait import healthy_backends, listed_models, routes
 from aigo_apply.kube.secrets import API_KEYS_KEY, secret_object
 
-from helpers.fake_kube_api import FakeKubeAPI, model_objects, router_objects
+from helpers.fake_kube_api import FakeKubeAPI, Reporter, model_objects, router_objects
 
 ROUTER = names.router_name("lab")
 PROXY = f"/api/v1/namespaces/lab/services/{ROUTER}:http/proxy"
