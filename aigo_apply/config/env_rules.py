@@ -83,8 +83,19 @@ def hub_token_name(name: str) -> bool:
     return name.upper() in HUB_TOKEN_NAMES or bool(_HUB_TOKEN_NAME_RE.match(name))
 
 
+# What every pattern above needs in the text (its literal part), searched first in one pass: most
+# values (names, paths, numbers) have none, and then the patterns need not be tried one by one.
+# Only a quick "no": a text that has one still goes through every pattern, in order.
+_MAYBE_CREDENTIAL = re.compile(
+    r"-----BEGIN |hf_|sk-|k_live_|k_test_|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|AKIA|ASIA|AIza|npm_|pypi-|eyJ|://"
+)
+_MAYBE_HEADER = re.compile(r"\s*(Bearer|Basic)\s", re.I)  # the header pattern, at the start only
+
+
 def credential_kind(text: str) -> str | None:
     """What kind of credential `text` looks like, or None. Never returns any part of the text."""
+    if _MAYBE_CREDENTIAL.search(text) is None and _MAYBE_HEADER.match(text) is None:
+        return None
     for pattern, kind in CREDENTIAL_PATTERNS:
         if pattern.search(text):
             return kind
@@ -134,6 +145,21 @@ def _walk(value: Any, path: Path_) -> Iterator[tuple[Path_, Any, bool]]:
         yield path, value, False
 
 
+def _texts(value: Any) -> Iterator[str]:
+    """The texts `_walk` yields (every string key and value), in no particular order and without
+    their paths: what `check_clear_credentials` searches before it locates anything."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield from (key for key in item if isinstance(key, str))
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, str):
+            yield item
+
+
 def _in_env(path: Path_, is_key: bool) -> bool:
     """Whether `path` is the value of an engine environment entry or inside one (models.ALIAS.env.NAME,
     and an engine-wide or default env block if the schema has one): check_env gives those one
@@ -160,6 +186,8 @@ def check_clear_credentials(data: Any, f: Finder, kinds: _Kinds | None = None) -
     """No value or key anywhere looks like a credential: the spec label stores the canonical spec
     and plans print it. Env entries are left to `check_env` (one message per field)."""
     kinds = _Kinds() if kinds is None else kinds
+    if not any(kinds[text] for text in _texts(data)):
+        return  # the usual case: nothing to locate, so no path is built for each value
     for path, text, is_key in _walk(data, ()):
         if _in_env(path, is_key):
             continue

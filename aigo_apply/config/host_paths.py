@@ -32,6 +32,7 @@ from pathlib import Path
 
 from aigo_apply.config import invisible
 from aigo_apply.config.file_read import others_can_write
+from aigo_apply.config.path_text import ancestors, at_or_below, below, home_rules
 
 # Never mounted, nor anything inside them: the system, the container engines' own state, logs.
 SYSTEM_DIRS = (
@@ -176,7 +177,7 @@ def resolve_or_why(path: Path) -> Path | str:
     if b"\x00" in raw:
         return "it holds a NUL character"
     try:
-        real = Path(path).resolve() if not _too_long(raw) else None
+        real = (path if isinstance(path, Path) else Path(path)).resolve() if not _too_long(raw) else None
     except RuntimeError:  # how Python 3.11-3.12 report a symlink loop
         return OS_WHY[errno.ELOOP]
     except OSError as exc:
@@ -189,7 +190,8 @@ def resolve_or_why(path: Path) -> Path | str:
 
 
 def _too_long(raw: bytes) -> bool:
-    return len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/"))
+    """Longer than PATH_MAX, or a name in it longer than NAME_MAX (which a shorter whole cannot hold)."""
+    return len(raw) > PATH_MAX or (len(raw) > NAME_MAX and any(len(part) > NAME_MAX for part in raw.split(b"/")))
 
 
 def short(path: Path | str) -> str:
@@ -249,27 +251,16 @@ def all_homes(home: Path, homes: Iterable[Path] | None) -> tuple[Path, ...]:
     return tuple(own_homes(home) | set(known_homes() if homes is None else homes))
 
 
-def below(path: Path, folder: Path) -> bool:
-    """`path` lies strictly inside `folder` (both absolute), as `folder in path.parents` says, by
-    comparing text: Path.parents builds a Path per level, and a plan checks every mount this way."""
-    inner, outer = str(path), str(folder)
-    return inner != outer and inner.startswith(outer if outer.endswith("/") else outer + "/")
-
-
-def at_or_below(path: Path, folder: Path) -> bool:
-    inner, outer = str(path), str(folder)
-    return inner == outer or inner.startswith(outer if outer.endswith("/") else outer + "/")
-
-
-_SYSTEM_PATHS = tuple(map(Path, SYSTEM_DIRS))
+_SYSTEM_PATHS = {text: (n, Path(text)) for n, text in enumerate(SYSTEM_DIRS)}
+_SHARED_SET = frozenset(SHARED_DIRS)
+_ROOT = Path("/")
 
 
 def system_folder(path: Path) -> Path | None:
-    """The system folder `path` is or lies in, or None."""
-    for system in _SYSTEM_PATHS:
-        if at_or_below(path, system):
-            return system
-    return None
+    """The system folder `path` is or lies in (the first of SYSTEM_DIRS), or None: one lookup per
+    level of the path, not one comparison per system folder."""
+    found = [_SYSTEM_PATHS[up] for up in ancestors(str(path)) if up in _SYSTEM_PATHS]
+    return min(found)[1] if found else None
 
 
 def private_place(path: Path, home: Path) -> tuple[str, bool] | None:
@@ -320,7 +311,7 @@ def unsafe_mount(
     `home` is yours; `homes` every home folder of the host (known_homes() when None).
     With `store` (the model store, never mounted itself: each download below it is) a shared
     folder or a home folder is fine, a system or private one is not."""
-    if path == Path("/"):
+    if path == _ROOT:
         return "the whole filesystem"
     if store and (others := others_can_write(path)):
         return others
@@ -339,16 +330,13 @@ def unsafe_mount(
     system = system_folder(path)
     if system:
         return f"the system folder {system}" if path == system else f"inside the system folder {system}"
-    if not store and str(path) in SHARED_DIRS:
+    if not store and str(path) in _SHARED_SET:
         return f"the shared folder {path} (it holds far more than one model)"
-    for each in sorted(all_homes(home, homes), key=lambda h: h not in mine):  # yours first: the expected message
-        secrets = Path(f"{each}/{SECRETS_FOLDER}")
-        if at_or_below(path, secrets):
-            return f"the secrets folder {secrets} (where from_file secrets are kept)"
-        if not store and path == each:
-            return f"the home folder {each} of another account"
-        if not store and below(each, path):
-            return f"a folder that holds home folders ({each} is inside it)"
+    listed = known_homes() if homes is None else homes
+    in_home = home_rules(mine, listed if isinstance(listed, tuple) else tuple(listed), SECRETS_FOLDER)
+    found = in_home.first(str(path), store)
+    if found:
+        return found
     for place in places:
         if not store and below(place.folder, path):
             return f"a folder that holds {place.name}"

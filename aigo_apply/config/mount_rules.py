@@ -44,8 +44,22 @@ def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, base: P
     """A model folder is mounted into a container: it must be a model's folder or file, not the
     host's secrets or system (a config from a shared repo must not mount ~/.ssh or /etc), and a
     path that cannot be followed (a symlink loop, a name too long) is refused here, where it is written."""
-    home = try_resolve(Path.home())
+    written_home = Path.home()
+    home = try_resolve(written_home)
     protected = env_protected()
+    store_protected = tuple(p for p in protected if p.inside_too)
+
+    def verdict(raw: str, is_store: bool) -> tuple[Path | str, str | None]:
+        """The path resolved (or why it cannot be) and why it may not be mounted (or None)."""
+        resolved = resolve_or_why(base / expand_home(raw, written_home))
+        if isinstance(resolved, str):
+            return resolved, None
+        why = unsafe_mount(resolved, home, store_protected if is_store else protected, store=is_store) or (
+            path_text_problem(str(resolved)) and f"a path that {path_text_problem(str(resolved))}"
+        )
+        return resolved, why
+
+    verdicts: dict[tuple[str, bool], tuple[Path | str, str | None]] = {}  # models sharing a folder: once
     for where, raw in mount_places(data, models):
         problem = path_text_problem(raw)
         if problem:  # control characters are the schema's to report; ':' and ',' are Docker's
@@ -53,15 +67,12 @@ def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, base: P
                 f.at_value(where, f"the path {problem}; rename the folder or file (or link it under a plain name)")
             continue
         is_store = where[0] == "defaults"
-        resolved = resolve_or_why(base / expand_home(raw, Path.home()))
+        if (raw, is_store) not in verdicts:
+            verdicts[raw, is_store] = verdict(raw, is_store)
+        resolved, why = verdicts[raw, is_store]
         if isinstance(resolved, str):
             f.at_value(where, f"{short(raw)!r} cannot be resolved: {resolved}; {UNRESOLVABLE_FIX}")
-            continue
-        around = tuple(p for p in protected if p.inside_too) if is_store else protected
-        why = unsafe_mount(resolved, home, around, store=is_store) or (
-            path_text_problem(str(resolved)) and f"a path that {path_text_problem(str(resolved))}"
-        )
-        if why:
+        elif why:
             fix = (
                 "downloads go there and are mounted into engines: choose a folder of their own"
                 if is_store

@@ -36,8 +36,12 @@ def construct(loader: yaml.SafeLoader, node: yaml.Node, as_text: bool = False) -
     text, tag = node.value, node.tag
     if hidden := invisible.problem(text):
         return text, hidden
+    if tag == STR:  # what YAML's constructor gives for one: the text itself (most values; no call needed)
+        return text, None
     if as_text and tag in (INT, FLOAT, BOOL, TIMESTAMP):
         return text, None
+    if tag == INT and PLAIN_INT.match(text):  # plain decimal: what YAML's int constructor gives, directly
+        return int(text), None
     if tag == TIMESTAMP:
         return text, f"YAML reads {text} as a date; quote it ({_quoted(text)}) to keep it as written"
     if tag not in (STR, INT, FLOAT, BOOL, NULL):

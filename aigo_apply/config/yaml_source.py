@@ -33,6 +33,7 @@ MAX_VALUE_CHARS = 4096
 __all__ = ["MAX_DEPTH", "MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_NODES", "MAX_VALUE_CHARS", "Marks", "Source", "load"]
 
 Path_ = tuple[Any, ...]
+_MERGE, _VALUE = "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"  # the keys flatten_mapping acts on
 
 
 @dataclass
@@ -160,10 +161,9 @@ class _Builder:
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(child, path + (i,)) for i, child in enumerate(node.value)]
-        return self._scalar(node, path)
+        return self._scalar(node, path, line, col)
 
-    def _scalar(self, node: yaml.Node, path: Path_) -> Any:
-        line, col = node.start_mark.line + 1, node.start_mark.column + 1
+    def _scalar(self, node: yaml.Node, path: Path_, line: int, col: int) -> Any:
         if node.end_mark.line != node.start_mark.line:  # refused without quoting it: it may be a secret file
             raise ConfigFileError(self.file, scalars.MULTI_LINE, line, col)
         if len(node.value) > MAX_VALUE_CHARS:
@@ -175,9 +175,8 @@ class _Builder:
             self.marks.written[path] = node.value
         return value
 
-    def _key(self, node: yaml.Node, path: Path_) -> str:
+    def _key(self, node: yaml.Node, path: Path_, line: int, col: int) -> str:
         """A key as written; a key YAML reads as a number, boolean, date or null is a problem."""
-        line, col = node.start_mark.line + 1, node.start_mark.column + 1
         if not isinstance(node, yaml.ScalarNode):
             raise ConfigFileError(self.file, "a mapping key must be a plain value, not a list or mapping", line, col)
         if node.end_mark.line != node.start_mark.line or len(node.value) > MAX_KEY_CHARS:
@@ -190,7 +189,35 @@ class _Builder:
         return str(node.value)
 
     def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[str, Any]:
-        merges = [k for k, _ in node.value if k.tag == "tag:yaml.org,2002:merge"]
+        tags = [key.tag for key, _ in node.value]
+        if _MERGE in tags or _VALUE in tags:  # else flatten_mapping has nothing to do (most mappings)
+            self._flatten(node, path)
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+            key = self._key(key_node, path, line, col)
+            child = path + (key,)
+            if key in result:
+                first = self.marks.keys[child]
+                self.problems.append(
+                    Problem(
+                        line,
+                        col,
+                        dotted(child),
+                        f"duplicate key '{key}' (first written on line {first[0]}); keep only one",
+                        self.file,
+                    )
+                )
+            else:
+                self.marks.keys[child] = (line, col)
+            self.marks.values.pop(child, None)
+            self.marks.written.pop(child, None)
+            result[key] = self.build(value_node, child)
+        return result
+
+    def _flatten(self, node: yaml.MappingNode, path: Path_) -> None:
+        """Resolve `<<:` merge keys (PyYAML's flatten_mapping), reporting a second one in a mapping."""
+        merges = [k for k, _ in node.value if k.tag == _MERGE]
         for extra in merges[1:]:  # PyYAML keeps both, silently: which one wins is not what the file says
             first = merges[0].start_mark.line + 1
             self.problems.append(
@@ -211,25 +238,3 @@ class _Builder:
                 node.start_mark.line + 1,
                 node.start_mark.column + 1,
             ) from None
-        result: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
-            key = self._key(key_node, path)
-            child = path + (key,)
-            if key in result:
-                first = self.marks.keys[child]
-                self.problems.append(
-                    Problem(
-                        line,
-                        col,
-                        dotted(child),
-                        f"duplicate key '{key}' (first written on line {first[0]}); keep only one",
-                        self.file,
-                    )
-                )
-            else:
-                self.marks.keys[child] = (line, col)
-            self.marks.values.pop(child, None)
-            self.marks.written.pop(child, None)
-            result[key] = self.build(value_node, child)
-        return result

@@ -41,7 +41,7 @@ from aigo_apply.config.vllm_facts import (
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
-from aigo_apply.desired.model_store import mountable, repo_dir
+from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
 from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState, HostContext, Route
 from aigo_apply.errors import AigoError, UnsafeSetting
 
@@ -61,6 +61,7 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
     ports = assign_ports(data["project"], models, router_port)
     release = config_release(data)
     desired = {}
+    mounts = Mounts(host, store)  # your home and the protected folders, for every model's mounts
     # a disabled model keeps its port (assigned above over every model) so enabling it again changes nothing else
     disabled = tuple(sorted(a for a, m in models.items() if m.get("enabled") is False))
     for alias in sorted(set(models) - set(disabled)):
@@ -69,7 +70,9 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         if image is None:  # validation requires image_tag for an engine without a built-in one
             raise AigoError(f"model '{alias}' runs on {engine}, which has no image tag: set engines.{engine}.image_tag")
         try:
-            spec = model_spec(models[alias], defaults, engine, image, ports[alias], config.base_dir, store, host)
+            spec = model_spec(
+                models[alias], defaults, engine, image, ports[alias], config.base_dir, store, host, mounts
+            )
         except UnsafeSetting as exc:  # a mount the host's own folders rule out (validation cannot see them all)
             raise UnsafeSetting(f"{config.file}: models.{alias}.{exc}; nothing was changed") from None
         notes = ignored_settings(models[alias], engine)
@@ -183,9 +186,11 @@ def model_spec(
     base_dir: Path,
     store: Path,
     host: HostContext | None = None,
+    mounts: Mounts | None = None,
 ) -> dict[str, Any]:
     """The canonical spec of one model: every value that shapes its container, defaults filled.
-    Only the settings of the engine that runs it are part of it (others cannot cause a recreate)."""
+    Only the settings of the engine that runs it are part of it (others cannot cause a recreate).
+    `mounts`: the build's view of the host's folders (model_store.Mounts), else one per mount."""
     source = model["source"]
     model_file = None
     if "repo" in source:
@@ -194,7 +199,7 @@ def model_spec(
         if "file" in source:
             canonical_source["file"] = model_file = source["file"]
     else:
-        model_dir = mountable(base_dir, source["path"], "source.path", host, store)
+        model_dir = mountable(base_dir, source["path"], "source.path", host, store, mounts)
         canonical_source = {"path": str(model_dir)}
         if weights_format(source) == "gguf":
             model_dir, model_file = model_dir.parent, model_dir.name
@@ -216,7 +221,7 @@ def model_spec(
     if engine == "vllm":
         settings = vllm_settings(model.get("vllm", {}), defaults)
         if "speculative" in settings:
-            settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store, host)
+            settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store, host, mounts)
         spec["vllm"] = settings
     elif engine == "sglang":
         settings = dict(model.get("sglang", {}))
@@ -234,7 +239,7 @@ def model_spec(
 
 
 def speculative_spec(
-    spec: dict[str, Any], base_dir: Path, store: Path, host: HostContext | None = None
+    spec: dict[str, Any], base_dir: Path, store: Path, host: HostContext | None = None, mounts: Mounts | None = None
 ) -> dict[str, Any]:
     """The speculative settings with the draft model resolved to its host folder (mounted read-only)."""
     out = {k: v for k, v in spec.items() if k != "draft"}
@@ -247,7 +252,7 @@ def speculative_spec(
             "model_dir": str(repo_dir(store, draft["repo"], revision)),
         }
     elif draft:
-        folder = str(mountable(base_dir, draft["path"], "vllm.speculative.draft.path", host, store))
+        folder = str(mountable(base_dir, draft["path"], "vllm.speculative.draft.path", host, store, mounts))
         out["draft"] = {"path": folder, "model_dir": folder}
     return dict(sorted(out.items()))
 

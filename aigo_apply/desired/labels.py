@@ -9,6 +9,7 @@ name only when `owns_volume` says so (a user's own volume of the name is kept).
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -43,13 +44,43 @@ def project_filter(project: str) -> dict[str, list[str]]:
 def references_only(spec: Any, where: str = "spec") -> None:
     """The spec label is readable by anyone who can list containers: refuse to store a value that
     looks like a credential (validation refuses it first; this holds for a spec from elsewhere)."""
+    if _holds_credential(spec):  # rarely: only then is each value's place spelled out for the message
+        _refuse_credentials(spec, where)
+
+
+def _holds_credential(spec: Any) -> bool:
+    """Whether any key or string in `spec` looks like a credential (what _refuse_credentials
+    searches, without building a place name for every value of every spec)."""
+    stack = [spec]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack += value
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+        elif isinstance(value, str) and (_spec_text_kind(value) if len(value) <= 256 else credential_kind(value)):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec_text_kind(text: str) -> str | None:
+    """credential_kind of a short text of a spec, searched once per process: the same names and
+    values (keys, engine, image, parser) come back in every model's spec of every plan. Only spec
+    text, never a secret's value, is kept here."""
+    return credential_kind(text)
+
+
+def _refuse_credentials(spec: Any, where: str) -> None:
+    """Raise for the first key or string (in order) that looks like a credential, naming its place."""
     if isinstance(spec, dict):
         for key, value in spec.items():
-            references_only(key, where)
-            references_only(value, f"{where}.{key}")
+            _refuse_credentials(key, where)
+            _refuse_credentials(value, f"{where}.{key}")
     elif isinstance(spec, list):
         for n, value in enumerate(spec):
-            references_only(value, f"{where}[{n}]")
+            _refuse_credentials(value, f"{where}[{n}]")
     elif isinstance(spec, str) and (kind := credential_kind(spec)):
         raise UnsafeSetting(f"{where}: refusing to store {kind} in a container label; pass secrets by reference")
 

@@ -75,23 +75,51 @@ def local_dir(base_dir: Path, path: str, host: HostContext | None = None) -> Pat
     return resolved
 
 
+class Mounts:
+    """One build's view of the host for model mounts: your home resolved and the protected folders
+    (the same for every model), and each folder the file names resolved and judged once (models
+    often share one, and a draft may be a model's own folder). Lives for one build only: the next
+    plan resolves every path again."""
+
+    def __init__(self, host: HostContext | None = None, store: Path | None = None):
+        self.host = host
+        self.home = try_resolve(host.home if host is not None else Path.home())
+        self.protected = host.protected(store) if host is not None else ()
+        self.seen: dict[tuple[Path, str], tuple[Path | None, str | None]] = {}
+
+    def check(self, base_dir: Path, path: str) -> tuple[Path | None, str | None]:
+        """(the resolved folder, why it may not be mounted or None), or (None, why it cannot be resolved)."""
+        key = (base_dir, path)
+        if key not in self.seen:
+            try:
+                resolved = local_dir(base_dir, path, self.host)
+            except UnsafeSetting as exc:
+                self.seen[key] = None, str(exc)
+                return self.seen[key]
+            why = unsafe_mount(resolved, self.home, self.protected)
+            text = path_text_problem(str(resolved))
+            self.seen[key] = resolved, (why or "a path that " + str(text)) if why or text else None
+        return self.seen[key]
+
+
 def mountable(
-    base_dir: Path, path: str, where: str, host: HostContext | None = None, store: Path | None = None
+    base_dir: Path,
+    path: str,
+    where: str,
+    host: HostContext | None = None,
+    store: Path | None = None,
+    mounts: Mounts | None = None,
 ) -> Path:
     """`local_dir`, refused (UnsafeSetting, naming `where`) when it is not a path a model mount may
     take on this host: checked again here, with the host's own folders, because validation may be
-    cached and the folder may have become a symlink since."""
-    try:
-        resolved = local_dir(base_dir, path, host)
-    except UnsafeSetting as exc:
-        raise UnsafeSetting(f"{where}: {exc}") from None
-    home = try_resolve(host.home if host is not None else Path.home())
-    protected = host.protected(store) if host is not None else ()
-    why = unsafe_mount(resolved, home, protected)
-    text = path_text_problem(str(resolved))
-    if why or text:
+    cached and the folder may have become a symlink since. `mounts`: the build's (for `host` and
+    `store`), else one made for this call."""
+    resolved, why = (mounts or Mounts(host, store)).check(base_dir, path)
+    if resolved is None:
+        raise UnsafeSetting(f"{where}: {why}")
+    if why:
         raise UnsafeSetting(
-            f"{where}: {path!r} is {why or 'a path that ' + str(text)} ({resolved}); engines get it mounted, "
+            f"{where}: {path!r} is {why} ({resolved}); engines get it mounted, "
             "so it must be the model's own folder or file: point it there"
         )
     return resolved

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,8 @@ class Route:
         return f"m_{safe}_{hashlib.sha256(self.alias.encode()).hexdigest()[:6]}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As dataclasses.asdict gives it (every field is a plain value), without its deep copy."""
+        return {"alias": self.alias, "port": self.port, "max_model_len": self.max_model_len, "owned_by": self.owned_by}
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,10 @@ class DesiredState:
         return {m.container.image for m in self.models.values()} | {self.router.container.image}
 
 
+# json.dumps with these options makes an encoder per call; one, made once, writes the same text.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
     """Compact, key-sorted JSON: equal data always gives equal text (and hash)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)

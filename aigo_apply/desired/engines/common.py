@@ -53,7 +53,7 @@ def check_command(
 ) -> None:
     """Every word is one of the engine's known flags or a safe value (or, for vLLM, the one JSON
     value it builds itself): the last line of defence for a hand-edited saved plan."""
-    known = set(flags)
+    known = flags if isinstance(flags, (set, frozenset)) else set(flags)
     for arg in command:
         if arg not in known and not SAFE_VALUE.match(arg) and not (json_value and json_value.match(arg)):
             raise UnsafeSetting(f"model '{alias}': refusing to put {arg!r} on the {engine} command line")

@@ -48,6 +48,10 @@ FIXED_FLAGS = frozenset(
         SLEEP_MODE_FLAG,
     }
 )
+# Every flag a command line may hold (check_command's list), built once.
+_KNOWN_FLAGS = (
+    FIXED_FLAGS | {f for _, f in VALUE_FLAGS} | {f for _, f in BOOL_FLAGS} | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
+)
 # The one JSON value we build ourselves (--speculative-config) from checked names, numbers and paths.
 _SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}\Z')
 
@@ -83,13 +87,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     if spec.get("on_demand"):  # a swap group's member: the router sleeps and wakes it (config/swap_groups.py)
         command.append(SLEEP_MODE_FLAG)
     command += ["--port", str(VLLM_CONTAINER_PORT)]
-    flags = (
-        FIXED_FLAGS
-        | {f for _, f in VALUE_FLAGS}
-        | {f for _, f in BOOL_FLAGS}
-        | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
-    )
-    check_command("vLLM", alias, command, flags, _SAFE_JSON)
+    check_command("vLLM", alias, command, _KNOWN_FLAGS, _SAFE_JSON)
     return engine_container(
         project,
         alias,
