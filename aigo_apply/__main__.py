@@ -26,6 +26,16 @@ def run() -> None:
         except (OSError, ValueError):  # a closed pipe: nothing to say, as the CLI does
             pass
         os._exit(0)
+    from aigo_apply.app.noop_memo import replay
+
+    code = replay(sys.argv[1:])  # a plan or apply with nothing to change, answered from its memo
+    if code is not None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
     from aigo_apply.cli.main import entry
 
     entry()

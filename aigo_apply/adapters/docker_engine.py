@@ -23,12 +23,13 @@ from aigo_apply.desired.types import ContainerSpec
 from aigo_apply.errors import DockerUnavailable
 from aigo_apply.observe.label_checks import engine_names
 
-API_VERSION = "1.41"  # Docker 20.10+, and Podman's compatible socket; pinned to skip a version round trip
+API_VERSION = docker_http.API_VERSION
 
 
 class DockerRuntime:
     def __init__(self, base_url: str | None = None, timeout: int | None = 60):  # None: no timeout (events)
         self.calls = 0
+        self.answers: dict[str, list[Any]] = {}  # path -> each answer of the three reads (app/noop_record.py)
         self._base_url, self._timeout = base_url, timeout
         host = base_url or os.environ.get("DOCKER_HOST")
         self.where = host or "unix:///var/run/docker.sock"
@@ -63,7 +64,9 @@ class DockerRuntime:
                 return sdk()
         self.calls += 1
         try:
-            return self._http.get(path, params)
+            found = self._http.get(path, params)
+            self.answers.setdefault(path, []).append(found)
+            return found
         except ValueError as exc:
             raise DockerUnavailable(f"Docker engine at {self.where}: {exc}") from None
         except OSError as exc:
@@ -103,15 +106,11 @@ class DockerRuntime:
 
     def list_containers(self) -> list[dict[str, Any]]:
         """Every container (running or not) with labels, state and ports: one API call."""
-        return self._get(
-            "/containers/json",
-            {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0},
-            lambda: self.api.containers(all=True),
-        )
+        return self._get(*docker_http.LIST_CONTAINERS, lambda: self.api.containers(all=True))
 
     def list_images(self) -> list[dict[str, Any]]:
         """Every local image with its tags: one API call."""
-        return self._get("/images/json", {"only_ids": 0, "all": 0}, lambda: self.api.images())
+        return self._get(*docker_http.LIST_IMAGES, lambda: self.api.images())
 
     def state(self, container: str) -> dict[str, Any]:
         """The container's State object (Status, Running, ExitCode, ...); {} when it is gone."""
@@ -134,7 +133,7 @@ class DockerRuntime:
 
     def info(self) -> dict[str, Any]:
         """GET /info: engine version, runtimes, CDI devices."""
-        return self._get("/info", None, lambda: self.api.info())
+        return self._get(*docker_http.INFO, lambda: self.api.info())
 
     def tag(self, source: str, reference: str) -> None:
         """Point `repo:tag` at the image `source` (an id or a digest reference)."""

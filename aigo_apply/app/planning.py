@@ -11,6 +11,7 @@ from dataclasses import replace
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
 from aigo_apply.adapters.hub import offline, remote, resolve
+from aigo_apply.app import noop_record
 from aigo_apply.app.host_context import current_host
 from aigo_apply.app.router_keys import router_checks
 from aigo_apply.apply.secret_checks import reference_checks
@@ -41,7 +42,9 @@ def load_desired(file: str | None, platform: str | None = None) -> DesiredState:
     config = load_config(choose_file(file))
     if (platform or config.data.get("platform", "docker")) == "kubernetes":
         raise OnKubernetes(config.file)
-    return build_desired(config, current_host())
+    desired = build_desired(config, current_host())
+    noop_record.loaded(config, desired)
+    return desired
 
 
 def observe(project: str, runtime=None, desired: DesiredState | None = None) -> ObservedState:
@@ -223,7 +226,10 @@ def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None
     desired = load_desired(file, platform)
     runtime = runtime or _docker()
     observed = observe(desired.project, runtime, desired)
-    return plan_for(desired, observed, runtime, request or PlanRequest(), read(path_for(desired.file)))
+    lock = read(path_for(desired.file))
+    plan = plan_for(desired, observed, runtime, request or PlanRequest(), lock)
+    noop_record.planned(desired, plan, runtime, lock is not None)
+    return plan
 
 
 def plan_for(

@@ -17,6 +17,7 @@ import traceback
 import click
 
 from aigo_apply import __version__
+from aigo_apply.app import noop_memo
 from aigo_apply.cli import (  # noqa: F401 (they register their commands)
     change_commands,
     check_commands,
@@ -31,6 +32,26 @@ from aigo_apply.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_
 def main(argv: list[str] | None = None) -> None:
     if threading.current_thread() is threading.main_thread():  # Ctrl-C is KeyboardInterrupt from here on
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    code = EXIT_INTERNAL
+    args = sys.argv[1:] if argv is None else argv
+    if not noop_memo.qualifies(list(args)):
+        code = _run(argv)
+        sys.exit(code)
+    from aigo_apply.app import noop_record  # a plan or apply that may find nothing to change: its memo
+
+    recording = noop_record.begin(args)
+    streams = sys.stdout, sys.stderr
+    if recording is not None:  # what it prints is kept for the memo
+        sys.stdout, sys.stderr = noop_record.Tee(streams[0], recording.out), noop_record.Tee(streams[1], recording.err)
+    try:
+        code = _run(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+        noop_record.finish(code)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         code = cli.main(args=argv, prog_name="aigo-apply", standalone_mode=False)
     except click.exceptions.UsageError as exc:
@@ -54,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         click.echo(_safe(traceback.format_exc(limit=-8)), err=True)
         code = EXIT_INTERNAL
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+    return code if isinstance(code, int) else EXIT_OK
 
 
 def _safe(text: str) -> str:

@@ -62,6 +62,7 @@ LAZY_INTERNAL = {
     # importer prefix -> why it imports the package lazily
     "aigo_apply.cli": "each command loads only the code it runs (`--version` starts in under 0.1 s)",
     "aigo_apply.__main__": "a Ctrl-C while the CLI loads exits quietly: its handler is set before the import",
+    "aigo_apply.adapters.docker_http": "the no-op memo's reads come before anything else loads: errors only on a refusal",
 }
 
 
@@ -80,6 +81,9 @@ def _imports(path: Path, module: str) -> list[tuple[str, bool, int]]:
     """(imported module, at top level?, line) for every import in a file."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     top = {id(node) for node in tree.body}
+    for node in tree.body:  # `if TYPE_CHECKING:` imports are for the type checker: never run, never lazy
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            top |= {id(inner) for inner in node.body}
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
@@ -110,6 +114,8 @@ GRAPH = {m: _imports(p, m) for m, p in MODULES.items()}
 
 def _layer(module: str) -> str:
     rest = module.removeprefix("aigo_apply").lstrip(".")
+    if rest == "__main__":  # the console script's entry: the command line's layer
+        return "cli"
     if rest.startswith("router.haproxy"):
         return "router.haproxy"
     head = rest.split(".")[0]
