@@ -277,11 +277,15 @@ def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = 
     """What each model's config.json says about its checkpoint (local, else as the Hub has it)."""
 
     out = {}
+    seen: dict[tuple[str, HubKey | None], dict] = {}  # aliases of one folder (other settings, same weights) read it once
     for alias, model in desired.models.items():
         if "model_file" in model.spec:
             continue
-        facts = model_facts(model.spec, _answer_for(remote, model.spec), weights_too=False)
-        out[alias] = {"quant_method": quant_method(facts.get("config"))}
+        key = (str(model.spec["model_dir"]), _remote_key(model.spec))
+        if key not in seen:
+            facts = model_facts(model.spec, _answer_for(remote, model.spec), weights_too=False)
+            seen[key] = {"quant_method": quant_method(facts.get("config"))}
+        out[alias] = dict(seen[key])
     return out
 
 

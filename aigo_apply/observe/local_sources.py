@@ -18,16 +18,23 @@ from aigo_apply.desired.model_store import gguf_parts
 
 def local_source_problems(specs: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
+    folders: dict[tuple[str, str], list[str]] = {}  # several aliases of one folder: it is read once
+
+    def folder(path: str, what: str) -> list[str]:
+        if (path, what) not in folders:
+            folders[(path, what)] = _folder_problems(Path(path), what)
+        return folders[(path, what)]
+
     for alias, spec in sorted(specs.items()):
         problems: list[str] = []
         if "path" in spec.get("source", {}):
             if "model_file" in spec:
                 problems += _file_problems(Path(spec["model_dir"]), spec["model_file"])
             else:
-                problems += _folder_problems(Path(spec["model_dir"]), "source.path")
+                problems += folder(spec["model_dir"], "source.path")
         draft = spec.get("vllm", {}).get("speculative", {}).get("draft", {})
         if "path" in draft:
-            problems += _folder_problems(Path(draft["path"]), "the speculative draft")
+            problems += folder(draft["path"], "the speculative draft")
         if problems:
             out[alias] = problems
     return out

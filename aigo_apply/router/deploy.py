@@ -43,20 +43,25 @@ VERIFY_TIMEOUT = 10.0
 
 
 def read_live(folder: Path) -> dict[str, str]:
-    """The rendered files of the live generation (not the key file), for plans and drift checks."""
-    live = folder / "live"
-    if not live.is_dir():
+    """The rendered files of the live generation (not the key file), for plans and drift checks
+    (os.walk, not Path.rglob: a plan reads one error file per model, and pathlib's objects cost)."""
+    live = os.path.join(folder, "live")
+    if not os.path.isdir(live):
         return {}
     files = {}
-    for path in sorted(live.rglob("*")):
-        name = path.relative_to(live).as_posix()
-        if path.is_file() and name not in RENDERED_EXTRA:
+    for root, dirs, names in os.walk(live):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, live).replace(os.sep, "/")
+            if rel in RENDERED_EXTRA or not os.path.isfile(path):
+                continue
             try:
                 with open(path, encoding="utf-8", newline="") as f:  # keep the errorfiles' CRLF as written
-                    files[name] = f.read()
+                    files[rel] = f.read()
             except (OSError, UnicodeDecodeError):
-                files[name] = "<unreadable>"
-    return files
+                files[rel] = "<unreadable>"
+    return dict(sorted(files.items()))
 
 
 def live_routes(folder: Path) -> list[Route]:
