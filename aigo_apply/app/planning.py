@@ -277,7 +277,9 @@ def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = 
     """What each model's config.json says about its checkpoint (local, else as the Hub has it)."""
 
     out = {}
-    seen: dict[tuple[str, HubKey | None], dict] = {}  # aliases of one folder (other settings, same weights) read it once
+    seen: dict[
+        tuple[str, HubKey | None], dict
+    ] = {}  # aliases of one folder (other settings, same weights) read it once
     for alias, model in desired.models.items():
         if "model_file" in model.spec:
             continue
