@@ -191,7 +191,13 @@ def projected(answers: dict[str, Any]) -> list[Any]:
 
 
 def digest(argv: list[str], deps: list[list[str]], answers: dict[str, Any]) -> str:
-    basis = [context(argv), code_stamp(), [sign(d) for d in deps], projected(answers)]
+    """The digest of everything, read now."""
+    return digest_of(context(argv), code_stamp(), [sign(d) for d in deps], answers)
+
+
+def digest_of(who: list[Any], stamp: list[Any], signed: list[Any], answers: dict[str, Any]) -> str:
+    """The digest of parts read before (the writer's: what its plan was made from)."""
+    basis = [who, stamp, signed, projected(answers)]
     return _blake(json.dumps(basis, sort_keys=True, separators=(",", ":")).encode("utf-8", "surrogateescape"))
 
 

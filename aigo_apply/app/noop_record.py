@@ -34,6 +34,7 @@ HOST_DEPS += [["read", "/proc/sys/net/ipv4/ip_unprivileged_port_start"]]
 class Recording:
     def __init__(self, argv: list[str]):
         self.argv = argv
+        self.who, self.stamp = noop_memo.context(argv), noop_memo.code_stamp()  # as the run starts
         self.out, self.err = io.StringIO(), io.StringIO()
         self.deps: list[list[str]] | None = None
         self.signed: list[Any] | None = None
@@ -71,7 +72,7 @@ def planned(desired: DesiredState, plan: Any, runtime: Any, has_lock: bool, lock
     if [noop_memo.sign(d) for d in rec.deps] != rec.signed or not _mounts_hold(rec.written, desired):
         return
     answers = {path: found[0] for path, found in runtime.answers.items()}
-    rec.ready = {"deps": rec.deps, "answers": answers, "lock": lock_file}
+    rec.ready = {"deps": rec.deps, "signed": rec.signed, "answers": answers, "lock": lock_file}
 
 
 def finish(code: int) -> None:
@@ -82,7 +83,7 @@ def finish(code: int) -> None:
         return
     memo = {
         "format": noop_memo.FORMAT,
-        "digest": noop_memo.digest(rec.argv, rec.ready["deps"], rec.ready["answers"]),
+        "digest": noop_memo.digest_of(rec.who, rec.stamp, rec.ready["signed"], rec.ready["answers"]),
         "deps": rec.ready["deps"],
         "lock": rec.ready["lock"],
         "stdout": rec.out.getvalue(),

@@ -1,0 +1,135 @@
+"""What the no-op memo's writer (app/noop_record.py) depends on and when it writes nothing: every
+path the plan reads (config, aigo.lock, mount paths as written and where they lead, secret files,
+the router's files, the host's account files), no memo for a plan that asks NVML or the Hub, or
+when a dependency moved while the plan was made, or a mount path now leads elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from aigo_apply.app import noop_memo, noop_record
+from aigo_apply.app.planning import load_desired
+from aigo_apply.config.load import load_config
+from tests.helpers.configs import model_folder, router_yaml, write_config
+
+SECRET_DIR = ".aigo/secrets"
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    monkeypatch.delenv(noop_memo.OFF, raising=False)
+    yield tmp_path
+    noop_record._current = None
+
+
+def _config(tmp_path, models: str) -> str:
+    model_folder(tmp_path / "m")
+    return str(
+        write_config(
+            tmp_path,
+            f"""
+            version: 1
+            project: memo
+            engines: {{vllm: {{image: aigo-test-idle, image_tag: "1"}}}}
+            {router_yaml(18123)}
+            models:
+            {models}
+            """,
+        )
+    )
+
+
+def test_the_dependencies_name_every_path_the_plan_reads(state):
+    secret = state / "home" / SECRET_DIR / "token"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("x")
+    os.chmod(secret, 0o600)
+    path = _config(
+        state,
+        f"""  chat:
+                source: {{path: m}}
+                context_length: 4096
+                gpus: none
+                env: {{WANDB_API_KEY: {{from_file: {secret}}}}}""",
+    )
+    desired = load_desired(path)
+    deps, written = noop_record.dependencies(load_config(path), desired)
+    kinds = {p: k for k, p in deps}
+    assert kinds[path] == "read" and kinds[str(state / "aigo.lock")] == "read"
+    assert kinds[str(state / "m")] == "list" and written == [str(state / "m")]
+    assert kinds[str(secret)] == "stat"
+    assert kinds[str(state / "state" / "memo" / "router")] == "tree"
+    assert {"/etc/passwd", "/etc/group", "/home"} <= set(kinds)
+
+
+def test_a_gpu_model_or_a_missing_download_or_a_moving_lock_is_never_memoised(state):
+    gpu = load_desired(_config(state, "  a: {source: {path: m}, context_length: 4096, gpus: all}"))
+    assert noop_record.volatile(gpu, has_lock=False)
+    local = load_desired(_config(state, "  a: {source: {path: m}, context_length: 4096, gpus: none}"))
+    assert not noop_record.volatile(local, has_lock=True)
+    hub = load_desired(_config(state, "  a: {source: {repo: org/model}, context_length: 4096, gpus: none}"))
+    assert noop_record.volatile(hub, has_lock=False)  # not downloaded: the Hub is asked
+
+
+def _plan(changes=False, blockers=()):
+    return SimpleNamespace(has_changes=changes, blockers=blockers)
+
+
+def _runtime(answers=None):
+    ok = {"/containers/json": [[]], "/images/json": [[]], "/info": [{"ServerVersion": "1"}]}
+    return SimpleNamespace(answers=answers or ok)
+
+
+def test_a_memo_is_written_only_for_a_clean_no_op_whose_inputs_held_still(state, monkeypatch):
+    path = _config(state, "  a: {source: {path: m}, context_length: 4096, gpus: none}")
+    argv = ["plan", "-f", path]
+
+    def run(plan, runtime, between=None, code=0):
+        rec = noop_record.begin(argv)
+        desired = load_desired(path)  # calls noop_record.loaded
+        if between:
+            between()
+        noop_record.planned(desired, plan, runtime, has_lock=False)
+        rec.out.write("No changes.\n")
+        noop_record.finish(code)
+        return os.path.exists(noop_memo.memo_path(argv))
+
+    assert not run(_plan(changes=True), _runtime())
+    assert not run(_plan(blockers=("x",)), _runtime())
+    assert not run(_plan(), _runtime(), code=1)
+    two_states = {"/containers/json": [[], [{"Id": "a"}]], "/images/json": [[]], "/info": [{}]}
+    assert not run(_plan(), _runtime(two_states))  # the engine answered two ways during one plan
+    assert not run(_plan(), _runtime(), between=lambda: (state / "m" / "new").write_text("x"))
+    assert run(_plan(), _runtime())
+    memo = json.loads(open(noop_memo.memo_path(argv)).read())
+    assert memo["stdout"] == "No changes.\n" and memo["code"] == 0
+    assert os.stat(noop_memo.memo_path(argv)).st_mode & 0o077 == 0
+
+
+def test_a_mount_path_that_now_leads_elsewhere_writes_no_memo(state):
+    path = _config(state, "  a: {source: {path: m}, context_length: 4096, gpus: none}")
+    desired = load_desired(path)
+    _, written = noop_record.dependencies(load_config(path), desired)
+    assert noop_record._mounts_hold(written, desired)
+    model_folder(state / "other")
+    os.rename(state / "m", state / "m-old")
+    os.symlink(state / "other", state / "m")
+    assert not noop_record._mounts_hold(written, desired)
+
+
+def test_the_tee_keeps_what_it_passes_on():
+    import io
+
+    seen, out = io.StringIO(), io.StringIO()
+    tee = noop_record.Tee(out, seen)
+    tee.write("a\n")
+    with pytest.raises(TypeError):
+        tee.write(b"bytes")  # type: ignore[arg-type]
+    assert out.getvalue() == seen.getvalue() == "a\n"
