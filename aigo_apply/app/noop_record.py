@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.app import noop_memo
+from aigo_apply.app.host_context import current_host
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.mount_rules import mount_places
 from aigo_apply.desired.model_store import downloads, is_complete, read_markers
@@ -152,6 +153,10 @@ def dependencies(config: Any, desired: DesiredState) -> tuple[list[list[str]], l
         add("stat", os.path.expanduser(keys["from_file"]))
     if desired.models_dir is not None:
         add("stat", desired.models_dir)
+    host = current_host()  # the places the mount policy judges paths against: a link retargeted moves them
+    for place in (host.home, host.state_root, host.models_dir, host.hf_home):
+        if place is not None:
+            add("stat", place)
     add("tree", state_path(desired.project) / "router")
     return [[kind, path] for path, kind in sorted(deps.items())] + HOST_DEPS, written
 
