@@ -18,6 +18,7 @@ import json
 import os
 import stat
 import sys
+import time
 from _blake2 import blake2b  # not hashlib: it loads OpenSSL first, a few ms of start-up
 
 from aigo_apply import __version__
@@ -29,8 +30,9 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 MAX_MEMO = 4 * 1024 * 1024  # a memo larger than this was not written by this tool: ignored
-MAX_LISTED = 4096  # entries of one folder signed one by one; a folder with more is signed by its own stat
-MAX_READ = 1024 * 1024  # a `read` dependency larger than this is signed by its stat only
+MAX_LISTED = 65536  # entries of one folder signed one by one; beyond this (or 8 levels) the signature is PARTIAL
+MAX_READ = 1024 * 1024  # a `read` dependency larger than this cannot be signed: PARTIAL
+PARTIAL = "\x00partial"  # in a signature: it could not cover everything (no file name holds a NUL)
 OFF = "AIGO_NO_MEMO"  # set (to anything but "" or 0): every plan and apply is made in full
 _PLAN_FLAGS = {"--detailed-exitcode"}
 _APPLY_FLAGS = {"-y", "--yes"}
@@ -103,15 +105,19 @@ def sign(dep: list[str]) -> list[Any]:
 
 
 def _read_digest(path: str) -> str | None:
+    """The digest of a regular file's bytes (or a /proc setting's); None for anything else, which
+    is never opened: opening a FIFO would release its writer and lose what it sends."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except (OSError, ValueError):
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode) and not path.startswith("/proc/"):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         data = os.read(fd, MAX_READ + 1)
-        return _blake(data) if len(data) <= MAX_READ else None
+        return _blake(data) if len(data) <= MAX_READ else PARTIAL
     except OSError:
         return None
     finally:
@@ -125,7 +131,7 @@ def _entries(path: str, deep: bool, depth: int) -> Any:
     except (OSError, ValueError) as exc:
         return ["error", getattr(exc, "errno", None)]
     if len(entries) > MAX_LISTED:
-        return ["many", len(entries)]
+        return [PARTIAL, len(entries)]
     out = []
     for entry in entries:
         full = os.path.join(path, entry.name)
@@ -133,8 +139,8 @@ def _entries(path: str, deep: bool, depth: int) -> Any:
         row = [entry.name, lst]
         if entry.is_symlink():
             row.append(_stat(full))
-        elif deep and depth < 8 and entry.is_dir(follow_symlinks=False):
-            row.append(_entries(full, True, depth + 1))
+        elif deep and entry.is_dir(follow_symlinks=False):
+            row.append(_entries(full, True, depth + 1) if depth < 8 else [PARTIAL, "depth"])
         out.append(row)
     return out
 
@@ -160,7 +166,8 @@ def code_stamp() -> list[Any]:
                 if not name.endswith((".pyc", ".pyo")):
                     st = os.stat(os.path.join(root, name))
                     files.append([os.path.relpath(os.path.join(root, name), package), st.st_size, st.st_mtime_ns])
-    return [__version__, sys.version, sys.executable, files]
+    libraries = [[p, _stat(p)] for p in sys.path if p.endswith("-packages")]  # pip (un)installs change them
+    return [__version__, sys.version, sys.executable, files, libraries]
 
 
 def context(argv: list[str]) -> list[Any]:
@@ -262,14 +269,19 @@ def replay(argv: list[str]) -> int | None:
                 return None
     except Exception:  # the memo only ever saves time: any surprise means the full run
         return None
-    sys.stdout.write(memo["stdout"])
-    sys.stderr.write(memo["stderr"])
+    try:
+        sys.stdout.write(memo["stdout"])
+        sys.stderr.write(memo["stderr"])
+    except (OSError, ValueError):  # a closed pipe (`| head`): as the CLI, nothing more to say
+        pass
     return int(memo["code"])
 
 
 class _apply_lock:
-    """The project's apply lock (apply/project_lock.py), taken without waiting for as long as the
-    digest is made: an apply that holds it is changing the machine right now."""
+    """The project's apply lock, taken as apply/project_lock.ProjectLock takes it (read-write, without
+    waiting, naming the holder, emptied on release) for as long as the digest is made: an apply that
+    holds it is changing the machine right now, and a lock file the full run could not take or
+    write (read-only, immutable, a full disk) must give the full run's error, not the memo's answer."""
 
     def __init__(self, path: str | None):
         self.path = path
@@ -279,12 +291,24 @@ class _apply_lock:
         if self.path is None:
             return True
         try:
-            self.fd = fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+            self.fd = fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            holder = {
+                "pid": os.getpid(),
+                "host": os.uname().nodename,
+                "command": "apply",
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+            }
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(holder).encode(), 0)
         except OSError:
             return False
         return True
 
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
+            try:
+                os.ftruncate(self.fd, 0)
+            except OSError:
+                pass
             os.close(self.fd)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pwd
 import re
 import tempfile
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 
 from aigo_apply.app import noop_memo
 from aigo_apply.app.host_context import current_host
+from aigo_apply.apply.secrets import hub_token_files
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.mount_rules import mount_places
 from aigo_apply.desired.model_store import downloads, is_complete, read_markers
@@ -71,6 +73,8 @@ def planned(desired: DesiredState, plan: Any, runtime: Any, has_lock: bool, lock
     if volatile(desired, has_lock) or not _answers_agree(runtime):
         return
     if [noop_memo.sign(d) for d in rec.deps] != rec.signed or not _mounts_hold(rec.written, desired):
+        return
+    if not signed_whole(rec.signed):
         return
     answers = {path: found[0] for path, found in runtime.answers.items()}
     rec.ready = {"deps": rec.deps, "signed": rec.signed, "answers": answers, "lock": lock_file}
@@ -126,9 +130,14 @@ def dependencies(config: Any, desired: DesiredState) -> tuple[list[list[str]], l
     rank = {"stat": 0, "read": 1, "list": 2, "tree": 3}  # a path named twice is signed the fuller way
 
     def add(kind: str, path: Any) -> None:
-        for text, how in ((os.path.abspath(str(path)), kind), (os.path.dirname(os.path.abspath(str(path))), "stat")):
-            if rank[how] >= rank.get(deps.get(text, "stat"), 0):
-                deps[text] = how
+        """`path` and every folder above it (whose owner and mode the store and secret checks read)."""
+        text = os.path.abspath(str(path))
+        above = [os.path.dirname(text)]
+        while above[-1] != os.path.dirname(above[-1]):
+            above.append(os.path.dirname(above[-1]))
+        for each, how in [(text, kind)] + [(a, "stat") for a in above]:
+            if rank[how] >= rank.get(deps.get(each, "stat"), 0):
+                deps[each] = how
 
     add("read", Path(config.file).expanduser())
     add("read", path_for(desired.file))
@@ -154,11 +163,37 @@ def dependencies(config: Any, desired: DesiredState) -> tuple[list[list[str]], l
     if desired.models_dir is not None:
         add("stat", desired.models_dir)
     host = current_host()  # the places the mount policy judges paths against: a link retargeted moves them
-    for place in (host.home, host.state_root, host.models_dir, host.hf_home):
+    for place in (host.home, host.state_root, host.models_dir, host.hf_home, *hub_token_files(), *account_homes()):
         if place is not None:
             add("stat", place)
     add("tree", state_path(desired.project) / "router")
     return [[kind, path] for path, kind in sorted(deps.items())] + HOST_DEPS, written
+
+
+def account_homes() -> list[str]:
+    """Every home the mount policy holds private (config/host_paths.known_homes reads the same
+    sources): each account's, /root and each folder in /home, as written (a link made there later
+    is followed by the signature)."""
+    found = ["/root"]
+    try:
+        found += [entry.pw_dir for entry in pwd.getpwall() if entry.pw_dir.startswith("/")]
+    except (OSError, KeyError):
+        pass
+    try:
+        with os.scandir("/home") as entries:
+            found += [entry.path for entry in entries]
+    except OSError:
+        pass
+    return found
+
+
+def signed_whole(signed: list[Any]) -> bool:
+    """Every dependency could be signed in full: a config or lock that is not a regular file (a FIFO
+    gives other bytes on each read), or a folder too large or deep, leaves no memo."""
+    for sig in signed:
+        if sig[0] == "read" and sig[4][0] != "error" and sig[5] is None:
+            return False
+    return json.dumps(noop_memo.PARTIAL)[1:-1] not in json.dumps(signed)
 
 
 def _mounts_hold(written: list[str], desired: DesiredState) -> bool:

@@ -133,3 +133,69 @@ def test_the_tee_keeps_what_it_passes_on():
     with pytest.raises(TypeError):
         tee.write(b"bytes")  # type: ignore[arg-type]
     assert out.getvalue() == seen.getvalue() == "a\n"
+
+
+def test_a_fifo_is_never_opened_and_a_config_that_is_not_a_regular_file_leaves_no_memo(tmp_path):
+    fifo = tmp_path / "aigo.yaml"
+    os.mkfifo(fifo)
+    signed = noop_memo.sign(["read", str(fifo)])
+    with pytest.raises(OSError):  # ENXIO: no reader has it open, so no writer was ever released
+        os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    assert signed[5] is None and not noop_record.signed_whole([signed])
+    missing = noop_memo.sign(["read", str(tmp_path / "aigo.lock")])  # no aigo.lock: fine
+    assert noop_record.signed_whole([missing])
+
+
+def test_a_folder_too_large_to_sign_leaves_no_memo(tmp_path, monkeypatch):
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("x")
+    assert noop_record.signed_whole([noop_memo.sign(["list", str(tmp_path)])])
+    monkeypatch.setattr(noop_memo, "MAX_LISTED", 4)
+    assert not noop_record.signed_whole([noop_memo.sign(["list", str(tmp_path)])])
+    (tmp_path / "partial").write_text("a file named like the marker is only a name")
+    monkeypatch.setattr(noop_memo, "MAX_LISTED", 100)
+    assert noop_record.signed_whole([noop_memo.sign(["list", str(tmp_path)])])
+
+
+def test_the_store_the_hub_token_files_and_every_home_are_dependencies_with_the_folders_above(state, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN_PATH", str(state / "tok" / "token"))
+    store = state / "s1" / "s2" / "models"
+    path = str(
+        write_config(
+            state,
+            f"""
+            version: 1
+            project: memo
+            engines: {{vllm: {{image: aigo-test-idle, image_tag: "1"}}}}
+            {router_yaml(18123)}
+            defaults: {{models_dir: {store}}}
+            models:
+              a: {{source: {{path: m}}, context_length: 4096, gpus: none}}
+            """,
+        )
+    )
+    model_folder(state / "m")
+    deps, _ = noop_record.dependencies(load_config(path), load_desired(path))
+    named = {p for _, p in deps}
+    assert {str(store), str(state / "s1" / "s2"), str(state / "s1"), str(state), "/"} <= named
+    assert str(state / "tok" / "token") in named and str(state / "home" / ".huggingface" / "token") in named
+    assert "/root" in named and set(noop_record.account_homes()) <= named
+
+
+def test_the_apply_lock_is_taken_as_an_apply_takes_it(tmp_path):
+    import fcntl
+
+    lock = tmp_path / "apply.lock"
+    assert not noop_memo._apply_lock(str(lock)).__enter__()  # none yet: the full run makes it
+    lock.write_text("")
+    with noop_memo._apply_lock(str(lock)) as free:
+        assert free and json.loads(lock.read_text())["command"] == "apply"
+    assert lock.read_text() == ""
+    with open(lock, "r+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with noop_memo._apply_lock(str(lock)) as free:
+            assert not free
+    folder = tmp_path / "dir.lock"
+    folder.mkdir()
+    with noop_memo._apply_lock(str(folder)) as free:  # cannot be opened for writing: the full run says why
+        assert not free
