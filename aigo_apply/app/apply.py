@@ -87,7 +87,7 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
             f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
             "without --locked to write it (nothing was changed)"
         )
-    runtime = runtime or _docker()
+    runtime = noop_record.watch(runtime or _docker())
 
     def make(observed: Any) -> Plan:
         fresh = plan_for(desired, observed, runtime, request, lock)

@@ -64,6 +64,13 @@ def loaded(config: Any, desired: DesiredState) -> None:
     _current.signed = [noop_memo.sign(d) for d in deps]
 
 
+def watch(runtime: Any) -> Any:
+    """The runtime the plan reads through keeps its answers while this run is being recorded."""
+    if _current is not None and hasattr(runtime, "answers"):
+        runtime.answers = {}
+    return runtime
+
+
 def planned(desired: DesiredState, plan: Any, runtime: Any, has_lock: bool, lock_file: str | None = None) -> None:
     """After a plan with nothing to change (and, for apply, aigo.lock written): the memo's content,
     when nothing it depends on moved while the plan was made."""

@@ -224,7 +224,7 @@ def _remote_key(spec: dict) -> HubKey | None:
 
 def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None, platform: str | None = None) -> Plan:
     desired = load_desired(file, platform)
-    runtime = runtime or _docker()
+    runtime = noop_record.watch(runtime or _docker())
     observed = observe(desired.project, runtime, desired)
     lock = read(path_for(desired.file))
     plan = plan_for(desired, observed, runtime, request or PlanRequest(), lock)

@@ -246,3 +246,17 @@ def test_a_replay_prints_the_recorded_output_until_an_input_moves(engine, tmp_pa
     assert _replay(argv + ["--detailed-exitcode"], monkeypatch)[0] is None  # another command line
     engine.override["/v1.41/info"] = fake_docker.http_answer(500, b'{"message":"down"}')
     assert _replay(argv, monkeypatch)[0] is None  # any failure: the full run
+
+
+def test_the_runtime_keeps_answers_only_while_a_memo_is_recorded(engine, monkeypatch):
+    from aigo_apply.adapters.docker_engine import DockerRuntime
+    from aigo_apply.app import noop_record
+
+    runtime = DockerRuntime(base_url=f"unix://{engine.path}")
+    for _ in range(3):  # `watch` lists containers for as long as it runs: nothing may pile up
+        runtime.list_containers()
+    assert runtime.answers is None and runtime.waited > 0
+    monkeypatch.setattr(noop_record, "_current", noop_record.Recording(["plan"]))
+    noop_record.watch(runtime)
+    runtime.list_containers()
+    assert list(runtime.answers) == ["/containers/json"]
