@@ -7,9 +7,11 @@ containers) with nothing to change, and with Debian's docker-compose 1.29 as a s
 it is installed.
 
 Prints a markdown table: for each N, the median wall time of the real CLI (a fresh process each
-time, as a user runs it), the planning work in-process (load + validate + observe + plan), the
-no-op apply, `docker compose up -d` with nothing to change, their ratios, and the Docker API calls
-per plan, which must not grow with N. Every repetition runs each command once, in alternating
+time, as a user runs it: the second and later no-op runs are answered by the no-op memo,
+app/noop_memo.py), the same `plan` with the memo off (AIGO_NO_MEMO=1: the whole plan made again),
+the planning work in-process (load + validate + observe + plan; split into the Docker engine
+answering the three reads and the plan's own work), the no-op apply, `docker compose up -d` with
+nothing to change, their ratios, and the Docker API calls per plan, which must not grow with N. Every repetition runs each command once, in alternating
 order, so the tools share whatever else the machine is doing; the 1-minute load average is shown.
 
     python bench/plan.py                 # N = 1, 10, 50, 5 runs each

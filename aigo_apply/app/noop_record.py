@@ -218,11 +218,16 @@ def _mounts_hold(written: list[str], desired: DesiredState) -> bool:
     return all(os.path.realpath(w) in places for w in written)
 
 
+KEEP = 256  # memos kept per state root (one per folder and command line): the oldest go first
+
+
 def _write(path: str, text: str) -> None:
-    """Atomically, private to this user; a memo that cannot be written only costs time next run."""
+    """Atomically, private to this user; a memo that cannot be written only costs time next run.
+    The folder keeps the KEEP most recent memos (CI jobs in fresh folders would otherwise pile up)."""
     folder = os.path.dirname(path)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
+        _prune(folder)
         fd, tmp = tempfile.mkstemp(prefix=".memo.", dir=folder)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
@@ -232,6 +237,19 @@ def _write(path: str, text: str) -> None:
             Path(tmp).unlink(missing_ok=True)
     except OSError:
         pass
+
+
+def _prune(folder: str) -> None:
+    try:
+        with os.scandir(folder) as found:
+            memos = [(e.stat(follow_symlinks=False).st_mtime_ns, e.path) for e in found if e.name.endswith(".json")]
+    except OSError:
+        return
+    for _, old in sorted(memos)[: max(0, len(memos) - KEEP + 1)]:
+        try:
+            os.unlink(old)
+        except OSError:
+            pass
 
 
 class Tee(io.TextIOBase):

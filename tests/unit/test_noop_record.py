@@ -199,3 +199,12 @@ def test_the_apply_lock_is_taken_as_an_apply_takes_it(tmp_path):
     folder.mkdir()
     with noop_memo._apply_lock(str(folder)) as free:  # cannot be opened for writing: the full run says why
         assert not free
+
+
+def test_the_memo_folder_keeps_only_the_most_recent(tmp_path, monkeypatch):
+    monkeypatch.setattr(noop_record, "KEEP", 3)
+    folder = tmp_path / ".memo"
+    for i in range(5):
+        noop_record._write(str(folder / f"m{i}.json"), "{}")
+        os.utime(folder / f"m{i}.json", ns=(i * 10**9, i * 10**9))
+    assert sorted(p.name for p in folder.iterdir()) == ["m2.json", "m3.json", "m4.json"]
