@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import pwd
 import stat
 import sys
 import time
@@ -185,7 +186,17 @@ def context(argv: list[str]) -> list[Any]:
         sorted(os.environ.items()),
         [os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups())],
         ttys,
+        _homes(),
     ]
+
+
+def _homes() -> list[str]:
+    """Every account's home as the account databases list it now (local files, LDAP or sssd alike):
+    the mount policy holds each one private, and a new account moves that line."""
+    try:
+        return sorted({entry.pw_dir for entry in pwd.getpwall()})
+    except (OSError, KeyError):
+        return []
 
 
 def projected(answers: dict[str, Any]) -> list[Any]:

@@ -22,7 +22,13 @@ class ProjectLock:
         self._fd: int | None = None
 
     def __enter__(self) -> ProjectLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:  # read-only or immutable file, a full disk, a folder in its place
+            raise AigoError(
+                f"cannot open the lock file {self.path}: {exc.strerror or exc}; make it writable (or remove it) "
+                "or set AIGO_STATE_DIR to another folder (nothing was changed)"
+            ) from None
         deadline = time.monotonic() + self.timeout
         while True:
             try:

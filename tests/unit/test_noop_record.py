@@ -208,3 +208,13 @@ def test_the_memo_folder_keeps_only_the_most_recent(tmp_path, monkeypatch):
         noop_record._write(str(folder / f"m{i}.json"), "{}")
         os.utime(folder / f"m{i}.json", ns=(i * 10**9, i * 10**9))
     assert sorted(p.name for p in folder.iterdir()) == ["m2.json", "m3.json", "m4.json"]
+
+
+def test_a_lock_file_that_cannot_be_opened_is_a_clear_error_not_a_traceback(tmp_path):
+    from aigo_apply.apply.project_lock import ProjectLock
+    from aigo_apply.errors import AigoError
+
+    (tmp_path / "apply.lock").mkdir()  # what the memo's lock check also refuses (test above)
+    with pytest.raises(AigoError, match="cannot open the lock file .*nothing was changed"):
+        with ProjectLock(tmp_path, "memo", "apply"):
+            pass
