@@ -12,6 +12,7 @@ same name.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -39,6 +40,25 @@ class DockerRuntime:
         # the plan's reads without the SDK, where the transport is a plain socket (else None: the SDK)
         self._http = docker_http.for_host(host, os.environ, API_VERSION, timeout)
         self._api: Any = None
+        self._info: Any = None  # a GET /info asked ahead (prefetch_info): its thread and answer
+
+    def prefetch_info(self) -> None:
+        """Ask for GET /info now, on a connection of its own, while the container and image lists are
+        read: the engine takes longer to gather it than to list 200 containers, and a plan reads it
+        only after them. Still one call; its answer (or failure) comes out of info() as before."""
+        if self._http is None or self._info is not None:
+            return
+        http, box = self._http, {}
+
+        def fetch() -> None:
+            try:
+                box["found"] = http.get(*docker_http.INFO)
+            except BaseException as exc:  # handed to the caller of info(), mapped there
+                box["error"] = exc
+
+        thread = threading.Thread(target=fetch, name="docker-info", daemon=True)
+        thread.start()
+        self._info = (thread, box)
 
     @property
     def api(self) -> Any:
@@ -67,8 +87,15 @@ class DockerRuntime:
                 return sdk()
         self.calls += 1
         start = time.perf_counter()
+        ahead, self._info = (self._info, None) if path == docker_http.INFO[0] else (None, self._info)
         try:
-            found = self._http.get(path, params)
+            if ahead is not None:
+                ahead[0].join()
+                if "error" in ahead[1]:
+                    raise ahead[1]["error"]
+                found = ahead[1]["found"]
+            else:
+                found = self._http.get(path, params)
             if self.answers is not None:
                 self.answers.setdefault(path, []).append(found)
             return found

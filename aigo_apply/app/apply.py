@@ -88,6 +88,8 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
             "without --locked to write it (nothing was changed)"
         )
     runtime = noop_record.watch(runtime or _docker())
+    if hasattr(runtime, "prefetch_info"):  # read by the plan's host checks, after the lists (planning._info_ahead)
+        runtime.prefetch_info()
 
     def make(observed: Any) -> Plan:
         fresh = plan_for(desired, observed, runtime, request, lock)

@@ -225,6 +225,7 @@ def _remote_key(spec: dict) -> HubKey | None:
 def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None, platform: str | None = None) -> Plan:
     desired = load_desired(file, platform)
     runtime = noop_record.watch(runtime or _docker())
+    _info_ahead(runtime)
     observed = observe(desired.project, runtime, desired)
     lock = read(path_for(desired.file))
     plan = plan_for(desired, observed, runtime, request or PlanRequest(), lock)
@@ -289,6 +290,12 @@ def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = 
             seen[key] = {"quant_method": quant_method(facts.get("config"))}
         out[alias] = dict(seen[key])
     return out
+
+
+def _info_ahead(runtime) -> None:
+    """GET /info on its own connection while the lists are read (the host checks read it after them)."""
+    if hasattr(runtime, "prefetch_info"):
+        runtime.prefetch_info()
 
 
 def _docker():

@@ -65,11 +65,26 @@ def test_a_chunked_answer_is_joined(tmp_path):
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunked answer is malformed"),
     ],
 )
-def test_every_bad_answer_is_a_docker_unavailable_error(engine, answer, says):
+@pytest.mark.parametrize("ahead", [False, True])
+def test_every_bad_answer_is_a_docker_unavailable_error(engine, answer, says, ahead):
     engine.override["/v1.41/info"] = answer
+    runtime = DockerRuntime(base_url=f"unix://{engine.path}")
+    if ahead:  # asked on its own thread while the lists are read: the same error, where info() is called
+        runtime.prefetch_info()
+        runtime.list_containers()
     with pytest.raises(DockerUnavailable) as caught:
-        DockerRuntime(base_url=f"unix://{engine.path}").info()
+        runtime.info()
     assert says in str(caught.value)
+
+
+def test_info_asked_ahead_is_one_call_whose_answer_info_returns(engine):
+    runtime = DockerRuntime(base_url=f"unix://{engine.path}")
+    runtime.prefetch_info()
+    runtime.prefetch_info()  # asked once
+    assert runtime.list_containers() == CONTAINERS and runtime.list_images() == IMAGES
+    assert runtime.info() == INFO and runtime.calls == 3
+    assert runtime.info() == INFO and runtime.calls == 4  # asked again: a fresh read
+    assert sum("/info" in r for r in engine.requests) == 2
 
 
 def test_no_engine_at_the_socket_says_how_to_start_one(tmp_path):
