@@ -92,6 +92,27 @@ def compose_v1() -> str | None:
     return None
 
 
+def settle(idle: float = 0.85, limit: float = 90.0) -> float:
+    """Wait until the machine is at least `idle` idle over one second (Docker settling after creating
+    hundreds of containers), or `limit` seconds; returns the seconds waited. The load average lags
+    by minutes, so the CPU counters are read instead."""
+    import time
+
+    def ticks() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        return values[3] + values[4], sum(values)  # idle + iowait, all
+
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        a_idle, a_all = ticks()
+        time.sleep(1.0)
+        b_idle, b_all = ticks()
+        if b_all > a_all and (b_idle - a_idle) / (b_all - a_all) >= idle:
+            break
+    return time.monotonic() - start
+
+
 def load() -> float:
     """The 1-minute load average: how busy the machine was while a figure was taken."""
     import os

@@ -121,6 +121,8 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str]) 
 
             for warm in (apply_once, apply_once, plan_once):  # the first no-op runs write their memos
                 warm()
+            settled = common.settle()  # Docker has just started 2N containers: let it finish first
+            loads = [common.load()]
             times["noop"].clear()
             times["cli"].clear()
             steps = [apply_once, plan_once, lambda: plan_once("full"), core_once] + [
@@ -136,6 +138,7 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str]) 
                 compose.down()
     return {
         "n": n,
+        "settled": settled,
         "calls": max(calls),
         "load": (min(loads), max(loads)),
         **{k: statistics.median(v) for k, v in times.items()},
@@ -208,7 +211,8 @@ def run(sizes: str = "1,10,50", repeat: int = 5, peer_max: int = 200) -> str:
 
     lines = [
         f"plan and no-op apply with N running models vs Compose's no-op `up -d`, median of {repeat} runs "
-        "(each run takes every command once, in alternating order)",
+        "(each run takes every command once, in alternating order), timed once the CPU is 85% idle again after "
+        "creating the containers (the 1-minute load average lags behind that by minutes)",
         "",
         "| models | `aigo-apply plan` (s) | no-op `aigo-apply apply` (s) | "
         "no-op `docker compose up -d`, v2 (s) | plan / v2 | apply / v2 | `plan`, memo off (s) | memo off / v2 | "

@@ -5,7 +5,6 @@ entry point the user has."""
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
@@ -109,6 +108,8 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
         except AigoError as exc:  # e.g. a repo with nothing an engine can serve
             return key, HubAnswer(error=str(exc), access=True)
 
+    from concurrent.futures import ThreadPoolExecutor  # with logging: only a plan that asks the Hub needs it
+
     with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
         return {**out, **dict(pool.map(ask, sorted(missing, key=repr)))}
 
@@ -138,6 +139,8 @@ def lock_checks(
                 return item[0], resolve(item[1]["repo"], item[1]["revision"], timeout=5.0)
             except AigoError:
                 return item[0], None
+
+        from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(8, len(moving))) as pool:
             hub = {k: v for k, v in pool.map(ask, moving.items()) if v}

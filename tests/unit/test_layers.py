@@ -45,6 +45,7 @@ CLI_ONLY = {"click", "rich"}
 # Imports inside functions, each with why it is not at the top of its module.
 LAZY_LIBRARIES = {
     "jinja2": "about 30 ms: only `init` and router rendering need it",
+    "concurrent": "about 3 ms (with logging): only a plan that asks the Hub runs its questions in parallel",
     "jsonschema": "about 60 ms: only a file not validated before needs it (config/load.py caches validity)",
     "deepdiff": "about 40 ms: only a plan with a changed spec needs it",
     "httpx": "about 60 ms: only readiness probes, status and router reloads talk HTTP",
