@@ -9,35 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 
 import pytest
 
 from aigo_apply.app import noop_memo
 
+from helpers import stub_project
 from helpers.cli import run_cli
-from helpers.configs import free_port, model_folder, router_yaml, write_config
+from helpers.configs import free_port, model_folder
 from helpers.paths import ROOT
 
 MARK = "ANSWERED FROM THE MEMO\n"
-
-
-def _config(tmp_path, project):
-    model_folder(tmp_path / "m")
-    return write_config(
-        tmp_path,
-        textwrap.dedent(f"""
-        version: 1
-        project: {project}
-        engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
-        {router_yaml(free_port())}
-        models:
-          chat:
-            source: {{path: m}}
-            context_length: 4096
-            gpus: none
-        """),
-    )
 
 
 def _memo(args):
@@ -74,7 +56,7 @@ def _ready(args) -> None:
 
 @pytest.fixture
 def applied(runtime, project, tmp_path):
-    path = _config(tmp_path, project)
+    path = stub_project.config(tmp_path, project, load="0")
     done = run_cli("apply", "-f", str(path), "-y")
     assert done.returncode == 0, done.stdout + done.stderr
     return path
