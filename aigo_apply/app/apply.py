@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app import noop_record
-from aigo_apply.app.planning import load_desired, observe, plan_for
+from aigo_apply.app.planning import load_desired, observe, plan_for, plan_runtime
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.app.saved_plan import approved, config_of, confirm_waivers, read_plan
 from aigo_apply.apply.executor import ApplyReport, Executor
@@ -87,9 +87,7 @@ def run_apply(opts: ApplyOptions, runtime=None) -> int:
             f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
             "without --locked to write it (nothing was changed)"
         )
-    runtime = noop_record.watch(runtime or _docker())
-    if hasattr(runtime, "prefetch_info"):  # read by the plan's host checks, after the lists (planning._info_ahead)
-        runtime.prefetch_info()
+    runtime = plan_runtime(runtime or _docker())
 
     def make(observed: Any) -> Plan:
         fresh = plan_for(desired, observed, runtime, request, lock)

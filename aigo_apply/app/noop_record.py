@@ -14,8 +14,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import pwd
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,8 +22,9 @@ from aigo_apply.app import noop_memo
 from aigo_apply.app.host_context import current_host
 from aigo_apply.apply.secrets import hub_token_files
 from aigo_apply.apply.state_dir import state_path
+from aigo_apply.config.host_paths import expand_home, listed_homes
 from aigo_apply.config.mount_rules import mount_places
-from aigo_apply.desired.model_store import downloads, is_complete, read_markers
+from aigo_apply.desired.model_store import downloads, is_commit, is_complete, read_markers
 from aigo_apply.desired.types import DesiredState, SecretRef
 from aigo_apply.plan.lockfile import path_for
 
@@ -114,7 +113,7 @@ def volatile(desired: DesiredState, has_lock: bool) -> bool:
     for d in downloads(desired.specs()):
         if not is_complete(markers.get(d["dest"]) or {}, d["file"]):
             return True
-        if has_lock and not re.fullmatch(r"[0-9a-f]{40}", d["revision"]):
+        if has_lock and not is_commit(d["revision"]):
             return True
     return False
 
@@ -148,19 +147,17 @@ def dependencies(config: Any, desired: DesiredState) -> tuple[list[list[str]], l
 
     add("read", Path(config.file).expanduser())
     add("read", path_for(desired.file))
-    home = Path.home()
     written = []
-    for _, raw in mount_places(config.data, config.data.get("models") or {}):
-        path = config.base_dir / (home / raw[2:] if raw == "~" or raw.startswith("~/") else Path(raw))
+    for _, raw in mount_places(config.data, config.data.get("models") or {}):  # as config/mount_rules reads them
+        path = config.base_dir / expand_home(raw, Path.home())
         written.append(os.path.abspath(path))
         add("list", path)
     for model in desired.models.values():
         for mount in model.container.mounts:
             if mount.source.startswith("/"):
                 add("list", mount.source)
-        for name in ("model_dir",):
-            if isinstance(model.spec.get(name), str):
-                add("list", model.spec[name])
+        if isinstance(model.spec.get("model_dir"), str):
+            add("list", model.spec["model_dir"])
         for _, value in model.container.env:
             if isinstance(value, SecretRef) and value.kind == "from_file":
                 add("stat", os.path.expanduser(value.target))
@@ -178,20 +175,9 @@ def dependencies(config: Any, desired: DesiredState) -> tuple[list[list[str]], l
 
 
 def account_homes() -> list[str]:
-    """Every home the mount policy holds private (config/host_paths.known_homes reads the same
-    sources): each account's, /root and each folder in /home, as written (a link made there later
-    is followed by the signature)."""
-    found = ["/root"]
-    try:
-        found += [entry.pw_dir for entry in pwd.getpwall() if entry.pw_dir.startswith("/")]
-    except (OSError, KeyError):
-        pass
-    try:
-        with os.scandir("/home") as entries:
-            found += [entry.path for entry in entries]
-    except OSError:
-        pass
-    return found
+    """Every home the mount policy holds private, as written (a link made there later is followed
+    by the signature): the sources config/host_paths.known_homes reads."""
+    return [home for home in listed_homes() if home.startswith("/")]
 
 
 def signed_whole(signed: list[Any]) -> bool:

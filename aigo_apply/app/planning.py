@@ -4,7 +4,6 @@ entry point the user has."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
@@ -17,7 +16,7 @@ from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file, load_config
 from aigo_apply.desired.build import build_desired
-from aigo_apply.desired.model_store import downloads, is_complete, label, read_markers
+from aigo_apply.desired.model_store import downloads, is_commit, is_complete, label, read_markers
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError, HubError, OnKubernetes
 from aigo_apply.observe.containers import ObservedState, parse_state
@@ -126,9 +125,7 @@ def lock_checks(
         return []
 
     moving = {
-        label(d): d
-        for d in downloads(desired.specs())
-        if label(d) in lock["models"] and not re.fullmatch(r"[0-9a-f]{40}", d["revision"])
+        label(d): d for d in downloads(desired.specs()) if label(d) in lock["models"] and not is_commit(d["revision"])
     }
     hub: dict[str, str] = {}
 
@@ -227,8 +224,7 @@ def _remote_key(spec: dict) -> HubKey | None:
 
 def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None, platform: str | None = None) -> Plan:
     desired = load_desired(file, platform)
-    runtime = noop_record.watch(runtime or _docker())
-    _info_ahead(runtime)
+    runtime = plan_runtime(runtime)
     observed = observe(desired.project, runtime, desired)
     lock = read(path_for(desired.file))
     plan = plan_for(desired, observed, runtime, request or PlanRequest(), lock)
@@ -281,9 +277,8 @@ def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = 
     """What each model's config.json says about its checkpoint (local, else as the Hub has it)."""
 
     out = {}
-    seen: dict[
-        tuple[str, HubKey | None], dict
-    ] = {}  # aliases of one folder (other settings, same weights) read it once
+    # aliases of one folder (other settings, same weights) read it once
+    seen: dict[tuple[str, HubKey | None], dict] = {}
     for alias, model in desired.models.items():
         if "model_file" in model.spec:
             continue
@@ -295,10 +290,14 @@ def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = 
     return out
 
 
-def _info_ahead(runtime) -> None:
-    """GET /info on its own connection while the lists are read (the host checks read it after them)."""
+def plan_runtime(runtime=None):
+    """The runtime a plan reads through (Docker's unless one is given): keeping its answers while a
+    no-op memo is recorded, and with GET /info asked on its own connection while the lists are read
+    (the host checks read it after them)."""
+    runtime = noop_record.watch(runtime or _docker())
     if hasattr(runtime, "prefetch_info"):
         runtime.prefetch_info()
+    return runtime
 
 
 def _docker():

@@ -222,10 +222,9 @@ def usable_homes(found: Iterable[str | Path]) -> tuple[Path, ...]:
     return tuple(sorted(out))
 
 
-@functools.lru_cache(maxsize=1)
-def known_homes() -> tuple[Path, ...]:
-    """Every home folder this system knows (read once): each account's home in the password
-    database, /root, and each folder in /home. Tests give `homes=` instead."""
+def listed_homes() -> list[str]:
+    """The home folders as the system lists them now: each account's in the password database,
+    /root, and each folder in /home (read afresh; the no-op memo signs these too)."""
     found: list[str] = ["/root"]
     try:
         found += [entry.pw_dir for entry in pwd.getpwall()]
@@ -236,7 +235,14 @@ def known_homes() -> tuple[Path, ...]:
             found += [entry.path for entry in entries]
     except OSError:
         pass
-    return usable_homes(found)
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def known_homes() -> tuple[Path, ...]:
+    """Every home folder this system knows (read once), as the policy holds them. Tests give
+    `homes=` instead."""
+    return usable_homes(listed_homes())
 
 
 @functools.lru_cache(maxsize=16)

@@ -190,6 +190,11 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
         return None
 
 
+def is_commit(revision: str) -> bool:
+    """A revision that names one commit (40 hex digits): it never moves, unlike a branch or tag."""
+    return re.fullmatch(r"[0-9a-f]{40}", revision) is not None
+
+
 def is_complete(marker: dict[str, Any] | None, file: str | None = None, commit: str | None = None) -> bool:
     """Whether a folder's marker says it holds what a model needs (`file`, for a GGUF model), and,
     when `commit` is given (aigo.lock's pin), at that commit."""
