@@ -51,13 +51,16 @@ ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
         ("kubernetes",): "context namespace gpu_resource gpus_per_node runtime_class_name node_selector tolerations "
         "storage cluster_domain download_image",
         ("kubernetes", "storage"): "storage_class size_gib node_local",
-        ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout",
+        ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout update",
         ("defaults", "engine_by_format"): "safetensors-repo gguf",
         ("router",): "port bind api_keys metrics_without_key image image_tag max_body_mb timeout",
         ("router", "api_keys"): _SECRET,
         ("engines",): "vllm sglang llama.cpp",
         ("engines", "*"): "image image_tag",
-        ("models", "*"): "source engine enabled on_demand swap_group max_awake context_length gpus port ready_timeout "
+        (
+            "models",
+            "*",
+        ): "source engine enabled on_demand swap_group max_awake context_length gpus port ready_timeout update "
         "vllm sglang llama.cpp env kubernetes",
         ("models", "*", "source"): _SOURCE,
         ("models", "*", "vllm"): "tool_calling tool_call_parser reasoning_parser moe_backend mamba_backend "

@@ -92,9 +92,10 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
                 "write method: mtp",
             )
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
+        update = models[alias].get("update", defaults.get("update", "auto"))
         notes += listen_notes(alias, spec)
         container = engines.render(data["project"], alias, spec)
-        desired[alias] = DesiredModel(alias, spec, container, notes, float(timeout), ports[alias])
+        desired[alias] = DesiredModel(alias, spec, container, notes, float(timeout), ports[alias], update)
     uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
     groups = swap_groups(models)

@@ -198,6 +198,9 @@ class DesiredModel:
     notes: tuple[str, ...] = ()
     ready_timeout: float = 1800.0  # apply-time only: not part of the spec, so changing it recreates nothing
     port: int = 0  # the port chosen for it, used where it is not in the spec (a socket engine; a cluster's Service)
+    update: str = (
+        "auto"  # how a running engine is replaced (plan/replace_strategy.py); apply-time only, like ready_timeout
+    )
 
 
 @dataclass(frozen=True)

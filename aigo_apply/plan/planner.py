@@ -5,6 +5,7 @@ not change plans to nothing but no-ops, every time, because both sides are canon
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from aigo_apply.desired.labels import PREFIX as LABEL_PREFIX
@@ -16,6 +17,7 @@ from aigo_apply.observe.label_checks import display_name, engine_names
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
+from aigo_apply.plan.replace_strategy import choose
 from aigo_apply.plan.router_plan import STOPPED, router_action
 from aigo_apply.plan.spec_diff import diff_specs, flatten, image_moved
 from aigo_apply.plan.swap_ledger import plan_groups
@@ -64,6 +66,7 @@ def build_plan(
             )
             model_actions += [_remove(c, why) for c in containers]
 
+    model_actions = with_strategies(model_actions, desired, by_alias, facts.gpu_ledger)
     model_actions, quant_blockers = checkpoint_notes(desired, model_actions, facts.checkpoints)
     model_actions += router_action(desired, observed, model_actions, targeted=bool(target), images=images)
     fetch = restore_actions + pulls(model_actions, images, restore_actions, request.pull)
@@ -165,6 +168,23 @@ def _differences(
         ]
     moved_reasons, moved = image_moved(model.container.image, primary, images)
     return reasons + moved_reasons, changes + moved
+
+
+def with_strategies(
+    actions: list[Action],
+    desired: DesiredState,
+    by_alias: dict[str, list[ObservedContainer]],
+    ledger: tuple[dict[str, Any], ...],
+) -> list[Action]:
+    """Each model's recreate with how its running engine is replaced (plan/replace_strategy.py)."""
+    out = []
+    for action in actions:
+        if action.kind == "recreate" and action.model in desired.models:
+            model = desired.models[action.model]
+            old = next((c.spec for c in by_alias.get(action.model, []) if c.name == model.container.name), None)
+            action = dataclasses.replace(action, strategy=choose(action.model, desired, old, model.update, ledger))
+        out.append(action)
+    return out
 
 
 def _remove(container: ObservedContainer, reason: str) -> Action:

@@ -155,6 +155,8 @@ def _block(action: Action) -> list[str]:
     address = _t(action.address)
     lines = [style(f"  # {address} {phrase}", bold=True)]
     lines += [f"    (because {_t(reason)})" for reason in action.reasons]
+    if action.strategy is not None:
+        lines.append(f"    (how: {_t(str(action.strategy))})")
     head = f"  {_sym(action.kind)} {address}"
     if action.container:
         head += style(f"  [{_t(action.container)}]", dim=True)

@@ -23,6 +23,7 @@ from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.facts import PULL_POLICIES, PlanRequest
 from aigo_apply.plan.lockfile import LockRestore
+from aigo_apply.plan.replace_strategy import Strategy
 from aigo_apply.resources import schema_data
 
 FORMAT_VERSION = 1
@@ -112,6 +113,7 @@ class Action:
     diff: str | None = None  # router: unified diff of its config files (plan --diff)
     download: DownloadSpec | None = None
     restore: LockRestore | None = None
+    strategy: Strategy | None = None  # recreate of a model: parallel or recreate, and why (plan/replace_strategy.py)
 
     @property
     def is_router(self) -> bool:
@@ -141,6 +143,8 @@ class Action:
             value = self.payload() if key == "spec" else getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.strategy is not None:
+            out["strategy"] = self.strategy.to_dict()
         out["notes"] = list(self.notes)
         return out
 
@@ -268,6 +272,7 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
         a.get("diff"),
         download,
         restore,
+        Strategy(a["strategy"]["name"], a["strategy"]["why"]) if a.get("strategy") else None,
     )
 
 
@@ -292,7 +297,7 @@ _CHANGE = {
 _ACTION = {
     "address": "line", "kind": KINDS, "reasons": ["text"], "changes?": [_CHANGE], "model?": "line",
     "container?": "line", "image?": "line", "spec?": "object", "ready_timeout?": "seconds", "diff?": "text",
-    "notes?": ["text"],
+    "notes?": ["text"], "strategy?": {"name": ("parallel", "recreate"), "why": "text"},
 }  # fmt: skip
 _BLOCKER = {"id": "line", "address?": "line", "message": "text", "remediation": "text"}
 _SWAP_GROUP = {
