@@ -267,6 +267,14 @@ class DockerRuntime:
         with self._errors():
             self.api.kill(container, signal=signal)
 
+    def process_count(self, container: str) -> int:
+        """How many processes run in a container now (the router: HAProxy's master and its workers,
+        old ones included while they finish their requests after a reload)."""
+        with self._errors():
+            found = self.api.top(container)
+        rows = found.get("Processes") if isinstance(found, dict) else None
+        return len(rows) if isinstance(rows, list) else 0
+
     def exec(self, container: str, command: list[str]) -> tuple[int, str]:
         """Run a command in a running container; returns its exit code and combined output."""
         with self._errors():

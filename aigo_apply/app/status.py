@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aigo_apply.adapters.engine_http import EngineClient
-from aigo_apply.desired.types import SOCKET_FILE, DesiredState, EngineAddress
+from aigo_apply.desired.types import DesiredState, EngineAddress, socket_file
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.router.haproxy import routes_from_models_json
@@ -98,7 +98,7 @@ def _address(container: ObservedContainer | None, sockets_dir: str, alias: str) 
         return None
     if container.ports:
         return EngineAddress(port=container.ports[0][1])
-    return EngineAddress(socket=f"{sockets_dir}/{alias}/{SOCKET_FILE}") if sockets_dir else None
+    return EngineAddress(socket=f"{sockets_dir}/{alias}/{socket_file(container.slot)}") if sockets_dir else None
 
 
 def _probe(alias: str, container: ObservedContainer | None, address: EngineAddress | None) -> bool:

@@ -12,14 +12,15 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.apply.state_dir import state_dir
-from aigo_apply.desired.types import EngineAddress
+from aigo_apply.desired.types import EngineAddress, Route
 from aigo_apply.errors import AigoError, LockHeld, NotReady
-from aigo_apply.observe.containers import running_engines
+from aigo_apply.observe.containers import parse_state, running_engines
 from aigo_apply.router.deploy import Router
 
 LOCK_WAIT = 5.0
@@ -31,16 +32,22 @@ class Watcher:
         runtime: Runtime,
         router: Router,
         project: str,
-        routes: dict,
+        specs: dict[str, dict[str, Any]],
         say: Callable[[str], None],
-        addresses: dict[str, EngineAddress],
         ready_timeout: float = 1800.0,
     ):
-        self.runtime, self.router, self.project, self.desired = runtime, router, project, routes
-        self.say, self.addresses, self.ready_timeout = say, addresses, ready_timeout
+        self.runtime, self.router, self.project, self.specs = runtime, router, project, specs
+        self.say, self.ready_timeout = say, ready_timeout
         self.stop = threading.Event()
 
-    def _change(self, what: str, alias: str) -> None:
+    def _slot(self, container: str) -> str:
+        """Which of its model's sockets a running engine serves on (its slot label, checked)."""
+        for c in parse_state(self.project, self.runtime.list_containers(), []).engines:
+            if container in (c.id, c.name):
+                return c.slot
+        return "a"
+
+    def _change(self, what: str, alias: str, route: Route | None = None) -> None:
         try:
             with ProjectLock(state_dir(self.project), self.project, "watch", LOCK_WAIT):
                 self.router.refresh()
@@ -48,8 +55,8 @@ class Watcher:
                     if alias in self.router.routes:
                         self.router.remove(alias)
                         self.say(f"model.{alias}: container died; route removed")
-                elif alias in self.desired and self.router.routes.get(alias) != self.desired[alias]:
-                    self.router.add(self.desired[alias])
+                elif route is not None and self.router.routes.get(alias) != route:
+                    self.router.add(route)
                     self.say(f"model.{alias}: ready again; route added")
         except LockHeld:
             self.say(f"model.{alias}: an apply is running; it will set the routes")
@@ -57,12 +64,13 @@ class Watcher:
             self.say(f"model.{alias}: could not update the router: {exc}")
 
     def _await_ready(self, alias: str, container: str) -> None:
-        address = self.addresses.get(alias)
-        if alias not in self.desired or address is None:
+        spec = self.specs.get(alias)
+        if spec is None:
             return
+        slot = self._slot(container)
         engine = Engine(
             alias,
-            address,
+            EngineAddress.of(spec, slot),
             container,
             lambda: self.runtime.state(container),
             lambda n: self.runtime.logs_tail(container, n),
@@ -73,7 +81,7 @@ class Watcher:
             if not exc.interrupted:
                 self.say(f"model.{alias}: started but not ready ({exc}); no route")
             return
-        self._change("add", alias)
+        self._change("add", alias, Route.of(alias, spec, slot))
 
     def reconcile(self) -> None:
         """On start: drop routes to engines that are not running; add ready ones that are missing."""
@@ -82,7 +90,7 @@ class Watcher:
         for alias in sorted(set(self.router.routes) - set(running)):
             self._change("remove", alias)
         for alias, cid in running.items():
-            if alias in self.desired and alias not in self.router.routes:
+            if alias in self.specs and alias not in self.router.routes:
                 threading.Thread(target=self._await_ready, args=(alias, cid), daemon=True).start()
 
     def run(self) -> None:

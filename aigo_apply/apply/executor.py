@@ -42,6 +42,7 @@ from aigo_apply.apply.secrets import container_env
 from aigo_apply.apply.serving_wait import Waiter
 from aigo_apply.apply.swap_steps import SwapSteps
 from aigo_apply.desired import engines
+from aigo_apply.desired.engines.common import with_slot
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.types import EngineAddress, RouterSettings
 from aigo_apply.errors import AigoError, Interrupted, PlanFileError
@@ -171,7 +172,7 @@ class Executor:
             return Prepared(action, router_container(project, action.spec or {}))
         if not action.spec or not action.model:
             raise PlanFileError(f"{action.address}: the plan carries no spec for this {action.kind}; make a new plan")
-        container = engines.render(project, action.model, action.spec)
+        container = with_slot(engines.render(project, action.model, action.spec), action.slot)
         if action.container and container.name != action.container:
             raise PlanFileError(
                 f"{action.address}: the plan names container {action.container} but its spec "

@@ -1,6 +1,9 @@
-"""One model's steps: remove, start, create and recreate, each waiting until the engine really
-serves before its route is added. A recreate keeps the old container (renamed NAME-aigo-previous)
-until the new one is ready, and puts it back when the new one fails or the user interrupts. The plan
+"""One model's steps: remove, start, create and replace, each waiting until the engine really
+serves before its route is added. A parallel replace starts the new engine beside the serving one
+(as NAME-aigo-next, on the model's other socket), moves the route to it once it serves, lets the old
+one drain and then removes it; the old one never stops serving if the new one fails. A recreate
+keeps the old container (renamed NAME-aigo-previous) until the new one is ready, and puts it back
+when the new one fails or the user interrupts. The plan
 refuses a foreign container at that name; a recreate checks again, right before it stops anything,
 that the name is free, so a container made since is never stopped around, renamed or removed."""
 
@@ -8,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
@@ -16,6 +19,7 @@ from aigo_apply.apply.outcome import Outcome, StepLog
 from aigo_apply.apply.router_steps import RouterSteps
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
+from aigo_apply.config.names import NEXT_SUFFIX
 from aigo_apply.desired.types import ContainerSpec, EngineAddress, Route
 from aigo_apply.errors import AigoError, NotReady
 from aigo_apply.plan.types import Action
@@ -49,6 +53,8 @@ class ModelSteps:
         self.on_ready: Callable[[str, dict[str, Any] | None, EngineAddress], None] | None = None
 
     def run(self, item: Prepared) -> Outcome:
+        if item.action.kind == "recreate" and item.action.strategy and item.action.strategy.name == "parallel":
+            return self.replace_parallel(item)
         step = {"start": self.start, "create": self.create, "recreate": self.recreate}[item.action.kind]
         return step(item)
 
@@ -138,6 +144,49 @@ class ModelSteps:
         self.log.journal.record("remove_backup", action.address, "ok", container=backup)
         return outcome
 
+    def replace_parallel(self, item: Prepared) -> Outcome:
+        """The new engine beside the serving one; the route moves to it once it serves (one reload),
+        the old one drains (every request it took is answered) and goes, and the new one takes the
+        model's name. Until the route moves nothing of the old one changed: a new engine that does not
+        serve is removed, and the model served throughout."""
+        action, container = item.action, _container(item)
+        name, temporary = container.name, container.name + NEXT_SUFFIX
+        if self.runtime.state(temporary):  # made after the plan: nothing is touched
+            return self.log.failed(
+                action.address,
+                action.kind,
+                f"a container named {temporary} exists, and a parallel replace starts the new {name} under that "
+                f"name; aigo-apply did not touch it: remove it (docker rm -f {temporary}), then apply again",
+                [],
+            )
+        self.log.step(action.address, "recreate", "", f"starting the new {name} beside the serving one")
+        cid = None
+        try:
+            cid = self.runtime.create(replace(container, name=temporary), item.env)
+            self.runtime.start(cid)
+            outcome = self._await_and_route(item, cid, "replaced")
+        except (NotReady, AigoError) as exc:
+            if cid:
+                self.runtime.remove(cid)
+            tail = getattr(exc, "log_tail", [])
+            if getattr(exc, "interrupted", False):
+                self.log.step(action.address, "recreate", "interrupted", f"interrupted; {name} kept serving")
+                return Outcome(action.address, "recreate", False, "interrupted", restored=True)
+            message = f"{exc}; the new engine was removed, and the previous {name} served throughout"
+            self.log.step(action.address, "recreate", "restored", message)
+            return Outcome(action.address, "recreate", False, message, restored=True, log_tail=tail)
+        self.log.journal.record("route_moved", action.address, "ok", container=temporary)
+        waited = self.router.drain() if self.router else 0.0
+        self.runtime.stop(name)
+        self.runtime.remove(name)
+        self.runtime.rename(cid, name)
+        self.log.journal.record("remove_previous", action.address, "ok", container=name)
+        message = f"{outcome.message}; the previous one drained in {waited:.1f} s and was removed"
+        self.log.step(
+            action.address, action.kind, "ok", f"the previous {name} drained in {waited:.1f} s and was removed"
+        )
+        return Outcome(action.address, action.kind, True, message)
+
     def _restore(self, action: Action, name: str, backup: str, exc: AigoError) -> Outcome:
         """The new container failed or was interrupted: the previous one takes its name back."""
         try:
@@ -203,8 +252,8 @@ class ModelSteps:
 
     def _await_and_route(self, item: Prepared, container_id: str, verb: str) -> Outcome:
         action, alias = item.action, item.action.model or ""
-        address = EngineAddress.of(action.spec or {})
-        route = Route.of(alias, action.spec or {})
+        address = EngineAddress.of(action.spec or {}, action.slot)
+        route = Route.of(alias, action.spec or {}, action.slot)
         stager = None
         if self.router:  # check the router's next generation while the engine loads
             stager = threading.Thread(target=self.router.stage, args=(route,), daemon=True, name=f"aigo-stage-{alias}")
@@ -261,8 +310,8 @@ def _old_spec(action: Action) -> dict[str, Any]:
 
 def _old_route(action: Action) -> Route:
     """The route of the container a recreate replaces (its port or socket and length before the change)."""
-    return Route.of(action.model or "", _old_spec(action))
+    return Route.of(action.model or "", _old_spec(action), action.slot)
 
 
 def _old_address(action: Action) -> EngineAddress:
-    return EngineAddress.of(_old_spec(action))
+    return EngineAddress.of(_old_spec(action), action.slot)

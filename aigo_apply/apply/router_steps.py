@@ -32,6 +32,7 @@ class Routes(Protocol):
     def remove(self, alias: str) -> None: ...
     def converge(self, routes: dict[str, Route]) -> bool: ...
     def prepare_first(self, routes: list[Route], check: bool = True) -> None: ...
+    def drain(self) -> float: ...
     def remove_files(self) -> None: ...
 
 
@@ -98,6 +99,11 @@ class RouterSteps:
         self.routes.add(route)
         self.log.journal.record("route_add", f"model.{route.alias}", "ok")
 
+    def drain(self) -> float:
+        """Wait until the requests the router took before its last reload are answered."""
+        self._wait_for_router()
+        return self.routes.drain()
+
     def stage(self, route: Route) -> None:
         try:
             self._wait_for_router()
@@ -114,7 +120,7 @@ class RouterSteps:
     def routes_to_keep(self, plan: Plan, running: set[str]) -> dict[str, Route]:
         """Routes of models that stay as they are and are running: they go into a new router at once."""
         return {
-            a.model: Route.of(a.model, a.spec)
+            a.model: Route.of(a.model, a.spec, a.slot)
             for a in plan.actions
             if a.kind == "noop" and a.model and a.spec and a.model in running
         }

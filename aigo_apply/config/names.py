@@ -1,8 +1,9 @@
 """The names aigo-apply derives from a project and an alias, and the rule that keeps them apart.
 
 Docker names are `aigo-{project}-{alias}` for an engine, `aigo-{project}-router` for the router,
-`aigo-{project}-cache` for the cache volume, and `{engine name}-aigo-previous` for the container a
-replace keeps until the new one serves (desired/engines/, apply/model_steps.py; a unit test holds
+`aigo-{project}-cache` for the cache volume, `{engine name}-aigo-previous` for the container a
+replace keeps until the new one serves, and `{engine name}-aigo-next` for the new engine a parallel
+replace starts beside the serving one (desired/engines/, apply/model_steps.py; a unit test holds
 these copies equal). Projects and aliases may both contain '-', so an alias must not end like a name
 the tool gives its own resources: alias `router` would be this project's router, alias `x-router`
 project `p-x`'s router (`aigo-p-x-router` both), alias `m1-aigo-previous` the kept copy of `m1`.
@@ -16,6 +17,7 @@ from __future__ import annotations
 PREFIX = "aigo-"
 ROUTER_WORD = "router"
 BACKUP_SUFFIX = "-aigo-previous"
+NEXT_SUFFIX = "-aigo-next"
 
 
 def container_name(project: str, alias: str) -> str:
@@ -28,6 +30,8 @@ def _reserved(project: str) -> dict[str, str]:
         "-" + ROUTER_WORD: f"a router's container (project '{project}-x' has {container_name(project, 'x-router')})",
         BACKUP_SUFFIX: "the copy of a container that a replace keeps "
         f"(a replace of model 'm' keeps {container_name(project, 'm')}{BACKUP_SUFFIX})",
+        NEXT_SUFFIX: "the new engine a parallel replace starts beside the serving one "
+        f"(a replace of model 'm' starts {container_name(project, 'm')}{NEXT_SUFFIX})",
     }
 
 

@@ -28,6 +28,7 @@ SPEC = PREFIX + "spec"  # canonical spec, compact JSON, secrets as references on
 SPEC_HASH = PREFIX + "spec-hash"  # hash of the full container definition (see ContainerSpec.definition)
 LABELS_VERSION = PREFIX + "labels-version"
 CREATED_BY = PREFIX + "created-by"  # aigo-apply version; informational, never compared
+SLOT = PREFIX + "slot"  # "b": the engine serves on its second socket (a parallel replace); absent: the first
 
 MANAGER = "aigo-apply"
 CURRENT_LABELS_VERSION = "1"

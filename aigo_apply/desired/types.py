@@ -85,6 +85,16 @@ class ContainerSpec:
 
 SOCKETS_FOLDER = "sockets"  # in a project's state folder: one folder per socket-served engine
 SOCKET_FILE = "engine.sock"  # an engine's Unix socket, in its own folder (desired/engines/common.py mounts it)
+SLOTS = ("a", "b")  # a model's two sockets: a parallel replace starts the new engine on the one not in use
+
+
+def socket_file(slot: str = "a") -> str:
+    """The socket's file name in its model's folder, for each slot."""
+    if slot not in SLOTS:
+        raise ValueError(f"no slot {slot!r}")
+    return SOCKET_FILE if slot == "a" else "engine-b.sock"
+
+
 ROUTER_SOCKETS = "/run/aigo-engines"  # in the router container: the project's sockets folder, read-only
 
 
@@ -97,11 +107,13 @@ class Route:
     port: int | None
     max_model_len: int
     owned_by: str = "vllm"
+    slot: str = "a"  # which of the model's two sockets (a parallel replace moves it to the other)
 
     @classmethod
-    def of(cls, alias: str, spec: dict[str, Any]) -> Route:
+    def of(cls, alias: str, spec: dict[str, Any], slot: str = "a") -> Route:
         """The route of a model from its canonical spec: its socket, else its port on 127.0.0.1."""
-        return cls(alias, None if spec.get("socket") else spec["port"], spec["context_length"], spec["engine"])
+        port = None if spec.get("socket") else spec["port"]
+        return cls(alias, port, spec["context_length"], spec["engine"], slot if port is None else "a")
 
     @property
     def backend(self) -> str:
@@ -112,11 +124,12 @@ class Route:
     @property
     def router_socket(self) -> str | None:
         """The engine's socket as the router container sees it (None: the engine listens on a port)."""
-        return None if self.port is not None else f"{ROUTER_SOCKETS}/{self.alias}/{SOCKET_FILE}"
+        return None if self.port is not None else f"{ROUTER_SOCKETS}/{self.alias}/{socket_file(self.slot)}"
 
     def to_dict(self) -> dict[str, Any]:
         """As dataclasses.asdict gives it (every field is a plain value), without its deep copy."""
-        return {"alias": self.alias, "port": self.port, "max_model_len": self.max_model_len, "owned_by": self.owned_by}
+        out = {"alias": self.alias, "port": self.port, "max_model_len": self.max_model_len, "owned_by": self.owned_by}
+        return out | ({"slot": self.slot} if self.slot != "a" else {})
 
 
 @dataclass(frozen=True)
@@ -128,10 +141,10 @@ class EngineAddress:
     port: int | None = None
 
     @classmethod
-    def of(cls, spec: dict[str, Any]) -> EngineAddress:
+    def of(cls, spec: dict[str, Any], slot: str = "a") -> EngineAddress:
         """From a canonical spec this tool built (the desired state, or a plan it just made)."""
         if spec.get("socket"):
-            return cls(socket=f"{spec['socket']}/{SOCKET_FILE}")
+            return cls(socket=f"{spec['socket']}/{socket_file(slot)}")
         return cls(port=int(spec["port"]))
 
     @classmethod
@@ -139,7 +152,7 @@ class EngineAddress:
         """A routed model's engine: its port, or its socket in the project's sockets folder."""
         if route.port is not None:
             return cls(port=route.port)
-        return cls(socket=f"{sockets_dir}/{route.alias}/{SOCKET_FILE}")
+        return cls(socket=f"{sockets_dir}/{route.alias}/{socket_file(route.slot)}")
 
     def __str__(self) -> str:
         return f"unix:{self.socket}" if self.socket else f"127.0.0.1:{self.port}"

@@ -49,6 +49,11 @@ class ObservedContainer:
         return self.labels.get(L.SPEC_HASH)
 
     @property
+    def slot(self) -> str:
+        """Which of its model's two sockets the engine serves on (label_checks admits only "b")."""
+        return "b" if self.labels.get(L.SLOT) == "b" else "a"
+
+    @property
     def host_ports(self) -> set[int]:
         return {p[1] for p in self.ports}
 

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from aigo_apply.config.engine_choice import ENGINE_NAMES
-from aigo_apply.config.names import BACKUP_SUFFIX, ROUTER_WORD, container_name, reserved_problem
+from aigo_apply.config.names import BACKUP_SUFFIX, NEXT_SUFFIX, ROUTER_WORD, container_name, reserved_problem
 from aigo_apply.desired import labels as L
 
 MAX_LABEL_CHARS = 65536  # a canonical spec is a few KiB; Docker itself allows far more
@@ -44,6 +44,12 @@ def engine_names(project: str, alias: str) -> tuple[str, str]:
     """The names an engine container of `alias` can have: its own, and the kept copy of a replace."""
     name = container_name(project, alias)
     return name, name + BACKUP_SUFFIX
+
+
+def next_name(project: str, alias: str) -> str:
+    """The name of the new engine a parallel replace starts beside the serving one (renamed to its
+    own name once the old one is gone)."""
+    return container_name(project, alias) + NEXT_SUFFIX
 
 
 def label_problem(name: str, labels: dict[str, str], project: str) -> str | None:
@@ -77,10 +83,10 @@ def _engine_name_problem(name: str, alias: str, project: str) -> str | None:
     if reserved_problem(project, alias):
         return f"label {L.MODEL} is {shown(alias)}, an alias that ends like a name aigo-apply keeps for itself"
     own, kept = engine_names(project, alias)
-    if name not in (own, kept):
+    if name not in (own, kept, next_name(project, alias)):
         return (
             f"it is labelled model '{alias}' but is named {display_name(name)}, not {own} (the only name "
-            f"aigo-apply gives that model, besides {kept} during a replace)"
+            f"aigo-apply gives that model, besides {kept} and {next_name(project, alias)} during a replace)"
         )
     return None
 
@@ -93,6 +99,8 @@ def _engine_problem(labels: dict[str, str]) -> str | None:
         return f"label {L.MODEL} is {shown(alias)}, not a model alias"
     if engine not in ENGINE_NAMES:
         return f"label {L.ENGINE} is {shown(engine or '')}, not one of {', '.join(ENGINE_NAMES)}"
+    if labels.get(L.SLOT, "b") != "b":
+        return f"label {L.SLOT} is {shown(labels[L.SLOT])}, not 'b'"
     return None
 
 

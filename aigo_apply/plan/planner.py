@@ -10,10 +10,10 @@ from typing import Any
 
 from aigo_apply.desired.labels import PREFIX as LABEL_PREFIX
 from aigo_apply.desired.labels import is_ours
-from aigo_apply.desired.types import DesiredModel, DesiredState
+from aigo_apply.desired.types import DesiredModel, DesiredState, Route
 from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
-from aigo_apply.observe.label_checks import display_name, engine_names
+from aigo_apply.observe.label_checks import display_name, engine_names, next_name
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
@@ -67,6 +67,7 @@ def build_plan(
             model_actions += [_remove(c, why) for c in containers]
 
     model_actions = with_strategies(model_actions, desired, by_alias, facts.gpu_ledger)
+    desired = placed(desired, model_actions)
     model_actions, quant_blockers = checkpoint_notes(desired, model_actions, facts.checkpoints)
     model_actions += router_action(desired, observed, model_actions, targeted=bool(target), images=images)
     fetch = restore_actions + pulls(model_actions, images, restore_actions, request.pull)
@@ -124,6 +125,7 @@ def _model_actions(
     reasons, changes = _differences(model, primary, replace, images)
     if reasons:
         return extras + [Action(address, "recreate", tuple(reasons), tuple(changes), **waits, **base)]
+    base["slot"] = primary.slot
     if primary.state in STOPPED:
         code = f" (exit code {primary.exit_code})" if primary.exit_code is not None else ""
         return extras + [Action(address, "start", (f"container is {primary.state}{code}",), **waits, **base)]
@@ -181,10 +183,24 @@ def with_strategies(
     for action in actions:
         if action.kind == "recreate" and action.model in desired.models:
             model = desired.models[action.model]
-            old = next((c.spec for c in by_alias.get(action.model, []) if c.name == model.container.name), None)
-            action = dataclasses.replace(action, strategy=choose(action.model, desired, old, model.update, ledger))
+            old = next((c for c in by_alias.get(action.model, []) if c.name == model.container.name), None)
+            strategy = choose(action.model, desired, old.spec if old else None, model.update, ledger)
+            slot = old.slot if old else "a"
+            if strategy.name == "parallel" and "socket" in model.spec:  # the new engine takes the other socket
+                slot = "b" if slot == "a" else "a"
+            action = dataclasses.replace(action, strategy=strategy, slot=slot)
         out.append(action)
     return out
+
+
+def placed(desired: DesiredState, actions: list[Action]) -> DesiredState:
+    """The desired state with each model's route on the socket its engine serves on now (an engine
+    is replaced in its own step, which moves its route; the router's own action compares the rest)."""
+    slots = {a.model: a.slot for a in actions if a.model and a.kind in ("noop", "start")}
+    routes = tuple(
+        Route.of(r.alias, desired.models[r.alias].spec, slots.get(r.alias, "a")) for r in desired.router.routes
+    )
+    return dataclasses.replace(desired, router=dataclasses.replace(desired.router, routes=routes))
 
 
 def _remove(container: ObservedContainer, reason: str) -> Action:
@@ -208,8 +224,11 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
         own, kept = engine_names(desired.project, model.alias)
         address = f"model.{model.alias}"
         for other in observed.others:
-            if other.name in (own, kept):
-                use = "its container" if other.name == own else "the previous version during a replace"
+            if other.name in (own, kept, next_name(desired.project, model.alias)):
+                use = {
+                    own: "its container",
+                    kept: "the previous version during a replace",
+                }.get(other.name, "the new version during a parallel replace")
                 blockers.append(
                     _name_conflict(
                         desired.project, other, f"model '{model.alias}' keeps {use}", address, ", or rename the model"

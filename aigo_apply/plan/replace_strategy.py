@@ -52,6 +52,12 @@ def choose(
         return Strategy(
             "recreate", "an on-demand model keeps its swap group's rules: the group holds its requests meanwhile"
         )
+    if "socket" not in new:
+        return Strategy(
+            "recreate",
+            f"it is published on 127.0.0.1:{new.get('port')}, which one container can hold at a time "
+            "(an engine on its Unix socket can be replaced side by side)",
+        )
     fit = _fit(alias, desired, old or new, ledger)
     if update == "parallel":
         if fit is None or fit[0]:

@@ -114,6 +114,7 @@ class Action:
     download: DownloadSpec | None = None
     restore: LockRestore | None = None
     strategy: Strategy | None = None  # recreate of a model: parallel or recreate, and why (plan/replace_strategy.py)
+    slot: str = "a"  # a model's engine: which of its two sockets it serves on once this action is done
 
     @property
     def is_router(self) -> bool:
@@ -145,6 +146,8 @@ class Action:
                 out[key] = value
         if self.strategy is not None:
             out["strategy"] = self.strategy.to_dict()
+        if self.slot != "a":
+            out["slot"] = self.slot
         out["notes"] = list(self.notes)
         return out
 
@@ -273,6 +276,7 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
         download,
         restore,
         Strategy(a["strategy"]["name"], a["strategy"]["why"]) if a.get("strategy") else None,
+        a.get("slot", "a"),
     )
 
 
@@ -297,7 +301,7 @@ _CHANGE = {
 _ACTION = {
     "address": "line", "kind": KINDS, "reasons": ["text"], "changes?": [_CHANGE], "model?": "line",
     "container?": "line", "image?": "line", "spec?": "object", "ready_timeout?": "seconds", "diff?": "text",
-    "notes?": ["text"], "strategy?": {"name": ("parallel", "recreate"), "why": "text"},
+    "notes?": ["text"], "strategy?": {"name": ("parallel", "recreate"), "why": "text"}, "slot?": ("b",),
 }  # fmt: skip
 _BLOCKER = {"id": "line", "address?": "line", "message": "text", "remediation": "text"}
 _SWAP_GROUP = {

@@ -40,6 +40,8 @@ from aigo_apply.router.haproxy_safety import check_routes
 
 RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
 VERIFY_TIMEOUT = 10.0
+DRAIN_POLL = 0.1  # how often a drain looks at the router's processes
+DRAIN_MARGIN = 5.0  # beyond router.timeout: the longest an old worker may still be finishing a request
 
 
 def read_live(folder: Path) -> dict[str, str]:
@@ -261,6 +263,21 @@ class Router:
         for path in self.folder.glob("gen-*"):
             if path.name not in keep:
                 shutil.rmtree(path, ignore_errors=True)
+
+    def drain(self) -> float:
+        """Wait until no HAProxy worker older than the last reload is left: every request that one
+        took has then been answered, so an engine the new routes no longer name may stop. Bounded
+        by router.timeout (HAProxy's hard-stop-after ends a worker then); returns the seconds waited."""
+        start = time.monotonic()
+        deadline = start + self.settings.timeout_s + DRAIN_MARGIN
+        while time.monotonic() < deadline:
+            try:
+                if self.runtime.process_count(self.container) <= 2:  # the master and its current worker
+                    break
+            except AigoError:
+                break  # no router to ask: nothing can still be on its way through it
+            time.sleep(DRAIN_POLL)
+        return time.monotonic() - start
 
     def remove_files(self) -> None:
         """destroy: the router is gone, so are its routes (and, its engines gone too, their sockets)."""

@@ -79,7 +79,7 @@ def render_files(
             max_body=settings.max_body_mb * 1024 * 1024,
             timeout_client=f"{settings.timeout_s}s",
             timeout_server=f"{settings.timeout_s}s",
-            hard_stop_after="60s",
+            hard_stop_after=f"{settings.timeout_s}s",
             swap=bool(swap_files),
             json_paths=acl_lines(sorted(JSON_PATHS)),
             form_paths=acl_lines(sorted(FORM_PATHS)),

@@ -83,6 +83,8 @@ def check_routes(routes: list[Any]) -> None:
         seen.add(alias)
         if route.port is not None and not _integer(route.port, 1, MAX_PORT):
             raise _refuse(f"the port of model {alias}", route.port, f"an integer from 1 to {MAX_PORT}, or none")
+        if getattr(route, "slot", "a") not in ("a", "b") or (route.slot == "b" and route.port is not None):
+            raise _refuse(f"the socket slot of model {alias}", route.slot, "a or b (b only for an engine on its socket)")
         if not _integer(route.max_model_len, 1, MAX_MODEL_LEN):
             raise _refuse(f"the context length of model {alias}", route.max_model_len, "a positive integer")
         if not (isinstance(route.owned_by, str) and _OWNER.fullmatch(route.owned_by)):

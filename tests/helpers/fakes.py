@@ -244,6 +244,9 @@ class FakeRuntime:
         self._call("exec", container)
         return 0, ""
 
+    def process_count(self, container: str) -> int:
+        return 2  # the router's master and its worker: no old worker left
+
     def run_once(
         self, image: str, command: list[str], entrypoint: list[str], binds: dict[str, str], user: str | None = None
     ) -> tuple[int, str]:
@@ -384,6 +387,10 @@ class FakeRoutes:
 
     def prepare_first(self, routes: list[Route], check: bool = True) -> None:
         self.log.add("prepare_first", ",".join(sorted(r.alias for r in routes)))
+
+    def drain(self) -> float:
+        self.log.add("drain", "router")
+        return 0.0
 
     def remove_files(self) -> None:
         self.log.add("remove_files", "router")

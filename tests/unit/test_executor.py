@@ -245,7 +245,7 @@ def test_a_model_on_two_gpus_joins_the_lanes_of_both(tmp_path):
 
 
 def test_recreate_keeps_the_old_container_until_the_new_one_is_ready(tmp_path):
-    d = desired(tmp_path, config(alpha="none", beta="none"))
+    d = desired(tmp_path, config(alpha="none\nupdate: recreate", beta="none\nupdate: recreate"))
     w = World(tmp_path, d, routed=("alpha", "beta"))
     machine(d, w.rt)
     plan = plan_of(d, observe(d, w.rt), replace=["alpha"])
@@ -315,7 +315,7 @@ def test_recreate_restores_the_previous_version_when_the_new_one_is_not_ready(tm
 
 
 def test_recreate_whose_previous_version_is_not_ready_either_leaves_it_unrouted(tmp_path):
-    d = desired(tmp_path, config(alpha="none"))
+    d = desired(tmp_path, config(alpha="none\nupdate: recreate"))
     w = World(tmp_path, d, fail={"alpha": 2}, routed=("alpha",))
     machine(d, w.rt)
     plan = plan_of(d, observe(d, w.rt), replace=["alpha"])
@@ -370,7 +370,9 @@ def test_a_start_docker_refuses_fails_that_model_and_the_next_in_its_lane_goes_o
 
 
 def test_a_stopped_model_that_will_not_start_fails_alone(tmp_path):
-    d = desired(tmp_path, config(alpha="[0]", beta="[0]"))  # one lane: beta comes after alpha
+    d = desired(
+        tmp_path, config(alpha="[0]\nupdate: recreate", beta="[0]\nupdate: recreate")
+    )  # one lane: beta comes after alpha
     w = World(tmp_path, d, routed=("beta",))
     machine(d, w.rt, states={"alpha": "exited"})
     w.rt.fail_start["aigo-lab-alpha"] = AigoError("Docker refused to start aigo-lab-alpha")
@@ -427,7 +429,7 @@ def test_interrupt_during_a_wait_removes_the_new_container_and_starts_nothing_mo
 
 
 def test_interrupt_during_a_recreate_puts_the_old_container_back(tmp_path):
-    d = desired(tmp_path, config(alpha="none"))
+    d = desired(tmp_path, config(alpha="none\nupdate: recreate"))
     holder = {}
     w = World(tmp_path, d, seconds=5.0, routed=("alpha",), on_begin=lambda engine: holder["event"].set())
     holder["event"] = w.interrupted
@@ -478,7 +480,7 @@ def test_a_started_model_that_does_not_become_ready_fails_with_its_log_tail_and_
 def test_a_recreate_whose_rename_fails_keeps_the_old_container_serving_and_routed(tmp_path):
     """The rename to `-aigo-previous` fails (e.g. a container of that name appeared since the plan):
     the old container was stopped, so it is started again, waited for and routed again."""
-    d = desired(tmp_path, config(alpha="none"))
+    d = desired(tmp_path, config(alpha="none\nupdate: recreate"))
     w = World(tmp_path, d, routed=("alpha",))
     machine(d, w.rt)
     w.rt.fail_rename["aigo-lab-alpha"] = DockerUnavailable("Conflict: the name is already in use")
@@ -559,3 +561,77 @@ def test_the_staging_check_never_outlives_its_step(tmp_path):
 
     assert w.routes.staged_done == ["alpha"]
     assert not [t for t in threading.enumerate() if t.name.startswith("aigo-stage-")]
+
+
+# -- parallel replace -------------------------------------------------------------------------------
+
+
+def test_a_parallel_replace_serves_throughout_and_the_new_engine_takes_the_name_and_the_other_socket(tmp_path):
+    d = desired(tmp_path, config(alpha="none", beta="none"))
+    w = World(tmp_path, d, routed=("alpha", "beta"))
+    machine(d, w.rt)
+    plan = plan_of(d, observe(d, w.rt), replace=["alpha"])
+    (alpha_action,) = [a for a in plan.actions if a.address == "model.alpha"]
+    assert (alpha_action.strategy.name, alpha_action.slot) == ("parallel", "b")
+
+    report = w.run(plan)
+
+    alpha = outcome(report, "model.alpha")
+    assert (alpha.kind, alpha.ok, alpha.restored) == ("recreate", True, False)
+    assert "the previous one drained" in alpha.message
+    w.before(
+        ("create", "aigo-lab-alpha-aigo-next"),
+        ("start", "aigo-lab-alpha-aigo-next"),
+        ("wait_end", "alpha"),
+        ("route_add", "alpha"),  # the route moves to the new engine in one reload...
+        ("drain", "router"),  # ...the requests the old one took are answered...
+        ("stop", "aigo-lab-alpha"),  # ...and only then does the old one stop
+        ("remove", "aigo-lab-alpha"),
+        ("rename", "aigo-lab-alpha-aigo-next->aigo-lab-alpha"),
+    )
+    assert w.log.count("route_remove", "alpha") == 0  # never unrouted
+    assert w.routes.routes["alpha"].slot == "b"
+    assert w.routes.routes["alpha"].router_socket == "/run/aigo-engines/alpha/engine-b.sock"
+    (engine,) = [e for e in w.waits.engines if e.alias == "alpha"]
+    assert engine.address.socket.endswith("/sockets/alpha/engine-b.sock")
+    new = w.rt.specs[w.rt.id_of("aigo-lab-alpha")]
+    assert "/run/aigo/engine-b.sock" in new.command and "rm -f /run/aigo/engine-b.sock" in new.entrypoint[2]
+    assert new.labels["io.aigo-apply.slot"] == "b"
+    assert new.labels["io.aigo-apply.spec-hash"] == d.models["alpha"].container.definition_hash()
+    # the next plan sees the same engine, on its second socket: nothing to do
+    again = plan_of(d, observe(d, w.rt))
+    assert kinds(again, models_only=True) == {"model.alpha": "noop", "model.beta": "noop"}
+    assert [a.slot for a in again.actions if a.model == "alpha"] == ["b"]
+    # and the one after replaces it back onto the first socket
+    back = plan_of(d, observe(d, w.rt), replace=["alpha"])
+    assert [a.slot for a in back.actions if a.address == "model.alpha"] == ["a"]
+
+
+def test_a_new_engine_that_never_serves_is_removed_and_the_old_one_served_throughout(tmp_path):
+    d = desired(tmp_path, config(alpha="none"))
+    w = World(tmp_path, d, fail={"alpha": 1}, routed=("alpha",))
+    machine(d, w.rt)
+    report = w.run(plan_of(d, observe(d, w.rt), replace=["alpha"]))
+
+    alpha = outcome(report, "model.alpha")
+    assert (alpha.ok, alpha.restored) == (False, True)
+    assert "the new engine was removed, and the previous aigo-lab-alpha served throughout" in alpha.message
+    assert alpha.log_tail == ["engine: out of memory"]
+    assert w.log.count("stop", "aigo-lab-alpha") == 0 and w.log.count("route_remove", "alpha") == 0
+    assert w.log.count("remove", "aigo-lab-alpha-aigo-next") == 1
+    assert w.rt.id_of("aigo-lab-alpha") == "old-aigo-lab-alpha" and w.rt.state_of("aigo-lab-alpha") == "running"
+    assert w.routes.routes["alpha"].slot == "a"
+
+
+def test_a_container_at_the_next_name_made_after_the_plan_stops_the_parallel_replace(tmp_path):
+    d = desired(tmp_path, config(alpha="none"))
+    w = World(tmp_path, d, routed=("alpha",))
+    machine(d, w.rt)
+    plan = plan_of(d, observe(d, w.rt), replace=["alpha"])
+    from dataclasses import replace as copy
+
+    w.rt.add_existing(copy(d.models["alpha"].container, name="aigo-lab-alpha-aigo-next", labels={}), cid="squatter")
+    report = w.run(plan)
+    alpha = outcome(report, "model.alpha")
+    assert not alpha.ok and "aigo-lab-alpha-aigo-next exists" in alpha.message
+    assert w.log.count("stop", "aigo-lab-alpha") == 0 and w.rt.id_of("aigo-lab-alpha-aigo-next") == "squatter"

@@ -24,7 +24,7 @@ from aigo_apply.plan.planner import build_plan, destroy_plan
 from aigo_apply.plan.types import Action, Plan
 
 from helpers.fakes import FakeReporter, FakeRoutes, FakeRuntime, FakeWaits, Log, no_router_wait
-from helpers.planner_inputs import desired, observed, running
+from helpers.planner_inputs import CONFIG, desired, observed, running
 
 
 def entry(name: str, labels: dict[str, str] | None = None, state: str = "running", port: int | None = None):
@@ -187,7 +187,7 @@ class World:
 
 
 def test_a_kept_copy_name_taken_after_the_plan_stops_the_replace_before_anything_is_touched(tmp_path):
-    d = desired(tmp_path)
+    d = desired(tmp_path, CONFIG.replace("    gpus: none\n", "    gpus: none\n    update: recreate\n", 1))
     w = World(tmp_path)
     for model in d.models.values():
         w.rt.add_existing(model.container)

@@ -71,7 +71,7 @@ def pick(tmp_path, old_text: str, new_text: str, alias: str = "a", rows=(), upda
         (model("a", "all", 0.6), model("a", "all", 0.5), (), ("recreate", "needs 0.5 of the GPUs while the old holds 0.6")),
         # llama.cpp declares no fraction
         (model("a", engine="llama.cpp"), model("a", engine="llama.cpp", extra="    env: {X: '1'}\n"), (),
-         ("recreate", "llama.cpp declares no memory fraction")),
+         ("recreate", "which one container can hold at a time")),
         # an on-demand model keeps its group's rules
         (model("a", extra="    on_demand: true\n"), model("a", fraction=0.4, extra="    on_demand: true\n"), (),
          ("recreate", "keeps its swap group's rules")),

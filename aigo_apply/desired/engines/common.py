@@ -10,7 +10,7 @@ from typing import Any
 
 from aigo_apply.config import env_names, invisible
 from aigo_apply.desired import labels
-from aigo_apply.desired.types import SOCKET_FILE, ContainerSpec, Mount, SecretRef
+from aigo_apply.desired.types import SOCKET_FILE, ContainerSpec, Mount, SecretRef, socket_file
 from aigo_apply.errors import UnsafeSetting
 
 MODEL_MOUNT = "/models"
@@ -33,6 +33,25 @@ def cache_volume(project: str) -> str:
 def cache_mount(project: str) -> Mount:
     """The project's persistent cache volume: a replaced engine finds its compiled graphs again."""
     return Mount(cache_volume(project), CACHE_DIR, False)
+
+
+def with_slot(container: ContainerSpec, slot: str) -> ContainerSpec:
+    """The same engine on its model's other socket, for a parallel replace: the socket's path in its
+    command line and entry point, and the slot label. Its spec hash stays the canonical one, so the
+    plan sees the same engine on either socket."""
+    if slot == "a":
+        return container
+    if ENGINE_SOCKET not in container.command or container.entrypoint is None:
+        raise UnsafeSetting(f"{container.name}: an engine that serves on no Unix socket has one slot only")
+    path = f"{SOCKET_MOUNT}/{socket_file(slot)}"
+    return ContainerSpec(
+        **{
+            **container.__dict__,
+            "command": tuple(path if word == ENGINE_SOCKET else word for word in container.command),
+            "entrypoint": tuple(word.replace(ENGINE_SOCKET, path) for word in container.entrypoint),
+            "labels": {**container.labels, labels.SLOT: slot},
+        }
+    )
 
 
 def container_name(project: str, alias: str) -> str:
