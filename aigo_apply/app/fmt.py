@@ -8,15 +8,14 @@ ruamel.yaml (round-trip) keeps the comments; the values themselves come from the
 reader (config/yaml_source), so what the file means is what is written back (the comments are moved
 by app/fmt_comments.py). Only a file that
 validates is formatted, and the result must read back to the same data with every comment in place,
-or nothing is written. Writing goes through a temporary file and a rename (app/image_tag.py's
-rules): the file's mode is kept and a symlink or anything but a regular file is refused."""
+or nothing is written. Writing is the one safe way (app/config_write.py, aigo_apply/safe_write.py):
+a temporary file and a rename, owner and mode kept, a symlink or anything but a regular file refused,
+and an edit made to the file while fmt ran kept (nothing is written then)."""
 
 from __future__ import annotations
 
 import difflib
 import io
-import os
-import stat
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,8 @@ from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarfloat import ScalarFloat
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-from aigo_apply.app.config_write import replace_config
+from aigo_apply import safe_write
+from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt_comments import attach, comments, detach, squeeze, token
 from aigo_apply.config import scalars
 from aigo_apply.config.load import load_config
@@ -101,15 +101,14 @@ class Formatted:
 def format_file(file: str, write: bool) -> Formatted:
     """Format `file`: validate it, compute its canonical text, and (`write`) replace it when it changes."""
     path = Path(file).expanduser()
-    before = _regular_file(path, file)
+    raw, _ = read_config(path, file)  # a regular file only: a symlink, FIFO or folder is refused unread
     config = load_config(file)  # refuses an invalid file, with every problem, before anything is written
-    original = path.read_bytes().decode("utf-8", errors="replace")  # the bytes load_config found valid UTF-8
-    if _identity(path) != (before.st_dev, before.st_ino):
-        raise AigoError(f"{file}: was replaced while fmt read it; nothing was written, run fmt again")
+    safe_write.unchanged(path, file, raw)  # load_config read it again: the same bytes, or nothing is written
+    original = raw.decode("utf-8")  # the bytes read_config and load_config found valid UTF-8
     after = format_text(original, config.data, file)
     result = Formatted(file, original, after)
     if write and result.changed:
-        _replace(path, file, after, config.data, before)
+        _replace(path, file, after, config.data, raw)
     return result
 
 
@@ -297,32 +296,9 @@ def _same_types(a: Any, b: Any) -> bool:
     return type(a) is type(b)
 
 
-def _identity(path: Path) -> tuple[int, int]:
-    info = os.lstat(path)
-    return info.st_dev, info.st_ino
-
-
-def _regular_file(path: Path, display: str) -> os.stat_result:
-    """fmt rewrites regular files only: a symlink would be replaced by a copy, a FIFO or device read forever."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        raise ConfigFileError(display, "no such file") from None
-    except OSError as exc:
-        raise ConfigFileError(display, f"cannot be read: {exc.strerror or exc}") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise AigoError(
-            f"{display}: is a symbolic link; fmt rewrites regular files only: run it on the file the link "
-            f"points to ({os.path.realpath(path)!r})"
-        )
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, socket or device)"
-        raise AigoError(f"{display}: is {kind}; fmt formats regular aigo.yaml files only")
-    return info
-
-
-def _replace(path: Path, display: str, text: str, data: Any, before: os.stat_result) -> None:
-    """Validate `text` as the file, then rename it over the file: same mode (and owner, when allowed)."""
+def _replace(path: Path, display: str, text: str, data: Any, raw: bytes) -> None:
+    """Validate `text` as the file, then put it in place (app/config_write.py): owner and mode kept,
+    refused when the file is no longer the bytes `raw` that were formatted."""
 
     def check(tmp: str) -> None:
         try:
@@ -331,13 +307,4 @@ def _replace(path: Path, display: str, text: str, data: Any, before: os.stat_res
         except (ConfigInvalid, ConfigFileError):
             raise AigoError(f"{display}: the formatted file does not validate; nothing was written") from None
 
-    def last_step(tmp: str) -> None:
-        if (before.st_uid, before.st_gid) != (os.geteuid(), os.getegid()):
-            try:
-                os.chown(tmp, before.st_uid, before.st_gid)
-            except OSError:
-                pass  # not allowed (not root): the file is then ours, as any editor would leave it
-        if _identity(path) != (before.st_dev, before.st_ino):
-            raise AigoError(f"{display}: was replaced while fmt ran; nothing was written, run fmt again")
-
-    replace_config(path, display, text, check, stat.S_IMODE(before.st_mode), last_step, "; nothing was written")
+    replace_config(path, display, text, raw, check)

@@ -28,6 +28,7 @@ from aigo_apply.config.env_rules import credential_kind, hub_token_name, normal_
 from aigo_apply.config.host_paths import env_protected, hf_home, resolve_or_why, short, try_resolve
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import SecretUnavailable
+from aigo_apply.safe_write import read_at_most
 
 MAX_SECRET_BYTES = 64 * 1024
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -136,18 +137,14 @@ def read_regular(path: Path, limit: int = MAX_SECRET_BYTES) -> bytes:
         raise SecretUnavailable(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
     try:
         _regular(os.fstat(fd), limit)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
+        data = read_at_most(fd, limit)
     except OSError as exc:
         raise SecretUnavailable(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
     finally:
         os.close(fd)
-    if size > limit:
+    if len(data) > limit:
         raise SecretUnavailable(f"is larger than {limit} bytes")
-    return b"".join(chunks)
+    return data
 
 
 def _regular(st: os.stat_result, limit: int) -> None:

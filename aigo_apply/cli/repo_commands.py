@@ -75,8 +75,9 @@ def schema_cmd(file: str | None, write: bool) -> int:
     target, changed = write_schema_copy(folder)
     echo(f"{'wrote' if changed else 'up to date:'} {shown(target)}", colours=False)
     line = modeline(SCHEMA_COPY)
-    try:
-        first = config.read_text(encoding="utf-8").lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
+    try:  # a regular file only: opening a FIFO there would wait for a writer
+        raw = config.read_bytes() if config.is_file() else b""
+        first = raw.decode("utf-8").lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
     except (OSError, UnicodeDecodeError):
         first = ""
     if first != line:
