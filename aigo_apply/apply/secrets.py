@@ -24,8 +24,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.config.env_rules import credential_kind, hub_token_name, normal_path, unsafe_secret_file
+from aigo_apply.config.env_rules import credential_kind, normal_path, unsafe_secret_file
 from aigo_apply.config.host_paths import env_protected, hf_home, resolve_or_why, short, try_resolve
+from aigo_apply.config.secret_names import hub_token_name
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import SecretUnavailable
 from aigo_apply.safe_write import read_at_most

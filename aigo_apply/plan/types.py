@@ -283,7 +283,8 @@ READINESS_CHECK_IDS = (
     "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",
     *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),
     "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "host.memory", "engine.moe_backend", "model.path",
-    "secrets.reference", "router.api_keys", "router.open", "router.port", "lock.image", "lock.drift",
+    "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open", "router.port", "lock.image",
+    "lock.drift",
 )  # fmt: skip
 _CHANGE = {
     "path": "line", "before": "any", "after": "any", "effect": ("recreate", "router", "none", "create", "remove")
