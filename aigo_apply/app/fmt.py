@@ -33,10 +33,11 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from aigo_apply import safe_write
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt_comments import attach, comments, detach, squeeze, token
+from aigo_apply.app.fmt_refusal import at_path, first_difference, lost_comment_line, refusal, yaml_mark
 from aigo_apply.config import scalars
 from aigo_apply.config.load import load_config
-from aigo_apply.config.yaml_source import _Builder, _compose
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid
+from aigo_apply.config.yaml_source import Marks, _Builder, _compose
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, FormatUnkept
 
 INDENT = 2
 _SOURCE = "repo revision path file"
@@ -105,15 +106,16 @@ def format_file(file: str, write: bool) -> Formatted:
     config = load_config(file)  # refuses an invalid file, with every problem, before anything is written
     safe_write.unchanged(path, file, raw)  # load_config read it again: the same bytes, or nothing is written
     original = raw.decode("utf-8")  # the bytes read_config and load_config found valid UTF-8
-    after = format_text(original, config.data, file)
+    after = format_text(original, config.data, file, config.marks)
     result = Formatted(file, original, after)
     if write and result.changed:
         _replace(path, file, after, config.data, raw)
     return result
 
 
-def format_text(text: str, data: Any, display: str) -> str:
-    """`text` (a file whose meaning is `data`, as the project's reader reads it) in the canonical layout."""
+def format_text(text: str, data: Any, display: str, marks: Marks | None = None) -> str:
+    """`text` (a file whose meaning is `data`, as the project's reader reads it) in the canonical layout;
+    `marks` (where each value is written) let a refusal name its line (app/fmt_refusal.py)."""
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     newline = "\r\n" if "\r\n" in text else "\n"
     body = text.removeprefix(bom).replace("\r\n", "\n")
@@ -126,17 +128,16 @@ def format_text(text: str, data: Any, display: str) -> str:
         out = io.StringIO()
         writer.dump(canonical, out)
         result = out.getvalue()
-    except AigoError as exc:  # what the file holds that fmt cannot rewrite faithfully
-        raise AigoError(
-            f"{display}: fmt cannot rewrite this file without changing it: {exc}; nothing was written"
-        ) from None
-    except (YAMLError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
-        raise AigoError(
-            f"{display}: fmt cannot rewrite this file ({type(exc).__name__}); nothing was written. "
-            "Please report it with the file"
-        ) from None
+    except FormatUnkept as exc:  # what the file holds that fmt cannot rewrite faithfully
+        raise refusal(display, str(exc), where=at_path(marks, exc.path)) from None
+    except YAMLError as exc:  # ruamel.yaml reads a line the project's reader took otherwise
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        what = f"ruamel.yaml, which fmt writes with, cannot read it ({problem})"
+        raise refusal(display, what, where=yaml_mark(exc)) from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+        raise refusal(display, f"ruamel.yaml could not write it ({type(exc).__name__}: {str(exc)[:200]})") from None
     result = "\n".join(line.rstrip(" \t") for line in result.split("\n")).rstrip("\n") + "\n"
-    _check_same(body, result, data, display)
+    _check_same(body, result, data, display, marks)
     return bom + result.replace("\n", newline)
 
 
@@ -162,7 +163,9 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
     """A fresh ruamel tree for `value` (the meaning), in canonical order, with `node`'s comments."""
     if isinstance(value, dict):
         if not isinstance(node, CommentedMap) or len(node) != len(value):
-            raise AigoError(f"the mapping at {_where(path)} is not what the YAML reader read")
+            raise FormatUnkept(
+                f"the mapping at {_where(path)} reads otherwise in ruamel.yaml (a merge key or an anchor?)", path
+            )
         pairs = list(zip(node.keys(), value.keys(), strict=True))
         order = _order(path)
         if order is not None:
@@ -174,13 +177,13 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
         for n, (old, key) in enumerate(pairs):
             name = _text(key)
             fresh[name] = _canon(node[old], value[key], path + (key,), column + INDENT)
-            _move_comments(node, old, fresh, name, column, flow, first=n == 0)
+            _move_comments(node, old, fresh, name, column, flow, n == 0, path + (key,))
         if flow and node.ca.comment and node.ca.comment[0]:
             fresh.ca.comment = [node.ca.comment[0], None]
         return fresh
     if isinstance(value, list):
         if not isinstance(node, CommentedSeq) or len(node) != len(value):
-            raise AigoError(f"the list at {_where(path)} is not what the YAML reader read")
+            raise FormatUnkept(f"the list at {_where(path)} reads otherwise in ruamel.yaml", path)
         seq = CommentedSeq()
         flow = node.fa.flow_style()
         if flow:
@@ -191,15 +194,15 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
                 seq.ca.items[index] = [node.ca.items[index][0], None, None, None]
                 before = node.ca.items[index][1] or []
                 if before:
-                    raise AigoError(f"comments between the items of the list at {_where(path)}")
+                    raise FormatUnkept(f"a comment between the items of the list at {_where(path)}", path + (index,))
         return seq
     if isinstance(node, (CommentedMap, CommentedSeq)):
-        raise AigoError(f"the value at {_where(path)} is not what the YAML reader read")
+        raise FormatUnkept(f"the value at {_where(path)} reads otherwise in ruamel.yaml", path)
     return _scalar(node, value, path)
 
 
 def _move_comments(
-    node: CommentedMap, old: Any, fresh: CommentedMap, name: Any, column: int, flow: bool, first: bool
+    node: CommentedMap, old: Any, fresh: CommentedMap, name: Any, column: int, flow: bool, first: bool, path: tuple
 ) -> None:
     """`old`'s comments onto `name`: the lines above it (no blank line first in a block), its end-of-line one."""
     item = node.ca.items.get(old)
@@ -210,7 +213,7 @@ def _move_comments(
         before = before[1:]
     if flow:
         if item[2] is not None or before:
-            raise AigoError("a comment inside a {...} mapping; move it above the line")
+            raise FormatUnkept("a comment inside a {...} mapping: move it above the line", path)
         return
     fresh.ca.items[name] = [
         None,
@@ -231,7 +234,7 @@ def _scalar(node: Any, value: Any, path: tuple[Any, ...]) -> Any:
         return value
     if isinstance(value, str):
         return _text(value)
-    raise AigoError(f"the value at {_where(path)} has a type aigo.yaml does not use")
+    raise FormatUnkept(f"the value at {_where(path)} has a type aigo.yaml does not use", path)
 
 
 def _text(text: str) -> str:
@@ -268,7 +271,7 @@ def _where(path: tuple[Any, ...]) -> str:
 # -- checks and writing -----------------------------------------------------------------------------
 
 
-def _check_same(before: str, after: str, data: Any, display: str) -> None:
+def _check_same(before: str, after: str, data: Any, display: str, marks: Marks | None = None) -> None:
     """The formatted text must mean the same and keep every comment, or it is not used."""
     try:
         node, loader = _compose(after, display)
@@ -277,14 +280,19 @@ def _check_same(before: str, after: str, data: Any, display: str) -> None:
     except ConfigFileError:
         read, builder = None, None
     if builder is None or builder.problems or read != data or not _same_types(read, data):
-        raise AigoError(
-            f"{display}: fmt could not write this file in the canonical layout without changing what it "
-            "means; nothing was written. Please report it with the file"
+        path = first_difference(data, read) if builder is not None and not builder.problems else None
+        raise refusal(
+            display,
+            f"the value at {_where(path)} would read differently once rewritten" if path else "its meaning",
+            "quote that value, or write it in plain form, then run fmt again",
+            at_path(marks, path) if path else None,
         )
-    if Counter(comments(before)) != Counter(comments(after)):
-        raise AigoError(
-            f"{display}: fmt could not keep every comment in place; nothing was written. Move comments "
-            "inside {...} or [...] above the line, or report it with the file"
+    if Counter(written := comments(before)) != Counter(kept := comments(after)):
+        raise refusal(
+            display,
+            "a comment here would not stay in place",
+            "move it above the line (out of {...} or [...], and not between list items), then run fmt again",
+            lost_comment_line(before, written, kept),
         )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from aigo_apply.cli.group import cli, file_option
-from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError
+from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError, shown_path
 
 
 def _paths(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -48,7 +48,8 @@ def fmt_cmd(files: tuple[str, ...], check: bool) -> int:
             continue
         if check:
             echo(result.diff().rstrip("\n"), colours=False)
-            echo(f"{shown(file)}: not formatted; `aigo-apply fmt {shown(file)}` rewrites it", err=True, colours=False)
+            line = f"{shown_path(shown(file))}: not formatted; `aigo-apply fmt {shown(file)}` rewrites it"
+            echo(line, err=True, colours=False)
             status = EXIT_ERROR
         else:
             echo(f"formatted {shown(file)}", colours=False)
