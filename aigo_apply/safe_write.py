@@ -97,28 +97,30 @@ def _lstat(path: Path, display: str, error: type[AigoError]) -> os.stat_result |
 def read_current(path: Path, display: str, error: type[AigoError] = AigoError, limit: int = MAX_READ) -> bytes | None:
     """The bytes of the regular file at `path`, None when nothing is there; a symlink, FIFO, device or
     folder is refused without waiting (O_NONBLOCK, O_NOFOLLOW). Pass the result to write() as `expect`."""
-    info = _lstat(path, display, error)
-    if info is None:
-        return None
-    _refuse_kind(path, display, info, error)
     try:
-        fd = os.open(path, _READ_FLAGS)
+        data = read_checked(path, lambda info: _refuse_kind(path, display, info, error), limit)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # became a symlink since the lstat
+    except (OSError, ValueError) as exc:
+        if getattr(exc, "errno", None) == errno.ELOOP:  # became a symlink since the lstat
             raise error(f"{display}: became a symbolic link while it was read; nothing was written") from None
-        raise error(f"{display}: cannot be read: {exc.strerror or exc}") from None
-    try:
-        _refuse_kind(path, display, os.fstat(fd), error)
-        data = read_at_most(fd, limit)
-    except OSError as exc:
-        raise error(f"{display}: cannot be read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
+        raise error(f"{display}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     if len(data) > limit:
         raise error(f"{display}: is larger than {limit} bytes, more than aigo-apply reads from it; check the path")
     return data
+
+
+def read_checked(path: Path, check: Callable[[os.stat_result], None], limit: int) -> bytes:
+    """At most `limit` + 1 bytes of `path`, opened without following a symlink or waiting on a FIFO;
+    `check` judges the file (and raises) before it is opened and again once open (it may have been
+    swapped in between). OSError as the system says it."""
+    check(os.lstat(path))
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        check(os.fstat(fd))
+        return read_at_most(fd, limit)
+    finally:
+        os.close(fd)
 
 
 def read_at_most(fd: int, limit: int) -> bytes:

@@ -29,10 +29,9 @@ from aigo_apply.config.host_paths import env_protected, hf_home, resolve_or_why,
 from aigo_apply.config.secret_names import hub_token_name
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import SecretUnavailable
-from aigo_apply.safe_write import read_at_most
+from aigo_apply.safe_write import read_checked
 
 MAX_SECRET_BYTES = 64 * 1024
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 _HUB_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
@@ -132,17 +131,9 @@ def read_regular(path: Path, limit: int = MAX_SECRET_BYTES) -> bytes:
     device is never opened), open without following a link or waiting, check again on the open
     file (it may have been swapped), read at most limit + 1 bytes."""
     try:
-        _regular(os.stat(path, follow_symlinks=False), limit)
-        fd = os.open(path, _OPEN_FLAGS)
+        data = read_checked(path, lambda info: _regular(info, limit), limit)
     except OSError as exc:
         raise SecretUnavailable(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
-    try:
-        _regular(os.fstat(fd), limit)
-        data = read_at_most(fd, limit)
-    except OSError as exc:
-        raise SecretUnavailable(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
-    finally:
-        os.close(fd)
     if len(data) > limit:
         raise SecretUnavailable(f"is larger than {limit} bytes")
     return data
