@@ -10,13 +10,12 @@ JSON with sorted keys, so it diffs cleanly in git. Pure apart from reading and w
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aigo_apply import safe_write
 from aigo_apply.desired.model_store import downloads, label
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
@@ -44,7 +43,34 @@ def read(path: Path) -> dict[str, Any] | None:
         raise AigoError(f"{path}: not an aigo-apply lock file of version {FORMAT}; delete it and apply again")
     data.setdefault("images", {})
     data.setdefault("models", {})
+    problem = _shape_problem(data)
+    if problem:
+        raise AigoError(
+            f"{path}: {problem}: the lock file was edited or damaged; restore it from git, or delete it and "
+            "apply again to write a new one"
+        )
     return data
+
+
+def _shape_problem(data: dict[str, Any]) -> str | None:
+    """Where a lock file (from a repository, maybe edited by hand) is not what `write` makes."""
+    for section, fields in (("images", ("id", "digest")), ("models", ("commit",))):
+        entries = data[section]
+        if not isinstance(entries, dict):
+            return f"{section} is not a mapping"
+        for key, entry in entries.items():
+            if not isinstance(entry, dict):
+                return f"{section}.{key} is not a mapping"
+            for name in fields:
+                if entry.get(name) is not None and not isinstance(entry[name], str):
+                    return f"{section}.{key}.{name} is not text"
+            if section == "models" and not isinstance(entry.get("commit"), str):
+                return f"models.{key}.commit is missing"
+            if section == "models" and not (
+                isinstance(entry.get("models", []), list) and all(isinstance(m, str) for m in entry.get("models", []))
+            ):
+                return f"models.{key}.models is not a list of aliases"
+    return None
 
 
 def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -67,21 +93,13 @@ def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str
 
 
 def write(path: Path, data: dict[str, Any]) -> bool:
-    """Write atomically; False (and nothing written) when the content is unchanged."""
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    try:
-        if path.is_file() and path.read_text(encoding="utf-8") == text:
-            return False
-    except OSError:
-        pass
-    fd, tmp = tempfile.mkstemp(prefix=".aigo.lock.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise AigoError(f"cannot write {path}: {exc.strerror or exc}") from None
+    """Write the one safe way (aigo_apply/safe_write.py); False (and nothing written) when the content
+    is unchanged. Refused when the lock changed between this read and the write."""
+    text = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    current = safe_write.read_current(path, str(path))
+    if current == text:
+        return False
+    safe_write.write(path, text, expect=current, new_mode=0o644, what="lock file")
     return True
 
 
