@@ -172,6 +172,8 @@ class ModelSteps:
             if getattr(exc, "interrupted", False):
                 self.log.step(action.address, "recreate", "interrupted", f"interrupted; {name} kept serving")
                 return Outcome(action.address, "recreate", False, "interrupted", restored=True)
+            if tail:
+                self.log.reporter.event("log_tail", address=action.address, lines=tail)
             message = f"{exc}; the new engine was removed, and the previous {name} served throughout"
             self.log.step(action.address, "recreate", "restored", message)
             return Outcome(action.address, "recreate", False, message, restored=True, log_tail=tail)

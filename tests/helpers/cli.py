@@ -10,7 +10,9 @@ from pathlib import Path
 from helpers.paths import ROOT
 
 
-def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     """Run the real `aigo-apply` entry point in a child process (real exit codes, real output)."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("AIGO_FILE", None) if env is None or "AIGO_FILE" not in env else None
@@ -20,5 +22,5 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
         text=True,
         env=full_env,
         cwd=cwd or ROOT,
-        timeout=60,
+        timeout=timeout,
     )

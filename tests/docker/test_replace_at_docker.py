@@ -1,0 +1,100 @@
+"""Changing a running model without failing a request, on the real Docker engine and router with the
+stub engine (it loads for a few seconds and holds each request a little, as a real one would), under a
+bounded load through the router: a parallel replace moves the route to the new engine once it serves
+and lets the old one drain; a new engine that never serves leaves the old one serving."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+import time
+
+import httpx
+import pytest
+
+from helpers.cli import run_cli
+from helpers.configs import free_port, model_folder, write_config
+from helpers.load import Load
+
+pytestmark = pytest.mark.slow
+
+
+class Project:
+    def __init__(self, tmp_path, name):
+        self.tmp, self.name, self.port = tmp_path, name, free_port()
+        self.env = {"AIGO_STATE_DIR": str(tmp_path / "state")}
+        self.url = f"http://127.0.0.1:{self.port}"
+        model_folder(tmp_path / "m")
+
+    def write(self, context_length: int = 4096, extra_env: str = "", update: str = "") -> str:
+        text = textwrap.dedent(f"""
+            version: 1
+            project: {self.name}
+            engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
+            router: {{port: {self.port}, image: aigo-haproxy, image_tag: bookworm}}
+            defaults: {{ready_timeout: 60}}
+            models:
+              chat:
+                source: {{path: m}}
+                context_length: {context_length}
+                gpus: none
+                env: {{AIGO_STUB_LOAD_SECONDS: "3", AIGO_STUB_REPLY_SECONDS: "0.05"{extra_env}}}
+            """) + (f"    update: {update}\n" if update else "")
+        return str(write_config(self.tmp, text))
+
+    def apply(self, path: str) -> tuple[subprocess.CompletedProcess, float, float]:
+        began = time.monotonic()
+        result = run_cli("apply", "-f", path, "-y", env=self.env, timeout=180)
+        return result, began, time.monotonic()
+
+    def max_model_len(self) -> int:
+        return httpx.get(f"{self.url}/v1/models", timeout=5).json()["data"][0]["max_model_len"]
+
+
+@pytest.fixture
+def proj(tmp_path, project):
+    return Project(tmp_path, project)
+
+
+def test_a_parallel_replace_under_load_fails_no_request(proj, runtime):
+    first, _, _ = proj.apply(proj.write())
+    assert first.returncode == 0, first.stdout + first.stderr
+    old_id = runtime.api.inspect_container(f"aigo-{proj.name}-chat")["Id"]
+    load = Load(proj.url, "chat", clients=12, seconds=90).start()
+    time.sleep(1.0)  # steady state first
+    result, began, ended = proj.apply(proj.write(context_length=2048))
+    time.sleep(0.5)
+    results = load.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(how: parallel: no GPU: the old and the new engine run side by side)" in result.stdout
+    assert "drained in" in result.stdout
+    failed = Load.failed(results)
+    during = Load.during(results, began, ended)
+    assert not failed, failed[:5]
+    assert len(during) >= 200, (len(during), len(results))
+    # the new engine serves, under the model's own name, on the model's other socket; the old one is gone
+    info = runtime.api.inspect_container(f"aigo-{proj.name}-chat")
+    assert info["Id"] != old_id and info["Config"]["Labels"]["io.aigo-apply.slot"] == "b"
+    assert proj.max_model_len() == 2048
+    names = [c["Names"][0] for c in runtime.list_containers()]
+    assert not [n for n in names if n.startswith(f"/aigo-{proj.name}-chat-aigo")]
+    again = run_cli("plan", "-f", proj.write(context_length=2048), "--detailed-exitcode", env=proj.env)
+    assert again.returncode == 0 and again.stdout.startswith("No changes."), again.stdout
+
+
+def test_a_new_engine_that_never_serves_leaves_the_old_one_serving_with_no_failed_request(proj, runtime):
+    first, _, _ = proj.apply(proj.write())
+    assert first.returncode == 0, first.stdout + first.stderr
+    old_id = runtime.api.inspect_container(f"aigo-{proj.name}-chat")["Id"]
+    load = Load(proj.url, "chat", clients=8, seconds=90).start()
+    time.sleep(1.0)
+    result, began, ended = proj.apply(proj.write(context_length=2048, extra_env=', AIGO_STUB_FAIL_START: "1"'))
+    time.sleep(0.5)
+    results = load.stop()
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "RuntimeError: stub engine told to fail at start-up" in result.stdout  # the engine's own words
+    assert "the new engine was removed, and the previous" in result.stderr + result.stdout
+    assert not Load.failed(results), Load.failed(results)[:5]
+    assert len(Load.during(results, began, ended)) >= 50
+    assert runtime.api.inspect_container(f"aigo-{proj.name}-chat")["Id"] == old_id
+    assert proj.max_model_len() == 4096

@@ -1,0 +1,76 @@
+"""A bounded load through the router for the replace tests and bench/changes.py: a few client threads,
+each sending chat completions one after another, until told to stop or until a total count or a
+time limit is reached, whichever comes first. Every request's start, end and outcome is recorded, so
+a test can count what was in flight across a change and what failed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+
+@dataclass
+class Result:
+    started: float
+    ended: float
+    status: int  # 0: no HTTP answer (refused, reset, timed out)
+    detail: str = ""
+
+
+@dataclass
+class Load:
+    url: str  # the router's base URL
+    model: str
+    clients: int = 8
+    limit: int = 5000  # requests in all, at most
+    seconds: float = 120.0  # and no longer than this
+    max_tokens: int = 2
+    results: list[Result] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._deadline = 0.0
+
+    def start(self) -> Load:
+        self._deadline = time.monotonic() + self.seconds
+        for n in range(self.clients):
+            thread = threading.Thread(target=self._client, name=f"load-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> list[Result]:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+        return list(self.results)
+
+    def _client(self) -> None:
+        body = {"model": self.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": self.max_tokens}
+        with httpx.Client(timeout=60) as http:
+            while not self._stop.is_set() and time.monotonic() < self._deadline:
+                with self._lock:
+                    if len(self.results) >= self.limit:
+                        return
+                began = time.monotonic()
+                try:
+                    reply = http.post(f"{self.url}/v1/chat/completions", json=body)
+                    result = Result(began, time.monotonic(), reply.status_code, reply.text[:200])
+                except httpx.HTTPError as exc:
+                    result = Result(began, time.monotonic(), 0, f"{type(exc).__name__}: {exc}")
+                with self._lock:
+                    self.results.append(result)
+
+    @staticmethod
+    def failed(results: list[Result]) -> list[Result]:
+        return [r for r in results if r.status != 200]
+
+    @staticmethod
+    def during(results: list[Result], begin: float, end: float) -> list[Result]:
+        """The requests in flight at some moment between `begin` and `end` (monotonic seconds)."""
+        return [r for r in results if r.started < end and r.ended > begin]
