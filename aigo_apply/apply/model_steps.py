@@ -121,8 +121,33 @@ class ModelSteps:
                 "apply again",
                 [],
             )
-        if self.router:
+        held = self._hold(action)
+        try:
+            return self._recreate(item, container, name, backup)
+        finally:
+            if held and self.router:
+                self.router.release(action.model or "")
+
+    def _hold(self, action: Action) -> bool:
+        """Before an engine stops: the router holds the model's new requests (to pass them to the new
+        one) and the requests it already forwarded finish. A router that cannot hold (its reload
+        refused) takes the route away instead, as a recreate did before holds."""
+        if not self.router:
+            return False
+        try:
+            self.router.hold(action)
+            held = True
+        except AigoError:
             self.router.deroute(action)
+            held = False
+        waited = self.router.drain()
+        self.log.step(
+            action.address, "recreate", "", f"requests held by the router; the running ones finished in {waited:.1f} s"
+        )
+        return held
+
+    def _recreate(self, item: Prepared, container: ContainerSpec, name: str, backup: str) -> Outcome:
+        action = item.action
         self.log.step(action.address, "recreate", "", f"stopping {name} and keeping it as {backup}")
         try:
             self.runtime.stop(name)

@@ -33,6 +33,8 @@ class Routes(Protocol):
     def converge(self, routes: dict[str, Route]) -> bool: ...
     def prepare_first(self, routes: list[Route], check: bool = True) -> None: ...
     def drain(self) -> float: ...
+    def hold(self, alias: str, seconds: float) -> None: ...
+    def release(self, alias: str) -> None: ...
     def remove_files(self) -> None: ...
 
 
@@ -103,6 +105,22 @@ class RouterSteps:
         """Wait until the requests the router took before its last reload are answered."""
         self._wait_for_router()
         return self.routes.drain()
+
+    def hold(self, action: Action) -> None:
+        """The model's new requests wait in the router while its engine is replaced."""
+        self._wait_for_router()
+        seconds = (action.ready_timeout or 1800.0) + self.routes.settings.timeout_s + 60
+        self.routes.hold(action.model or "", seconds)
+        self.log.journal.record("hold", action.address, "ok")
+
+    def release(self, alias: str) -> None:
+        """Let the held requests go on; quietly, as much as it can (a failed reload leaves the hold
+        to expire in the router's files, where the next apply's routes replace it)."""
+        try:
+            self.routes.release(alias)
+            self.log.journal.record("release", f"model.{alias}", "ok")
+        except AigoError as exc:
+            self.log.journal.record("release", f"model.{alias}", "failed", error=str(exc))
 
     def stage(self, route: Route) -> None:
         try:

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from aigo_apply.config import env_rules, kube_rules, mount_rules, names, swap_groups, swap_rules
-from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_ROUTER_PORT, MAX_GGUF_PARTS
+from aigo_apply.config.defaults import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_ROUTER_PORT,
+    MAX_GGUF_PARTS,
+    ROUTER_TIMEOUT,
+)
 from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.units import parse_token_count
@@ -46,6 +51,7 @@ def check(source: Source) -> list[Problem]:
         rule(data, models, finder)
     mount_rules.check_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)
     _router_bind(data, finder)
+    _router_hold(data, finder)
     return finder.problems
 
 
@@ -265,6 +271,18 @@ def _quantization(data: dict[str, Any], models: dict[str, Any], f: Finder) -> No
                 f"'{method}' is deprecated in vLLM v0.31.0 and only starts behind an extra allow flag, "
                 "which aigo-apply does not set; leave quantization unset to use the checkpoint's own method",
             )
+
+
+def _router_hold(data: dict[str, Any], f: Finder) -> None:
+    """A held request waits within the time any request may take."""
+    router = _mapping(data.get("router"))
+    hold, timeout = router.get("hold_seconds"), router.get("timeout", ROUTER_TIMEOUT)
+    if type(hold) is int and type(timeout) is int and hold > timeout:
+        f.at_value(
+            ("router", "hold_seconds"),
+            f"{hold} is longer than router.timeout ({timeout}), the most a request may take; "
+            "lower it or raise router.timeout",
+        )
 
 
 def _router_bind(data: dict[str, Any], f: Finder) -> None:

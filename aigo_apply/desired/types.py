@@ -171,6 +171,7 @@ class RouterSettings:
     keys_digest: str = ""  # router/haproxy_safety.keys_digest of the keys, filled in where they are read
     swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models taking turns (config/swap_groups.py)
     metrics_without_key: bool = False  # with api_keys: /metrics answers without a key too (router.metrics_without_key)
+    hold_s: int = 300  # router.hold_seconds: the longest a request waits while its model's engine is replaced
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from aigo_apply.desired.types import SOCKETS_FOLDER, Route, RouterSettings
 from aigo_apply.errors import AigoError, RouterError
 from aigo_apply.router.haproxy import (
     KEYS_FILE,
+    MODEL_HOLDS,
     ROUTES_HEADER,
     keys_file,
     render_files,
@@ -37,6 +38,7 @@ from aigo_apply.router.haproxy import (
     verified_render_key,
 )
 from aigo_apply.router.haproxy_safety import check_routes
+from aigo_apply.router.haproxy_swap import HOLDS
 
 RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
 VERIFY_TIMEOUT = 10.0
@@ -92,6 +94,7 @@ class Router:
         self.sockets_dir = str(folder.parent / SOCKETS_FOLDER)  # the state folder holds both
         self.container, self.image, self.keys, self.user = container, image, keys, user
         self.routes: dict[str, Route] = {r.alias: r for r in live_routes(folder)}
+        self.held: frozenset[str] = frozenset()  # models whose requests wait while their engine is replaced
         self._lock = threading.Lock()
         self._pending: dict[str, Route] = {}
         self._pending_lock = threading.Lock()
@@ -145,7 +148,7 @@ class Router:
         """Serve exactly `routes`, redeploying only when they or the rendered files differ."""
         with self._lock:
             deployed = verified_render_key(read_live(self.folder))
-            if routes != self.routes or deployed != render_key(self.settings, list(routes.values())):
+            if routes != self.routes or deployed != render_key(self.settings, list(routes.values()), None, self.held):
                 self._deploy(dict(routes))
                 return True
             return False
@@ -197,8 +200,10 @@ class Router:
         numbers = [int(p.name[4:]) for p in self.folder.glob("gen-*") if p.name[4:].isdigit()]
         gen = f"gen-{max(numbers, default=0) + 1}"
         target = self.folder / gen
-        files = render_files(self.settings, routes)
-        files["check.cfg"] = render_files(self.settings, routes, conf=f"{ROUTER_MOUNT}/{gen}")["haproxy.cfg"]
+        files = render_files(self.settings, routes, held=self.held)
+        files["check.cfg"] = render_files(self.settings, routes, conf=f"{ROUTER_MOUNT}/{gen}", held=self.held)[
+            "haproxy.cfg"
+        ]
         files["routes.json"] = json.dumps([r.to_dict() for r in sorted(routes)], indent=1) + "\n"
         keys = keys_file(self.keys or []) if self.settings.api_keys else None  # checked before any file is written
         try:
@@ -263,6 +268,31 @@ class Router:
         for path in self.folder.glob("gen-*"):
             if path.name not in keep:
                 shutil.rmtree(path, ignore_errors=True)
+
+    def hold(self, alias: str, seconds: float) -> None:
+        """From now until release(alias), the model's new requests wait in the router (at most
+        router.hold_seconds each) instead of reaching its engine, which apply is about to stop."""
+        folder = self.folder / HOLDS / MODEL_HOLDS
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / alias).write_text(f"aigo-apply pid {os.getpid()} until {int(time.time() + seconds)}\n")
+        except OSError as exc:
+            raise RouterError(f"cannot hold model {alias}'s requests in {folder}: {exc.strerror or exc}") from None
+        with self._lock:
+            self.held = self.held | {alias}
+            self._deploy(dict(self.routes))
+
+    def release(self, alias: str) -> None:
+        """The held requests go on (to the new engine, once the router sees it up), and the model's
+        requests are no longer held."""
+        try:
+            (self.folder / HOLDS / MODEL_HOLDS / alias).unlink()
+        except FileNotFoundError:
+            pass
+        with self._lock:
+            if alias in self.held:
+                self.held = self.held - {alias}
+                self._deploy(dict(self.routes))
 
     def drain(self) -> float:
         """Wait until no HAProxy worker older than the last reload is left: every request that one

@@ -33,6 +33,7 @@ KEYS_DIGEST_FILE = "api-keys.digest"  # a salted, slow hash of the keys: a key c
 RENDER_KEY_FILE = "render.key"  # what a generation was rendered from, and the digest of its files
 TEMPLATE = "haproxy.cfg.j2"
 LUA_TEMPLATE = "models.lua.j2"  # GET /v1/models: the routed models whose engine is healthy now
+MODEL_HOLDS = "models"  # below the holds folder: one file per model whose engine apply is replacing
 ROUTES_HEADER = "x-aigo-routes"  # on /v1/models: every routed alias, healthy or not (the reload check)
 
 
@@ -49,12 +50,17 @@ def _env() -> jinja2.Environment:
 
 
 def render_files(
-    settings: RouterSettings, routes: list[Route], conf: str | None = None, addresses: dict[str, str] | None = None
+    settings: RouterSettings,
+    routes: list[Route],
+    conf: str | None = None,
+    addresses: dict[str, str] | None = None,
+    held: frozenset[str] = frozenset(),
 ) -> dict[str, str]:
     """Every file of the router's config folder except the API key file, by relative name. `conf`
     is the folder the config names its files in (the live one, unless checking a new generation).
     `addresses` (Kubernetes: alias -> Service DNS name and port) replaces each engine's
-    127.0.0.1:PORT; those names are resolved through the pod's DNS, at start and while running."""
+    127.0.0.1:PORT; those names are resolved through the pod's DNS, at start and while running.
+    `held`: the models whose new requests wait while apply replaces their engine (models.lua)."""
     routes = sorted(routes)
     check_settings(settings)
     check_routes(routes)
@@ -91,6 +97,7 @@ def render_files(
     files = {
         "haproxy.cfg": config,
         "models.lua": _render_lua(settings, routes),
+        "held.map": "".join(f"{r.alias} {r.backend}\n" for r in routes if r.alias in held),
         **swap_files,
         "models.map": "".join(f"{r.alias} {r.backend}\n" for r in routes),
         "models.json": json.dumps(
@@ -150,6 +157,12 @@ def render_files(
             "BadRequestError",
             415,
         ),
+        "errors/503-held.json": _error(
+            "The model's engine is being replaced and did not serve again within router.hold_seconds; "
+            "try again shortly.",
+            "ServiceUnavailableError",
+            503,
+        ),
         "errors/413.json": _error(
             f"The request body is larger than this router takes ({settings.max_body_mb} MiB, router.max_body_mb).",
             "RequestTooLargeError",
@@ -168,7 +181,7 @@ def render_files(
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nCache-Control: no-cache\r\n"
             f"Connection: close\r\nContent-Length: {len(body.encode())}\r\n\r\n{body}"
         )
-    key = render_key(settings, routes, addresses)
+    key = render_key(settings, routes, addresses, held)
     files[RENDER_KEY_FILE] = json.dumps({"inputs": key, "files": _digest(files)}) + "\n"
     return files
 
@@ -219,17 +232,26 @@ def _render_lua(settings: RouterSettings, routes: list[Route]) -> str:
             project=check_lua_value("project", settings.project),
             models=models,
             routes=" ".join(m["alias"] for m in models),
+            hold_dir=f"{swap.HOLD_DIR}/{MODEL_HOLDS}",
+            hold_ms=check_lua_value("hold_seconds", settings.hold_s) * 1000,
         )
     )
 
 
-def render_key(settings: RouterSettings, routes: list[Route], addresses: dict[str, str] | None = None) -> str:
+def render_key(
+    settings: RouterSettings,
+    routes: list[Route],
+    addresses: dict[str, str] | None = None,
+    held: frozenset[str] = frozenset(),
+) -> str:
     """A digest of everything the rendered files depend on (settings, routes, the template and this
     module's code), computed without Jinja2: when a deployed generation was rendered from the same
     key and its files are untouched, plan and apply know the files match without rendering them."""
     inputs = {"settings": asdict(settings), "routes": [r.to_dict() for r in sorted(routes)], "code": _code_digest()}
     if addresses is not None:
         inputs["addresses"] = dict(sorted(addresses.items()))
+    if held:
+        inputs["held"] = sorted(held)
     basis = json.dumps(inputs, sort_keys=True)
     return hashlib.sha256(basis.encode()).hexdigest()
 

@@ -53,6 +53,8 @@ def check_settings(settings: Any) -> None:
         raise _refuse("router.timeout", settings.timeout_s, f"an integer from 1 to {MAX_TIMEOUT_S}")
     if type(settings.api_keys) is not bool:
         raise _refuse("router.api_keys", settings.api_keys, "true or false (whether keys are used)")
+    if not _integer(getattr(settings, "hold_s", 300), 1, MAX_TIMEOUT_S):
+        raise _refuse("router.hold_seconds", settings.hold_s, f"an integer from 1 to {MAX_TIMEOUT_S}")
     if type(getattr(settings, "metrics_without_key", False)) is not bool:
         raise _refuse("router.metrics_without_key", settings.metrics_without_key, "true or false")
     digest = getattr(settings, "keys_digest", "")
@@ -84,7 +86,9 @@ def check_routes(routes: list[Any]) -> None:
         if route.port is not None and not _integer(route.port, 1, MAX_PORT):
             raise _refuse(f"the port of model {alias}", route.port, f"an integer from 1 to {MAX_PORT}, or none")
         if getattr(route, "slot", "a") not in ("a", "b") or (route.slot == "b" and route.port is not None):
-            raise _refuse(f"the socket slot of model {alias}", route.slot, "a or b (b only for an engine on its socket)")
+            raise _refuse(
+                f"the socket slot of model {alias}", route.slot, "a or b (b only for an engine on its socket)"
+            )
         if not _integer(route.max_model_len, 1, MAX_MODEL_LEN):
             raise _refuse(f"the context length of model {alias}", route.max_model_len, "a positive integer")
         if not (isinstance(route.owned_by, str) and _OWNER.fullmatch(route.owned_by)):

@@ -98,3 +98,40 @@ def test_a_new_engine_that_never_serves_leaves_the_old_one_serving_with_no_faile
     assert len(Load.during(results, began, ended)) >= 50
     assert runtime.api.inspect_container(f"aigo-{proj.name}-chat")["Id"] == old_id
     assert proj.max_model_len() == 4096
+
+
+def test_a_recreate_holds_the_models_requests_and_fails_none(proj, runtime):
+    first, _, _ = proj.apply(proj.write(update="recreate"))
+    assert first.returncode == 0, first.stdout + first.stderr
+    load = Load(proj.url, "chat", clients=32, seconds=90).start()
+    time.sleep(1.0)
+    result, began, ended = proj.apply(proj.write(context_length=2048, update="recreate"))
+    time.sleep(0.5)
+    results = load.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(how: recreate: models.chat.update is recreate)" in result.stdout
+    assert "requests held by the router" in result.stdout
+    assert not Load.failed(results), Load.failed(results)[:5]
+    during = Load.during(results, began, ended)
+    assert len(during) >= 200, (len(during), len(results))
+    waited = max(r.ended - r.started for r in during)
+    assert waited > 2.0, waited  # some were held across the engine's 3 s start, and then served
+    assert proj.max_model_len() == 2048
+
+
+def test_a_request_held_longer_than_hold_seconds_gets_a_503_with_retry_after(proj, runtime):
+    path = proj.write(update="recreate").replace("", "")
+    text = open(path).read().replace("image_tag: bookworm}", "image_tag: bookworm, hold_seconds: 1}")
+    open(path, "w").write(text)
+    first, _, _ = proj.apply(path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    changed = open(proj.write(context_length=2048, update="recreate")).read()
+    open(path, "w").write(changed.replace("image_tag: bookworm}", "image_tag: bookworm, hold_seconds: 1}"))
+    load = Load(proj.url, "chat", clients=4, seconds=60).start()
+    time.sleep(0.5)
+    result, _, _ = proj.apply(path)
+    results = load.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    held_out = [r for r in results if r.status == 503]
+    assert held_out and all("did not serve again within router.hold_seconds" in r.detail for r in held_out)
+    assert not [r for r in results if r.status not in (200, 503)]

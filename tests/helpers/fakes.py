@@ -350,6 +350,7 @@ class FakeRoutes:
     def __init__(self, log: Log, settings: RouterSettings, routes: Mapping[str, Route] | None = None):
         self.log, self.settings = log, settings
         self.sockets_dir = "/state/sockets"
+        self.held: set[str] = set()
         self.routes: dict[str, Route] = dict(routes or {})
         self.added: list[Route] = []
         self.converged: list[dict[str, Route]] = []
@@ -391,6 +392,14 @@ class FakeRoutes:
     def drain(self) -> float:
         self.log.add("drain", "router")
         return 0.0
+
+    def hold(self, alias: str, seconds: float) -> None:
+        self.log.add("hold", alias)
+        self.held.add(alias)
+
+    def release(self, alias: str) -> None:
+        self.log.add("release", alias)
+        self.held.discard(alias)
 
     def remove_files(self) -> None:
         self.log.add("remove_files", "router")

@@ -256,8 +256,9 @@ def test_recreate_keeps_the_old_container_until_the_new_one_is_ready(tmp_path):
     alpha = outcome(report, "model.alpha")
     assert (alpha.kind, alpha.ok, alpha.restored) == ("recreate", True, False)
     w.before(
-        ("route_remove", "alpha"),
-        ("stop", "aigo-lab-alpha"),
+        ("hold", "alpha"),  # the router holds its new requests...
+        ("drain", "router"),  # ...the ones it forwarded finish...
+        ("stop", "aigo-lab-alpha"),  # ...and only then does the old engine stop
         ("rename", "aigo-lab-alpha->aigo-lab-alpha-aigo-previous"),
         ("create", "aigo-lab-alpha"),
         ("start", "aigo-lab-alpha"),
@@ -265,7 +266,9 @@ def test_recreate_keeps_the_old_container_until_the_new_one_is_ready(tmp_path):
         ("wait_end", "alpha"),
         ("route_add", "alpha"),
         ("remove", "aigo-lab-alpha-aigo-previous"),
+        ("release", "alpha"),  # the held requests go on to the new engine
     )
+    assert w.log.count("route_remove", "alpha") == 0 and w.routes.held == set()
     assert w.rt.id_of("aigo-lab-alpha").startswith("new-") and w.rt.state_of("aigo-lab-alpha") == "running"
     assert "aigo-lab-alpha-aigo-previous" not in w.rt.containers
     assert w.waits.engines[0].container == w.rt.id_of("aigo-lab-alpha")  # the new one was waited for
@@ -492,7 +495,7 @@ def test_a_recreate_whose_rename_fails_keeps_the_old_container_serving_and_route
     assert not alpha.ok and "already in use" in alpha.message and "restored and serves again" in alpha.message
     assert w.rt.id_of("aigo-lab-alpha") == "old-aigo-lab-alpha" and w.rt.state_of("aigo-lab-alpha") == "running"
     assert "alpha" in w.routes.routes and w.log.count("create", "aigo-lab-alpha") == 0
-    w.before(("route_remove", "alpha"), ("stop", "aigo-lab-alpha"), ("start", "aigo-lab-alpha"), ("route_add", "alpha"))
+    w.before(("hold", "alpha"), ("stop", "aigo-lab-alpha"), ("start", "aigo-lab-alpha"), ("release", "alpha"))
 
 
 def test_a_recreate_whose_stop_is_refused_routes_the_running_old_container_again(tmp_path):
@@ -635,3 +638,18 @@ def test_a_container_at_the_next_name_made_after_the_plan_stops_the_parallel_rep
     alpha = outcome(report, "model.alpha")
     assert not alpha.ok and "aigo-lab-alpha-aigo-next exists" in alpha.message
     assert w.log.count("stop", "aigo-lab-alpha") == 0 and w.rt.id_of("aigo-lab-alpha-aigo-next") == "squatter"
+
+
+def test_a_router_that_cannot_hold_takes_the_route_away_as_before(tmp_path):
+    d = desired(tmp_path, config(alpha="none\nupdate: recreate"))
+    w = World(tmp_path, d, routed=("alpha",))
+    machine(d, w.rt)
+
+    def refuse(alias, seconds):
+        raise AigoError("haproxy -c refused the configuration")
+
+    w.routes.hold = refuse
+    report = w.run(plan_of(d, observe(d, w.rt), replace=["alpha"]))
+    assert outcome(report, "model.alpha").ok
+    w.before(("route_remove", "alpha"), ("drain", "router"), ("stop", "aigo-lab-alpha"), ("route_add", "alpha"))
+    assert w.log.count("release", "alpha") == 0
