@@ -1,8 +1,9 @@
-"""`python -m aigo_apply` and the `aigo-apply` console script. A Ctrl-C that lands while the
-program is still loading exits 130 quietly, without a traceback; once the CLI is loaded, its own
-error boundary (cli/main.py) handles interrupts. `aigo-apply --version` alone is answered here,
-before click and the CLI are imported (the same line click's version option prints): scripts and
-CI jobs call it to check the tool, and it should cost no more than Python's own start-up."""
+"""`python -m aigo_apply` and the `aigo-apply` console script. Ctrl-C exits 130 quietly, without a
+traceback, at any moment: while the program loads and after the CLI's error boundary (cli/main.py)
+has finished, this module's handler ends the process at once; inside the boundary, Ctrl-C is a
+KeyboardInterrupt that the boundary reports as "interrupted". `aigo-apply --version` alone is
+answered here, before click and the CLI are imported (the same line click's version option prints):
+scripts and CI jobs call it to check the tool, and it should cost no more than Python's own start-up."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import signal
 import sys
 
 
-def _interrupted_while_loading(signum: int, frame: object) -> None:
+def _interrupted(signum: int, frame: object) -> None:
     os._exit(130)
 
 
 def run() -> None:
-    signal.signal(signal.SIGINT, _interrupted_while_loading)
+    signal.signal(signal.SIGINT, _interrupted)
     if sys.argv[1:] == ["--version"]:
         from aigo_apply import __version__
 
@@ -26,16 +27,6 @@ def run() -> None:
         except (OSError, ValueError):  # a closed pipe: nothing to say, as the CLI does
             pass
         os._exit(0)
-    from aigo_apply.app.noop_memo import replay
-
-    code = replay(sys.argv[1:])  # a plan or apply with nothing to change, answered from its memo
-    if code is not None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
     from aigo_apply.cli.main import entry
 
     entry()

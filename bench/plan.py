@@ -7,9 +7,7 @@ containers) with nothing to change, and with Debian's docker-compose 1.29 as a s
 it is installed.
 
 Prints a markdown table: for each N, the median wall time of the real CLI (a fresh process each
-time, as a user runs it: the second and later no-op runs are answered by the no-op memo,
-app/noop_memo.py), the same `plan` with the memo off (AIGO_NO_MEMO=1: the whole plan made again),
-the planning work in-process (load + validate + observe + plan; split into the Docker engine
+time, as a user runs it; every plan is made afresh), the planning work in-process (load + validate + observe + plan; split into the Docker engine
 answering the three reads and the plan's own work), the no-op apply, `docker compose up -d` with
 nothing to change, their ratios, and the Docker API calls per plan, which must not grow with N. Every repetition runs each command once, in alternating
 order, so the tools share whatever else the machine is doing; the 1-minute load average is shown.
@@ -83,7 +81,7 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str]) 
                     composes[column] = compose
                 else:
                     compose.down()
-            times: dict[str, list[float]] = {k: [] for k in ("cli", "full", "core", "engine", "own", "noop", *composes)}
+            times: dict[str, list[float]] = {k: [] for k in ("cli", "core", "engine", "own", "noop", *composes)}
             calls = []
 
             def apply_once() -> None:
@@ -97,16 +95,15 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str]) 
                 times["noop"].append(time.perf_counter() - start)
                 assert done.returncode == 0 and "No changes." in done.stdout, done.stdout + done.stderr
 
-            def plan_once(column: str = "cli") -> None:
-                """`full`: with the no-op memo switched off (app/noop_memo.py), the whole plan is made."""
+            def plan_once() -> None:
                 start = time.perf_counter()
                 done = subprocess.run(
                     [sys.executable, "-m", "aigo_apply", "plan", "-f", str(path), "--detailed-exitcode"],
                     capture_output=True,
                     text=True,
-                    env=env if column == "cli" else {**env, "AIGO_NO_MEMO": "1"},
+                    env=env,
                 )
-                times[column].append(time.perf_counter() - start)
+                times["cli"].append(time.perf_counter() - start)
                 assert done.returncode == 0 and done.stdout.startswith("No changes."), done.stdout + done.stderr
 
             def core_once() -> None:
@@ -119,13 +116,13 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str]) 
                 calls.append(runtime.calls - before)
                 assert not plan.has_changes
 
-            for warm in (apply_once, apply_once, plan_once):  # the first no-op runs write their memos
+            for warm in (apply_once, plan_once):  # bytecode compiled, files in the page cache
                 warm()
             settled = common.settle()  # Docker has just started 2N containers: let it finish first
             loads = [common.load()]
             times["noop"].clear()
             times["cli"].clear()
-            steps = [apply_once, plan_once, lambda: plan_once("full"), core_once] + [
+            steps = [apply_once, plan_once, core_once] + [
                 (lambda c=column: times[c].append(composes[c].up())) for column in composes
             ]
             for i in range(repeat):
@@ -215,17 +212,17 @@ def run(sizes: str = "1,10,50", repeat: int = 5, peer_max: int = 200) -> str:
         "creating the containers (the 1-minute load average lags behind that by minutes)",
         "",
         "| models | `aigo-apply plan` (s) | no-op `aigo-apply apply` (s) | "
-        "no-op `docker compose up -d`, v2 (s) | plan / v2 | apply / v2 | `plan`, memo off (s) | memo off / v2 | "
+        "no-op `docker compose up -d`, v2 (s) | plan / v2 | apply / v2 | "
         "plan work in-process (s) | of which Docker answering (s) | plan's own work (s) | "
         "no-op `docker-compose up -d`, 1.29 (s) | apply / 1.29 | Docker API calls per plan | load (1 min) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     verdicts = []
     for r in rows:
         v2, v1 = r.get("v2"), r.get("v1")
         lines.append(
             f"| {r['n']} | {cell(r['cli'])} | {cell(r['noop'])} | {cell(v2)} | {ratio(r['cli'], v2)} | "
-            f"{ratio(r['noop'], v2)} | {cell(r['full'])} | {ratio(r['full'], v2)} | {cell(r['core'])} | {cell(r['engine'])} | {cell(r['own'])} | {cell(v1)} | "
+            f"{ratio(r['noop'], v2)} | {cell(r['core'])} | {cell(r['engine'])} | {cell(r['own'])} | {cell(v1)} | "
             f"{ratio(r['noop'], v1)} | {r['calls']} | {r['load'][0]:.1f}-{r['load'][1]:.1f} |"
         )
         target = TARGET.get(r["n"])

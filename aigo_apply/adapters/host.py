@@ -11,7 +11,6 @@ import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aigo_apply.adapters import docker_http
 from aigo_apply.errors import DockerUnavailable
 
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/libpod-|crio-|containerd[-/])?([0-9a-f]{64})")
@@ -61,9 +60,8 @@ def docker_installed(
 
 
 def docker_facts_from_info(info: dict[str, Any]) -> dict[str, Any]:
-    """Pure: the parts of GET /info that matter here (only docker_http.INFO_FIELDS are read: the
-    no-op memo compares those and nothing else)."""
-    info = docker_http.project_info(info)
+    """Pure: the parts of GET /info that matter here (an answer that is not an object has none)."""
+    info = info if isinstance(info, dict) else {}
     server = info.get("ServerVersion", "")
     components = " ".join(str(c) for c in info.get("Components") or [])
     engine = (

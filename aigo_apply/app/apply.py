@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
-from aigo_apply.app import noop_record
 from aigo_apply.app.planning import load_desired, observe, plan_for, plan_runtime
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.app.saved_plan import approved, config_of, confirm_waivers, read_plan
@@ -154,8 +153,6 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
         if not plan.has_changes:
             if desired is not None and command == "apply" and not opts.target:
                 record_lock(desired, runtime)
-                has_lock = lockfile.path_for(desired.file).exists()
-                noop_record.planned(desired, plan, runtime, has_lock, str(directory / "apply.lock"))
             return EXIT_OK
         if ask and not opts.yes:
             if opts.confirm is None:

@@ -9,7 +9,6 @@ from dataclasses import replace
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
 from aigo_apply.adapters.hub import offline, remote, resolve
-from aigo_apply.app import noop_record
 from aigo_apply.app.host_context import current_host
 from aigo_apply.app.router_keys import router_checks
 from aigo_apply.apply.secret_checks import reference_checks
@@ -40,9 +39,7 @@ def load_desired(file: str | None, platform: str | None = None) -> DesiredState:
     config = load_config(choose_file(file))
     if (platform or config.data.get("platform", "docker")) == "kubernetes":
         raise OnKubernetes(config.file)
-    desired = build_desired(config, current_host())
-    noop_record.loaded(config, desired)
-    return desired
+    return build_desired(config, current_host())
 
 
 def observe(project: str, runtime=None, desired: DesiredState | None = None) -> ObservedState:
@@ -227,9 +224,7 @@ def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None
     runtime = plan_runtime(runtime)
     observed = observe(desired.project, runtime, desired)
     lock = read(path_for(desired.file))
-    plan = plan_for(desired, observed, runtime, request or PlanRequest(), lock)
-    noop_record.planned(desired, plan, runtime, lock is not None)
-    return plan
+    return plan_for(desired, observed, runtime, request or PlanRequest(), lock)
 
 
 def plan_for(
@@ -291,10 +286,9 @@ def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = 
 
 
 def plan_runtime(runtime=None):
-    """The runtime a plan reads through (Docker's unless one is given): keeping its answers while a
-    no-op memo is recorded, and with GET /info asked on its own connection while the lists are read
-    (the host checks read it after them)."""
-    runtime = noop_record.watch(runtime or _docker())
+    """The runtime a plan reads through (Docker's unless one is given), with GET /info asked on its
+    own connection while the lists are read (the host checks read it after them)."""
+    runtime = runtime or _docker()
     if hasattr(runtime, "prefetch_info"):
         runtime.prefetch_info()
     return runtime

@@ -63,7 +63,6 @@ LAZY_INTERNAL = {
     # importer prefix -> why it imports the package lazily
     "aigo_apply.cli": "each command loads only the code it runs (`--version` starts in under 0.1 s)",
     "aigo_apply.__main__": "a Ctrl-C while the CLI loads exits quietly: its handler is set before the import",
-    "aigo_apply.adapters.docker_http": "the no-op memo's reads come before anything else loads: errors only on a refusal",
 }
 
 
