@@ -11,14 +11,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.planning import load_desired, observe, plan_for, plan_runtime
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.app.saved_plan import approved, config_of, confirm_waivers, read_plan
-from aigo_apply.apply.executor import ApplyReport, Executor
-from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.state_dir import state_dir, state_path
 from aigo_apply.desired import labels
@@ -32,6 +30,9 @@ from aigo_apply.plan.planner import destroy_plan
 from aigo_apply.plan.text import shown
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import Router
+
+if TYPE_CHECKING:
+    from aigo_apply.apply.outcome import ApplyReport
 
 
 class Console(Protocol):
@@ -163,6 +164,9 @@ def _converge(project: str, command: str, make: Callable, opts: ApplyOptions, ru
             if not opts.confirm(f"Do you want to {command} these changes? Only 'yes' will be accepted"):
                 reporter.say(f"{command.capitalize()} cancelled; nothing was changed.", err=True)
                 return EXIT_ERROR
+        from aigo_apply.apply.executor import Executor  # with its steps and waits: only changes need them
+        from aigo_apply.apply.journal import Journal
+
         routes = router_for(plan, observed, runtime, desired)
         executor = Executor(runtime, reporter, Journal(directory), routes=routes)
         with _interrupts(executor.interrupted, reporter):

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
-from aigo_apply.adapters.hub import offline, remote, resolve
 from aigo_apply.app.host_context import current_host
 from aigo_apply.app.router_keys import router_checks
 from aigo_apply.apply.secret_checks import reference_checks
@@ -82,6 +81,7 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
             missing.add(k)
     if not missing:
         return out
+    from aigo_apply.adapters.hub import offline, remote  # only a plan that asks the Hub needs it
 
     if offline():
         return {**out, **{key: HubAnswer(error="HF_HUB_OFFLINE is set") for key in missing}}
@@ -125,19 +125,8 @@ def lock_checks(
         label(d): d for d in downloads(desired.specs()) if label(d) in lock["models"] and not is_commit(d["revision"])
     }
     hub: dict[str, str] = {}
-
-    if moving and not offline():
-
-        def ask(item):
-            try:
-                return item[0], resolve(item[1]["repo"], item[1]["revision"], timeout=5.0)
-            except AigoError:
-                return item[0], None
-
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(8, len(moving))) as pool:
-            hub = {k: v for k, v in pool.map(ask, moving.items()) if v}
+    if moving:
+        hub = _hub_commits(moving)
     checks = [
         Check("lock.drift", "warning", f"aigo.lock: {line}")
         for line in drift(lock, desired, observed.images, observed.model_files, hub)
@@ -156,6 +145,26 @@ def lock_checks(
                 )
             )
     return checks
+
+
+def _hub_commits(moving: dict[str, dict]) -> dict[str, str]:
+    """label -> the commit the Hub names now for each download aigo.lock pins to a branch or tag
+    (none offline; one the Hub does not answer is left out)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aigo_apply.adapters.hub import offline, resolve  # only a lock that pins a branch or tag asks the Hub
+
+    if offline():
+        return {}
+
+    def ask(item):
+        try:
+            return item[0], resolve(item[1]["repo"], item[1]["revision"], timeout=5.0)
+        except AigoError:
+            return item[0], None
+
+    with ThreadPoolExecutor(max_workers=min(8, len(moving))) as pool:
+        return {k: v for k, v in pool.map(ask, moving.items()) if v}
 
 
 def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) -> dict[str, LockRestore | None]:

@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 import threading
-import traceback
 
 import click
 
@@ -65,6 +64,8 @@ def _run(argv: list[str] | None) -> int:
             click.echo(_safe(line), err=True)
         code = exc.exit_code
     except Exception:
+        import traceback  # with linecache and tokenize: only an internal error prints one
+
         click.echo(
             "internal error in aigo-apply " + __version__ + " (a bug; please report it with this output):", err=True
         )
