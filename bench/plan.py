@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.planning import load_desired, make_plan
 
 ROUTER_PORT = 18996
@@ -124,7 +125,7 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str], 
             def core_once() -> None:
                 before, waited = runtime.calls, runtime.waited
                 start = time.perf_counter()
-                plan = make_plan(str(path), runtime=runtime)
+                plan = make_plan(open_platform(str(path), runtime=runtime, plans=True))
                 times["core"].append(time.perf_counter() - start)
                 times["engine"].append(runtime.waited - waited)
                 times["own"].append(times["core"][-1] - times["engine"][-1])

@@ -5,6 +5,7 @@ entry point the user has."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
@@ -24,17 +25,20 @@ from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks
-from aigo_apply.plan.lockfile import LockRestore, drift, path_for, read, restore_for
+from aigo_apply.plan.lockfile import LockRestore, drift, restore_for
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.swap_ledger import host_memory_check
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import read_live
 
+if TYPE_CHECKING:
+    from aigo_apply.app.platform import Platform
+
 
 def load_desired(file: str | None, platform: str | None = None) -> DesiredState:
-    """The desired state on this machine's Docker. A file for a cluster (or --platform kubernetes)
-    raises OnKubernetes, which plan, apply, status and destroy take as their cue for the cluster
-    path: the platform is known only once the file is read, and reading it twice would cost plan."""
+    """The desired state on this machine's Docker, for the commands that work on Docker only: a
+    file for a cluster (or --platform kubernetes) is refused with OnKubernetes, which says so (plan,
+    apply, status and destroy choose their platform with app/platform.open_platform instead)."""
     config = load_config(choose_file(file))
     if (platform or config.data.get("platform", "docker")) == "kubernetes":
         raise OnKubernetes(config.file)
@@ -228,12 +232,9 @@ def _remote_key(spec: dict) -> HubKey | None:
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
 
-def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None, platform: str | None = None) -> Plan:
-    desired = load_desired(file, platform)
-    runtime = plan_runtime(runtime)
-    observed = observe(desired.project, runtime, desired)
-    lock = read(path_for(desired.file))
-    return plan_for(desired, observed, runtime, request or PlanRequest(), lock)
+def make_plan(platform: Platform[Any], request: PlanRequest | None = None) -> Plan:
+    """`plan`: what the platform (app/platform.open_platform) runs now, and the plan to the file."""
+    return platform.plan(platform.observe(), request or PlanRequest())
 
 
 def plan_for(
@@ -292,15 +293,6 @@ def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = 
             seen[key] = {"quant_method": quant_method(facts.get("config"))}
         out[alias] = dict(seen[key])
     return out
-
-
-def plan_runtime(runtime=None):
-    """The runtime a plan reads through (Docker's unless one is given), with GET /info asked on its
-    own connection while the lists are read (the host checks read it after them)."""
-    runtime = runtime or _docker()
-    if hasattr(runtime, "prefetch_info"):
-        runtime.prefetch_info()
-    return runtime
 
 
 def _docker():

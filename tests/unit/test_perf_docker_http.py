@@ -137,6 +137,7 @@ def _config(tmp_path: Path, n: int) -> Path:
 
 
 def test_docker_api_calls_per_plan_do_not_grow_with_the_models(engine, tmp_path, monkeypatch):
+    from aigo_apply.app.choose_platform import open_platform
     from aigo_apply.app.planning import make_plan
 
     monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
@@ -144,7 +145,7 @@ def test_docker_api_calls_per_plan_do_not_grow_with_the_models(engine, tmp_path,
     for n in (1, 30):
         runtime = DockerRuntime(base_url=f"unix://{engine.path}")
         engine.requests.clear()
-        plan = make_plan(str(_config(tmp_path, n)), runtime=runtime)
+        plan = make_plan(open_platform(str(_config(tmp_path, n)), runtime=runtime, plans=True))
         assert len([a for a in plan.actions if a.model]) >= n  # every model planned
         counts[n] = (runtime.calls, sorted(r.split()[1].split("?")[0] for r in engine.requests))
     assert counts[1] == counts[30]
