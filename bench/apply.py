@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.app.planning import load_desired
+from aigo_apply.desired.types import EngineAddress
 
 
 def write_config(folder: Path, project: str, n: int, warmup: float) -> Path:
@@ -48,13 +49,17 @@ def write_config(folder: Path, project: str, n: int, warmup: float) -> Path:
     )
 
 
-def wait_health(port: int) -> None:
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                if r.status == 200:
+def wait_health(address: EngineAddress) -> None:
+    """Poll the engine's /health at its address (its Unix socket) every 10 ms until it answers 200."""
+    import httpx
+
+    with EngineClient(address, 1) as engine:
+        while True:
+            try:
+                if engine.get("/health").status_code == 200:
                     return
-        except OSError:
+            except (httpx.HTTPError, OSError):
+                pass
             time.sleep(0.01)
 
 
@@ -64,7 +69,7 @@ def direct(runtime: DockerRuntime, path: Path) -> float:
 
     def one(model):
         runtime.start(runtime.create(model.container, dict(model.container.env)))
-        wait_health(model.container.host_port)
+        wait_health(EngineAddress.of(model.spec))
 
     with ThreadPoolExecutor(len(models)) as pool:
         list(pool.map(one, models))

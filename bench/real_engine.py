@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -40,8 +39,10 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import common  # noqa: E402
 
 from aigo_apply.adapters.docker_engine import DockerRuntime  # noqa: E402
+from aigo_apply.adapters.engine_http import EngineClient  # noqa: E402
 from aigo_apply.app.planning import load_desired  # noqa: E402
 from aigo_apply.desired.engines.common import cache_volume  # noqa: E402
+from aigo_apply.desired.types import EngineAddress  # noqa: E402
 
 IMAGE = "aigo-vllm-cpu:v0.32.0-cpu"
 ROUTER_PORT = 18996
@@ -71,23 +72,26 @@ models:
     return path
 
 
-def wait_health(port: int, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                if r.status == 200:
+def wait_health(address: EngineAddress, deadline: float) -> None:
+    """Poll the engine's /health at its address (its Unix socket) until it answers 200."""
+    import httpx
+
+    with EngineClient(address, 1) as engine:
+        while time.monotonic() < deadline:
+            try:
+                if engine.get("/health").status_code == 200:
                     return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"the engine on port {port} did not answer /health in time")
+            except (httpx.HTTPError, OSError):
+                pass
+            time.sleep(0.05)
+    raise TimeoutError(f"the engine at {address} did not answer /health in time")
 
 
 def direct(runtime: DockerRuntime, path: Path) -> float:
     model = next(iter(load_desired(str(path)).models.values()))
     start = time.perf_counter()
     runtime.start(runtime.create(model.container, dict(model.container.env)))
-    wait_health(model.container.host_port, time.monotonic() + 900)
+    wait_health(EngineAddress.of(model.spec), time.monotonic() + 900)
     return time.perf_counter() - start
 
 

@@ -3,7 +3,7 @@
 stub engine's published port and through the router (HAProxy), at 1 and 64 connections, with wrk on
 127.0.0.1. Direct and routed cells alternate, each repeated; every figure is the median.
 
-Two stub engines run behind one router:
+Three stub engines run behind one router:
   engine-like  holds each request 50 ms before answering, without using the CPU, as a real engine's
                GPU time does (a one-token completion in a batch of 64 on a GPU takes tens of
                milliseconds; longer replies take seconds). This is the
@@ -11,6 +11,10 @@ Two stub engines run behind one router:
                at least 90% of direct throughput, also while the router reloads every 0.5 s.
   instant      answers at once, so wrk, docker-proxy, HAProxy and the Python stub all compete for the
                same cores; on a small machine that cell shows CPU contention more than the router.
+  on-socket    the engine-like stub serving on its Unix socket, as every vLLM engine does unless it
+               asks for a port: the router reaches it there (wrk cannot open a Unix socket, so its
+               routed cells are compared with the engine-like direct ones, whose engine is the same).
+The engine-like and instant stubs set `port:` so that wrk can reach them directly.
 The router's own CPU time per request (HAProxy's user + system time over the requests it served) is
 printed for each routed cell at 64 connections (at one connection its health checks would dominate):
 that figure does not depend on how the machine is shared.
@@ -43,6 +47,7 @@ import common  # noqa: E402
 REPLY_SECONDS = 0.05
 ROUTER_PORT = 18999
 STUBS = {"engine-like": ("engine", 18997, REPLY_SECONDS), "instant": ("instant", 18998, 0.0)}
+ON_SOCKET = "onsocket"  # the engine-like stub on its Unix socket (no port: the default for vLLM models)
 LUA = textwrap.dedent("""
     wrk.method = "POST"
     wrk.headers["Content-Type"] = "application/json"
@@ -145,9 +150,12 @@ def run(seconds: int = 5, repeat: int = 5) -> str:
             f'env: {{AIGO_STUB_REPLY_SECONDS: "{reply}"}}}}'
             for alias, port, reply in STUBS.values()
         ]
+        models.append(
+            f'{ON_SOCKET}: {{source: {{path: m}}, context_length: 4096, gpus: none, env: {{AIGO_STUB_REPLY_SECONDS: "{REPLY_SECONDS}"}}}}'
+        )
         config = common.write_config(Path(tmp), project, "aigo-stub-engine:1", ROUTER_PORT, models)
         scripts = {}
-        for alias, _, _ in STUBS.values():
+        for alias in [a for a, _, _ in STUBS.values()] + [ON_SOCKET]:
             scripts[alias] = Path(tmp) / f"{alias}.lua"
             scripts[alias].write_text(LUA % alias)
         env = common.cli_env(str(Path(tmp) / "state"))
@@ -158,7 +166,7 @@ def run(seconds: int = 5, repeat: int = 5) -> str:
             cells = []
             for kind, (alias, port, _) in STUBS.items():
                 for connections in (1, 64):
-                    direct, routed, per_request = [], [], []
+                    direct, routed, per_request, on_socket = [], [], [], []
                     for _ in range(repeat):  # alternate, so drift on the machine hits both paths alike
                         direct.append(
                             wrk(
@@ -178,7 +186,19 @@ def run(seconds: int = 5, repeat: int = 5) -> str:
                             )
                         )
                         per_request.append((cpu.seconds() - before) / max(routed[-1]["requests"], 1) * 1e6)
-                    cells.append((kind, connections, median(direct), median(routed), statistics.median(per_request)))
+                        if kind == "engine-like":
+                            url = f"http://127.0.0.1:{ROUTER_PORT}/v1/chat/completions"
+                            on_socket.append(wrk(url, connections, seconds, str(scripts[ON_SOCKET])))
+                    cells.append(
+                        (
+                            kind,
+                            connections,
+                            median(direct),
+                            median(routed),
+                            statistics.median(per_request),
+                            median(on_socket) if on_socket else None,
+                        )
+                    )
                     if kind == "engine-like" and cells[-1][2]["p50"] < REPLY_SECONDS * 1000:
                         raise SystemExit(
                             "the stub engine answered before its reply time: its image predates "
@@ -217,12 +237,20 @@ def render(
             f"{r['errors']} | {cpu} |"
         )
 
-    for kind, connections, direct, routed, per_request in cells:
+    for kind, connections, direct, routed, per_request, on_socket in cells:
         lines.append(row(kind, connections, "direct", direct))
         lines.append(row(kind, connections, "router", routed, f"{per_request:.0f}" if connections > 1 else ""))
+        if on_socket is not None:
+            lines.append(row(kind, connections, "router -> the engine's Unix socket", on_socket))
     lines.append(row("engine-like", 64, f"router, reloaded every 0.5 s ({reload_count} reloads)", under_reloads))
     lines.append("")
-    for kind, connections, direct, routed, _ in cells:
+    for kind, connections, direct, routed, _, on_socket in cells:
+        if on_socket is not None:
+            added, share = on_socket["p50"] - direct["p50"], 100 * on_socket["rps"] / direct["rps"]
+            lines.append(
+                f"- {kind} on its Unix socket, {connections} connection(s): router adds {added:+.2f} ms at p50 "
+                f"over the direct port; throughput {share:.0f}% of direct"
+            )
         added, share = routed["p50"] - direct["p50"], 100 * routed["rps"] / direct["rps"]
         verdict = ""
         if kind == "engine-like":
@@ -232,7 +260,7 @@ def render(
             f"- {kind}, {connections} connection(s): router adds {added:+.2f} ms at p50; "
             f"throughput {share:.0f}% of direct{verdict}"
         )
-    engine_64 = next(d for k, c, d, _, _ in cells if k == "engine-like" and c == 64)
+    engine_64 = next(d for k, c, d, *_ in cells if k == "engine-like" and c == 64)
     lines.append(
         f"- engine-like, 64 connections while reloading: {under_reloads['errors']} errors, throughput "
         f"{100 * under_reloads['rps'] / engine_64['rps']:.0f}% of direct"

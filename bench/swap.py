@@ -71,8 +71,14 @@ def first_token(http: httpx.Client, url: str, model: str, deadline: float = 120.
     raise TimeoutError(f"no first token from {model} within {deadline} s")
 
 
-def asleep(port: int) -> bool:
-    return httpx.get(f"http://127.0.0.1:{port}/is_sleeping", timeout=5).json()["is_sleeping"]
+def engine(state: str, project: str, alias: str) -> httpx.Client:
+    """A client straight to an engine's Unix socket (on-demand engines publish no port)."""
+    socket = os.path.join(state, project, "sockets", alias, "engine.sock")
+    return httpx.Client(transport=httpx.HTTPTransport(uds=socket), base_url="http://engine", timeout=60)
+
+
+def asleep(direct: httpx.Client) -> bool:
+    return direct.get("/is_sleeping").json()["is_sleeping"]
 
 
 def run(load: float = 3.0, wake: float = 0.3, sleep: float = 0.1, repeat: int = 5) -> str:
@@ -91,14 +97,11 @@ def run(load: float = 3.0, wake: float = 0.3, sleep: float = 0.1, repeat: int = 
             )
             assert done.returncode == 0, done.stdout + done.stderr
             router = f"http://127.0.0.1:{ROUTER_PORT}"
-            ports = {}
-            for alias in ("alpha", "beta"):
-                info = runtime.api.inspect_container(f"aigo-{project}-{alias}")
-                ports[alias] = int(next(iter(info["HostConfig"]["PortBindings"].values()))[0]["HostPort"])
+            direct = {alias: engine(os.path.join(tmp, "state"), project, alias) for alias in ("alpha", "beta")}
             with httpx.Client() as http:
                 for i in range(repeat):
                     for alias in ("beta", "alpha") if i % 2 == 0 else ("alpha", "beta"):
-                        if not asleep(ports[alias]):  # the other one: make it the sleeping one first
+                        if not asleep(direct[alias]):  # the other one: make it the sleeping one first
                             continue
                         awake_alias = "alpha" if alias == "beta" else "beta"
                         awake_t.append(first_token(http, router, awake_alias))
@@ -109,7 +112,7 @@ def run(load: float = 3.0, wake: float = 0.3, sleep: float = 0.1, repeat: int = 
                     runtime.stop(name, timeout=10)
                     start = time.perf_counter()
                     runtime.start(name)
-                    first_token(http, f"http://127.0.0.1:{ports['alpha']}", "alpha")
+                    first_token(direct["alpha"], "http://engine", "alpha")
                     cold_t.append(time.perf_counter() - start)
         finally:
             common.remove_project(runtime, project)

@@ -20,6 +20,7 @@ from typing import Any
 
 from aigo_apply.adapters import docker_http
 from aigo_apply.adapters.create_checks import check_container
+from aigo_apply.adapters.engine_sockets import prepare_socket_mounts
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import ContainerSpec
 from aigo_apply.errors import DockerUnavailable
@@ -192,6 +193,7 @@ class DockerRuntime:
     # -- writes --------------------------------------------------------------------------------
     def create(self, spec: ContainerSpec, env: Mapping[str, str]) -> str:
         """Create (not start) the container `spec` describes, with secrets already resolved in `env`."""
+        prepare_socket_mounts(spec)  # before the mounts' check: they must exist, with this tool's modes
         check_container(spec)
         published = spec.host_port is not None
         project = spec.labels.get(labels.PROJECT, "")

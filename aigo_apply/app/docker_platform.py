@@ -21,7 +21,7 @@ from aigo_apply.desired import labels
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
 from aigo_apply.desired.model_store import read_markers
-from aigo_apply.desired.types import DesiredState
+from aigo_apply.desired.types import SOCKETS_FOLDER, DesiredState
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.observe.containers import ObservedState
 from aigo_apply.plan import lockfile
@@ -184,11 +184,12 @@ def router_for(plan: Plan, observed: ObservedState, runtime: Any, desired: Desir
     if not spec:
         return None
     folder = state_path(plan.project) / "router"
-    if spec.get("config_dir") != str(folder):
-        raise AigoError(
-            f"the router's config folder {spec.get('config_dir')!r} is not {folder}, this tool's state "
-            "folder for the project (nothing was changed)"
-        )
+    for key, wanted in (("config_dir", folder), ("sockets_dir", folder.parent / SOCKETS_FOLDER)):
+        if spec.get(key) != str(wanted):
+            raise AigoError(
+                f"the router's {key} {spec.get(key)!r} is not {wanted}, in this tool's state folder for the "
+                "project (nothing was changed)"
+            )
     keys = read_keys(spec)
     settings = settings_of(plan.project, spec, digest_of(plan.project, keys))
     if desired is not None:  # swap groups shape the router's files, not its container (config/swap_groups.py)

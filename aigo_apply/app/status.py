@@ -1,13 +1,16 @@
 """`aigo-apply status`: one row per model (container state, readiness, port, image, uptime) and a
 one-line drift summary from the same planner `plan` uses. Readiness here is a quick look
-(`/health` and the alias in `/v1/models` over 127.0.0.1, in parallel), never a generated token."""
+(`/health` and the alias in `/v1/models` at each engine's own address, in parallel), never a
+generated token. An engine that publishes no port is reached on its socket in this project's state
+folder (derived from the alias, never from a label)."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from aigo_apply.desired.types import DesiredState
+from aigo_apply.adapters.engine_http import EngineClient
+from aigo_apply.desired.types import SOCKET_FILE, DesiredState, EngineAddress
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.router.haproxy import routes_from_models_json
@@ -22,10 +25,16 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
     aliases = sorted(set(desired.models) | set(desired.disabled) | {c.alias for c in observed.ours if c.alias})
     containers = {a: by_alias.get(a) for a in aliases}
     on_demand = {a for a, m in desired.models.items() if m.spec.get("on_demand")}
+    sockets = desired.router.spec.get("sockets_dir", "")
+    where = {a: _address(containers[a], sockets, a) for a in aliases}
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
-        ready = dict(zip(aliases, pool.map(lambda a: _probe(a, containers[a]), aliases), strict=False))
+        ready = dict(zip(aliases, pool.map(lambda a: _probe(a, containers[a], where[a]), aliases), strict=False))
         sleep = dict(
-            zip(aliases, pool.map(lambda a: _sleep_state(a in on_demand, containers[a]), aliases), strict=False)
+            zip(
+                aliases,
+                pool.map(lambda a: _sleep_state(a in on_demand, containers[a], where[a]), aliases),
+                strict=False,
+            )
         )
     rows = []
     for alias in aliases:
@@ -43,7 +52,7 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
                 "container": c.name if c else None,
                 "state": c.state if c else "absent",
                 "ready": ready[alias],
-                "port": port,
+                "port": port,  # None: it publishes none (on its Unix socket, or not running)
                 "image": _image(c)
                 if c
                 else (desired.models[alias].container.image if alias in desired.models else None),
@@ -82,32 +91,41 @@ def _name(desired: DesiredState, alias: str, c: ObservedContainer) -> str:
     return model.container.name if model else c.name
 
 
-def _probe(alias: str, container: ObservedContainer | None) -> bool:
-    if container is None or container.state != "running" or not container.ports:
+def _address(container: ObservedContainer | None, sockets_dir: str, alias: str) -> EngineAddress | None:
+    """Where this machine reaches a running engine: the port it publishes on 127.0.0.1, else its
+    socket in this project's sockets folder."""
+    if container is None or container.state != "running":
+        return None
+    if container.ports:
+        return EngineAddress(port=container.ports[0][1])
+    return EngineAddress(socket=f"{sockets_dir}/{alias}/{SOCKET_FILE}") if sockets_dir else None
+
+
+def _probe(alias: str, container: ObservedContainer | None, address: EngineAddress | None) -> bool:
+    if container is None or address is None:
         return False
     import httpx
 
-    base = f"http://127.0.0.1:{container.ports[0][1]}"
     try:
-        with httpx.Client(timeout=PROBE_TIMEOUT) as http:
-            if http.get(f"{base}/health").status_code != 200:
+        with EngineClient(address, PROBE_TIMEOUT) as http:
+            if http.get("/health").status_code != 200:
                 return False
-            listed = http.get(f"{base}/v1/models").json().get("data", [])
+            listed = http.get("/v1/models").json().get("data", [])
             return alias in {m.get("id") for m in listed}
-    except (httpx.HTTPError, ValueError):
+    except (httpx.HTTPError, OSError, ValueError, AttributeError):
         return False
 
 
-def _sleep_state(on_demand: bool, container: ObservedContainer | None) -> str | None:
+def _sleep_state(on_demand: bool, container: ObservedContainer | None, address: EngineAddress | None) -> str | None:
     """An on-demand model's engine: awake or asleep (vLLM's GET /is_sleeping), None when unknown."""
-    if not on_demand or container is None or container.state != "running" or not container.ports:
+    if not on_demand or container is None or address is None:
         return None
     import httpx
 
     try:
-        with httpx.Client(timeout=PROBE_TIMEOUT) as http:
-            asleep = http.get(f"http://127.0.0.1:{container.ports[0][1]}/is_sleeping").json().get("is_sleeping")
-    except (httpx.HTTPError, ValueError, AttributeError):
+        with EngineClient(address, PROBE_TIMEOUT) as http:
+            asleep = http.get("/is_sleeping").json().get("is_sleeping")
+    except (httpx.HTTPError, OSError, ValueError, AttributeError):
         return None
     return None if not isinstance(asleep, bool) else "asleep" if asleep else "awake"
 
@@ -120,7 +138,7 @@ def render(report: dict[str, Any]) -> str:
             "disabled" if not r["enabled"] and r["state"] == "absent" else r["state"] + _sleep_note(r.get("sleep")),
             "yes" if r["ready"] else "no",
             "yes" if r["route"] else "no",
-            str(r["port"] or "-"),
+            str(r["port"] or ("socket" if r["state"] == "running" else "-")),
             r["image"] or "-",
             r["uptime"] or "-",
         ]

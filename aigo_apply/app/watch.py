@@ -17,6 +17,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.apply.state_dir import state_dir
+from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError, LockHeld, NotReady
 from aigo_apply.observe.containers import running_engines
 from aigo_apply.router.deploy import Router
@@ -32,10 +33,11 @@ class Watcher:
         project: str,
         routes: dict,
         say: Callable[[str], None],
+        addresses: dict[str, EngineAddress],
         ready_timeout: float = 1800.0,
     ):
         self.runtime, self.router, self.project, self.desired = runtime, router, project, routes
-        self.say, self.ready_timeout = say, ready_timeout
+        self.say, self.addresses, self.ready_timeout = say, addresses, ready_timeout
         self.stop = threading.Event()
 
     def _change(self, what: str, alias: str) -> None:
@@ -55,12 +57,12 @@ class Watcher:
             self.say(f"model.{alias}: could not update the router: {exc}")
 
     def _await_ready(self, alias: str, container: str) -> None:
-        route = self.desired.get(alias)
-        if route is None:
+        address = self.addresses.get(alias)
+        if alias not in self.desired or address is None:
             return
         engine = Engine(
             alias,
-            route.port,
+            address,
             container,
             lambda: self.runtime.state(container),
             lambda n: self.runtime.logs_tail(container, n),

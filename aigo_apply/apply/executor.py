@@ -43,7 +43,7 @@ from aigo_apply.apply.serving_wait import Waiter
 from aigo_apply.apply.swap_steps import SwapSteps
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container
-from aigo_apply.desired.types import RouterSettings
+from aigo_apply.desired.types import EngineAddress, RouterSettings
 from aigo_apply.errors import AigoError, Interrupted, PlanFileError
 from aigo_apply.observe.label_checks import engine_names, router_name
 from aigo_apply.plan.lockfile import LockRestore
@@ -127,7 +127,12 @@ class Executor:
         """Swap groups (apply/swap_steps.py), as the router's settings name them."""
         routes = self.router.routes if self.router else None
         groups = routes.settings.swap_groups if routes is not None else ()
-        routed = {alias: route.port for alias, route in routes.routes.items()} if routes is not None else {}
+        sockets = routes.sockets_dir if routes is not None else ""
+        routed = (
+            {alias: EngineAddress.of_route(route, sockets) for alias, route in routes.routes.items()}
+            if routes is not None
+            else {}
+        )
         swaps = SwapSteps(plan, groups, self.log, getattr(routes, "folder", None), routed)
         self.models.on_ready = swaps.after_ready
         return swaps

@@ -13,10 +13,10 @@ from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.outcome import Outcome, StepLog
-from aigo_apply.apply.router_steps import RouterSteps, route_of
+from aigo_apply.apply.router_steps import RouterSteps
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
-from aigo_apply.desired.types import ContainerSpec, Route
+from aigo_apply.desired.types import ContainerSpec, EngineAddress, Route
 from aigo_apply.errors import AigoError, NotReady
 from aigo_apply.plan.types import Action
 
@@ -46,7 +46,7 @@ class ModelSteps:
         self.interrupted, self.make_waiter = interrupted, make_waiter
         # called once a model is proven ready, before its route is added (apply/swap_steps.py: an
         # on-demand model goes to sleep then); an AigoError from it fails the step like a refused route
-        self.on_ready: Callable[[str, dict[str, Any] | None, int], None] | None = None
+        self.on_ready: Callable[[str, dict[str, Any] | None, EngineAddress], None] | None = None
 
     def run(self, item: Prepared) -> Outcome:
         step = {"start": self.start, "create": self.create, "recreate": self.recreate}[item.action.kind]
@@ -172,10 +172,10 @@ class ModelSteps:
         if tail:
             self.log.reporter.event("log_tail", address=action.address, lines=tail)
         self.log.step(action.address, "recreate", "", f"restoring the previous version of {name}")
-        old = _old_route(action)
+        old, old_address = _old_route(action), _old_address(action)
         previous = Engine(
             action.model or "",
-            old.port,
+            old_address,
             name,
             lambda: self.runtime.state(name),
             lambda n: self.runtime.logs_tail(name, n),
@@ -203,15 +203,15 @@ class ModelSteps:
 
     def _await_and_route(self, item: Prepared, container_id: str, verb: str) -> Outcome:
         action, alias = item.action, item.action.model or ""
-        port = _container(item).host_port or 0
-        route = route_of(alias, action.spec or {})
+        address = EngineAddress.of(action.spec or {})
+        route = Route.of(alias, action.spec or {})
         stager = None
         if self.router:  # check the router's next generation while the engine loads
             stager = threading.Thread(target=self.router.stage, args=(route,), daemon=True, name=f"aigo-stage-{alias}")
             stager.start()
         engine = Engine(
             alias,
-            port,
+            address,
             container_id,
             lambda: self.runtime.state(container_id),
             lambda n: self.runtime.logs_tail(container_id, n),
@@ -222,10 +222,10 @@ class ModelSteps:
             if stager is not None:
                 stager.join(timeout=STAGE_JOIN_TIMEOUT)
         if self.on_ready:
-            self.on_ready(alias, action.spec, port)
+            self.on_ready(alias, action.spec, address)
         if self.router:
             self.router.route(route)
-        message = f"{verb} {action.container}; ready after {seconds:.1f} s on 127.0.0.1:{port}"
+        message = f"{verb} {action.container}; ready after {seconds:.1f} s on {address}"
         self.log.step(action.address, action.kind, "ok", message)
         return Outcome(action.address, action.kind, True, message)
 
@@ -245,13 +245,24 @@ def _container(item: Prepared) -> ContainerSpec:
     return item.container
 
 
+def _old_spec(action: Action) -> dict[str, Any]:
+    """The spec of the container a recreate replaces, as far as its address and route go: the new
+    spec with each changed top-level field as it was (a field the old one did not have is absent)."""
+    spec = dict(action.spec or {})
+    for change in action.changes:
+        if "." in change.path:
+            continue
+        if change.before is None:
+            spec.pop(change.path, None)
+        else:
+            spec[change.path] = change.before
+    return spec
+
+
 def _old_route(action: Action) -> Route:
-    """The route of the container a recreate replaces (its port and length before the change)."""
-    before: dict[str, Any] = {c.path: c.before for c in action.changes}
-    spec = action.spec or {}
-    return Route(
-        action.model or "",
-        before.get("port") or spec["port"],
-        before.get("context_length") or spec["context_length"],
-        spec["engine"],
-    )
+    """The route of the container a recreate replaces (its port or socket and length before the change)."""
+    return Route.of(action.model or "", _old_spec(action))
+
+
+def _old_address(action: Action) -> EngineAddress:
+    return EngineAddress.of(_old_spec(action))

@@ -25,6 +25,7 @@ class Routes(Protocol):
 
     routes: dict[str, Route]
     settings: RouterSettings
+    sockets_dir: str  # the project's engine sockets on this machine (a socket route's engine is there)
 
     def stage(self, route: Route) -> None: ...
     def add(self, route: Route) -> None: ...
@@ -32,10 +33,6 @@ class Routes(Protocol):
     def converge(self, routes: dict[str, Route]) -> bool: ...
     def prepare_first(self, routes: list[Route], check: bool = True) -> None: ...
     def remove_files(self) -> None: ...
-
-
-def route_of(alias: str, spec: dict) -> Route:
-    return Route(alias, spec["port"], spec["context_length"], spec["engine"])
 
 
 class RouterSteps:
@@ -117,7 +114,7 @@ class RouterSteps:
     def routes_to_keep(self, plan: Plan, running: set[str]) -> dict[str, Route]:
         """Routes of models that stay as they are and are running: they go into a new router at once."""
         return {
-            a.model: route_of(a.model, a.spec)
+            a.model: Route.of(a.model, a.spec)
             for a in plan.actions
             if a.kind == "noop" and a.model and a.spec and a.model in running
         }

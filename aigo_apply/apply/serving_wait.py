@@ -3,22 +3,20 @@ vLLM loads: it only listens once the engine is ready; llama.cpp answers 503 mean
 listed by `/v1/models`, and a one-token chat completion succeeds. Polls with a capped backoff,
 reports progress with the elapsed time and the engine's latest log line, and fails at once when the
 container exits while loading.
-Everything goes to 127.0.0.1:PORT, the port published on the host.
+Everything goes to the engine's own address on this machine (adapters/engine_http.py): its Unix
+socket, or the port it publishes on 127.0.0.1.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from aigo_apply.adapters.engine_http import EngineClient, listening
+from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import NotReady
-
-if TYPE_CHECKING:
-    import httpx
 
 FIRST_DELAY, MAX_DELAY, BACKOFF = 0.02, 0.1, 1.5  # a low cap keeps apply within 0.1 s of the engine
 STATE_EVERY = 0.5  # how often to ask Docker whether the container still runs
@@ -30,7 +28,7 @@ class Engine:
     """What the wait needs to know about one engine container."""
 
     alias: str
-    port: int
+    address: EngineAddress
     container: str
     state: Callable[[], dict]  # Docker's State object of the container ({} when gone)
     logs: Callable[[int], list[str]]  # last N log lines
@@ -48,12 +46,11 @@ class Waiter:
     def wait(self, engine: Engine) -> float:
         """Block until `engine` is ready; return the seconds it took. Raises NotReady.
 
-        While the port refuses connections (vLLM loading) only a TCP connect is tried, which is
+        While the engine refuses connections (vLLM loading) only a connect is tried, which is
         cheap enough to do every 0.1 s; the HTTP client is imported meanwhile, in the background."""
         start = self.clock()
         delay, next_report, next_state, stage = FIRST_DELAY, start + PROGRESS_EVERY, start, "loading"
-        client = _ClientLoader(self.request_timeout)
-        base = f"http://127.0.0.1:{engine.port}"
+        client = _ClientLoader(engine.address, self.request_timeout)
         try:
             while True:
                 if self.should_stop():
@@ -62,8 +59,8 @@ class Waiter:
                 if now >= next_state:
                     self._check_alive(engine)
                     next_state = now + STATE_EVERY
-                if _port_open(engine.port):
-                    stage = self._probe(client.get(), base, engine.alias) or stage
+                if listening(engine.address):
+                    stage = self._probe(client.get(), engine.alias) or stage
                     if stage == "ready":
                         self._check_alive(engine)
                         return self.clock() - start
@@ -92,39 +89,31 @@ class Waiter:
             gone = "disappeared" if not state else f"exited with code {code}"
             raise NotReady(f"the container of model '{engine.alias}' {gone} while loading", engine.logs(20), code)
 
-    def _probe(self, http, base: str, alias: str) -> str | None:
+    def _probe(self, http: EngineClient, alias: str) -> str | None:
         """One pass over the three checks; returns how far the engine got, or None when unreachable."""
         import httpx
 
         try:
-            if http.get(f"{base}/health").status_code != 200:
+            if http.get("/health").status_code != 200:
                 return "starting"
-            models = http.get(f"{base}/v1/models")
+            models = http.get("/v1/models")
             if models.status_code != 200 or alias not in {m.get("id") for m in models.json().get("data", [])}:
                 return "health ok, model not listed"
             reply = http.post(
-                f"{base}/v1/chat/completions",
+                "/v1/chat/completions",
                 json={"model": alias, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1},
             )
             return "ready" if reply.status_code == 200 else f"test completion answered {reply.status_code}"
-        except (httpx.HTTPError, ValueError):
+        except (httpx.HTTPError, OSError, ValueError, AttributeError):
             return None
 
 
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 class _ClientLoader:
-    """An httpx client whose (slow) import starts at once in a background thread."""
+    """An engine client whose (slow) httpx import starts at once in a background thread."""
 
-    def __init__(self, timeout: float):
-        self.timeout = timeout
-        self.client: httpx.Client | None = None
+    def __init__(self, address: EngineAddress, timeout: float):
+        self.address, self.timeout = address, timeout
+        self.client: EngineClient | None = None
         self._thread = threading.Thread(target=self._import, daemon=True)
         self._thread.start()
 
@@ -132,12 +121,10 @@ class _ClientLoader:
     def _import() -> None:
         import httpx  # noqa: F401
 
-    def get(self) -> httpx.Client:
+    def get(self) -> EngineClient:
         if self.client is None:
             self._thread.join()
-            import httpx
-
-            self.client = httpx.Client(timeout=self.timeout)
+            self.client = EngineClient(self.address, self.timeout)
         return self.client
 
     def close(self) -> None:

@@ -5,8 +5,9 @@ are put to sleep (a starting vLLM needs its memory fraction free), and the group
 in the router's state folder that tells the router to run no swap of that group until apply is done
 with it. At the end, the group's first models are woken and the hold is released.
 
-Engines are reached on 127.0.0.1:PORT, as the readiness wait does: POST /sleep?level=1&mode=wait
-(running requests finish first), POST /wake_up, GET /is_sleeping (vLLM with VLLM_SERVER_DEV_MODE=1)."""
+Engines are reached at their own address, as the readiness wait does (their Unix socket): POST
+/sleep?level=1&mode=wait (running requests finish first), POST /wake_up, GET /is_sleeping (vLLM with
+VLLM_SERVER_DEV_MODE=1)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.adapters import engine_http
 from aigo_apply.apply.outcome import StepLog
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
 from aigo_apply.config.swap_groups import SwapGroup, membership
+from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.haproxy_swap import HOLDS
@@ -29,15 +32,9 @@ HOLD_MARGIN = 600.0  # seconds a hold outlives the longest start it covers
 STARTING = ("start", "create", "recreate")
 
 
-def engine_call(port: int, method: str, path: str, timeout: float = CALL_TIMEOUT) -> tuple[int, str]:
-    """One call to an engine's control endpoint on 127.0.0.1; (0, reason) when there is no answer."""
-    import httpx
-
-    try:
-        reply = httpx.request(method, f"http://127.0.0.1:{port}{path}", timeout=timeout)
-        return reply.status_code, reply.text[:300]
-    except httpx.HTTPError as exc:
-        return 0, str(exc) or type(exc).__name__
+def engine_call(address: EngineAddress, method: str, path: str, timeout: float = CALL_TIMEOUT) -> tuple[int, str]:
+    """One call to an engine's control endpoint; (0, reason) when there is no answer."""
+    return engine_http.call(address, method, path, timeout)
 
 
 class SwapSteps:
@@ -49,14 +46,20 @@ class SwapSteps:
         groups: tuple[SwapGroup, ...],
         log: StepLog,
         router_folder: Path | None,
-        routed_ports: dict[str, int] | None = None,
-        call: Callable[[int, str, str], tuple[int, str]] = engine_call,
+        routed: dict[str, EngineAddress] | None = None,
+        call: Callable[[EngineAddress, str, str], tuple[int, str]] = engine_call,
     ):
         self.groups = membership(groups)
         self.log, self.call = log, call
         self.holds = router_folder / HOLDS if router_folder is not None else None
-        self.ports: dict[str, int] = dict(routed_ports or {})
-        self.ports.update({a.model: a.spec["port"] for a in plan.actions if a.model and a.spec and "port" in a.spec})
+        self.addresses: dict[str, EngineAddress] = dict(routed or {})
+        self.addresses.update(
+            {
+                a.model: EngineAddress.of(a.spec)
+                for a in plan.actions
+                if a.model and a.spec and "context_length" in a.spec
+            }
+        )
         self.touched: dict[str, SwapGroup] = {}
         self._lock = threading.Lock()
         # a hold expires on its own (an apply killed with -9 cannot release it): the longest start of
@@ -80,23 +83,23 @@ class SwapSteps:
             self.touched[group.name] = group
         self._hold(group)
         for member in group.members:
-            port = self.ports.get(member)
-            if member == alias or port is None or not self._awake(port):
+            address = self.addresses.get(member)
+            if member == alias or address is None or not self._awake(address):
                 continue
-            status, text = self.call(port, "POST", "/sleep?level=1&mode=wait")
-            address = f"model.{member}"
+            status, text = self.call(address, "POST", "/sleep?level=1&mode=wait")
+            where = f"model.{member}"
             if status == 200:
-                self.log.step(address, "sleep", "ok", f"{member} put to sleep: model {alias} of its swap group starts")
+                self.log.step(where, "sleep", "ok", f"{member} put to sleep: model {alias} of its swap group starts")
             else:
-                self.log.step(address, "sleep", "failed", f"{member} could not be put to sleep ({status} {text})")
+                self.log.step(where, "sleep", "failed", f"{member} could not be put to sleep ({status} {text})")
 
     # -- once it is ready ------------------------------------------------------------------------
-    def after_ready(self, alias: str, spec: dict[str, Any] | None, port: int) -> None:
+    def after_ready(self, alias: str, spec: dict[str, Any] | None, address: EngineAddress) -> None:
         """Proven ready: now it sleeps, unless it is one of the group's first max_awake models."""
         group = self.group(alias, spec)
         if group is None or alias in group.first:
             return
-        status, text = self.call(port, "POST", "/sleep?level=1&mode=wait")
+        status, text = self.call(address, "POST", "/sleep?level=1&mode=wait")
         if status != 200:
             raise AigoError(
                 f"model {alias} is ready but could not be put to sleep: the engine answered {status} {text}"
@@ -109,10 +112,10 @@ class SwapSteps:
         for group in self.touched.values():
             try:
                 for member in group.first:
-                    port = self.ports.get(member)
-                    if port is None or self._awake(port) is not False:
+                    address = self.addresses.get(member)
+                    if address is None or self._awake(address) is not False:
                         continue
-                    status, text = self.call(port, "POST", "/wake_up")
+                    status, text = self.call(address, "POST", "/wake_up")
                     outcome = "ok" if status == 200 else "failed"
                     detail = "awake" if status == 200 else f"could not be woken ({status} {text})"
                     self.log.step(
@@ -121,9 +124,9 @@ class SwapSteps:
             finally:
                 self._release(group)
 
-    def _awake(self, port: int) -> bool | None:
+    def _awake(self, address: EngineAddress) -> bool | None:
         """True/False from GET /is_sleeping; None when the engine does not answer it."""
-        status, text = self.call(port, "GET", "/is_sleeping")
+        status, text = self.call(address, "GET", "/is_sleeping")
         if status != 200:
             return None
         compact = text.replace(" ", "")

@@ -115,7 +115,7 @@ def watch(file: str | None) -> int:
     from aigo_apply.app.docker_platform import router_for
     from aigo_apply.app.planning import load_desired, observe
     from aigo_apply.app.watch import Watcher
-    from aigo_apply.desired.build import route_of
+    from aigo_apply.desired.types import EngineAddress, Route
     from aigo_apply.plan.types import Plan
 
     desired = load_desired(file)
@@ -124,10 +124,11 @@ def watch(file: str | None) -> int:
     router = router_for(Plan(desired.project, desired.file, "", ()), observed, runtime, desired)
     if router is None:
         raise AigoError(f"project '{desired.project}' has no router yet; run `aigo-apply apply` first")
-    routes = {alias: route_of(m) for alias, m in desired.models.items()}
+    routes = {alias: Route.of(alias, m.spec) for alias, m in desired.models.items()}
+    addresses = {alias: EngineAddress.of(m.spec) for alias, m in desired.models.items()}
     from aigo_apply.cli.reporter import echo
 
-    watcher = Watcher(runtime, router, desired.project, routes, lambda line: echo(line, colours=False))
+    watcher = Watcher(runtime, router, desired.project, routes, lambda line: echo(line, colours=False), addresses)
     watcher.install_signals()
     watcher.run()
     click.echo("watch stopped")

@@ -54,6 +54,13 @@ def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
             key = "swap_group" if "swap_group" in model else "on_demand"
             f.at_key(("models", alias, key), ENGINE_REASONS[engine])
             continue
+        if "port" in model:
+            f.at_key(
+                ("models", alias, "port"),
+                "an on-demand model's engine runs with its development endpoints on (the router sleeps and wakes "
+                "it), and a port would open them to every account on this machine with no key; remove port: the "
+                "engine serves on a Unix socket only the router reaches",
+            )
         if model.get("enabled") is not False:
             groups.setdefault(group_of(model) or "", []).append((alias, model))
     for name, members in groups.items():

@@ -42,7 +42,7 @@ from aigo_apply.desired import engines
 from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
-from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState, HostContext, Route
+from aigo_apply.desired.types import SOCKETS_FOLDER, DesiredModel, DesiredRouter, DesiredState, HostContext, Route
 from aigo_apply.errors import AigoError, UnsafeSetting
 
 
@@ -69,9 +69,15 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         image = image_reference(data, engine)
         if image is None:  # validation requires image_tag for an engine without a built-in one
             raise AigoError(f"model '{alias}' runs on {engine}, which has no image tag: set engines.{engine}.image_tag")
+        # vLLM serves on a Unix socket only the router reaches, unless the model asks for a port
+        socket = (
+            str(sockets_folder(host, data["project"]) / alias)
+            if engine == "vllm" and "port" not in models[alias]
+            else None
+        )
         try:
             spec = model_spec(
-                models[alias], defaults, engine, image, ports[alias], config.base_dir, store, host, mounts
+                models[alias], defaults, engine, image, ports[alias], config.base_dir, store, host, mounts, socket
             )
         except UnsafeSetting as exc:  # a mount the host's own folders rule out (validation cannot see them all)
             raise UnsafeSetting(f"{config.file}: models.{alias}.{exc}; nothing was changed") from None
@@ -86,7 +92,9 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
                 "write method: mtp",
             )
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
-        desired[alias] = DesiredModel(alias, spec, engines.render(data["project"], alias, spec), notes, float(timeout))
+        notes += listen_notes(alias, spec)
+        container = engines.render(data["project"], alias, spec)
+        desired[alias] = DesiredModel(alias, spec, container, notes, float(timeout), ports[alias])
     uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
     groups = swap_groups(models)
@@ -149,7 +157,9 @@ def router_spec(project: str, router: dict[str, Any], host: HostContext) -> dict
         "api_keys": dict(router["api_keys"]) if "api_keys" in router else None,
         "max_body_mb": router.get("max_body_mb", ROUTER_MAX_BODY_MB),
         "timeout": router.get("timeout", ROUTER_TIMEOUT),
+        **({"metrics_without_key": True} if router.get("metrics_without_key") else {}),
         "config_dir": str(host.state_folder(project) / "router"),
+        "sockets_dir": str(sockets_folder(host, project)),
         "user": f"{host.uid}:{host.gid}",
     }
 
@@ -159,13 +169,46 @@ def desired_router(
 ) -> DesiredRouter:
     project = data["project"]
     spec = router_spec(project, data.get("router", {}), host)
-    routes = tuple(route_of(m) for _, m in sorted(models.items()))
+    routes = tuple(Route.of(alias, m.spec) for alias, m in sorted(models.items()))
     settings = replace(settings_of(project, spec), swap_groups=groups)  # groups change files, not the container
     return DesiredRouter(spec, router_container(project, spec), routes, settings)
 
 
-def route_of(model: DesiredModel) -> Route:
-    return Route(model.alias, model.spec["port"], model.spec["context_length"], model.spec["engine"])
+def served_on_ports(desired: DesiredState) -> DesiredState:
+    """The desired state with every engine listening on its port (a cluster's pods reach each other
+    through Services, not through this machine's sockets): each socket-served model gets the port
+    chosen for it back, and its container and route are made again from that spec."""
+    models = {}
+    for alias, model in desired.models.items():
+        if "socket" not in model.spec:
+            models[alias] = model
+            continue
+        spec = {k: v for k, v in model.spec.items() if k != "socket"}
+        spec["port"] = model.port
+        models[alias] = replace(model, spec=spec, container=engines.render(desired.project, alias, spec))
+    routes = tuple(Route.of(alias, m.spec) for alias, m in sorted(models.items()))
+    return replace(desired, models=models, router=replace(desired.router, routes=routes))
+
+
+def sockets_folder(host: HostContext, project: str) -> Path:
+    """The project's engine sockets: one folder per model, mounted into its engine and (all of them,
+    read-only) into the router; no other account may enter it (apply/engine_sockets.py)."""
+    return host.state_folder(project) / SOCKETS_FOLDER
+
+
+def listen_notes(alias: str, spec: dict[str, Any]) -> tuple[str, ...]:
+    """What the plan says of an engine published on a port: any local account reaches it there."""
+    if "port" not in spec:
+        return ()
+    why = (
+        f"models.{alias}.port asks for it"
+        if spec["engine"] == "vllm"
+        else f"the {spec['engine']} server cannot listen on a Unix socket"
+    )
+    return (
+        f"served on 127.0.0.1:{spec['port']} ({why}): any account on this machine can reach it there without an "
+        "API key, bypassing the router",
+    )
 
 
 def ignored_settings(model: dict[str, Any], engine: str) -> tuple[str, ...]:
@@ -187,8 +230,10 @@ def model_spec(
     store: Path,
     host: HostContext | None = None,
     mounts: Mounts | None = None,
+    socket: str | None = None,
 ) -> dict[str, Any]:
     """The canonical spec of one model: every value that shapes its container, defaults filled.
+    `socket`: the host folder of its Unix socket, for an engine served on one (it then has no port).
     Only the settings of the engine that runs it are part of it (others cannot cause a recreate).
     `mounts`: the build's view of the host's folders (model_store.Mounts), else one per mount."""
     source = model["source"]
@@ -211,7 +256,7 @@ def model_spec(
         "model_dir": str(model_dir),
         "context_length": parse_token_count(model["context_length"]),
         "gpus": sorted(gpus) if isinstance(gpus, list) else gpus,
-        "port": port,
+        **({"socket": socket} if socket else {"port": port}),
         "env": {name: _env_value(value) for name, value in sorted(model.get("env", {}).items())},
     }
     if model_file is not None:
@@ -233,7 +278,8 @@ def model_spec(
         spec["sglang"] = dict(sorted(settings.items()))
     else:
         spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
-    order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", "on_demand"]
+    order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", "socket"]
+    order += ["on_demand"]
     order += [engine, "env"]
     return {key: spec[key] for key in order if key in spec}
 

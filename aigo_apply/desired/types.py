@@ -83,12 +83,25 @@ class ContainerSpec:
         return "sha256:" + hashlib.sha256(canonical_json(self.definition()).encode()).hexdigest()
 
 
+SOCKETS_FOLDER = "sockets"  # in a project's state folder: one folder per socket-served engine
+SOCKET_FILE = "engine.sock"  # an engine's Unix socket, in its own folder (desired/engines/common.py mounts it)
+ROUTER_SOCKETS = "/run/aigo-engines"  # in the router container: the project's sockets folder, read-only
+
+
 @dataclass(frozen=True, order=True)
 class Route:
+    """One routed model. `port` None: its engine serves on its Unix socket, in the folder named after
+    the alias below the project's sockets folder (the router's path is derived, never stored)."""
+
     alias: str
-    port: int
+    port: int | None
     max_model_len: int
     owned_by: str = "vllm"
+
+    @classmethod
+    def of(cls, alias: str, spec: dict[str, Any]) -> Route:
+        """The route of a model from its canonical spec: its socket, else its port on 127.0.0.1."""
+        return cls(alias, None if spec.get("socket") else spec["port"], spec["context_length"], spec["engine"])
 
     @property
     def backend(self) -> str:
@@ -96,9 +109,40 @@ class Route:
         safe = re.sub(r"[^A-Za-z0-9_]", "_", self.alias)[:40]
         return f"m_{safe}_{hashlib.sha256(self.alias.encode()).hexdigest()[:6]}"
 
+    @property
+    def router_socket(self) -> str | None:
+        """The engine's socket as the router container sees it (None: the engine listens on a port)."""
+        return None if self.port is not None else f"{ROUTER_SOCKETS}/{self.alias}/{SOCKET_FILE}"
+
     def to_dict(self) -> dict[str, Any]:
         """As dataclasses.asdict gives it (every field is a plain value), without its deep copy."""
         return {"alias": self.alias, "port": self.port, "max_model_len": self.max_model_len, "owned_by": self.owned_by}
+
+
+@dataclass(frozen=True)
+class EngineAddress:
+    """Where this machine reaches an engine: its Unix socket (a host path), or a port on 127.0.0.1.
+    Always derived from the tool's own desired state or state folder, never read from a label."""
+
+    socket: str | None = None
+    port: int | None = None
+
+    @classmethod
+    def of(cls, spec: dict[str, Any]) -> EngineAddress:
+        """From a canonical spec this tool built (the desired state, or a plan it just made)."""
+        if spec.get("socket"):
+            return cls(socket=f"{spec['socket']}/{SOCKET_FILE}")
+        return cls(port=int(spec["port"]))
+
+    @classmethod
+    def of_route(cls, route: Route, sockets_dir: str) -> EngineAddress:
+        """A routed model's engine: its port, or its socket in the project's sockets folder."""
+        if route.port is not None:
+            return cls(port=route.port)
+        return cls(socket=f"{sockets_dir}/{route.alias}/{SOCKET_FILE}")
+
+    def __str__(self) -> str:
+        return f"unix:{self.socket}" if self.socket else f"127.0.0.1:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -111,6 +155,7 @@ class RouterSettings:
     timeout_s: int = 600
     keys_digest: str = ""  # router/haproxy_safety.keys_digest of the keys, filled in where they are read
     swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models taking turns (config/swap_groups.py)
+    metrics_without_key: bool = False  # with api_keys: /metrics answers without a key too (router.metrics_without_key)
 
 
 @dataclass(frozen=True)
@@ -152,6 +197,7 @@ class DesiredModel:
     container: ContainerSpec
     notes: tuple[str, ...] = ()
     ready_timeout: float = 1800.0  # apply-time only: not part of the spec, so changing it recreates nothing
+    port: int = 0  # the port chosen for it, used where it is not in the spec (a socket engine; a cluster's Service)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from aigo_apply.desired import labels as state
+from aigo_apply.desired.build import served_on_ports
 from aigo_apply.desired.types import DesiredModel, DesiredState, canonical_json
 from aigo_apply.errors import UsageProblem
 from aigo_apply.kube import engine_pod, names, router_objects, specs, storage
@@ -28,6 +29,7 @@ KIND_ORDER = ("Secret", "PersistentVolumeClaim", "Job", "ConfigMap", "Service", 
 
 def objects(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any]]:
     """Every object of the deployment: each model's, the router's, the Hugging Face token's Secret."""
+    desired = served_on_ports(desired)
     out = [obj for alias in sorted(desired.models) for obj in _model_objects(desired, settings, alias)]
     out += router(desired, settings)
     if any(storage.downloads(m) for m in desired.models.values()):
@@ -46,6 +48,7 @@ def selected(desired: DesiredState, settings: KubeSettings, alias: str | None) -
 
 def objects_for_model(desired: DesiredState, settings: KubeSettings, alias: str) -> list[dict[str, Any]]:
     """One model's objects (with the Hugging Face token's Secret when its Job downloads)."""
+    desired = served_on_ports(desired)
     if alias not in desired.models:
         shown = alias if alias.isprintable() and len(alias) <= 64 else repr(alias[:64])
         raise UsageProblem(f"no model {shown} in {desired.file}; models: {', '.join(sorted(desired.models)) or 'none'}")
@@ -57,6 +60,7 @@ def objects_for_model(desired: DesiredState, settings: KubeSettings, alias: str)
 
 def router(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any]]:
     """The router's objects; its Deployment records the router's spec and the hash of them all."""
+    desired = served_on_ports(desired)
     out = router_objects.objects(desired, settings)
     spec = specs.router_spec(desired.router)
     digest = _hash(out)

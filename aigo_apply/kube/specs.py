@@ -12,15 +12,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from aigo_apply.desired.build import served_on_ports
 from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState
 
-_ROUTER_HOST_KEYS = ("bind", "config_dir", "user")  # where and as whom the Docker router runs
+_ROUTER_HOST_KEYS = ("bind", "config_dir", "sockets_dir", "user")  # where and as whom the Docker router runs
 
 
 def model_spec(model: DesiredModel) -> dict[str, Any]:
     """The model's canonical spec without the host folders of downloaded weights (a local
     `source.path` keeps its folder: on a cluster it is the node's folder the pod mounts)."""
     spec = dict(model.spec)
+    if "socket" in spec:  # on a cluster every engine listens on its port (desired/build.served_on_ports)
+        del spec["socket"]
+        spec["port"] = model.port
     if "repo" in spec["source"]:
         spec.pop("model_dir", None)
     settings: dict[str, Any] = spec.get("vllm") or {}
@@ -39,5 +43,6 @@ def router_spec(router: DesiredRouter) -> dict[str, Any]:
 def desired_for_kubernetes(desired: DesiredState) -> DesiredState:
     """The desired state with every spec in its Kubernetes form: what the planner compares with the
     specs a cluster's objects record (its containers, commands and routes are unchanged)."""
+    desired = served_on_ports(desired)
     models = {alias: replace(model, spec=model_spec(model)) for alias, model in desired.models.items()}
     return replace(desired, models=models, router=replace(desired.router, spec=router_spec(desired.router)))

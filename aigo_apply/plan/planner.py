@@ -153,6 +153,11 @@ def _differences(
     if before != model.spec:
         changes = diff_specs(before, model.spec)
         reasons = [f"{c.path} changed" for c in changes]
+        if before.get("port") and model.spec.get("socket") and {"port", "socket"} <= {c.path for c in changes}:
+            reasons = [r for r in reasons if r not in ("port changed", "socket changed")] + [
+                f"the engine now serves on a Unix socket only the router reaches: 127.0.0.1:{before['port']}, "
+                "where any local account could reach it without a key, is no longer published"
+            ]
     elif primary.spec_hash != model.container.definition_hash():
         reasons = [
             "same settings, but this aigo-apply version defines the container differently "

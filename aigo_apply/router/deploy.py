@@ -26,7 +26,7 @@ from pathlib import Path
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.desired.engines.router import ROUTER_MOUNT
-from aigo_apply.desired.types import Route, RouterSettings
+from aigo_apply.desired.types import SOCKETS_FOLDER, Route, RouterSettings
 from aigo_apply.errors import AigoError, RouterError
 from aigo_apply.router.haproxy import (
     KEYS_FILE,
@@ -87,6 +87,7 @@ class Router:
         user: str | None = None,
     ):
         self.runtime, self.folder, self.settings = runtime, folder, settings
+        self.sockets_dir = str(folder.parent / SOCKETS_FOLDER)  # the state folder holds both
         self.container, self.image, self.keys, self.user = container, image, keys, user
         self.routes: dict[str, Route] = {r.alias: r for r in live_routes(folder)}
         self._lock = threading.Lock()
@@ -262,8 +263,9 @@ class Router:
                 shutil.rmtree(path, ignore_errors=True)
 
     def remove_files(self) -> None:
-        """destroy: the router is gone, so are its routes."""
+        """destroy: the router is gone, so are its routes (and, its engines gone too, their sockets)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.sockets_dir, ignore_errors=True)
 
 
 def wait_serving(settings: RouterSettings, timeout: float = 30.0) -> None:

@@ -21,6 +21,7 @@ from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import RouterError
 from aigo_apply.resources import data_dir
 from aigo_apply.router import haproxy_swap as swap
+from aigo_apply.router.haproxy_allowlist import FORM_PATHS, JSON_PATHS, acl_lines
 from aigo_apply.router.haproxy_safety import check_conf, check_keys, check_lua_value, check_routes, check_settings
 
 if TYPE_CHECKING:
@@ -71,12 +72,18 @@ def render_files(
             api_keys=settings.api_keys,
             routes=routes,
             addresses=addresses or {},
-            bufsize=settings.max_body_mb * 1024 * 1024,
+            servers={r.alias: server_address(r, addresses) for r in routes},
+            # the buffer holds the whole body to route it by its "model", and a mebibyte more, so
+            # that a body over the limit (chunked, with no length said) shows as more than it
+            bufsize=(settings.max_body_mb + 1) * 1024 * 1024,
+            max_body=settings.max_body_mb * 1024 * 1024,
             timeout_client=f"{settings.timeout_s}s",
             timeout_server=f"{settings.timeout_s}s",
             hard_stop_after="60s",
             swap=bool(swap_files),
-            engine_control=swap.control_path_lines(),
+            json_paths=acl_lines(sorted(JSON_PATHS)),
+            form_paths=acl_lines(sorted(FORM_PATHS)),
+            metrics_need_key=settings.api_keys and not settings.metrics_without_key,
         )
     )
     files = {
@@ -112,10 +119,28 @@ def render_files(
         "errors/401.json": _error(
             "Missing or invalid API key: send 'Authorization: Bearer KEY'.", "AuthenticationError", 401
         ),
+        "errors/400-path.json": _error(
+            "The request path holds a control character or is not in normal form (//, /./, /../ or a "
+            "trailing /); send the API path as written, such as /v1/chat/completions.",
+            "BadRequestError",
+            400,
+        ),
+        "errors/400-model.json": _error(
+            'The "model" field holds a control character; GET /v1/models lists the models served here.',
+            "BadRequestError",
+            400,
+            "model",
+        ),
         "errors/404-path.json": _error(
-            "Not found: this endpoint serves /v1/models and POST /v1/... requests that name a model.",
+            "Not found: this endpoint serves GET /v1/models and the inference API (POST /v1/chat/completions, "
+            "/v1/completions, /v1/embeddings and the others its documentation lists) for the models it routes.",
             "NotFoundError",
             404,
+        ),
+        "errors/413.json": _error(
+            f"The request body is larger than this router takes ({settings.max_body_mb} MiB, router.max_body_mb).",
+            "RequestTooLargeError",
+            413,
         ),
     }
     if settings.api_keys and settings.keys_digest:
@@ -136,6 +161,16 @@ def render_files(
 
 
 _ADDRESS = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?:[0-9]{1,5}")
+
+
+def server_address(route: Route, addresses: dict[str, str] | None = None) -> str:
+    """Where the router reaches a route's engine: a cluster Service's DNS name and port, the
+    engine's Unix socket in the mounted sockets folder, or its port on 127.0.0.1."""
+    if addresses is not None:
+        return addresses[route.alias]
+    if route.router_socket is not None:
+        return f"unix@{route.router_socket}"
+    return f"127.0.0.1:{route.port}"
 
 
 def check_addresses(addresses: dict[str, str], routes: list[Route]) -> None:

@@ -53,6 +53,8 @@ def check_settings(settings: Any) -> None:
         raise _refuse("router.timeout", settings.timeout_s, f"an integer from 1 to {MAX_TIMEOUT_S}")
     if type(settings.api_keys) is not bool:
         raise _refuse("router.api_keys", settings.api_keys, "true or false (whether keys are used)")
+    if type(getattr(settings, "metrics_without_key", False)) is not bool:
+        raise _refuse("router.metrics_without_key", settings.metrics_without_key, "true or false")
     digest = getattr(settings, "keys_digest", "")
     if not (digest == "" or (isinstance(digest, str) and _DIGEST.fullmatch(digest))):
         raise _refuse("the API keys' digest", digest, "64 hexadecimal digits, or empty while the keys are unread")
@@ -79,8 +81,8 @@ def check_routes(routes: list[Any]) -> None:
         if alias in seen:
             raise _refuse("the model alias", alias, "unique: two routes name it")
         seen.add(alias)
-        if not _integer(route.port, 1, MAX_PORT):
-            raise _refuse(f"the port of model {alias}", route.port, f"an integer from 1 to {MAX_PORT}")
+        if route.port is not None and not _integer(route.port, 1, MAX_PORT):
+            raise _refuse(f"the port of model {alias}", route.port, f"an integer from 1 to {MAX_PORT}, or none")
         if not _integer(route.max_model_len, 1, MAX_MODEL_LEN):
             raise _refuse(f"the context length of model {alias}", route.max_model_len, "a positive integer")
         if not (isinstance(route.owned_by, str) and _OWNER.fullmatch(route.owned_by)):

@@ -17,7 +17,7 @@ from aigo_apply.desired import labels
 from helpers.cli import run_cli
 from helpers.configs import free_port, model_folder, router_yaml, write_config
 from helpers.paths import ROOT
-from helpers.stub_project import ROUTER_PORTS, chat, config, ports
+from helpers.stub_project import ROUTER_PORTS, chat, config, engine_addresses
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_apply_from_empty_then_no_changes(runtime, project, tmp_path, state):
     assert "model.chat: created aigo-" in first.stdout and "ready after" in first.stdout
     before = ids(runtime, project)
     assert set(before) == {"chat", "tools"}
-    for alias, port in ports(runtime, project).items():
+    for alias, port in engine_addresses(runtime, project).items():
         assert chat(port, alias)["model"] == alias
     second = run_cli("apply", "-f", str(path), "-y", env=state)
     assert second.returncode == 0 and second.stdout.startswith("No changes.")
@@ -183,7 +183,7 @@ def test_failed_recreate_restores_the_previous_container(runtime, project, tmp_p
         assert "RuntimeError: stub engine told to fail at start-up" in result.stdout  # the log tail
     after = ids(runtime, project)
     assert after == before  # the very same containers, the old chat one renamed back
-    assert chat(ports(runtime, project)["chat"], "chat")["model"] == "chat"
+    assert chat(engine_addresses(runtime, project)["chat"], "chat")["model"] == "chat"
     router_port = ROUTER_PORTS[project]  # and it answers through the router again
     assert chat(router_port, "chat")["model"] == "chat"
     listed = json.load(urllib.request.urlopen(f"http://127.0.0.1:{router_port}/v1/models", timeout=5))
@@ -257,7 +257,7 @@ def test_sigint_at_any_moment_then_apply_converges(runtime, project, tmp_path, s
     assert again.returncode == 0, again.stdout + again.stderr
     final = run_cli("plan", "-f", str(changed), "--detailed-exitcode", env=state)
     assert final.returncode == 0 and final.stdout.startswith("No changes."), final.stdout
-    for alias, port in ports(runtime, project).items():
+    for alias, port in engine_addresses(runtime, project).items():
         assert chat(port, alias)["model"] == alias
 
 
@@ -392,7 +392,7 @@ def test_paused_model_is_resumed_and_a_taken_port_fails_cleanly(runtime, project
     runtime.api.pause(f"aigo-{project}-chat")
     resumed = run_cli("apply", "-f", str(path), "-y", env=state)
     assert resumed.returncode == 0 and "Apply complete: 1 started." in resumed.stdout, resumed.stdout + resumed.stderr
-    assert chat(ports(runtime, project)["chat"], "chat")["model"] == "chat"
+    assert chat(engine_addresses(runtime, project)["chat"], "chat")["model"] == "chat"
     # a process outside Docker holds the port a new model wants
     busy = free_port()
     holder = socket.socket()
@@ -433,6 +433,7 @@ def test_speculative_draft_model_is_mounted_and_the_engine_starts(runtime, proje
     assert {(m["Destination"], m["RW"]) for m in mounts} == {
         ("/models/spec", False),
         ("/models/spec.draft", False),
+        ("/run/aigo", True),  # its socket's folder, the one host folder it may write
         ("/root/.cache", True),
     }
     assert chat(ROUTER_PORTS[project], "spec")["model"] == "spec"

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from helpers.cli import run_cli
-from helpers.stub_project import ROUTER_PORTS, chat, config, ports
+from helpers.stub_project import ROUTER_PORTS, chat, config, engine_addresses
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def disabled(tmp_path, project):
 def test_disable_then_enable_a_model(runtime, project, tmp_path, state):
     path = config(tmp_path, project)
     assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
-    before = ports(runtime, project)
+    before = engine_addresses(runtime, project)
     router = ROUTER_PORTS[project]
     chat_id = next(c["Id"] for c in runtime.list_containers() if c["Names"][0].endswith(f"{project}-chat"))
 
@@ -46,7 +46,7 @@ def test_disable_then_enable_a_model(runtime, project, tmp_path, state):
     assert "model.tools" in plan.stdout and "disabled" in plan.stdout and "enabled: false" in plan.stdout, plan.stdout
     result = run_cli("apply", "-f", str(path), "-y", env=state)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert set(ports(runtime, project)) == {"chat"}
+    assert set(engine_addresses(runtime, project)) == {"chat"}
     assert listed(router) == ["chat"]
     assert chat(router, "chat")["model"] == "chat"
     with pytest.raises(urllib.error.HTTPError) as gone:
@@ -61,5 +61,5 @@ def test_disable_then_enable_a_model(runtime, project, tmp_path, state):
 
     path = config(tmp_path, project)
     assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
-    assert ports(runtime, project) == before
+    assert engine_addresses(runtime, project) == before
     assert listed(router) == ["chat", "tools"] and chat(router, "tools")["model"] == "tools"

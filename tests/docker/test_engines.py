@@ -1,7 +1,8 @@
 """Every example's generated command line really starts an engine: its containers are created from
 the desired specs with the stub engine image standing in for vllm/vllm-openai, lmsysorg/sglang and
 the llama.cpp server image (and no GPU, as this machine has none), then each answers /v1/models with
-its alias over 127.0.0.1 and reports the context length it was given."""
+its alias at its address (vLLM: its Unix socket; the others: 127.0.0.1) and reports the context length
+it was given."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import httpx
 import pytest
 
+from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines import render
+from aigo_apply.desired.types import EngineAddress
 
 from helpers.configs import host_context
 from helpers.paths import EXAMPLES
@@ -29,16 +33,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_models(port: int, timeout: float = 20.0) -> dict:
+def wait_for_models(address: EngineAddress, timeout: float = 20.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as response:
-                return json.load(response)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+            with EngineClient(address, 2) as engine:
+                reply = engine.get("/v1/models")  # llama-server answers 503 while it loads
+                if reply.status_code == 200:
+                    return reply.json()
+        except (OSError, httpx.HTTPError):
+            pass
+        if time.monotonic() > deadline:
+            raise OSError(f"no answer from {address}")
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
@@ -47,7 +54,11 @@ def test_example_command_lines_start_the_stub_engine(example, runtime, project, 
     started = {}
     for alias, model in desired.models.items():
         # a free port, so a demo or another project on this machine never collides with the test
-        spec = {**model.spec, "image": STUB, "gpus": "none", "env": {}, "port": free_port()}
+        spec = {**model.spec, "image": STUB, "gpus": "none", "env": {}}
+        if "socket" in spec:  # its socket's folder in this test's own state folder
+            spec["socket"] = str(tmp_path / "state" / "sockets" / alias)
+        else:
+            spec["port"] = free_port()
         if "model_file" in spec:  # llama.cpp loads one .gguf file: give it one (empty; the stub loads nothing)
             spec["model_dir"] = str(tmp_path / alias)
             (tmp_path / alias / spec["model_file"]).parent.mkdir(parents=True, exist_ok=True)
@@ -62,17 +73,17 @@ def test_example_command_lines_start_the_stub_engine(example, runtime, project, 
                 Path(mount.source).mkdir(parents=True)
         cid = runtime.create(container, {})
         runtime.start(cid)
-        started[alias] = (cid, container.host_port)
-    for alias, (cid, port) in started.items():
+        started[alias] = (cid, EngineAddress.of(spec))
+    for alias, (cid, address) in started.items():
         try:
-            cards = wait_for_models(port)
+            cards = wait_for_models(address)
         except OSError:
             logs = runtime.api.logs(cid, tail=20).decode(errors="replace")
             pytest.fail(f"{alias} did not start from its command line:\n{logs}")
         assert [c["id"] for c in cards["data"]] == [alias]
         wanted = desired.models[alias].spec["context_length"]
         if desired.models[alias].spec["engine"] == "llama.cpp":  # llama-server reports n_ctx in /props
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/props", timeout=2) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{address.port}/props", timeout=2) as response:
                 assert json.load(response)["default_generation_settings"]["n_ctx"] == wanted
         else:
             assert cards["data"][0]["max_model_len"] == wanted

@@ -19,7 +19,7 @@ import pytest
 
 from helpers.cli import run_cli
 from helpers.paths import ROOT
-from helpers.stub_project import chat, config, ports
+from helpers.stub_project import chat, config, engine_addresses
 
 pytestmark = pytest.mark.disruptive
 
@@ -37,7 +37,7 @@ def converged(runtime, project, path, state) -> None:
     assert again.returncode == 0, again.stdout + again.stderr
     final = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
     assert final.returncode == 0 and final.stdout.startswith("No changes."), final.stdout
-    for alias, port in ports(runtime, project).items():
+    for alias, port in engine_addresses(runtime, project).items():
         # after a daemon restart Docker restarts the engines (unless-stopped), which load again first
         deadline = time.monotonic() + 30
         while True:

@@ -88,8 +88,10 @@ def test_apply_downloads_on_the_host_and_the_engine_runs_offline_without_a_token
         "tokenizer_config.json",
     ]  # no README, no original/
     inspected = runtime.api.inspect_container(f"aigo-{project}-tiny")
+    sockets = tmp_path / "state" / project / "sockets" / "tiny"
     assert [(m["Source"], m["Destination"], m["RW"]) for m in inspected["Mounts"] if m["Type"] == "bind"] == [
-        (str(folder), "/models/tiny", False)
+        (str(folder), "/models/tiny", False),
+        (str(sockets), "/run/aigo", True),  # its socket's folder: the only host folder it may write
     ]
     assert "HF_HUB_OFFLINE=1" in inspected["Config"]["Env"]
     assert not [e for e in inspected["Config"]["Env"] if e.startswith(("HF_TOKEN", "HUGGING_FACE"))]

@@ -129,8 +129,9 @@ def test_model_removed_from_file_plans_remove(runtime, project, tmp_path):
 
 
 def test_foreign_container_holding_a_port_blocks_the_plan(runtime, project, tmp_path, foreign):
-    path = config(tmp_path, project)
+    path = config(tmp_path, project, extra_model=f"    port: {free_port()}\n")  # tools asks for a port
     port = load_desired(str(path)).models["tools"].container.host_port
+    assert port is not None
     foreign(f"{project}-squatter", host_port=port)
     result = run_cli("plan", "-f", str(path))
     assert result.returncode == 1

@@ -167,6 +167,11 @@ def test_apply_from_empty_waits_until_the_real_engine_serves(runtime, real):
     assert "Apply complete: 1 created, router created." in result.stdout
     assert "model.chat: created aigo-" in result.stdout and "ready after" in result.stdout
     assert set(engine_ids(runtime, real.name)) == {"chat"}
+    # it serves on its Unix socket, which the router reaches; nothing is published on this machine
+    engine = runtime.api.inspect_container(engine_ids(runtime, real.name)["chat"])
+    assert not engine["HostConfig"]["PortBindings"] and not engine["NetworkSettings"]["Ports"]
+    assert engine["Config"]["Cmd"][-2:] == ["--uds", "/run/aigo/engine.sock"]
+    assert "ready after" in result.stdout and "on unix:" in result.stdout
     # apply returned only once the engine served: the router lists it and a chat answers at once
     with urllib.request.urlopen(f"http://127.0.0.1:{real.router_port}/v1/models", timeout=10) as response:
         assert [m["id"] for m in json.load(response)["data"]] == ["chat"]

@@ -46,7 +46,6 @@ class Rh1Project:
         monkeypatch.setenv("AIGO_STATE_DIR", self.env["AIGO_STATE_DIR"])
         model_folder(tmp_path / "m")
         self.url = f"http://127.0.0.1:{self.port}"
-        self.ports: dict[str, int] = {}
         self.http = httpx.Client(timeout=10)  # the test's own probes: one client, no per-call set-up
         # Requests for a model that may be down go on a fresh connection each: while Docker restarts an
         # engine, its port proxy accepts and then closes, and HAProxy answers that on a kept-alive
@@ -72,12 +71,9 @@ class Rh1Project:
     def container(self, alias: str) -> str:
         return f"aigo-{self.name}-{alias}"
 
-    def engine_port(self, alias: str) -> int:
-        """The engine's fixed host port (kept across a restart), read once."""
-        if alias not in self.ports:
-            bindings = self.runtime.api.inspect_container(self.container(alias))["HostConfig"]["PortBindings"]
-            self.ports[alias] = int(next(iter(bindings.values()))[0]["HostPort"])
-        return self.ports[alias]
+    def engine_socket(self, alias: str) -> str:
+        """The engine's Unix socket (the same path across a restart)."""
+        return str(self.tmp / "state" / self.name / "sockets" / alias / "engine.sock")
 
     def listed(self) -> list[str]:
         reply = self.http.get(f"{self.url}/v1/models", timeout=2)
@@ -93,10 +89,11 @@ class Rh1Project:
         )
 
     def healthy(self, alias: str) -> bool:
-        """The engine's own /health, straight to its port (not through the router)."""
+        """The engine's own /health, straight to its socket (not through the router)."""
         try:
-            reply = self.fresh.get(f"http://127.0.0.1:{self.engine_port(alias)}/health", timeout=2)
-            return reply.status_code == 200
+            transport = httpx.HTTPTransport(uds=self.engine_socket(alias))
+            with httpx.Client(transport=transport, timeout=2) as direct:
+                return direct.get("http://engine/health").status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -37,7 +37,7 @@ class SwapProject:
         model_folder(tmp_path / "m")
         self.url = f"http://127.0.0.1:{self.port}"
         self.http = httpx.Client(timeout=30)
-        self.ports: dict[str, int] = {}
+        self.clients: dict[str, httpx.Client] = {}
 
     def apply(self, models: str) -> None:
         text = textwrap.dedent(f"""
@@ -52,14 +52,17 @@ class SwapProject:
         assert result.returncode == 0, result.stdout + result.stderr
         self.apply_output = result.stdout + result.stderr
 
-    def engine_port(self, alias: str) -> int:
-        if alias not in self.ports:
-            info = self.runtime.api.inspect_container(f"aigo-{self.name}-{alias}")
-            self.ports[alias] = int(next(iter(info["HostConfig"]["PortBindings"].values()))[0]["HostPort"])
-        return self.ports[alias]
+    def direct(self, alias: str) -> httpx.Client:
+        """A client straight to the engine's Unix socket (not through the router)."""
+        if alias not in self.clients:
+            socket = self.tmp / "state" / self.name / "sockets" / alias / "engine.sock"
+            self.clients[alias] = httpx.Client(
+                transport=httpx.HTTPTransport(uds=str(socket)), base_url="http://engine", timeout=5
+            )
+        return self.clients[alias]
 
     def engine(self, alias: str, path: str) -> dict:
-        return self.http.get(f"http://127.0.0.1:{self.engine_port(alias)}{path}", timeout=5).json()
+        return self.direct(alias).get(path).json()
 
     def asleep(self, alias: str) -> bool:
         return self.engine(alias, "/is_sleeping")["is_sleeping"]
@@ -241,9 +244,9 @@ def test_least_recently_used_sleeps_first_and_a_failed_wake_is_a_503_with_the_re
 
 def test_the_engines_development_endpoints_are_never_reachable_through_the_router(swap):
     swap.apply(model("alpha", "  on_demand: true\n") + model("plain"))
-    direct = f"http://127.0.0.1:{swap.engine_port('alpha')}"
-    assert swap.http.get(f"{direct}/is_sleeping").status_code == 200  # the engine has them (dev mode)
-    assert swap.http.post(f"{direct}/reset_prefix_cache").status_code == 200
+    direct = swap.direct("alpha")
+    assert direct.get("/is_sleeping").status_code == 200  # the engine has them (dev mode), on its socket only
+    assert direct.post("/reset_prefix_cache").status_code == 200
     for method, path in [
         ("POST", "/sleep"), ("POST", "/sleep?level=1"), ("POST", "/wake_up"), ("GET", "/is_sleeping"),
         ("POST", "/collective_rpc"), ("POST", "/reset_prefix_cache"), ("GET", "/server_info"),

@@ -361,10 +361,11 @@ class FakeRoutes:
 
     def __init__(self, log: Log, settings: RouterSettings, routes: Mapping[str, Route] | None = None):
         self.log, self.settings = log, settings
+        self.sockets_dir = "/state/sockets"
         self.routes: dict[str, Route] = dict(routes or {})
         self.added: list[Route] = []
         self.converged: list[dict[str, Route]] = []
-        self.fail_add: dict[tuple[str, int], str] = {}  # (alias, port) -> why the router refuses that route
+        self.fail_add: dict[tuple[str, int | None], str] = {}  # (alias, port or None) -> why the router refuses it
         self.stage_seconds = 0.0  # how long a staging check takes
         self.staged_done: list[str] = []
         self._lock = threading.Lock()

@@ -62,7 +62,11 @@ def running(d, state="running", status="Up 1 minute", router=True, **overrides):
             "Image": c.image,
             "ImageID": "sha256:img",
             "Labels": dict(c.labels),
-            "Ports": [{"IP": "127.0.0.1", "PrivatePort": 8000, "PublicPort": c.host_port, "Type": "tcp"}],
+            "Ports": (
+                [{"IP": "127.0.0.1", "PrivatePort": 8000, "PublicPort": c.host_port, "Type": "tcp"}]
+                if c.host_port is not None
+                else []
+            ),
         }
         entry.update(overrides.get(alias, {}))
         out.append(entry)

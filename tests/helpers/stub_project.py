@@ -7,6 +7,8 @@ import json
 import textwrap
 import urllib.request
 
+import httpx
+
 from aigo_apply.desired import labels
 
 from helpers.configs import free_port, model_folder, router_yaml, write_config
@@ -51,20 +53,35 @@ def config(
     )
 
 
-def chat(port, alias):
+def chat(where: int | str, alias: str) -> dict:
+    """A chat completion straight to an engine at `where`: a port on 127.0.0.1 (the router's, or an
+    engine's) or an engine's Unix socket (its path)."""
+    body = {"model": alias, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    if isinstance(where, str):
+        with httpx.Client(transport=httpx.HTTPTransport(uds=where), timeout=5) as direct:
+            reply = direct.post("http://engine/v1/chat/completions", json=body)
+            reply.raise_for_status()
+            return reply.json()
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/chat/completions",
+        f"http://127.0.0.1:{where}/v1/chat/completions",
         method="POST",
-        data=json.dumps({"model": alias, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode(),
+        data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=5) as response:
         return json.load(response)
 
 
-def ports(runtime, project):
-    return {
-        c["Labels"][labels.MODEL]: c["Ports"][0]["PublicPort"]
-        for c in runtime.list_containers()
-        if c["Labels"].get(labels.PROJECT) == project and c["Ports"] and labels.MODEL in c["Labels"]
-    }
+def engine_addresses(runtime, project) -> dict[str, int | str]:
+    """Where each running engine of the project listens on this machine: the port it publishes, or
+    its Unix socket (the host side of its /run/aigo mount)."""
+    out: dict[str, int | str] = {}
+    for c in runtime.list_containers():
+        if c["Labels"].get(labels.PROJECT) != project or labels.MODEL not in c["Labels"]:
+            continue
+        socket = next((m["Source"] for m in c.get("Mounts") or [] if m.get("Destination") == "/run/aigo"), None)
+        if c["Ports"]:
+            out[c["Labels"][labels.MODEL]] = c["Ports"][0]["PublicPort"]
+        elif socket:
+            out[c["Labels"][labels.MODEL]] = f"{socket}/engine.sock"
+    return out

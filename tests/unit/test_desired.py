@@ -50,7 +50,10 @@ def test_router_container_shape():
     router = definition_of("demo.yaml")["(router)"]
     assert router["entrypoint"] == ["haproxy"] and router["network_mode"] == "host"
     assert router["command"] == ["-W", "-db", "-f", "/usr/local/etc/haproxy/aigo/live/haproxy.cfg"]
-    assert router["mounts"] == [["/state/demo/router", "/usr/local/etc/haproxy/aigo", True]]
+    assert router["mounts"] == [
+        ["/state/demo/router", "/usr/local/etc/haproxy/aigo", True],
+        ["/state/demo/sockets", "/run/aigo-engines", True],  # the engines' sockets: connecting needs no write
+    ]
     assert router["user"] == "<uid>:<gid>" and router["image"] == "aigo-haproxy:bookworm"
 
 
@@ -76,8 +79,8 @@ def test_nemotron_command_line_maps_each_recipe_setting():
         "--tensor-parallel-size",
         "1",
         "--trust-remote-code",
-        "--port",
-        "8000",
+        "--uds",
+        "/run/aigo/engine.sock",
     ]
 
 
@@ -86,7 +89,11 @@ def test_container_shape(tmp_path):
     c = d.models["qwen3-8b"].container
     assert c.image == "vllm/vllm-openai:v0.31.0"
     assert c.name == "aigo-workstation-qwen3-8b"
-    assert (c.host_ip, c.container_port, c.ipc_mode, c.gpus) == ("127.0.0.1", 8000, "host", "all")
+    # no port: it serves on its socket, in the one folder of the project's state it may write
+    assert (c.host_port, c.container_port, c.ipc_mode, c.gpus) == (None, None, "host", "all")
+    assert c.command[-2:] == ("--uds", "/run/aigo/engine.sock") and c.entrypoint[:2] == ("/bin/sh", "-c")
+    assert [m.target for m in c.mounts if not m.read_only] == ["/run/aigo", "/root/.cache"]
+    assert c.mounts[1].source == str(d.router.spec["sockets_dir"]) + "/qwen3-8b"
     assert c.mounts[0].source == "/store/Qwen--Qwen3-8B/main" and c.mounts[0].read_only
     assert c.labels[labels.PROJECT] == "workstation" and c.labels[labels.MODEL] == "qwen3-8b"
     assert json.loads(c.labels[labels.SPEC]) == d.models["qwen3-8b"].spec
@@ -305,9 +312,12 @@ def test_each_engine_has_its_own_launch_line_and_notes_ignored_settings(tmp_path
         "30000",
     ]
     assert m["sg"].container.container_port == 30000 and m["sg"].container.host_ip == "127.0.0.1"
+    port = m["sg"].spec["port"]
     assert m["sg"].notes == (
         "vllm settings (max_num_seqs, tool_call_parser) are ignored: this model runs on sglang",
         "context_length '16k' means 16000 tokens",
+        f"served on 127.0.0.1:{port} (the sglang server cannot listen on a Unix socket): any account on this "
+        "machine can reach it there without an API key, bypassing the router",
     )
     assert "vllm" not in m["sg"].spec  # ignored settings never cause a recreate
     quant = m["quant"].container
@@ -344,7 +354,7 @@ def test_engine_by_format_chooses_the_engine_of_a_model_that_names_none(tmp_path
     text = ENGINES_FILE.replace("models:\n", "defaults: {engine_by_format: {safetensors-repo: sglang}}\nmodels:\n", 1)
     desired = build_desired(load_config(str(write_config(tmp_path, text))), host_context(Path("/store")))
     assert desired.models["main"].spec["engine"] == "sglang"
-    assert desired.models["main"].notes == ("vllm settings (tool_call_parser) are ignored: this model runs on sglang",)
+    assert desired.models["main"].notes[0] == "vllm settings (tool_call_parser) are ignored: this model runs on sglang"
     assert desired.warnings == ()  # no model runs on vLLM: no vLLM tag warning either
 
 

@@ -15,6 +15,7 @@ from aigo_apply.apply.executor import Executor, Interrupted
 from aigo_apply.apply.journal import Journal
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
+from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError, DockerUnavailable
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.facts import PlanRequest
@@ -148,10 +149,11 @@ def test_create_two_models_waits_for_each_before_routing_it(tmp_path):
         assert w.rt.state_of(name) == "running"
         assert w.rt.specs[w.rt.id_of(name)] == d.models[alias].container
         route = w.routes.routes[alias]
-        assert (route.port, route.max_model_len) == (d.models[alias].container.host_port, 4096)
-    # the waiter watched the new container, on its published port, already started
-    engines = {e.alias: (e.container, e.port) for e in w.waits.engines}
-    assert engines == {a: (w.rt.id_of(f"aigo-lab-{a}"), d.models[a].container.host_port) for a in ("alpha", "beta")}
+        assert (route.port, route.max_model_len) == (None, 4096)  # on its Unix socket
+    # the waiter watched the new container, on its socket, already started
+    engines = {e.alias: (e.container, e.address) for e in w.waits.engines}
+    assert engines == {a: (w.rt.id_of(f"aigo-lab-{a}"), EngineAddress.of(d.models[a].spec)) for a in ("alpha", "beta")}
+    assert engines["alpha"][1].socket == f"{d.router.spec['sockets_dir']}/alpha/engine.sock"
     assert all(s["Running"] for s in w.waits.states)
     assert sorted(w.waits.timeouts) == [45, 1800]
     w.before(("create", "aigo-lab-router"), ("start", "aigo-lab-router"), ("wait_router", "8000"))
@@ -302,8 +304,8 @@ def test_recreate_restores_the_previous_version_when_the_new_one_is_not_ready(tm
     # the old container serves again, on its old port, and is routed there
     assert w.rt.id_of("aigo-lab-alpha") == "old-aigo-lab-alpha" and w.rt.state_of("aigo-lab-alpha") == "running"
     assert set(w.rt.containers) == {"aigo-lab-router", "aigo-lab-alpha", "aigo-lab-beta"}
-    assert [(e.container, e.port) for e in w.waits.engines][1] == ("aigo-lab-alpha", 9001)
-    assert w.waits.engines[0].port == 9002
+    assert [(e.container, e.address.port) for e in w.waits.engines][1] == ("aigo-lab-alpha", 9001)
+    assert w.waits.engines[0].address.port == 9002
     assert w.routes.routes["alpha"].port == 9001
     assert ("log_tail", {"address": "model.alpha", "lines": ["engine: out of memory"]}) in w.reporter.events
     steps = [(e["step"], e["outcome"]) for e in w.journal_entries() if e["address"] == "model.alpha"]
@@ -537,7 +539,7 @@ def test_a_restored_version_whose_route_is_refused_too_is_a_clear_failure_not_a_
 def test_a_created_model_whose_route_is_refused_is_removed(tmp_path):
     d = desired(tmp_path, config(alpha="none"))
     w = World(tmp_path, d, routed=())
-    w.routes.fail_add[("alpha", d.models["alpha"].spec["port"])] = "haproxy -c refused the configuration"
+    w.routes.fail_add[("alpha", None)] = "haproxy -c refused the configuration"  # its socket route
 
     report = w.run(plan_of(d, observe(d, w.rt)))
 

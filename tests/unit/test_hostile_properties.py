@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from aigo_apply.config.host_paths import path_text_problem, unsafe_mount
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
+from aigo_apply.desired.engines.common import SOCKET_MOUNT
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.planner import build_plan
@@ -143,7 +144,9 @@ def _check_outcome(text: str, tmp_path: Path) -> None:
     home = Path.home().resolve()
     for model in desired.models.values():
         for mount in model.container.mounts:
-            if mount.source.startswith("/"):
+            if mount.target == SOCKET_MOUNT:  # the one folder of the tool's state an engine gets: its socket's
+                assert mount.source == f"{desired.router.spec['sockets_dir']}/{model.alias}", mount
+            elif mount.source.startswith("/"):
                 assert unsafe_mount(Path(mount.source), home) is None and not path_text_problem(mount.source), mount
         for word in model.container.command:
             assert "\n" not in word and "\x00" not in word and word.strip() == word, word

@@ -13,7 +13,7 @@ import pytest
 
 from aigo_apply.config.load import load_config
 from aigo_apply.desired import labels as state
-from aigo_apply.desired.build import build_desired
+from aigo_apply.desired.build import build_desired, served_on_ports
 from aigo_apply.errors import UnsafeSetting, UsageProblem
 from aigo_apply.kube import manifests
 from aigo_apply.kube.settings import settings_of
@@ -69,8 +69,9 @@ def build(tmp_path: Path, text: str = CONFIG, models_dir: str = "/store"):
 
 @pytest.fixture
 def rendered(tmp_path):
+    """The desired state as a cluster runs it (every engine on its port), its settings and objects."""
     desired, settings = build(tmp_path)
-    return desired, settings, manifests.objects(desired, settings)
+    return served_on_ports(desired), settings, manifests.objects(desired, settings)
 
 
 def of(objs, kind, alias=None):

@@ -186,8 +186,9 @@ def test_leftover_and_unlabelled_spec(tmp_path):
 
 
 def test_foreign_name_and_port_conflicts_are_blockers(tmp_path):
-    d = desired(tmp_path)
+    d = desired(tmp_path, CONFIG.replace("    context_length: 8K\n", "    context_length: 8K\n    port: 8101\n"))
     port = d.models["beta"].container.host_port
+    assert port == 8101
     others = [
         {"Id": "f1", "Names": ["/aigo-lab-alpha"], "State": "running", "Labels": {}},
         {

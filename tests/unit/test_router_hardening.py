@@ -80,7 +80,7 @@ def test_duplicate_aliases_and_odd_folders_are_refused():
 
 def test_safe_values_render_and_ipv6_binds_work():
     files = render_files(replace(SETTINGS, bind="::", max_body_mb=safety.MAX_BODY_MB, timeout_s=86400), [ROUTE])
-    assert f"tune.bufsize {128 * 1024 * 1024}" in files["haproxy.cfg"] and "bind :::8000" in files["haproxy.cfg"]
+    assert f"tune.bufsize {129 * 1024 * 1024}" in files["haproxy.cfg"] and "bind :::8000" in files["haproxy.cfg"]
     assert files["models.map"] == f"alpha {ROUTE.backend}\n"
     assert local_host("::") == "[::1]" and local_host("::1") == "[::1]" and local_host("0.0.0.0") == "127.0.0.1"
 

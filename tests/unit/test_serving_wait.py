@@ -1,11 +1,13 @@
 """The readiness wait (apply/serving_wait.py) with its clock hooks: a fake clock that moves only
 when the waiter sleeps (so a 1800 s timeout takes no real time), fake container states, and a real
-tiny HTTP server on 127.0.0.1 standing in for an engine."""
+tiny HTTP server standing in for an engine, on 127.0.0.1 or on a Unix socket (the engines' default)."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from aigo_apply.apply.serving_wait import MAX_DELAY, Engine, Waiter
+from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import NotReady
 
 LOGS = [f"log line {n}" for n in range(30)]
@@ -56,8 +59,10 @@ class States:
 RUNNING = {"Status": "running", "Running": True}
 
 
-def engine(port: int, state=None, alias: str = "alpha") -> Engine:
-    return Engine(alias, port, "cid-alpha", state or States(RUNNING), lambda n: LOGS[-n:])
+def engine(where: int | str, state=None, alias: str = "alpha") -> Engine:
+    """The engine to wait for: on a port (int) or a Unix socket (its path)."""
+    address = EngineAddress(socket=where) if isinstance(where, str) else EngineAddress(port=where)
+    return Engine(alias, address, "cid-alpha", state or States(RUNNING), lambda n: LOGS[-n:])
 
 
 def free_port() -> int:
@@ -119,7 +124,14 @@ def make_handler(script: Script):
         def log_message(self, *args):  # keep the test output quiet
             pass
 
+        def address_string(self):  # a Unix socket's peer has no host
+            return "engine"
+
     return Handler
+
+
+class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
 
 
 @pytest.fixture
@@ -127,13 +139,16 @@ def serve() -> Iterator:
     """Start a stand-in engine for a Script on an ephemeral 127.0.0.1 port; returns its port."""
     servers = []
 
-    def start(script: Script) -> int:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(script))
-        server.daemon_threads = True
+    def start(script: Script, socket_path: str | None = None) -> int | str:
+        if socket_path is None:
+            server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(script))
+            server.daemon_threads = True
+        else:
+            server = UnixHTTPServer(_bindable(socket_path), make_handler(script))
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         thread.start()
         servers.append((server, thread))
-        return server.server_address[1]
+        return server.server_address[1] if socket_path is None else socket_path
 
     yield start
     for server, thread in servers:
@@ -141,6 +156,14 @@ def serve() -> Iterator:
         server.server_close()
         thread.join(timeout=5)
         assert not thread.is_alive()
+
+
+def _bindable(path: str) -> str:
+    """A path bind() takes for `path`, however long (through its folder, as the adapter connects)."""
+    if len(path) <= 107:
+        return path
+    fd = os.open(os.path.dirname(path), os.O_PATH)  # kept open for the test's life: the server binds once
+    return f"/proc/self/fd/{fd}/{os.path.basename(path)}"
 
 
 # -- nothing listens ------------------------------------------------------------------------------
@@ -238,6 +261,25 @@ def test_a_serving_engine_is_ready_after_health_models_and_one_completion(serve)
     ]
     body = script.requests[-1][2]
     assert body["model"] == "alpha" and body["max_tokens"] == 1 and body["messages"][0]["role"] == "user"
+
+
+@pytest.mark.parametrize("depth", [1, 12], ids=["short-path", "path-longer-than-af-unix-takes"])
+def test_an_engine_on_its_unix_socket_is_waited_for_the_same_way(serve, tmp_path, depth):
+    folder = tmp_path.joinpath(*(["a-folder-of-ten"] * depth))
+    folder.mkdir(parents=True)
+    path = str(folder / "engine.sock")
+    assert (len(path) > 107) == (depth > 1)
+    clock = FakeClock()
+    with pytest.raises(NotReady, match="last stage: loading"):  # nothing listens there yet
+        Waiter(1, clock=clock, sleep=clock.sleep).wait(engine(path))
+    script = Script()
+    serve(script, path)
+    assert 0 <= Waiter(10).wait(engine(path)) < 5
+    assert [(m, p) for m, p, _ in script.requests] == [
+        ("GET", "/health"),
+        ("GET", "/v1/models"),
+        ("POST", "/v1/chat/completions"),
+    ]
 
 
 def test_the_stages_progress_until_the_engine_answers(serve):

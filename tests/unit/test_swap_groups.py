@@ -18,7 +18,7 @@ from aigo_apply.apply.swap_steps import SwapSteps
 from aigo_apply.config.load import load_config
 from aigo_apply.config.swap_groups import SwapGroup, awake_sum, membership, swap_groups
 from aigo_apply.desired.build import build_desired
-from aigo_apply.desired.types import ContainerSpec, Route, RouterSettings
+from aigo_apply.desired.types import ContainerSpec, EngineAddress, Route, RouterSettings
 from aigo_apply.errors import ConfigInvalid, RouterError, UnsafeSetting
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan import gpu_ledger
@@ -30,7 +30,6 @@ from aigo_apply.plan.types import Plan
 from aigo_apply.plan.vram import GIB, Estimate
 from aigo_apply.resources import schema_data
 from aigo_apply.router.haproxy import render_files
-from aigo_apply.router.haproxy_swap import ENGINE_CONTROL_PATHS
 
 from helpers.configs import host_context, write_config
 
@@ -140,7 +139,9 @@ def test_an_on_demand_vllm_model_gets_sleep_mode_and_its_development_endpoints(t
     d = desired(tmp_path, model("a", "    on_demand: true\n") + model("b", gpus="[1]"))
     a, b = d.models["a"], d.models["b"]
     assert a.spec["on_demand"] is True and "on_demand" not in b.spec
-    assert a.container.command[-3:] == ("--enable-sleep-mode", "--port", "8000")
+    # on its Unix socket: the development endpoints are for the router alone (a port is refused)
+    assert a.container.command[-3:] == ("--enable-sleep-mode", "--uds", "/run/aigo/engine.sock")
+    assert a.container.host_port is None
     assert ("VLLM_SERVER_DEV_MODE", "1") in a.container.env
     assert "--enable-sleep-mode" not in b.container.command
     assert dict(b.container.env) == {"HF_HUB_OFFLINE": "1"}  # unchanged for every other model
@@ -164,7 +165,7 @@ SETTINGS = RouterSettings("lab", "127.0.0.1", 8000, False)
 ROUTES = [Route("a", 20001, 4096), Route("b", 20002, 4096), Route("c", 20003, 4096)]
 
 
-def test_only_requests_for_on_demand_models_run_lua_and_engine_control_is_blocked_for_all():
+def test_only_requests_for_on_demand_models_run_lua_and_the_lua_reaches_each_engine_at_its_address():
     plain = render_files(SETTINGS, ROUTES)
     assert "swap.lua" not in plain and "on-demand.map" not in plain
     assert "lua.aigo_wake" not in plain["haproxy.cfg"] and "swap" not in plain["haproxy.cfg"]
@@ -175,34 +176,17 @@ def test_only_requests_for_on_demand_models_run_lua_and_engine_control_is_blocke
     assert 'members = {"a", "b", }' in files["swap.lua"] and '["b"] = {group = "chat", ' in files["swap.lua"]
     assert "http-request lua.aigo_wake if known_model on_demand\n" in cfg
     assert cfg.index("lua.aigo_wake") < cfg.index("use_backend")
-    for text in (plain["haproxy.cfg"], cfg):
-        acls = [line.split(" -m str ")[1].split() for line in text.splitlines() if "acl engine_control" in line]
-        assert sorted(p for line in acls for p in line) == sorted(ENGINE_CONTROL_PATHS)
-        assert "path,url_dec" in text  # /%73leep is /sleep
-        assert text.index("if engine_control") < text.index("lua.aigo_models")
-    assert {"/sleep", "/wake_up", "/is_sleeping", "/collective_rpc", "/reset_prefix_cache", "/server_info"} <= set(
-        ENGINE_CONTROL_PATHS
-    )
+    assert 'addr = "127.0.0.1", port = 20001}' in files["swap.lua"]
+    on_socket = render_files(settings, [Route("a", None, 4096), *ROUTES[1:]])["swap.lua"]
+    assert '["a"] = {group = "chat", backend = "' in on_socket
+    assert 'addr = "unix@/run/aigo-engines/a/engine.sock"}' in on_socket
+    assert "sock:connect(m.addr)" in on_socket  # a Lua socket: 2.6's httpclient keeps its first dst
 
 
 def test_every_value_of_the_swap_lua_is_checked_where_it_is_written():
     for group in (SwapGroup('x"; os.exit(1) --', 1, ("a",)), SwapGroup("g", 17, ("a",))):
         with pytest.raises(RouterError):
             render_files(RouterSettings("lab", "127.0.0.1", 8000, False, swap_groups=(group,)), ROUTES)
-
-
-def test_engine_control_paths_cover_vllms_development_endpoints():
-    """Every route vLLM 0.31.0 registers with VLLM_SERVER_DEV_MODE=1 (read from its source when the
-    contract venv is here)."""
-    dev = Path(__file__).parents[2] / ".venv-vllm/lib/python3.11/site-packages/vllm/entrypoints/serve/dev"
-    if not dev.is_dir():
-        pytest.skip("no .venv-vllm (scripts/setup-vllm-venv)")
-    import re
-
-    found = set()
-    for source in dev.rglob("api_router.py"):
-        found |= set(re.findall(r'@router\.(?:get|post|put|delete)\("([^"]+)"', source.read_text()))
-    assert found and found <= set(ENGINE_CONTROL_PATHS), found - set(ENGINE_CONTROL_PATHS)
 
 
 # -- the ledger and the plan ----------------------------------------------------------------------------
@@ -285,14 +269,14 @@ def test_the_plan_shows_the_groups_and_starts_a_groups_models_in_one_lane(tmp_pa
 
 # -- apply's steps --------------------------------------------------------------------------------------
 class FakeEngines:
-    """Engines answering /is_sleeping, /sleep and /wake_up by port; every call recorded."""
+    """Engines answering /is_sleeping, /sleep and /wake_up by address; every call recorded."""
 
-    def __init__(self, ports: dict[str, int], fail: set[str] = frozenset(), absent: set[str] = frozenset()):
-        self.by_port = {p: a for a, p in ports.items()}
+    def __init__(self, addresses: dict, fail: set[str] = frozenset(), absent: set[str] = frozenset()):
+        self.by_address = {p: a for a, p in addresses.items()}
         self.asleep, self.fail, self.absent, self.calls = set(), set(fail), set(absent), []
 
-    def __call__(self, port: int, method: str, path: str) -> tuple[int, str]:
-        alias = self.by_port[port]
+    def __call__(self, address, method: str, path: str) -> tuple[int, str]:
+        alias = self.by_address[address]
         self.calls.append((alias, method, path.split("?")[0]))
         if alias in self.absent:  # not started yet
             return 0, "connection refused"
@@ -318,7 +302,8 @@ def test_apply_makes_room_sleeps_all_but_the_first_and_wakes_the_first_at_the_en
         model("a", "    swap_group: g\n", "none") + model("b", "    swap_group: g\n", "none") + model("c", gpus="none"),
     )
     plan = build_plan(d, parse_state("lab", [], []), PlanFacts())
-    ports = {a: m.spec["port"] for a, m in d.models.items()}
+    ports = {a: EngineAddress.of(m.spec) for a, m in d.models.items()}
+    assert ports["a"].socket and ports["a"].socket.endswith("/sockets/a/engine.sock")
     engines, log = FakeEngines(ports, absent={"a", "b"}), Log()
     (tmp_path / "router" / "holds").mkdir(parents=True)
     (tmp_path / "router" / "holds" / "old").write_text("aigo-apply pid 1 until 9999999999\n")  # a killed apply's
@@ -349,7 +334,7 @@ def test_apply_makes_room_sleeps_all_but_the_first_and_wakes_the_first_at_the_en
 def test_a_model_that_cannot_be_put_to_sleep_fails_its_step(tmp_path):
     d = desired(tmp_path, model("a", "    swap_group: g\n") + model("b", "    swap_group: g\n"))
     plan = build_plan(d, parse_state("lab", [], []), PlanFacts())
-    ports = {a: m.spec["port"] for a, m in d.models.items()}
+    ports = {a: EngineAddress.of(m.spec) for a, m in d.models.items()}
     steps = SwapSteps(plan, d.swap_groups, Log(), None, call=FakeEngines(ports, fail={"b"}))
     with pytest.raises(Exception, match="model b is ready but could not be put to sleep: the engine answered 500"):
         steps.after_ready("b", d.models["b"].spec, ports["b"])

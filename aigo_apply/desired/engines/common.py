@@ -10,10 +10,12 @@ from typing import Any
 
 from aigo_apply.config import env_names, invisible
 from aigo_apply.desired import labels
-from aigo_apply.desired.types import ContainerSpec, Mount, SecretRef
+from aigo_apply.desired.types import SOCKET_FILE, ContainerSpec, Mount, SecretRef
 from aigo_apply.errors import UnsafeSetting
 
 MODEL_MOUNT = "/models"
+SOCKET_MOUNT = "/run/aigo"  # an engine's socket folder, in its container
+ENGINE_SOCKET = f"{SOCKET_MOUNT}/{SOCKET_FILE}"
 # Models are downloaded on the host before the engine starts: the engine must never reach the Hub
 # (nor need a token). A model's env may not set these (config/env_names.py says why).
 OFFLINE_ENV = env_names.TOOL_ENV
@@ -65,11 +67,12 @@ def engine_container(
     spec: dict[str, Any],
     command: list[str],
     mounts: list[Mount],
-    container_port: int,
+    container_port: int | None,
     entrypoint: tuple[str, ...] | None = None,
     tool_env: dict[str, str] | None = None,
 ) -> ContainerSpec:
-    """The container for one model: published on 127.0.0.1 only, secrets kept as references.
+    """The container for one model: published on 127.0.0.1 only (`container_port` None: nothing is
+    published, it serves on its Unix socket), secrets kept as references.
     `tool_env`: what aigo-apply itself sets besides OFFLINE_ENV (names a model's env may not set)."""
     env = []
     for name, value in spec.get("env", {}).items():  # checked again where it is used (a hand-edited plan)
@@ -86,7 +89,7 @@ def engine_container(
         env=tuple(env),
         mounts=tuple(mounts),
         host_ip="127.0.0.1",
-        host_port=spec["port"],
+        host_port=spec["port"] if container_port is not None else None,
         container_port=container_port,
         gpus=gpus,
         entrypoint=entrypoint,

@@ -1,5 +1,5 @@
-"""The router's container: HAProxy in master-worker mode on the host network, its config folder
-mounted read-only, and the settings its files are rendered from. The values that go to the Docker
+"""The router's container: HAProxy in master-worker mode on the host network, its config folder and
+the project's engine sockets mounted read-only, and the settings its files are rendered from. The values that go to the Docker
 API (name, image, address, user, folder) are checked once more here, whatever validated them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from aigo_apply.desired import labels
-from aigo_apply.desired.types import ContainerSpec, Mount, RouterSettings
+from aigo_apply.desired.types import ROUTER_SOCKETS, ContainerSpec, Mount, RouterSettings
 from aigo_apply.errors import UnsafeSetting
 
 _CHECKS = {
@@ -17,6 +17,7 @@ _CHECKS = {
     "image": re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}"),
     "user": re.compile(r"[0-9]{1,10}:[0-9]{1,10}"),
     "config_dir": re.compile(r"/[^\x00-\x1f\x7f:,]{0,4095}"),  # ':' and ',' would split a bind
+    "sockets_dir": re.compile(r"/[^\x00-\x1f\x7f:,]{0,4095}"),
 }
 
 ROUTER_MOUNT = "/usr/local/etc/haproxy/aigo"  # the router's state folder, read-only, in the container
@@ -25,15 +26,16 @@ LIVE = ROUTER_MOUNT + "/live"  # a symlink to the generation in service
 
 def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
     """The router container: host networking (it binds router.bind:router.port itself and reaches
-    the engines on 127.0.0.1), the config folder read-only, HAProxy in master-worker mode so a
-    signal reloads it, running as the user who owns the config folder (the key file is 0600)."""
+    the engines that publish a port on 127.0.0.1), the config folder and the engines' sockets
+    read-only, HAProxy in master-worker mode so a signal reloads it, running as the user who owns
+    the config folder (the key file is 0600; the sockets' folders are its group's)."""
     check_router_spec(project, spec)
     container = ContainerSpec(
         name=f"aigo-{project}-router",
         image=spec["image"],
         command=("-W", "-db", "-f", f"{LIVE}/haproxy.cfg"),
         env=(),
-        mounts=(Mount(spec["config_dir"], ROUTER_MOUNT, True),),
+        mounts=(Mount(spec["config_dir"], ROUTER_MOUNT, True), Mount(spec["sockets_dir"], ROUTER_SOCKETS, True)),
         host_ip=spec["bind"],
         host_port=None,
         container_port=None,
@@ -51,7 +53,7 @@ def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
 def check_router_spec(project: str, spec: dict[str, Any]) -> None:
     """The last check before the router's values reach the Docker API (a clear error, never a
     container made from a value that validation should have refused)."""
-    values = {"project": project, **{k: spec.get(k) for k in ("image", "user", "config_dir")}}
+    values = {"project": project, **{k: spec.get(k) for k in ("image", "user", "config_dir", "sockets_dir")}}
     for key, pattern in _CHECKS.items():
         value = values[key]
         if not (isinstance(value, str) and pattern.fullmatch(value)) or "/../" in f"{value}/":
@@ -74,4 +76,5 @@ def settings_of(project: str, spec: dict[str, Any], keys_digest: str = "") -> Ro
         spec["max_body_mb"],
         spec["timeout"],
         keys_digest,
+        metrics_without_key=bool(spec.get("metrics_without_key", False)),
     )

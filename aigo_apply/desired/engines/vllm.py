@@ -2,7 +2,9 @@
 
 Order of the command line (DESIGN.md section 3): model path (positional; the image's entrypoint is
 `vllm serve`), --served-model-name, --max-model-len, --gpu-memory-utilization, the tool-calling
-flags, then one flag per setting that is set (none for unset), then the fixed in-container port.
+flags, then one flag per setting that is set (none for unset), then where it listens: its Unix socket
+(`--uds`, in a folder of the project's state that only it and the router mount), or the fixed
+in-container port for a model that asks for a port (and on a cluster).
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from typing import Any
 from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
 from aigo_apply.config.env_names import SLEEP_MODE_ENV, SLEEP_MODE_FLAG
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, checked_release, names, speculative_methods
-from aigo_apply.desired.engines.common import MODEL_MOUNT, cache_mount, check_command, engine_container
+from aigo_apply.desired.engines.common import (
+    ENGINE_SOCKET,
+    MODEL_MOUNT,
+    SOCKET_MOUNT,
+    cache_mount,
+    check_command,
+    engine_container,
+)
 from aigo_apply.desired.engines.common import number as _number
 from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import UnsafeSetting
@@ -45,8 +54,20 @@ FIXED_FLAGS = frozenset(
         "--tool-call-parser",
         "--port",
         "--speculative-config",
+        "--uds",
         SLEEP_MODE_FLAG,
     }
+)
+# The image's `vllm serve`, started so that its socket is one the router (another user) may connect to
+# and a restart finds no stale socket in its way: vLLM binds the path itself (launcher.py's
+# create_server_unix_socket: no chmod, and it fails when the file exists). The socket's folder is
+# setgid to the router's group and lets no other account in (apply/engine_sockets.py), so the
+# group-writable socket (umask 007) reaches exactly the router and this tool.
+SOCKET_ENTRYPOINT = (
+    "/bin/sh",
+    "-c",
+    f'umask 007 && rm -f {ENGINE_SOCKET} && exec vllm serve "$@"',
+    "vllm",
 )
 # Every flag a command line may hold (check_command's list), built once.
 _KNOWN_FLAGS = (
@@ -86,7 +107,12 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         mounts += draft_mount
     if spec.get("on_demand"):  # a swap group's member: the router sleeps and wakes it (config/swap_groups.py)
         command.append(SLEEP_MODE_FLAG)
-    command += ["--port", str(VLLM_CONTAINER_PORT)]
+    socket = spec.get("socket")
+    if socket:
+        command += ["--uds", ENGINE_SOCKET]
+        mounts.append(Mount(socket, SOCKET_MOUNT, False))
+    else:
+        command += ["--port", str(VLLM_CONTAINER_PORT)]
     check_command("vLLM", alias, command, _KNOWN_FLAGS, _SAFE_JSON)
     return engine_container(
         project,
@@ -94,7 +120,8 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         spec,
         command,
         mounts + [cache_mount(project)],
-        VLLM_CONTAINER_PORT,
+        None if socket else VLLM_CONTAINER_PORT,
+        entrypoint=SOCKET_ENTRYPOINT if socket else None,
         tool_env=SLEEP_MODE_ENV if spec.get("on_demand") else None,
     )
 

@@ -6,6 +6,10 @@ flags; names checked against the same v0.31.0 lists, with vLLM's startup error t
 like vLLM's OpenAI server: nothing on the port while "loading", then /health, /v1/models,
 /v1/chat/completions (JSON and SSE) with vLLM's 400/404 error bodies. Standard library only.
 
+With --uds PATH it serves on a Unix socket instead, as vLLM does: bound at start (an existing file
+there is an error, "Address already in use", as in vLLM), listening only once "loaded", no chmod (its
+mode follows the umask). The image's `vllm serve ...` runs it, like vLLM's own command.
+
 Two more dialects stand in for the other engines, reached the way their images are started:
   `python3 -m sglang.launch_server --model-path ...`  SGLang's flags (a shim package in the image);
   `/app/llama-server --model FILE.gguf ...`           llama.cpp's flags; the port answers 503
@@ -43,6 +47,7 @@ import json
 import os
 import re
 import signal
+import socketserver
 import sys
 import threading
 import time
@@ -128,6 +133,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--enable-sleep-mode", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--host", default="")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--uds")
     args = p.parse_args(argv)
     if not 0 < args.gpu_memory_utilization <= 1:
         sys.exit("ValueError: gpu_memory_utilization must be in (0, 1]")
@@ -229,6 +235,20 @@ class Handler(BaseHTTPRequestHandler):
     names: list[str]
     loading = False  # llama.cpp dialect: the port is open while the model loads, answering 503
 
+    def _transcribe(self, raw: bytes) -> None:
+        """POST /v1/audio/transcriptions as vLLM answers it for a speech model: {"text": ...} (the
+        stub's text says which model and how many bytes of audio it got)."""
+        found = re.search(rb'name="model"\r\n\r\n([^\r]*)\r\n', raw)
+        audio = re.search(rb'name="file"[^\r]*\r\n(?:[^\r]+\r\n)*\r\n(.*?)\r\n--', raw, re.S)
+        model = found.group(1).decode(errors="replace") if found else ""
+        if model not in self.names:
+            return self._send(*error(f"The model `{model}` does not exist.", "NotFoundError", 404, "model"))
+        size = len(audio.group(1)) if audio else 0
+        return self._send(200, {"text": f"stub transcription by {model} of {size} bytes"})
+
+    def address_string(self) -> str:  # a Unix socket's peer has no address
+        return "local"
+
     def log_message(self, *a) -> None:  # keep container logs for our own lines
         pass
 
@@ -311,6 +331,8 @@ class Handler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         if self._dev_mode() and self._dev_post(path, urllib.parse.parse_qs(query)):
             return
+        if self.path == "/v1/audio/transcriptions":  # a multipart upload naming its model in a form field
+            return self._transcribe(raw)
         if self.path != "/v1/chat/completions":
             return self._send(*error("Not Found", "NotFoundError", 404))
         if not (self.headers.get("Content-Type") or "").startswith("application/json"):
@@ -389,6 +411,14 @@ def main(dialect: str = "vllm") -> None:
     if dialect == "llama.cpp":  # llama-server listens first and answers 503 until the model is loaded
         Handler.loading = True
         server = serve(args)
+    uds = getattr(args, "uds", None)
+    if uds:  # vLLM binds its socket before loading (setup_server) and listens once ready
+        try:
+            server = UnixServer(uds, UnixHandler, bind_and_activate=False)
+            server.server_bind()
+        except OSError as exc:
+            print(f"OSError: [Errno {exc.errno}] {exc.strerror}", flush=True)
+            sys.exit(1)
     time.sleep(float(os.environ.get("AIGO_STUB_LOAD_SECONDS", "0.5")))
     while os.environ.get("AIGO_STUB_NEVER_READY"):
         time.sleep(3600)
@@ -399,13 +429,25 @@ def main(dialect: str = "vllm") -> None:
         print(f"error: failed to load model '{args.model}'", flush=True)
         sys.exit(1)
     Handler.loading = False
+    if uds:
+        server.server_activate()
+        threading.Thread(target=server.serve_forever, daemon=True).start()
     server = server or serve(args)
     crash = os.environ.get("AIGO_STUB_CRASH_AFTER")
     if crash:
         threading.Timer(float(crash), lambda: (print("stub engine: crashing as told", flush=True), os._exit(1))).start()
-    print(f"stub engine: ready on port {args.port}", flush=True)
+    print(f"stub engine: ready on {'unix:' + uds if uds else f'port {args.port}'}", flush=True)
     while True:
         time.sleep(3600)
+
+
+class UnixHandler(Handler):
+    disable_nagle_algorithm = False  # no TCP on a Unix socket
+
+
+class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    request_queue_size = 1024
 
 
 def serve(args: argparse.Namespace) -> ThreadingHTTPServer:
