@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.converge import converge
 from aigo_apply.app.docker_platform import DockerPlatform
@@ -17,7 +18,7 @@ from aigo_apply.plan.types import Plan
 __all__ = ["ApplyOptions", "Console", "open_for_apply", "run_apply", "run_destroy"]
 
 
-def open_for_apply(opts: ApplyOptions, runtime: Any = None) -> tuple[Plan | None, Platform[Any]]:
+def open_for_apply(opts: ApplyOptions, runtime: Runtime | None = None) -> tuple[Plan | None, Platform[Any]]:
     """The saved plan (when `opts.planfile` names one), read and checked before anything else, and
     the platform of the file it names (or of -f): chosen once, here."""
     saved = read_plan(opts.planfile) if opts.planfile else None
@@ -28,7 +29,7 @@ def open_for_apply(opts: ApplyOptions, runtime: Any = None) -> tuple[Plan | None
 
 
 def run_apply(
-    opts: ApplyOptions, runtime: Any = None, target: Platform[Any] | None = None, saved: Plan | None = None
+    opts: ApplyOptions, runtime: Runtime | None = None, target: Platform[Any] | None = None, saved: Plan | None = None
 ) -> int:
     """A saved plan is an approval, not an instruction: the plan is made again from the config file
     and the platform, with the options the saved one records, and carried out only when its
@@ -53,7 +54,7 @@ def run_apply(
 
 
 def run_destroy(
-    opts: ApplyOptions, project: str | None = None, runtime: Any = None, target: Platform[Any] | None = None
+    opts: ApplyOptions, project: str | None = None, runtime: Runtime | None = None, target: Platform[Any] | None = None
 ) -> int:
     """Every container (or cluster object) of the project goes, nothing else. `project`: destroy
     --project NAME on Docker, without a config file."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.docker_platform import DockerPlatform
 from aigo_apply.app.host_context import current_host
 from aigo_apply.app.platform import Platform
@@ -15,7 +16,7 @@ from aigo_apply.kube.settings import platform_of
 
 
 def open_platform(
-    file: str | None, platform: str | None = None, runtime: Any = None, plans: bool = False
+    file: str | None, platform: str | None = None, runtime: Runtime | None = None, plans: bool = False
 ) -> Platform[Any]:
     """The platform `file` deploys to (`platform` overrides its `platform:`), with the file read
     once. `runtime`: the Docker runtime to use (tests; default Docker's own). `plans`: the run makes

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.planning import observe, plan_for
 from aigo_apply.app.platform import Run
 from aigo_apply.app.router_keys import digest_of, read_keys
@@ -41,7 +42,9 @@ class DockerPlatform:
     name = "docker"
     where = ""
 
-    def __init__(self, project: str, file: str, desired: DesiredState | None, runtime: Any = None, plans: bool = False):
+    def __init__(
+        self, project: str, file: str, desired: DesiredState | None, runtime: Runtime | None = None, plans: bool = False
+    ):
         """`desired` None: destroy --project, which reads no file. `plans`: this run makes a plan from
         the file, so observe reads the model folders' download markers too, and asks GET /info on a
         connection of its own while the lists are read (the plan's host checks read it after them)."""
@@ -51,7 +54,7 @@ class DockerPlatform:
         self._lock_data: dict[str, Any] | None = _UNREAD
 
     @property
-    def runtime(self) -> Any:
+    def runtime(self) -> Runtime:
         """The Docker runtime, made on first use: nothing before the file and the options are checked
         (admit) reaches for Docker."""
         if self._runtime is None:
@@ -59,7 +62,7 @@ class DockerPlatform:
         return self._runtime
 
     @classmethod
-    def of_project(cls, project: str, file: str | None = None, runtime: Any = None) -> DockerPlatform:
+    def of_project(cls, project: str, file: str | None = None, runtime: Runtime | None = None) -> DockerPlatform:
         """destroy --project NAME: the project's containers, without a config file."""
         return cls(project, file or "(--project)", None, runtime)
 
@@ -95,8 +98,9 @@ class DockerPlatform:
     def observe(self) -> ObservedState:
         if not self._plans:
             return observe(self.project, self.runtime)
-        if hasattr(self.runtime, "prefetch_info"):
-            self.runtime.prefetch_info()
+        ask_ahead = getattr(self.runtime, "prefetch_info", None)  # Docker's own runtime asks GET /info ahead
+        if ask_ahead is not None:
+            ask_ahead()
         return observe(self.project, self.runtime, self.desired)
 
     def plan(self, observed: ObservedState, request: PlanRequest) -> Plan:
@@ -136,18 +140,18 @@ class DockerPlatform:
         return render(report)
 
 
-def _docker() -> DockerRuntime:
+def _docker() -> Runtime:
     return DockerRuntime()
 
 
-def record_lock(desired: DesiredState, runtime: Any) -> None:
+def record_lock(desired: DesiredState, runtime: Runtime) -> None:
     """After a successful apply: aigo.lock records the images and model commits now installed."""
 
     data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
     lockfile.write(lockfile.path_for(desired.file), data)
 
 
-def _remove_cache_volume(project: str, runtime: Any, console: Console) -> None:
+def _remove_cache_volume(project: str, runtime: Runtime, console: Console) -> None:
     """The project's cache volume goes only when its labels say aigo-apply made it for this project:
     a volume of that name without them (the user's own, or one an older aigo-apply let Docker make)
     is kept, and destroy says so."""
@@ -167,7 +171,9 @@ def _remove_cache_volume(project: str, runtime: Any, console: Console) -> None:
     )
 
 
-def router_for(plan: Plan, observed: ObservedState, runtime: Any, desired: DesiredState | None = None) -> Router | None:
+def router_for(
+    plan: Plan, observed: ObservedState, runtime: Runtime, desired: DesiredState | None = None
+) -> Router | None:
     """The router adapter for this run, from the plan's router spec or (a targeted apply, watch) the
     desired one; None when the project has no router (yet). Nothing is taken from the running
     router's labels: its files live in this tool's own state folder, whatever a label says."""

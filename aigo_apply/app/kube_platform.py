@@ -184,7 +184,7 @@ def token_image_ok(image: str) -> bool:
     return name in TOKEN_IMAGES
 
 
-def _resolver(desired: DesiredState, settings: KubeSettings, console: Any) -> Callable[[SecretSlot], str | None]:
+def _resolver(desired: DesiredState, settings: KubeSettings, console: Console) -> Callable[[SecretSlot], str | None]:
     """A Secret's value at apply time: the Hugging Face token (None for a public repo, or for a
     download image outside TOKEN_IMAGES), the router's key file, or a model's reference."""
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
+from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.host_context import current_host
 from aigo_apply.app.router_keys import router_checks
 from aigo_apply.apply.secret_checks import reference_checks
@@ -45,7 +46,7 @@ def load_desired(file: str | None, platform: str | None = None) -> DesiredState:
     return build_desired(config, current_host())
 
 
-def observe(project: str, runtime=None, desired: DesiredState | None = None) -> ObservedState:
+def observe(project: str, runtime: Runtime | None = None, desired: DesiredState | None = None) -> ObservedState:
     """One container list call, one image list call, the router's live files, and (with
     `desired`) the download markers of the model folders the file names."""
 
@@ -56,7 +57,9 @@ def observe(project: str, runtime=None, desired: DesiredState | None = None) -> 
     )
 
 
-def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | None = None) -> dict[HubKey, HubAnswer]:
+def remote_info(
+    desired: DesiredState, observed: ObservedState, lock: dict[str, Any] | None = None
+) -> dict[HubKey, HubAnswer]:
     """What the Hub says about each download the plan may need (commit, files, bytes, or the
     error), asked in parallel only for folders that are not complete here. With `lock` (apply
     --locked) every download is pinned to the commit aigo.lock records. Never raises."""
@@ -90,7 +93,7 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
     if offline():
         return {**out, **{key: HubAnswer(error="HF_HUB_OFFLINE is set") for key in missing}}
 
-    def ask(key):
+    def ask(key: HubKey) -> tuple[HubKey, HubAnswer]:
         repo, revision, file = key
         try:
             found = remote(repo, pins.get(key, revision), file, with_config=True)
@@ -117,9 +120,9 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
 def lock_checks(
     desired: DesiredState,
     observed: ObservedState,
-    lock: dict | None,
+    lock: dict[str, Any] | None,
     restores: dict[str, LockRestore | None] | None = None,
-) -> list:
+) -> list[Check]:
     """Drift from aigo.lock (warnings; the Hub is asked where each branch or tag points now), and
     with --locked (`restores`, from locked_images) an image that cannot be put back (blocking)."""
     if lock is None:
@@ -151,7 +154,7 @@ def lock_checks(
     return checks
 
 
-def _hub_commits(moving: dict[str, dict]) -> dict[str, str]:
+def _hub_commits(moving: dict[str, dict[str, Any]]) -> dict[str, str]:
     """label -> the commit the Hub names now for each download aigo.lock pins to a branch or tag
     (none offline; one the Hub does not answer is left out)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -161,7 +164,7 @@ def _hub_commits(moving: dict[str, dict]) -> dict[str, str]:
     if offline():
         return {}
 
-    def ask(item):
+    def ask(item: tuple[str, dict[str, Any]]) -> tuple[str, str | None]:
         try:
             return item[0], resolve(item[1]["repo"], item[1]["revision"], timeout=5.0)
         except AigoError:
@@ -171,7 +174,9 @@ def _hub_commits(moving: dict[str, dict]) -> dict[str, str]:
         return {k: v for k, v in pool.map(ask, moving.items()) if v}
 
 
-def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) -> dict[str, LockRestore | None]:
+def locked_images(
+    desired: DesiredState, observed: ObservedState, lock: dict[str, Any]
+) -> dict[str, LockRestore | None]:
     """With --locked: each image of the file whose tag names another image than aigo.lock records,
     with how to put the recorded one back (planned as a pull), or None when it cannot be."""
 
@@ -183,8 +188,11 @@ def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) ->
 
 
 def host_checks(
-    desired: DesiredState, runtime, observed: ObservedState | None = None, remote: dict[HubKey, HubAnswer] | None = None
-) -> tuple[list, list]:
+    desired: DesiredState,
+    runtime: Runtime,
+    observed: ObservedState | None = None,
+    remote: dict[HubKey, HubAnswer] | None = None,
+) -> tuple[list[Check], list[dict[str, Any]]]:
     """The readiness checks for this host and file, and the per-GPU memory ledger: Docker /info,
     and (only when a model wants a GPU) NVML and the model files the VRAM estimate reads; for a
     model not downloaded yet, what the Hub said (`remote`: file sizes and config.json)."""
@@ -212,7 +220,7 @@ def host_checks(
     return checks + ([swapped] if swapped else []), ledger
 
 
-def _whole_weights(ledger: list) -> dict[str, int | None]:
+def _whole_weights(ledger: list[dict[str, Any]]) -> dict[str, int | None]:
     """Each model's whole weights: the ledger's per-GPU weights added over the GPUs it is on."""
     out: dict[str, int | None] = {}
     for row in ledger:
@@ -222,12 +230,12 @@ def _whole_weights(ledger: list) -> dict[str, int | None]:
     return out
 
 
-def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: dict) -> HubAnswer | None:
+def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: dict[str, Any]) -> HubAnswer | None:
     key = _remote_key(spec)
     return remote.get(key) if remote and key else None
 
 
-def _remote_key(spec: dict) -> HubKey | None:
+def _remote_key(spec: dict[str, Any]) -> HubKey | None:
     source = spec.get("source", {})
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
@@ -240,9 +248,9 @@ def make_plan(platform: Platform[Any], request: PlanRequest | None = None) -> Pl
 def plan_for(
     desired: DesiredState,
     observed: ObservedState,
-    runtime,
+    runtime: Runtime,
     request: PlanRequest,
-    lock: dict | None = None,
+    lock: dict[str, Any] | None = None,
 ) -> Plan:
     """Everything a plan is made of, gathered in one order for `plan` and `apply` alike: the Hub
     (for missing or, with `locked`, pinned downloads), host checks and the GPU ledger, drift from
@@ -278,12 +286,12 @@ def needs_env(plan: Plan) -> frozenset[str]:
     return frozenset(a.model for a in plan.actions if a.model and a.kind in ("create", "recreate"))
 
 
-def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = None) -> dict[str, dict]:
+def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = None) -> dict[str, dict[str, Any]]:
     """What each model's config.json says about its checkpoint (local, else as the Hub has it)."""
 
     out = {}
     # aliases of one folder (other settings, same weights) read it once
-    seen: dict[tuple[str, HubKey | None], dict] = {}
+    seen: dict[tuple[str, HubKey | None], dict[str, Any]] = {}
     for alias, model in desired.models.items():
         if "model_file" in model.spec:
             continue
@@ -295,6 +303,5 @@ def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = 
     return out
 
 
-def _docker():
-
+def _docker() -> Runtime:
     return DockerRuntime()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from aigo_apply.apply.outcome import Reporter
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Plan
@@ -46,10 +47,10 @@ class Run:
         return self.go()
 
 
-class Console(Protocol):
-    """How apply and destroy talk to the user (cli/reporter.py: human lines, or JSON lines with -o json)."""
+class Console(Reporter, Protocol):
+    """How apply and destroy talk to the user (cli/reporter.py: human lines, or JSON lines with -o json):
+    the executors' events, and the plan and sentences of the loop around them."""
 
-    def event(self, kind: str, **fields: Any) -> None: ...
     def show_plan(self, plan: Plan) -> None: ...
     def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None: ...
 

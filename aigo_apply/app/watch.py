@@ -17,7 +17,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.apply.state_dir import state_dir
-from aigo_apply.desired.types import EngineAddress
+from aigo_apply.desired.types import EngineAddress, Route
 from aigo_apply.errors import AigoError, LockHeld, NotReady
 from aigo_apply.observe.containers import running_engines
 from aigo_apply.router.deploy import Router
@@ -31,7 +31,7 @@ class Watcher:
         runtime: Runtime,
         router: Router,
         project: str,
-        routes: dict,
+        routes: dict[str, Route],
         say: Callable[[str], None],
         addresses: dict[str, EngineAddress],
         ready_timeout: float = 1800.0,
