@@ -16,6 +16,12 @@ EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
 
+def shown_path(path: str) -> str:
+    """A path as a line of output may begin with it: `./::x` for `::x`, since a CI runner reads a line
+    that begins with `::` (after white space) as a workflow command; any other path as it is."""
+    return f"./{path}" if path.lstrip().startswith(":") and not path.startswith("/") else path
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     """One finding about the config file, located as precisely as the source allows."""
@@ -27,7 +33,7 @@ class Problem:
     file: str = ""
 
     def format(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}"
+        where = f"{shown_path(self.file)}:{self.line}:{self.column}"
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
@@ -65,6 +71,15 @@ class ConfigInvalid(AigoError):
         return [p.format() for p in self.problems] + [
             f"error: {self}; nothing was changed. Fix the lines above and run `aigo-apply validate` again."
         ]
+
+
+class FormatUnkept(AigoError):
+    """`fmt` could not rewrite a part of a valid file faithfully: what, and where (`path` in the
+    document); app/fmt_refusal.py words it at the file's line before the user sees it."""
+
+    def __init__(self, message: str, path: tuple = ()):
+        super().__init__(message)
+        self.path = path
 
 
 class UsageProblem(AigoError):

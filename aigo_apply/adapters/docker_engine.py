@@ -24,6 +24,7 @@ from aigo_apply.adapters.engine_sockets import prepare_socket_mounts
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import ContainerSpec
 from aigo_apply.errors import DockerUnavailable
+from aigo_apply.observe import docker_answers
 from aigo_apply.observe.label_checks import engine_names
 
 API_VERSION = docker_http.API_VERSION
@@ -135,11 +136,13 @@ class DockerRuntime:
 
     def list_containers(self) -> list[dict[str, Any]]:
         """Every container (running or not) with labels, state and ports: one API call."""
-        return self._get(*docker_http.LIST_CONTAINERS, lambda: self.api.containers(all=True))
+        return docker_answers.container_list(
+            self._get(*docker_http.LIST_CONTAINERS, lambda: self.api.containers(all=True))
+        )
 
     def list_images(self) -> list[dict[str, Any]]:
         """Every local image with its tags: one API call."""
-        return self._get(*docker_http.LIST_IMAGES, lambda: self.api.images())
+        return docker_answers.image_list(self._get(*docker_http.LIST_IMAGES, lambda: self.api.images()))
 
     def state(self, container: str) -> dict[str, Any]:
         """The container's State object (Status, Running, ExitCode, ...); {} when it is gone."""
@@ -147,9 +150,10 @@ class DockerRuntime:
 
         with self._errors():
             try:
-                return self.api.inspect_container(container).get("State") or {}
+                found = self.api.inspect_container(container)
             except docker.errors.NotFound:
                 return {}
+        return docker_answers.container_state(found.get("State") if isinstance(found, dict) else found)
 
     def logs_tail(self, container: str, lines: int = 20) -> list[str]:
         """The last log lines of a container (stdout and stderr), or [] when it cannot be read."""
@@ -162,7 +166,7 @@ class DockerRuntime:
 
     def info(self) -> dict[str, Any]:
         """GET /info: engine version, runtimes, CDI devices."""
-        return self._get(*docker_http.INFO, lambda: self.api.info())
+        return docker_answers.info(self._get(*docker_http.INFO, lambda: self.api.info()))
 
     def tag(self, source: str, reference: str) -> None:
         """Point `repo:tag` at the image `source` (an id or a digest reference)."""
@@ -186,9 +190,10 @@ class DockerRuntime:
 
         with self._errors():
             try:
-                return self.api.inspect_image(reference)
+                found = self.api.inspect_image(reference)
             except docker.errors.ImageNotFound:
                 return None
+        return docker_answers.image_inspection(found)
 
     # -- writes --------------------------------------------------------------------------------
     def create(self, spec: ContainerSpec, env: Mapping[str, str]) -> str:
@@ -313,7 +318,8 @@ class _EngineEvents:
         self._stream, self._project = stream, project
 
     def __iter__(self) -> Iterator[dict[str, str]]:
-        for event in self._stream:
+        for raw in self._stream:
+            event = docker_answers.event(raw)
             attributes = event.get("Actor", {}).get("Attributes", {})
             alias = attributes.get(labels.MODEL)
             if not isinstance(alias, str) or attributes.get("name") != engine_names(self._project, alias)[0]:

@@ -35,6 +35,7 @@ MAX_ANSWER = 256 * 1024 * 1024  # an engine's list answer beyond this is not one
 _UNIX = re.compile(r"unix://(/[^?#\x00-\x1f]+)")
 _TCP = re.compile(r"(?:tcp|http)://([A-Za-z0-9.-]+):([0-9]{1,5})/?")
 _STATUS = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: ([^\r\n]*))?")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 class DockerHTTP:
@@ -64,7 +65,10 @@ class DockerHTTP:
         if not 200 <= status < 300:  # worded as the docker SDK's NotFound and APIError were
             verb = "says" if status == 404 else "refused the request"
             raise DockerUnavailable(f"the Docker engine {verb}: {_message(body) or f'{status} {reason}'.strip()}")
-        return json.loads(body)
+        try:
+            return json.loads(body)
+        except RecursionError:  # nested deeper than any answer of the engine's: not one to read
+            raise ValueError(f"its answer to GET {path} nests too deeply to be JSON it sends") from None
 
 
 def _query(params: Mapping[str, Any]) -> str:
@@ -102,10 +106,10 @@ def _unchunk(body: bytes) -> bytes:
         end = body.find(b"\r\n", at)
         if end < 0:
             raise ValueError("its chunked answer is cut short")
-        try:
-            size = int(body[at:end].split(b";")[0], 16)
-        except ValueError:
-            raise ValueError("its chunked answer is malformed") from None
+        token = body[at:end].split(b";")[0].strip()
+        if not _CHUNK_SIZE.fullmatch(token):  # int() would take "-5" or "+5": a size must only move on
+            raise ValueError("its chunked answer is malformed")
+        size = int(token, 16)
         if size == 0:
             return b"".join(out)
         out.append(body[end + 2 : end + 2 + size])
@@ -164,7 +168,7 @@ def _message(body: bytes) -> str:
     """The engine's {"message": ...} explanation, else the body's first line (bounded)."""
     try:
         found = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         found = None
     if isinstance(found, dict) and isinstance(found.get("message"), str):
         return str(found["message"])[:500]

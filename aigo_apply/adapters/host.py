@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from aigo_apply.errors import DockerUnavailable
+from aigo_apply.observe import docker_answers
 
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/libpod-|crio-|containerd[-/])?([0-9a-f]{64})")
 
@@ -60,23 +61,22 @@ def docker_installed(
 
 
 def docker_facts_from_info(info: dict[str, Any]) -> dict[str, Any]:
-    """Pure: the parts of GET /info that matter here (an answer that is not an object has none)."""
-    info = info if isinstance(info, dict) else {}
+    """Pure: the parts of GET /info that matter here, each read for its type (observe/docker_answers.py;
+    an answer that is not an object has none)."""
+    info = docker_answers.info(info if isinstance(info, dict) else {})
     server = info.get("ServerVersion", "")
-    components = " ".join(str(c) for c in info.get("Components") or [])
-    engine = (
-        "Podman"
-        if "podman"
-        in (components + " " + str(info.get("Name", "")) + " " + str(info.get("OperatingSystem", ""))).lower()
-        else "Docker"
-    )
+    components = " ".join(f"{c.get('Name', '')} {c.get('Version', '')}" for c in info.get("Components", []))
+    named = f"{components} {info.get('Name', '')} {info.get('OperatingSystem', '')}"
+    engine = "Podman" if "podman" in named.lower() else "Docker"
     return {
         "reachable": True,
         "problem": None,
         "engine": engine,
         "version": server,
-        "runtimes": sorted((info.get("Runtimes") or {}).keys()),
-        "cdi_devices": sorted(d.get("ID", "") for d in info.get("DiscoveredDevices") or [] if d.get("Source") == "cdi"),
+        "runtimes": sorted(info.get("Runtimes", {})),
+        "cdi_devices": sorted(
+            d["ID"] for d in info.get("DiscoveredDevices", []) if d.get("Source") == "cdi" and d.get("ID")
+        ),
     }
 
 

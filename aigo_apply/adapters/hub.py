@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from aigo_apply import safe_write
 from aigo_apply.desired.model_store import MARKER, read_marker, select_files
 from aigo_apply.errors import AigoError, HubError
 
@@ -174,9 +175,8 @@ def _verify_and_mark(
         "complete_repo": file is None or bool(previous.get("complete_repo") and previous.get("commit") == found.commit),
         "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    tmp = dest / (MARKER + ".tmp")
-    tmp.write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(dest / MARKER)
+    text = json.dumps(marker, indent=1) + "\n"  # the one safe way: never through a link the download left
+    safe_write.write(dest / MARKER, text, expect=safe_write.ANY, new_mode=0o644, what="download marker")
     return marker
 
 

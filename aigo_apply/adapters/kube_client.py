@@ -16,10 +16,10 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-import yaml
-
+from aigo_apply.adapters.kubeconfig import read_kubeconfig
 from aigo_apply.errors import KubeConflict, KubeError, KubeUnavailable
 
 FIELD_MANAGER = "aigo-apply"
@@ -63,9 +63,10 @@ class KubeClient:
         from lightkube.core.exceptions import ConfigError
 
         path = kubeconfig or _default_kubeconfig()
+        data = read_kubeconfig(path)  # any shape: a clear error naming the file and the place in it
         config = None
         try:
-            config = KubeConfig.from_file(path)
+            config = KubeConfig.from_dict(data, fname=Path(path).expanduser())
             single = config.get(context_name=context)
         except ConfigError as exc:
             known = f" (contexts in it: {', '.join(sorted(config.contexts))})" if config is not None else ""
@@ -73,7 +74,7 @@ class KubeClient:
                 f"cannot use the kubeconfig {path}: {exc}{known}; set kubernetes.context in aigo.yaml, or "
                 "KUBECONFIG, to a working one (`kubectl config get-contexts` lists them)"
             ) from None
-        except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
+        except Exception as exc:  # lightkube's models refuse a wrong type inside an entry with assorted errors
             raise KubeUnavailable(f"cannot read the kubeconfig {path}: {type(exc).__name__}: {exc}") from None
         assert single is not None  # get() raises rather than answering None without a default
         return cls._build(single, namespace or single.namespace, None)

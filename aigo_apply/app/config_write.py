@@ -1,44 +1,28 @@
-"""Replacing a config file with an edited text, the one way `image tag`, `import --write` and `fmt`
-do it: the text is written beside the file, checked as the file it would become (the caller's own
-check, which raises with its own words), given the file's mode and renamed over it. A failure at any
-step leaves the file as it was and no temporary file behind."""
+"""Rewriting the config file in place, the one way `fmt`, `image tag` and `import --write` do it: the
+file is read once (a regular file only: never through a symlink, never a FIFO or device, which would
+block or could be read only once), the edit is made from exactly those bytes, and the result is put
+in place by aigo_apply/safe_write.py: checked as the file it would become, owner, group and mode
+kept, and refused with nothing written when the file changed since it was read."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from aigo_apply.errors import AigoError
+from aigo_apply import safe_write
+from aigo_apply.config.file_read import MAX_FILE_BYTES, NO_SUCH_FILE
+from aigo_apply.config.yaml_source import Source, load_bytes
+from aigo_apply.errors import ConfigFileError
 
 
-def replace_config(
-    target: Path,
-    display: str,
-    text: str,
-    check: Callable[[str], None],
-    mode: int | None,
-    before_rename: Callable[[str], None] | None = None,
-    tail: str = "",
-) -> None:
-    """`check(tmp)` validates the written text; `before_rename(tmp)` does any last step (an owner, a
-    check that the file is still the one read); `tail` ends the I/O error messages."""
-    try:
-        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise AigoError(f"{display}: cannot write beside it: {exc.strerror or exc}{tail}") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        check(tmp)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        if before_rename is not None:
-            before_rename(tmp)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise AigoError(f"{display}: cannot write it: {exc.strerror or exc}{tail}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def read_config(path: Path, display: str) -> tuple[bytes, Source]:
+    """The file's bytes (pass them to replace_config as `expect`) and what the project's reader reads in them."""
+    raw = safe_write.read_current(path, display, limit=MAX_FILE_BYTES)
+    if raw is None:
+        raise ConfigFileError(display, NO_SUCH_FILE)
+    return raw, load_bytes(raw, display)
+
+
+def replace_config(path: Path, display: str, text: str, expect: bytes, check: Callable[[str], None]) -> None:
+    """`check(tmp)` validates the written text and raises with its own words; nothing is written then."""
+    safe_write.write(path, text, display, expect=expect, check=check, what="config file")

@@ -8,15 +8,14 @@ ruamel.yaml (round-trip) keeps the comments; the values themselves come from the
 reader (config/yaml_source), so what the file means is what is written back (the comments are moved
 by app/fmt_comments.py). Only a file that
 validates is formatted, and the result must read back to the same data with every comment in place,
-or nothing is written. Writing goes through a temporary file and a rename (app/image_tag.py's
-rules): the file's mode is kept and a symlink or anything but a regular file is refused."""
+or nothing is written. Writing is the one safe way (app/config_write.py, aigo_apply/safe_write.py):
+a temporary file and a rename, owner and mode kept, a symlink or anything but a regular file refused,
+and an edit made to the file while fmt ran kept (nothing is written then)."""
 
 from __future__ import annotations
 
 import difflib
 import io
-import os
-import stat
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +30,14 @@ from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarfloat import ScalarFloat
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-from aigo_apply.app.config_write import replace_config
+from aigo_apply import safe_write
+from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt_comments import attach, comments, detach, squeeze, token
+from aigo_apply.app.fmt_refusal import at_path, first_difference, lost_comment_line, refusal, yaml_mark
 from aigo_apply.config import scalars
 from aigo_apply.config.load import load_config
-from aigo_apply.config.yaml_source import _Builder, _compose
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid
+from aigo_apply.config.yaml_source import Marks, _Builder, _compose
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, FormatUnkept
 
 INDENT = 2
 _SOURCE = "repo revision path file"
@@ -101,20 +102,20 @@ class Formatted:
 def format_file(file: str, write: bool) -> Formatted:
     """Format `file`: validate it, compute its canonical text, and (`write`) replace it when it changes."""
     path = Path(file).expanduser()
-    before = _regular_file(path, file)
+    raw, _ = read_config(path, file)  # a regular file only: a symlink, FIFO or folder is refused unread
     config = load_config(file)  # refuses an invalid file, with every problem, before anything is written
-    original = path.read_bytes().decode("utf-8", errors="replace")  # the bytes load_config found valid UTF-8
-    if _identity(path) != (before.st_dev, before.st_ino):
-        raise AigoError(f"{file}: was replaced while fmt read it; nothing was written, run fmt again")
-    after = format_text(original, config.data, file)
+    safe_write.unchanged(path, file, raw)  # load_config read it again: the same bytes, or nothing is written
+    original = raw.decode("utf-8")  # the bytes read_config and load_config found valid UTF-8
+    after = format_text(original, config.data, file, config.marks)
     result = Formatted(file, original, after)
     if write and result.changed:
-        _replace(path, file, after, config.data, before)
+        _replace(path, file, after, config.data, raw)
     return result
 
 
-def format_text(text: str, data: Any, display: str) -> str:
-    """`text` (a file whose meaning is `data`, as the project's reader reads it) in the canonical layout."""
+def format_text(text: str, data: Any, display: str, marks: Marks | None = None) -> str:
+    """`text` (a file whose meaning is `data`, as the project's reader reads it) in the canonical layout;
+    `marks` (where each value is written) let a refusal name its line (app/fmt_refusal.py)."""
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     newline = "\r\n" if "\r\n" in text else "\n"
     body = text.removeprefix(bom).replace("\r\n", "\n")
@@ -127,17 +128,16 @@ def format_text(text: str, data: Any, display: str) -> str:
         out = io.StringIO()
         writer.dump(canonical, out)
         result = out.getvalue()
-    except AigoError as exc:  # what the file holds that fmt cannot rewrite faithfully
-        raise AigoError(
-            f"{display}: fmt cannot rewrite this file without changing it: {exc}; nothing was written"
-        ) from None
-    except (YAMLError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
-        raise AigoError(
-            f"{display}: fmt cannot rewrite this file ({type(exc).__name__}); nothing was written. "
-            "Please report it with the file"
-        ) from None
+    except FormatUnkept as exc:  # what the file holds that fmt cannot rewrite faithfully
+        raise refusal(display, str(exc), where=at_path(marks, exc.path)) from None
+    except YAMLError as exc:  # ruamel.yaml reads a line the project's reader took otherwise
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        what = f"ruamel.yaml, which fmt writes with, cannot read it ({problem})"
+        raise refusal(display, what, where=yaml_mark(exc)) from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+        raise refusal(display, f"ruamel.yaml could not write it ({type(exc).__name__}: {str(exc)[:200]})") from None
     result = "\n".join(line.rstrip(" \t") for line in result.split("\n")).rstrip("\n") + "\n"
-    _check_same(body, result, data, display)
+    _check_same(body, result, data, display, marks)
     return bom + result.replace("\n", newline)
 
 
@@ -163,7 +163,9 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
     """A fresh ruamel tree for `value` (the meaning), in canonical order, with `node`'s comments."""
     if isinstance(value, dict):
         if not isinstance(node, CommentedMap) or len(node) != len(value):
-            raise AigoError(f"the mapping at {_where(path)} is not what the YAML reader read")
+            raise FormatUnkept(
+                f"the mapping at {_where(path)} reads otherwise in ruamel.yaml (a merge key or an anchor?)", path
+            )
         pairs = list(zip(node.keys(), value.keys(), strict=True))
         order = _order(path)
         if order is not None:
@@ -175,13 +177,13 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
         for n, (old, key) in enumerate(pairs):
             name = _text(key)
             fresh[name] = _canon(node[old], value[key], path + (key,), column + INDENT)
-            _move_comments(node, old, fresh, name, column, flow, first=n == 0)
+            _move_comments(node, old, fresh, name, column, flow, n == 0, path + (key,))
         if flow and node.ca.comment and node.ca.comment[0]:
             fresh.ca.comment = [node.ca.comment[0], None]
         return fresh
     if isinstance(value, list):
         if not isinstance(node, CommentedSeq) or len(node) != len(value):
-            raise AigoError(f"the list at {_where(path)} is not what the YAML reader read")
+            raise FormatUnkept(f"the list at {_where(path)} reads otherwise in ruamel.yaml", path)
         seq = CommentedSeq()
         flow = node.fa.flow_style()
         if flow:
@@ -192,15 +194,22 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
                 seq.ca.items[index] = [node.ca.items[index][0], None, None, None]
                 before = node.ca.items[index][1] or []
                 if before:
-                    raise AigoError(f"comments between the items of the list at {_where(path)}")
+                    raise FormatUnkept(f"a comment between the items of the list at {_where(path)}", path + (index,))
         return seq
     if isinstance(node, (CommentedMap, CommentedSeq)):
-        raise AigoError(f"the value at {_where(path)} is not what the YAML reader read")
+        raise FormatUnkept(f"the value at {_where(path)} reads otherwise in ruamel.yaml", path)
     return _scalar(node, value, path)
 
 
 def _move_comments(
-    node: CommentedMap, old: Any, fresh: CommentedMap, name: Any, column: int, flow: bool, first: bool
+    node: CommentedMap,
+    old: Any,
+    fresh: CommentedMap,
+    name: Any,
+    column: int,
+    flow: bool,
+    first: bool,
+    path: tuple[Any, ...],
 ) -> None:
     """`old`'s comments onto `name`: the lines above it (no blank line first in a block), its end-of-line one."""
     item = node.ca.items.get(old)
@@ -211,7 +220,7 @@ def _move_comments(
         before = before[1:]
     if flow:
         if item[2] is not None or before:
-            raise AigoError("a comment inside a {...} mapping; move it above the line")
+            raise FormatUnkept("a comment inside a {...} mapping: move it above the line", path)
         return
     fresh.ca.items[name] = [
         None,
@@ -232,7 +241,7 @@ def _scalar(node: Any, value: Any, path: tuple[Any, ...]) -> Any:
         return value
     if isinstance(value, str):
         return _text(value)
-    raise AigoError(f"the value at {_where(path)} has a type aigo.yaml does not use")
+    raise FormatUnkept(f"the value at {_where(path)} has a type aigo.yaml does not use", path)
 
 
 def _text(text: str) -> str:
@@ -270,7 +279,7 @@ def _where(path: tuple[Any, ...]) -> str:
 # -- checks and writing -----------------------------------------------------------------------------
 
 
-def _check_same(before: str, after: str, data: Any, display: str) -> None:
+def _check_same(before: str, after: str, data: Any, display: str, marks: Marks | None = None) -> None:
     """The formatted text must mean the same and keep every comment, or it is not used."""
     try:
         node, loader = _compose(after, display)
@@ -279,14 +288,19 @@ def _check_same(before: str, after: str, data: Any, display: str) -> None:
     except ConfigFileError:
         read, builder = None, None
     if builder is None or builder.problems or read != data or not _same_types(read, data):
-        raise AigoError(
-            f"{display}: fmt could not write this file in the canonical layout without changing what it "
-            "means; nothing was written. Please report it with the file"
+        path = first_difference(data, read) if builder is not None and not builder.problems else None
+        raise refusal(
+            display,
+            f"the value at {_where(path)} would read differently once rewritten" if path else "its meaning",
+            "quote that value, or write it in plain form, then run fmt again",
+            at_path(marks, path) if path else None,
         )
-    if Counter(comments(before)) != Counter(comments(after)):
-        raise AigoError(
-            f"{display}: fmt could not keep every comment in place; nothing was written. Move comments "
-            "inside {...} or [...] above the line, or report it with the file"
+    if Counter(written := comments(before)) != Counter(kept := comments(after)):
+        raise refusal(
+            display,
+            "a comment here would not stay in place",
+            "move it above the line (out of {...} or [...], and not between list items), then run fmt again",
+            lost_comment_line(before, written, kept),
         )
 
 
@@ -298,32 +312,9 @@ def _same_types(a: Any, b: Any) -> bool:
     return type(a) is type(b)
 
 
-def _identity(path: Path) -> tuple[int, int]:
-    info = os.lstat(path)
-    return info.st_dev, info.st_ino
-
-
-def _regular_file(path: Path, display: str) -> os.stat_result:
-    """fmt rewrites regular files only: a symlink would be replaced by a copy, a FIFO or device read forever."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        raise ConfigFileError(display, "no such file") from None
-    except OSError as exc:
-        raise ConfigFileError(display, f"cannot be read: {exc.strerror or exc}") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise AigoError(
-            f"{display}: is a symbolic link; fmt rewrites regular files only: run it on the file the link "
-            f"points to ({os.path.realpath(path)!r})"
-        )
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, socket or device)"
-        raise AigoError(f"{display}: is {kind}; fmt formats regular aigo.yaml files only")
-    return info
-
-
-def _replace(path: Path, display: str, text: str, data: Any, before: os.stat_result) -> None:
-    """Validate `text` as the file, then rename it over the file: same mode (and owner, when allowed)."""
+def _replace(path: Path, display: str, text: str, data: Any, raw: bytes) -> None:
+    """Validate `text` as the file, then put it in place (app/config_write.py): owner and mode kept,
+    refused when the file is no longer the bytes `raw` that were formatted."""
 
     def check(tmp: str) -> None:
         try:
@@ -332,13 +323,4 @@ def _replace(path: Path, display: str, text: str, data: Any, before: os.stat_res
         except (ConfigInvalid, ConfigFileError):
             raise AigoError(f"{display}: the formatted file does not validate; nothing was written") from None
 
-    def last_step(tmp: str) -> None:
-        if (before.st_uid, before.st_gid) != (os.geteuid(), os.getegid()):
-            try:
-                os.chown(tmp, before.st_uid, before.st_gid)
-            except OSError:
-                pass  # not allowed (not root): the file is then ours, as any editor would leave it
-        if _identity(path) != (before.st_dev, before.st_ino):
-            raise AigoError(f"{display}: was replaced while fmt ran; nothing was written, run fmt again")
-
-    replace_config(path, display, text, check, stat.S_IMODE(before.st_mode), last_step, "; nothing was written")
+    replace_config(path, display, text, raw, check)

@@ -1,13 +1,13 @@
 """`aigo-apply image tag`: set or remove one engine's `image_tag` in the config file in one step,
 keeping its comments and layout. ruamel.yaml (round-trip) makes the edit; only the lines the edit
 touches change in the file (the rest is kept byte for byte), the result must pass the real
-validation before it replaces the file, and the file is replaced atomically with its mode kept."""
+validation before it replaces the file, and the file is replaced the one safe way
+(app/config_write.py): owner and mode kept, refused when it changed while the edit was made."""
 
 from __future__ import annotations
 
 import difflib
 import io
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -19,10 +19,8 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
-from aigo_apply.app.config_write import replace_config
-from aigo_apply.config.file_read import read_bytes, rewritable
+from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.config.load import load_config
-from aigo_apply.config.yaml_source import load
 from aigo_apply.desired.images import BUILT_IN
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, UsageProblem
 
@@ -63,14 +61,11 @@ def set_tag(config_file: str, engine: str, tag: str | None) -> TagChange:
     dotted = ".".join(where + ("image_tag",))
     if tag is not None and not tag.strip():
         raise UsageProblem(f"the tag is empty; to use the built-in tag: aigo-apply image tag {engine} --reset")
-    path = rewritable(Path(config_file).expanduser(), config_file)  # a regular file: a FIFO would block a 2nd read
-    source = load(path, config_file)  # the project's own reader first: size, UTF-8, syntax, nesting, bombs
+    path = Path(config_file).expanduser()
+    raw, source = read_config(path, config_file)  # the project's own reader: size, UTF-8, syntax, nesting, bombs
     if source.problems:  # duplicate keys and the like: which of two lines to edit is not clear
         raise ConfigInvalid(config_file, source.problems)
-    try:  # line ends as written (read_text would turn CRLF into LF); bounded like the first read
-        original = read_bytes(path, config_file).decode("utf-8")
-    except UnicodeDecodeError:
-        raise AigoError(f"{config_file}: changed while it was read; run the command again") from None
+    original = raw.decode("utf-8")  # line ends as written (read_text would turn CRLF into LF)
     bom = "\ufeff" if original.startswith("\ufeff") else ""
     original = original.removeprefix(bom)
     yaml, document = _round_trip(original, config_file)
@@ -101,7 +96,8 @@ def set_tag(config_file: str, engine: str, tag: str | None) -> TagChange:
             + ("add " if tag is not None else "remove ")
             + value
         )
-    _write_validated(path, config_file, bom + text, f"with {dotted}: {tag}" if tag is not None else f"without {dotted}")
+    edit = f"with {dotted}: {tag}" if tag is not None else f"without {dotted}"
+    _write_validated(path, config_file, bom + text, raw, edit)
     return change
 
 
@@ -228,13 +224,9 @@ def _comment_or_blank(line: str) -> bool:
     return not line.strip() or line.lstrip().startswith("#")
 
 
-def _write_validated(path: Path, display: str, text: str, edit: str) -> None:
-    """Validate `text` as the file it would become, then put it in place atomically, mode kept."""
-    target = path.resolve()  # a symlinked config keeps its link: the file it points at changes
-    try:
-        mode: int | None = stat.S_IMODE(target.stat().st_mode)
-    except OSError:
-        mode = None
+def _write_validated(path: Path, display: str, text: str, raw: bytes, edit: str) -> None:
+    """Validate `text` as the file it would become, then put it in place (app/config_write.py): owner
+    and mode kept, refused when the file is no longer `raw`."""
 
     def check(tmp: str) -> None:
         try:
@@ -247,4 +239,4 @@ def _write_validated(path: Path, display: str, text: str, edit: str) -> None:
         except ConfigFileError as exc:
             raise AigoError(f"{str(exc).replace(tmp, display)}; so it was not changed") from None
 
-    replace_config(target, display, text, check, mode)
+    replace_config(path, display, text, raw, check)

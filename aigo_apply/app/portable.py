@@ -6,18 +6,15 @@ or adds it there with --write (refusing an alias that exists, and writing only a
 from __future__ import annotations
 
 import copy
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from aigo_apply.app.config_write import replace_config
+from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.config import rules, schema
 from aigo_apply.config.doc_path import dotted
-from aigo_apply.config.file_read import read_bytes, rewritable
 from aigo_apply.config.load import load_config
 from aigo_apply.config.yaml_source import Source, load, load_text
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem
@@ -198,10 +195,10 @@ def entry_text(alias: str, model: dict[str, Any], indent: int = 2) -> str:
 
 
 def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
-    """Insert the entry under `models:` and write the file only if the result validates: the file a
-    symlink points at (the link stays), with its mode kept; never a pipe, FIFO or device."""
-    path = rewritable(Path(config_file).expanduser(), config_file)
-    source = load(path, config_file)
+    """Insert the entry under `models:` and write the file only if the result validates, the one safe
+    way (app/config_write.py): a regular file only, owner and mode kept, refused if it changed meanwhile."""
+    path = Path(config_file).expanduser()
+    raw, source = read_config(path, config_file)
     if source.problems:  # duplicate keys: where the entry would go is not clear
         raise ConfigInvalid(config_file, source.problems)
     data = source.data if isinstance(source.data, dict) else {}
@@ -210,10 +207,7 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
         raise AigoError(f"{config_file}: has no `models:` mapping to add to")
     if alias in models:
         raise UsageProblem(f"model '{alias}' already exists in {config_file}; import it --as another alias")
-    try:
-        lines = read_bytes(path, config_file).decode("utf-8").splitlines(keepends=True)
-    except UnicodeDecodeError:
-        raise AigoError(f"{config_file}: changed while it was read; run the command again") from None
+    lines = raw.decode("utf-8").splitlines(keepends=True)  # the bytes read_config found valid UTF-8
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     models_line = source.marks.of_key(("models",))[0]
@@ -226,10 +220,10 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
         while at > models_line and not lines[at - 1].strip():
             at -= 1  # keep blank lines before the next section after the new entry
         lines.insert(at, entry_text(alias, model, indent))
-    _write_checked(path, config_file, alias, "".join(lines))
+    _write_checked(path, config_file, alias, "".join(lines), raw)
 
 
-def _write_checked(target: Path, config_file: str, alias: str, text: str) -> None:
+def _write_checked(target: Path, config_file: str, alias: str, text: str, raw: bytes) -> None:
     def check(tmp: str) -> None:
         try:
             load_config(tmp)
@@ -241,7 +235,7 @@ def _write_checked(target: Path, config_file: str, alias: str, text: str) -> Non
         except ConfigFileError as exc:
             raise AigoError(f"adding '{alias}': {str(exc).replace(tmp, config_file)}; so it was not changed") from None
 
-    replace_config(target, config_file, text, check, stat.S_IMODE(os.stat(target).st_mode))
+    replace_config(target, config_file, text, raw, check)
 
 
 def _top_keys(source: Source) -> dict[tuple[Any, ...], tuple[int, int]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.apply.secrets import resolve
+from aigo_apply.config.secret_names import KEY_FIX, guessable_key
 from aigo_apply.desired.types import DesiredState, SecretRef
 from aigo_apply.errors import AigoError, SecretUnavailable
 from aigo_apply.plan.host_checks import Check
@@ -31,6 +32,9 @@ def read_keys(spec: dict[str, Any]) -> list[str] | None:
     kind, target = next(iter(ref.items()))
     keys = parse_keys(resolve(SecretRef(kind, target), "router.api_keys", multiline=True))
     check_keys(keys)
+    guessable = [f"key {n} of {len(keys)} {why}" for n, key in enumerate(keys, 1) if (why := guessable_key(key))]
+    if guessable:
+        raise SecretUnavailable(f"router.api_keys ({kind}: {target}): {'; '.join(guessable)}", KEY_FIX)
     return keys
 
 
@@ -48,6 +52,7 @@ def router_checks(
     reload of their own; a plan that changes anything needs them (apply/secret_checks.py)."""
     spec = desired.router.spec
     checks = exposure_checks(spec, port_start if port_start is not None else unprivileged_port_start())
+    checks += on_demand_exposure(desired)
     try:
         keys = read_keys(spec)
     except SecretUnavailable as exc:
@@ -83,11 +88,7 @@ def exposure_checks(spec: dict[str, Any], port_start: int) -> list[Check]:
     unprivileged start that a non-root router cannot bind is a blocker."""
     checks = []
     bind, port = spec.get("bind", ""), spec.get("port", 0)
-    try:
-        local = ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        local = False
-    if not local and not spec.get("api_keys"):
+    if not _loopback(bind) and not spec.get("api_keys"):
         checks.append(
             Check(
                 "router.open",
@@ -109,6 +110,33 @@ def exposure_checks(spec: dict[str, Any], port_start: int) -> list[Check]:
             )
         )
     return checks
+
+
+def on_demand_exposure(desired: DesiredState) -> list[Check]:
+    """On-demand models open vLLM's development endpoints (sleep, wake, collective_rpc) to the
+    router's clients' reach; a router bound beyond loopback without keys offers them to anyone who
+    can reach this machine: a blocker, not a warning."""
+    spec = desired.router.spec
+    on_demand = sorted(alias for group in desired.swap_groups for alias in group.members)
+    if not on_demand or spec.get("api_keys") or _loopback(spec.get("bind", "")):
+        return []
+    return [
+        Check(
+            "router.on_demand_open",
+            "blocking",
+            f"the router listens on {spec.get('bind')} port {spec.get('port')} without router.api_keys, and the "
+            f"on-demand models {', '.join(on_demand)} run engines whose development endpoints (sleep, wake) "
+            "anyone who reaches this machine could then drive",
+            "set router.api_keys: {from_env: NAME} (keys of 16 characters or more), or bind: 127.0.0.1",
+        )
+    ]
+
+
+def _loopback(bind: str) -> bool:
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False
 
 
 def unprivileged_port_start() -> int:

@@ -24,13 +24,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.config.env_rules import credential_kind, hub_token_name, normal_path, unsafe_secret_file
+from aigo_apply.config.env_rules import credential_kind, normal_path, unsafe_secret_file
 from aigo_apply.config.host_paths import env_protected, hf_home, resolve_or_why, short, try_resolve
+from aigo_apply.config.secret_names import hub_token_name
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import SecretUnavailable
+from aigo_apply.safe_write import read_checked
 
 MAX_SECRET_BYTES = 64 * 1024
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 _HUB_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
@@ -130,24 +131,12 @@ def read_regular(path: Path, limit: int = MAX_SECRET_BYTES) -> bytes:
     device is never opened), open without following a link or waiting, check again on the open
     file (it may have been swapped), read at most limit + 1 bytes."""
     try:
-        _regular(os.stat(path, follow_symlinks=False), limit)
-        fd = os.open(path, _OPEN_FLAGS)
+        data = read_checked(path, lambda info: _regular(info, limit), limit)
     except OSError as exc:
         raise SecretUnavailable(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
-    try:
-        _regular(os.fstat(fd), limit)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise SecretUnavailable(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
-    finally:
-        os.close(fd)
-    if size > limit:
+    if len(data) > limit:
         raise SecretUnavailable(f"is larger than {limit} bytes")
-    return b"".join(chunks)
+    return data
 
 
 def _regular(st: os.stat_result, limit: int) -> None:

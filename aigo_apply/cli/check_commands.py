@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from aigo_apply.cli.ci_output import command
 from aigo_apply.cli.group import (
     cli,
     file_option,
@@ -30,6 +31,7 @@ from aigo_apply.errors import (
     ConfigInvalid,
     PlanFileError,
     UsageProblem,
+    shown_path,
 )
 
 
@@ -56,7 +58,10 @@ def validate(files: tuple[str, ...], file: str | None, output: str) -> int:
         except ConfigFileError as exc:
             if output != "github" and len(paths) == 1:
                 raise
-            click.echo(file_error_line(exc) if output == "github" else f"error: {exc}", err=output != "github")
+            if output == "github":
+                command(file_error_line(exc))
+            else:
+                click.echo(f"error: {exc}", err=True)
             status = EXIT_ERROR
         except ConfigInvalid as exc:  # text, several files: say it and go on to the next file
             if len(paths) == 1:
@@ -80,7 +85,7 @@ def _validate_one(path: str, output: str) -> int:
             return EXIT_ERROR
         if output == "github":
             for line in problem_lines(path, exc.problems):
-                click.echo(line)
+                command(line)  # an annotation: the one output line that is a workflow command
             return EXIT_ERROR
         raise
     models = len(config.data.get("models", {}))
@@ -92,7 +97,7 @@ def _validate_one(path: str, output: str) -> int:
             )
         )
     else:
-        shown = path if path.isprintable() else repr(path)  # (plan.text.shown, without its imports: validate is quick)
+        shown = shown_path(path) if path.isprintable() else repr(path)  # (plan.text.shown's rule: validate is quick)
         click.echo(f"{shown}: valid (project '{config.data['project']}', {models} model{'s' if models != 1 else ''})")
     return EXIT_OK
 

@@ -11,7 +11,7 @@ from aigo_apply.cli.group import (
     cli,
     file_option,
 )
-from aigo_apply.errors import EXIT_OK, AigoError
+from aigo_apply.errors import EXIT_OK
 
 
 @cli.command()
@@ -43,8 +43,8 @@ def init(file: str | None, project: str | None, force: bool) -> int:
 )
 def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
     """Write ALIAS as a portable model definition, without this machine's settings."""
+    from aigo_apply import safe_write
     from aigo_apply.app.portable import export_model
-    from aigo_apply.config.file_read import write_file
     from aigo_apply.config.load import choose_file
     from aigo_apply.plan.text import printable
 
@@ -53,8 +53,8 @@ def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
         click.echo(f"warning: {warning}", err=True)
     if out is None:
         click.echo(text, nl=False)
-    else:  # never through a symlink, into a FIFO or a device (plan --out's writer)
-        write_file(out, text, "definition", AigoError)
+    else:  # never through a symlink, into a FIFO or a device
+        safe_write.write(out, text, expect=safe_write.ANY, new_mode=0o644, what="definition")
         click.echo(printable(f"wrote {out}"))
     return EXIT_OK
 

@@ -3,7 +3,9 @@ the exit code; `main` is the one error boundary (AigoError -> message and its co
 Ctrl-C -> 130, anything unexpected -> 3 with a short report). What it prints passes through
 secrets.redact: a secret value read by this run never appears in an error, even by accident; and
 through plan.text.printable: a name from the command line, a config or a saved plan quoted in an
-error cannot send the terminal an escape sequence, BEL, CR or bidi override."""
+error cannot send the terminal an escape sequence, BEL, CR or bidi override; and through
+cli/ci_output.CommandSafe: no line it prints is a CI runner's workflow command unless it is one of
+`validate -o github`'s annotations."""
 
 from __future__ import annotations
 
@@ -23,12 +25,19 @@ from aigo_apply.cli import (  # noqa: F401 (they register their commands)
     repo_commands,
     store_commands,
 )
+from aigo_apply.cli.ci_output import guarded
 from aigo_apply.cli.group import cli
 from aigo_apply.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AigoError
 
 
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(_run(argv))
+    outer = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)  # no `::` line
+    try:
+        code = _run(argv)
+    finally:
+        sys.stdout, sys.stderr = outer
+    sys.exit(code)
 
 
 def _run(argv: list[str] | None) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from aigo_apply.cli.group import cli, file_option
-from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError
+from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError, shown_path
 
 
 def _paths(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -48,7 +48,8 @@ def fmt_cmd(files: tuple[str, ...], check: bool) -> int:
             continue
         if check:
             echo(result.diff().rstrip("\n"), colours=False)
-            echo(f"{shown(file)}: not formatted; `aigo-apply fmt {shown(file)}` rewrites it", err=True, colours=False)
+            line = f"{shown_path(shown(file))}: not formatted; `aigo-apply fmt {shown(file)}` rewrites it"
+            echo(line, err=True, colours=False)
             status = EXIT_ERROR
         else:
             echo(f"formatted {shown(file)}", colours=False)
@@ -75,8 +76,9 @@ def schema_cmd(file: str | None, write: bool) -> int:
     target, changed = write_schema_copy(folder)
     echo(f"{'wrote' if changed else 'up to date:'} {shown(target)}", colours=False)
     line = modeline(SCHEMA_COPY)
-    try:
-        first = config.read_text(encoding="utf-8").lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
+    try:  # a regular file only: opening a FIFO there would wait for a writer
+        raw = config.read_bytes() if config.is_file() else b""
+        first = raw.decode("utf-8").lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
     except (OSError, UnicodeDecodeError):
         first = ""
     if first != line:

@@ -21,7 +21,8 @@ disguise. The list is short and each entry has a reason:
   models on this host): HF_HUB_OFFLINE, its older spelling TRANSFORMERS_OFFLINE, HF_ENDPOINT and
   VLLM_USE_MODELSCOPE (another hub) would undo that. The GPUs come from `gpus:` (the GPU ledger
   counts on it): the NVIDIA runtime on the host reads NVIDIA_* names to choose the devices and driver
-  parts a container gets, CUDA_VISIBLE_DEVICES renumbers them inside.
+  parts a container gets (not NVIDIA_TF32_OVERRIDE, which cuBLAS reads), CUDA_VISIBLE_DEVICES
+  renumbers them inside.
 - The network. Proxies (`*_proxy`, any case: Python and curl read both spellings, and any scheme)
   and the TLS trust files would put someone between the engine and what it fetches (image URLs in
   requests).
@@ -131,6 +132,9 @@ _EXACT.update(
 _LOADER_WORDS = re.compile(
     r"PLUGIN|INJECTION|_SO_PATH\Z|(?:\A|_)LIB[A-Z0-9_]*PATH\Z|INCLUDE_PATH\Z|\ACPATH\Z|\ATRITON_[A-Z0-9_]*PATH\Z"
 )
+# Names under a refused prefix that the libraries in the container read, not the container runtime
+# (cuBLAS and cuDNN read NVIDIA_TF32_OVERRIDE).
+_LIBRARY_SWITCHES = frozenset({"NVIDIA_TF32_OVERRIDE"})
 _PREFIXES = (
     (
         "LD_",
@@ -153,7 +157,7 @@ def refused_name(name: str) -> str | None:
     if name in _EXACT:
         return _EXACT[name]
     for prefix, why in _PREFIXES:
-        if name.startswith(prefix):
+        if name.startswith(prefix) and name not in _LIBRARY_SWITCHES:
             return why
     if _LOADER_WORDS.search(name.upper()):
         return _LOADS

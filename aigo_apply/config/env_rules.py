@@ -25,22 +25,8 @@ from aigo_apply.config.host_paths import (
     private_place,
     system_folder,
 )
+from aigo_apply.config.secret_names import hub_token_name, public_variable, secret_name, switch_value
 from aigo_apply.config.yaml_source import Path_
-
-HUB_TOKEN_NAMES = frozenset(
-    {
-        "HF_TOKEN",
-        "HUGGING_FACE_HUB_TOKEN",
-        "HUGGINGFACE_HUB_TOKEN",
-        "HF_API_TOKEN",
-        "HF_HUB_TOKEN",
-        "HUGGINGFACE_TOKEN",
-        "HUGGINGFACEHUB_API_TOKEN",
-    }
-)
-# Any other spelling of a Hugging Face token variable (HF_READ_TOKEN, HUGGING_FACE_TOKEN, HF_API_KEY...).
-_HUB_TOKEN_NAME_RE = re.compile(r"^(HF|HUGGING_?FACE)(_?HUB)?_\w*(TOKEN|API_?KEY)S?\Z", re.I)
-SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
 
 # What a credential written in clear looks like, with the words that name it in messages. Each is
 # searched in every value of a config (up to 4096 characters each) and in secrets read at apply time,
@@ -76,11 +62,6 @@ CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 HUB_TOKEN_FILES = ("token", "stored_tokens")  # in a `huggingface` folder
 REFERENCE_FIX = "pass it by reference: NAME: {from_env: VARIABLE} or {from_file: /path/to/file}"
-
-
-def hub_token_name(name: str) -> bool:
-    """Whether an environment variable name is one the Hugging Face libraries read a token from."""
-    return name.upper() in HUB_TOKEN_NAMES or bool(_HUB_TOKEN_NAME_RE.match(name))
 
 
 # What every pattern above needs in the text (its literal part), searched first in one pass: most
@@ -226,7 +207,14 @@ def check_env(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     router = data.get("router")
     keys = router.get("api_keys") if isinstance(router, dict) else None
     if isinstance(keys, dict) and len(keys) == 1:  # the keys go into a file the router container reads
-        _check_reference(("router", "api_keys"), *next(iter(keys.items())), f)
+        kind, target = next(iter(keys.items()))
+        _check_reference(("router", "api_keys"), kind, target, f)
+        if kind == "from_env" and isinstance(target, str) and (why := public_variable(target)):
+            f.at_value(
+                ("router", "api_keys", "from_env"),
+                f"the router's keys would be guessable: {why}; put the keys (one per line, 16 characters or "
+                "more) in a variable of their own, e.g. api_keys: {from_env: AIGO_API_KEYS}",
+            )
 
 
 def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds) -> None:
@@ -243,7 +231,7 @@ def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds) 
         _check_reference(where, *next(iter(value.items())), f)
     elif isinstance(value, str) and (kind := kinds[value]):
         f.at_value(where, f"the value looks like {kind} written in clear; {REFERENCE_FIX}")
-    elif isinstance(value, str) and value and isinstance(name, str) and SECRET_NAME_RE.search(name):
+    elif isinstance(value, str) and isinstance(name, str) and secret_name(name) and not switch_value(value):
         f.at_value(
             where,
             f"{name} looks like a secret written in clear; pass it by reference, e.g. {name}: {{from_env: {name}}}",

@@ -6,10 +6,8 @@ anything that is not a regular file at most PIPE_DEADLINE_S seconds (a FIFO nobo
 otherwise wait forever). A pipe's bytes are kept for the rest of the process, so a command that
 needs the file twice (the validity cache, a second look) sees the same bytes both times.
 
-Also the other file-system facts a command trusts only after checking them: which file a command
-that rewrites the config replaces (`rewritable`), how a file it was asked to write is written
-(`write_file`: never through a symlink), and whether another account could change a folder the
-tool downloads into (`others_can_write`).
+Also whether another account could change a folder the tool downloads into (`others_can_write`).
+(Files a command writes, and the config a command rewrites, go through aigo_apply/safe_write.py.)
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from __future__ import annotations
 import os
 import select
 import stat
-import tempfile
 import time
 from pathlib import Path
 
@@ -87,29 +84,6 @@ def _drain(fd: int, display: str) -> bytes:
     return b"".join(chunks)
 
 
-def rewritable(path: Path, display: str) -> Path:
-    """The regular file a command that rewrites the config (`image tag`, `import --write`) replaces:
-    the file a symlink points at (the link stays), never a pipe, FIFO, device or folder, which
-    could be read only once or would block the second read forever. Checked before anything is read."""
-    try:
-        target = path.resolve(strict=True)
-        info = os.stat(target)
-    except FileNotFoundError:
-        raise ConfigFileError(display, NO_SUCH_FILE) from None
-    except PermissionError:
-        raise ConfigFileError(display, NOT_READABLE) from None
-    except (OSError, RuntimeError, ValueError) as exc:
-        why = getattr(exc, "strerror", None) or "a symlink loop or a name that is too long"
-        raise ConfigFileError(display, f"cannot be resolved: {why}; pass the file itself with -f/--file") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigFileError(
-            display,
-            "is not a regular file (a pipe, FIFO, device or folder); this command rewrites the config file, so "
-            "pass the path of the file itself with -f/--file",
-        )
-    return target
-
-
 def others_can_write(path: Path) -> str | None:
     """Why another account could change what lands in the model store `path` (absolute, resolved),
     or None. aigo-apply (often root) downloads into it and mounts what is there into engines, so a
@@ -134,25 +108,3 @@ def others_can_write(path: Path) -> str | None:
             return f"inside a folder every account may write ({folder}), where anyone could swap it"
         first = False
     return None
-
-
-def write_file(path: Path, text: str, what: str, error: type[Exception]) -> None:
-    """Write a file a command was asked to write (`plan --out`, `export -o`) the safe way: never
-    through a symbolic link or into anything but a regular file (a FIFO, a device); a temporary
-    file in the same folder is renamed over it (mode 0644, or the file's own)."""
-    name, tmp = (str(path) if str(path).isprintable() else repr(str(path))), None
-    try:
-        info = os.lstat(path) if os.path.lexists(path) else None
-        if info is not None and stat.S_ISLNK(info.st_mode):
-            raise error(f"{name} is a symbolic link; a {what} is never written through one: choose another path")
-        if info is not None and not stat.S_ISREG(info.st_mode):
-            raise error(f"{name} is not a regular file; choose a file path for the {what}")
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), stat.S_IMODE(info.st_mode) & 0o777 if info is not None else 0o644)
-            f.write(text)
-        os.replace(tmp, path)
-    except (OSError, ValueError) as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise error(f"{name}: cannot write the {what} file: {getattr(exc, 'strerror', None) or exc}") from None

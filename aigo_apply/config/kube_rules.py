@@ -13,11 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from aigo_apply.config import kube_names
 from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.swap_groups import is_on_demand
 from aigo_apply.config.yaml_source import Marks, Path_, Source
-from aigo_apply.errors import Problem
+from aigo_apply.errors import Problem, UnsafeSetting
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_GPUS_PER_NODE = 8
@@ -55,8 +56,39 @@ def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
         own = _mapping(_mapping(model).get("kubernetes"))
         _node_selector(own.get("node_selector"), ("models", alias, "kubernetes", "node_selector"), f)
     _tolerations(section.get("tolerations"), f)
+    _object_names(data, models, f)
     if data.get("platform") == "kubernetes":
         check_placement(data, models, f)
+
+
+def _object_names(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+    """No two models share a Kubernetes object name or name label (config/kube_names.py), nor take the
+    router's or the Hub Secret's name: one model's Service would select the other's pods, or one apply
+    overwrite the other's objects. Checked on every platform: any file can be rendered for a cluster."""
+    project = data.get("project")
+    if not isinstance(project, str):
+        return
+    owner = {
+        ("name", kube_names.router_name(project)): "the router",
+        ("name", kube_names.hub_secret_name(project)): "the Hub token Secret",
+    }
+    for alias in models:
+        try:
+            taken = {
+                (("label" if what.startswith("label") else "name"), name): what
+                for what, name in kube_names.model_names(project, str(alias)).items()
+            }
+        except UnsafeSetting:
+            continue  # an alias that is no safe name at all: refused by the alias rule
+        for key, what in taken.items():
+            if key in owner:
+                f.at_key(
+                    ("models", alias),
+                    f"model '{alias}' would give its Kubernetes {what} the name {key[1]}, which {owner[key]} has "
+                    "too; rename one of them",
+                )
+        for key in taken:
+            owner.setdefault(key, f"model '{alias}'")
 
 
 def placement_problems(file: str, data: dict[str, Any], marks: Marks) -> list[Problem]:

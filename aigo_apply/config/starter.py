@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
-import tempfile
 from pathlib import Path
 
+from aigo_apply import safe_write
+from aigo_apply.config.load import load_config
 from aigo_apply.config.schema import schema
 from aigo_apply.errors import AigoError, UsageProblem
 from aigo_apply.resources import data_dir
@@ -68,16 +68,25 @@ def render_starter(project: str, reference: str | None = None) -> str:
 
 
 def write_starter(path: Path, project: str, force: bool = False, schema_mode: str = "auto") -> None:
-    """The starter file; with a relative schema reference, the schema copy beside it first."""
+    """The starter file; with a relative schema reference, the schema copy beside it first. Written the
+    one safe way (aigo_apply/safe_write.py): never through a symlink (a dangling one would create a
+    file where it points), never into a FIFO or device; with --force an existing file is replaced
+    keeping its owner and mode, unless it changed meanwhile. The text must validate before it lands."""
     rule = schema()["properties"]["project"]
     if not re.match(rule["pattern"], project):
         raise UsageProblem(f"--project {project!r}: {rule['x-error']}")
-    if path.exists() and not force:
-        raise AigoError(f"{path} already exists; edit it, or pass --force to overwrite it")
+    display = safe_write.shown(path)
+    if os.path.lexists(path) and not force:
+        raise AigoError(f"{display} already exists; edit it, or pass --force to overwrite it")
+    current = safe_write.read_current(path, display) if force else None  # a link or FIFO is refused here
     reference = schema_reference(schema_mode)
     if reference == SCHEMA_COPY:
         write_schema_copy(path.parent)
-    path.write_text(render_starter(project, reference), encoding="utf-8")
+    safe_write.write(path, render_starter(project, reference), display, expect=current, check=_validates)
+
+
+def _validates(tmp: str) -> None:
+    load_config(tmp)  # the starter must validate as written (an unusual --project is reported here)
 
 
 def schema_text() -> str:
@@ -86,37 +95,12 @@ def schema_text() -> str:
 
 def write_schema_copy(folder: Path) -> tuple[Path, bool]:
     """Put this version's schema at FOLDER/aigo.schema.json (a generated file: replaced when it differs),
-    through a temporary file and a rename; a symlink or anything but a regular file there is refused.
-    Returns the path and whether it changed."""
+    the one safe way (a symlink or anything but a regular file there is refused). Returns the path and
+    whether it changed."""
     target = folder / SCHEMA_COPY
-    text = schema_text()
-    try:
-        info = os.lstat(target)
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise AigoError(f"{target}: cannot be checked: {exc.strerror or exc}") from None
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
-        raise AigoError(f"{target}: is {kind}; remove it (or choose another folder), then write the schema again")
-    if info is not None:
-        try:
-            if target.read_text(encoding="utf-8") == text:
-                return target, False
-        except (OSError, UnicodeDecodeError):
-            pass  # unreadable or not text: replaced below
-    try:
-        handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{SCHEMA_COPY}.", suffix=".tmp")
-    except OSError as exc:
-        raise AigoError(f"{target}: cannot write in {folder}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, stat.S_IMODE(info.st_mode) if info is not None else 0o644)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise AigoError(f"{target}: cannot write it: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    text = schema_text().encode("utf-8")
+    current = safe_write.read_current(target, safe_write.shown(target))
+    if current == text:
+        return target, False
+    safe_write.write(target, text, expect=current, new_mode=0o644)
     return target, True

@@ -70,7 +70,11 @@ class Source:
 
 def read_text(path: Path, display: str) -> tuple[str, str]:
     """The file as UTF-8 text, and the sha256 of its bytes (read once, see file_read.py)."""
-    raw = read_bytes(path, display)
+    return decode_text(read_bytes(path, display), display)
+
+
+def decode_text(raw: bytes, display: str) -> tuple[str, str]:
+    """A config file's bytes as UTF-8 text, and their sha256: size, encoding and blank files refused."""
     if len(raw) > MAX_FILE_BYTES:
         raise ConfigFileError(display, f"is larger than {MAX_FILE_BYTES} bytes (1 MiB), the limit for aigo.yaml files")
     try:
@@ -95,6 +99,12 @@ def load(path: Path, display: str | None = None) -> Source:
     """Load one YAML document with positions; raise ConfigFileError when it is not usable YAML."""
     display = display or str(path)
     text, digest = read_text(path, display)
+    return load_text(text, display, digest)
+
+
+def load_bytes(raw: bytes, display: str) -> Source:
+    """load() of bytes already read (a command that rewrites the file edits exactly what it parsed)."""
+    text, digest = decode_text(raw, display)
     return load_text(text, display, digest)
 
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
+from aigo_apply import safe_write
 from aigo_apply.config.defaults import MAX_GGUF_PARTS
 from aigo_apply.config.host_paths import (
     UNRESOLVABLE_FIX,
@@ -24,9 +25,10 @@ from aigo_apply.config.host_paths import (
     unsafe_mount,
 )
 from aigo_apply.desired.types import HostContext
-from aigo_apply.errors import UnsafeSetting, UnsupportedModel
+from aigo_apply.errors import AigoError, UnsafeSetting, UnsupportedModel
 
 MARKER = ".aigo-download.json"
+MAX_MARKER_BYTES = 16 * 1024 * 1024  # a marker lists a repo's files: a few KiB
 # Besides the weights: what vLLM, SGLang and transformers read to serve a model.
 ENGINE_FILES = frozenset(
     {
@@ -183,11 +185,37 @@ def gguf_parts(name: str) -> list[str]:
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:
+    """The folder's download marker in the shape the tool writes it, or None (not downloaded) when it
+    is missing, unreadable, not a regular file (a symlink, a FIFO: never waited on) or of another
+    shape: a damaged marker means the folder is downloaded and verified again, never a traceback."""
     try:
-        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else None
-    except (OSError, ValueError):
+        raw = safe_write.read_current(folder / MARKER, str(folder / MARKER), limit=MAX_MARKER_BYTES)
+        data = json.loads(raw) if raw is not None else None
+    except (AigoError, ValueError, RecursionError):
         return None
+    return marker_shape(data)
+
+
+def marker_shape(data: Any) -> dict[str, Any] | None:
+    """`data` as a marker: `files` maps names to sizes (whole non-negative numbers); repo, revision,
+    commit and downloaded_at are text (a commit 40 hex digits), sha256 maps names to digests,
+    complete_repo is a boolean. Any other shape is no marker (None); unknown keys are dropped."""
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+        return None
+    files = data["files"]
+    if not all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in files.items()):
+        return None
+    out: dict[str, Any] = {"files": dict(files)}
+    for key in ("repo", "revision", "downloaded_at"):
+        if isinstance(data.get(key), str):
+            out[key] = data[key]
+    if isinstance(data.get("commit"), str) and is_commit(data["commit"]):
+        out["commit"] = data["commit"]
+    digests = data.get("sha256")
+    if isinstance(digests, dict):
+        out["sha256"] = {k: v for k, v in digests.items() if isinstance(k, str) and isinstance(v, str)}
+    out["complete_repo"] = data.get("complete_repo") is True
+    return out
 
 
 def is_commit(revision: str) -> bool:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from aigo_apply.config import kube_names as names
 from aigo_apply.config.env_names import SLEEP_MODE_ENV
 from aigo_apply.config.kube_rules import LEADER_WORKER_SET, gpus_needed
 from aigo_apply.desired.types import DesiredModel, SecretRef
 from aigo_apply.errors import UnsafeSetting
-from aigo_apply.kube import names
 from aigo_apply.kube.settings import KubeSettings
 from aigo_apply.kube.storage import PodStorage
 

@@ -16,11 +16,12 @@ import hashlib
 import json
 from typing import Any
 
+from aigo_apply.config import kube_names as names
 from aigo_apply.desired import labels as state
 from aigo_apply.desired.build import served_on_ports
 from aigo_apply.desired.types import DesiredModel, DesiredState, canonical_json
 from aigo_apply.errors import UsageProblem
-from aigo_apply.kube import engine_pod, names, router_objects, specs, storage
+from aigo_apply.kube import engine_pod, router_objects, specs, storage
 from aigo_apply.kube.secrets import HUB_TOKEN_KEY, secret_object
 from aigo_apply.kube.settings import KubeSettings
 

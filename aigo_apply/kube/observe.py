@@ -8,7 +8,7 @@ tied to its model by the alias annotation) for prune and destroy.
 
 The answers are input, checked like Docker labels (observe/label_checks.py, reused): an object with
 the project's labels whose labels or annotations the tool could not have written (an unknown
-component or role, a missing or malformed alias, a Deployment under another name than kube/names.py
+component or role, a missing or malformed alias, a Deployment under another name than config/kube_names.py
 derives, oversized annotations) is damaged: one warning each, never acted on. A model has one
 Deployment at most: only the name derived from its alias is accepted."""
 
@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from aigo_apply.config import kube_names as names
+from aigo_apply.config.kube_names import COMPONENT, COMPONENTS, INSTANCE, MANAGED_BY, MANAGER, NAME
 from aigo_apply.config.names import container_name
 from aigo_apply.desired import labels as L
-from aigo_apply.kube import names
-from aigo_apply.kube.names import COMPONENT, COMPONENTS, INSTANCE, MANAGED_BY, MANAGER, NAME
 from aigo_apply.kube.rollout import rollout_status
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.observe.label_checks import label_problem, router_name, shown

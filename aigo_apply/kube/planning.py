@@ -18,9 +18,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from aigo_apply.config.kube_names import model_name, router_name
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import DesiredState
-from aigo_apply.kube.names import model_name, router_name
 from aigo_apply.kube.observe import ClusterState, as_object
 from aigo_apply.kube.specs import desired_for_kubernetes
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
@@ -55,7 +55,7 @@ def plan_for_cluster(
 
 def in_cluster_words(action: Action, project: str) -> Action:
     """The planner speaks of Docker containers; on a cluster the thing made or replaced is the
-    model's (or the router's) Deployment, named as kube/names.py names it."""
+    model's (or the router's) Deployment, named as config/kube_names.py names it."""
     if action.is_router:
         name = router_name(project)
     elif action.model is not None and action.address.startswith("model."):

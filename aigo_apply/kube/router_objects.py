@@ -14,9 +14,9 @@ import hashlib
 from dataclasses import replace
 from typing import Any
 
+from aigo_apply.config import kube_names as names
 from aigo_apply.desired.engines.router import LIVE
 from aigo_apply.desired.types import DesiredState, SecretRef, canonical_json
-from aigo_apply.kube import names
 from aigo_apply.kube.engine_pod import PORT_NAME
 from aigo_apply.kube.secrets import API_KEYS_KEY, secret_object
 from aigo_apply.kube.settings import KubeSettings

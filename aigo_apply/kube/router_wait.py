@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from aigo_apply.kube.names import router_name
+from aigo_apply.config.kube_names import router_name
 
 FIRST_DELAY, MAX_DELAY, BACKOFF = 0.25, 2.0, 1.5  # HAProxy checks every 500 ms: a routed model shows fast
 PROGRESS_EVERY = 5.0

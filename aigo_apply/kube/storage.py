@@ -14,13 +14,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from aigo_apply.config import kube_names as names
 from aigo_apply.config.host_paths import path_text_problem
 from aigo_apply.config.kube_rules import HOSTNAME_LABEL
 from aigo_apply.desired.engines.common import CACHE_DIR, MODEL_MOUNT
 from aigo_apply.desired.model_store import ENGINE_FILES, ENGINE_SUFFIXES, gguf_parts
 from aigo_apply.desired.types import DesiredModel, canonical_json
 from aigo_apply.errors import UnsafeSetting
-from aigo_apply.kube import names
 from aigo_apply.kube.secrets import HUB_TOKEN_KEY
 from aigo_apply.kube.settings import KubeSettings
 

@@ -10,13 +10,12 @@ JSON with sorted keys, so it diffs cleanly in git. Pure apart from reading and w
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aigo_apply import safe_write
 from aigo_apply.desired.model_store import downloads, label
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
@@ -67,21 +66,13 @@ def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str
 
 
 def write(path: Path, data: dict[str, Any]) -> bool:
-    """Write atomically; False (and nothing written) when the content is unchanged."""
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    try:
-        if path.is_file() and path.read_text(encoding="utf-8") == text:
-            return False
-    except OSError:
-        pass
-    fd, tmp = tempfile.mkstemp(prefix=".aigo.lock.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise AigoError(f"cannot write {path}: {exc.strerror or exc}") from None
+    """Write the one safe way (aigo_apply/safe_write.py); False (and nothing written) when the content
+    is unchanged. Refused when the lock changed between this read and the write."""
+    text = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    current = safe_write.read_current(path, str(path))
+    if current == text:
+        return False
+    safe_write.write(path, text, expect=current, new_mode=0o644, what="lock file")
     return True
 
 

@@ -4,7 +4,8 @@ line, blockers and warnings, and the changes in a collapsible <details> block.
 Every name, reason and value comes from the config or the machine, so none of it may become
 Markdown or HTML: each character that could start markup (`*`, `_`, `[`, `<`, `|`, `@` mentions, ...)
 is written as an HTML character reference, after plan.text.printable has escaped control and format
-characters. The result stays under GitHub's comment size limit."""
+characters, and no autolink can form in it (`www.`, `http://`, e-mail addresses, @mentions, #refs).
+The result stays under GitHub's comment size limit."""
 
 from __future__ import annotations
 
@@ -17,12 +18,20 @@ from aigo_apply.plan.types import Action, Plan
 
 MAX_CHARS = 60_000  # a GitHub comment holds at most 65,536 characters
 _SAFE = re.compile(r"[A-Za-z0-9 .,/=+;%()?-]")
+_UNLINK = re.compile(r"(?i)www(?=\.)|:(?=//)|[@#]")  # each gets a zero-width space after it
+_BREAK = "\x00"  # stands for it until the characters are written (printable() has escaped every NUL)
 
 
 def md(text: object) -> str:
-    """Untrusted text as inert Markdown: one line, every markup character as `&#N;`."""
-    shown = printable(str(text), keep="")
-    return "".join(c if _SAFE.match(c) or (c.isalnum() and c.isprintable()) else f"&#{ord(c)};" for c in shown)
+    """Untrusted text as inert Markdown: one line, every markup character as `&#N;`, and no autolink:
+    a zero-width space (&#8203;) breaks each `www.`, `://`, `@` (e-mail, mentions) and `#` (issue
+    references), which GitHub would link even when written as character references (it links the
+    text it renders, after they are read)."""
+    shown = _UNLINK.sub(lambda m: m.group() + _BREAK, printable(str(text), keep=""))
+    return "".join(
+        "&#8203;" if c == _BREAK else c if _SAFE.match(c) or (c.isalnum() and c.isprintable()) else f"&#{ord(c)};"
+        for c in shown
+    )
 
 
 def _code(value: Any) -> str:

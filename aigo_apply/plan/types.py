@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from aigo_apply import __version__
+from aigo_apply import __version__, safe_write
 from aigo_apply.config.engine_choice import ENGINE_NAMES
-from aigo_apply.config.file_read import write_file
 from aigo_apply.config.rules import ALIAS_RE
 from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
@@ -289,7 +288,8 @@ READINESS_CHECK_IDS = (
     "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",
     *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),
     "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "host.memory", "engine.moe_backend", "model.path",
-    "secrets.reference", "router.api_keys", "router.open", "router.port", "lock.image", "lock.drift",
+    "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open", "router.port", "lock.image",
+    "lock.drift",
 )  # fmt: skip
 _CHANGE = {
     "path": "line", "before": "any", "after": "any", "effect": EFFECTS
@@ -391,5 +391,6 @@ def _depth(data: Any) -> int:
 
 
 def save(plan: Plan, path: Path) -> None:
-    """Write the plan file the safe way (write_file)."""
-    write_file(path, json.dumps(plan.to_dict(), indent=2) + "\n", "plan", PlanFileError)
+    """Write the plan file the one safe way (aigo_apply/safe_write.py)."""
+    text = json.dumps(plan.to_dict(), indent=2) + "\n"
+    safe_write.write(path, text, expect=safe_write.ANY, new_mode=0o644, error=PlanFileError, what="plan file")

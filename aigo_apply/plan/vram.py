@@ -48,6 +48,15 @@ KV_DTYPE_BYTES = {
 }
 MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 ATTENTION_LAYER_TYPES = {"full_attention", "attention", "sliding_attention", "chunked_attention"}
+# The sizes config.json gives the estimate: whole numbers, at most these (no model comes near them).
+LAYER_KEYS = frozenset({"num_hidden_layers", "n_layer", "num_layers"})
+SIZE_KEYS = LAYER_KEYS | {
+    "sliding_window", "kv_lora_rank", "qk_rope_head_dim", "num_attention_heads", "num_key_value_heads",
+    "num_kv_heads", "head_dim", "hidden_size", "mamba_num_heads", "mamba_head_dim", "ssm_state_size",
+    "mamba_d_state", "state_size", "n_groups", "mamba_n_groups", "conv_kernel", "mamba_d_conv", "mamba_expand",
+    "attn_layer_period", "attn_layer_offset", "full_attention_interval",
+}  # fmt: skip
+MAX_LAYERS, MAX_SIZE = 100_000, 2**32
 
 
 @dataclass(frozen=True)
@@ -73,12 +82,23 @@ class Estimate:
 
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Multimodal configs keep the language model's numbers under text_config / llm_config."""
+    """Multimodal configs keep the language model's numbers under text_config / llm_config. A
+    config.json is a model repo's (or a folder's) file: a size that is no whole number in range reads
+    as absent (the estimate says what it cannot count), never a traceback or a list of 10**18 layers."""
     for key in ("text_config", "llm_config", "language_config"):
         inner = config.get(key)
         if isinstance(inner, dict) and "num_hidden_layers" in inner and "num_hidden_layers" not in config:
-            return {**config, **inner}
-    return config
+            return _sizes({**config, **inner})
+    return _sizes(config)
+
+
+def _sizes(config: dict[str, Any]) -> dict[str, Any]:
+    out = dict(config)
+    for key in SIZE_KEYS:
+        value, most = out.get(key), MAX_LAYERS if key in LAYER_KEYS else MAX_SIZE
+        if key in out and not (type(value) is int and 0 <= value <= most):
+            del out[key]
+    return out
 
 
 def model_dtype_bytes(config: dict[str, Any], dtype_setting: str | None = None) -> int:

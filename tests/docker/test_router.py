@@ -265,23 +265,23 @@ def test_watch_removes_a_killed_engines_route_within_two_seconds(proj, runtime):
 
 
 def test_api_keys_by_reference(proj, runtime):
-    keys = {"AIGO_TEST_KEYS": "sk-one, sk-two"}
+    keys = {"AIGO_TEST_KEYS": "sk-one-0123456789abcdef, sk-two-0123456789abcdef"}
     result = proj.apply({"alpha": ""}, router_extra=", api_keys: {from_env: AIGO_TEST_KEYS}", extra_env=keys)
-    assert "sk-one" not in result.stdout + result.stderr
+    assert "sk-one-0123456789abcdef" not in result.stdout + result.stderr
     assert proj.chat("alpha").status_code == 401
     assert proj.chat("alpha", headers={"Authorization": "Bearer sk-wrong"}).status_code == 401
-    assert proj.chat("alpha", headers={"Authorization": "Bearer sk-two"}).status_code == 200
-    assert proj.models(headers={"Authorization": "Bearer sk-one"}) == ["alpha"]
+    assert proj.chat("alpha", headers={"Authorization": "Bearer sk-two-0123456789abcdef"}).status_code == 200
+    assert proj.models(headers={"Authorization": "Bearer sk-one-0123456789abcdef"}) == ["alpha"]
     assert httpx.get(f"{proj.url}/health", timeout=5).status_code == 200  # like vLLM: health needs no key
     key_file = proj.tmp / "state" / proj.name / "router" / "live" / "api-keys"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     labels = runtime.api.inspect_container(f"aigo-{proj.name}-router")["Config"]["Labels"]
-    assert "sk-one" not in json.dumps(labels)
+    assert "sk-one-0123456789abcdef" not in json.dumps(labels)
 
 
 def test_destroy_of_a_project_with_api_keys_works_without_the_keys(proj, runtime):
     """It used to fail with HTTP 401 (a route reload verified without a key) and remove nothing."""
-    keys = {"AIGO_TEST_KEYS": "sk-one"}
+    keys = {"AIGO_TEST_KEYS": "sk-one-0123456789abcdef"}
     proj.apply({"alpha": "", "beta": ""}, router_extra=", api_keys: {from_env: AIGO_TEST_KEYS}", extra_env=keys)
     folder = proj.tmp / "state" / proj.name / "router"
     assert folder.is_dir()

@@ -58,22 +58,25 @@ def router_id(runtime, name: str) -> str:
 
 
 def test_a_changed_key_is_a_planned_reload_and_the_old_key_gets_401(rt6, runtime):
-    first = rt6.run("apply", keys="sk-old-1")
+    first = rt6.run("apply", keys="sk-old-1-0123456789abcdef")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert rt6.status_with("sk-old-1") == 404 and rt6.status_with("sk-new-2") == 401
+    assert rt6.status_with("sk-old-1-0123456789abcdef") == 404 and rt6.status_with("sk-new-2-0123456789abcdef") == 401
     before = router_id(runtime, rt6.name)
-    assert "No changes" in rt6.run("plan", keys="sk-old-1").stdout
-    plan = rt6.run("plan", keys="sk-new-2")
+    assert "No changes" in rt6.run("plan", keys="sk-old-1-0123456789abcdef").stdout
+    plan = rt6.run("plan", keys="sk-new-2-0123456789abcdef")
     assert "router.api_keys: the keys changed" in plan.stdout and "will be reloaded" in plan.stdout, plan.stdout
-    assert "sk-old-1" not in plan.stdout + plan.stderr and "sk-new-2" not in plan.stdout + plan.stderr
-    applied = rt6.run("apply", keys="sk-new-2")
+    assert (
+        "sk-old-1-0123456789abcdef" not in plan.stdout + plan.stderr
+        and "sk-new-2-0123456789abcdef" not in plan.stdout + plan.stderr
+    )
+    applied = rt6.run("apply", keys="sk-new-2-0123456789abcdef")
     assert applied.returncode == 0 and "router reloaded" in applied.stdout, applied.stdout + applied.stderr
-    assert rt6.status_with("sk-old-1") == 401 and rt6.status_with("sk-new-2") == 404
+    assert rt6.status_with("sk-old-1-0123456789abcdef") == 401 and rt6.status_with("sk-new-2-0123456789abcdef") == 404
     assert router_id(runtime, rt6.name) == before  # a reload, not a new container
-    assert "No changes" in rt6.run("plan", keys="sk-new-2").stdout
+    assert "No changes" in rt6.run("plan", keys="sk-new-2-0123456789abcdef").stdout
     stored = "".join(p.read_text() for p in rt6.router_dir.rglob("*") if p.is_file() and p.name != "api-keys")
     stored += json.dumps(runtime.api.inspect_container(before)["Config"]["Labels"])
-    assert "sk-new-2" not in stored and "sk-old-1" not in stored
+    assert "sk-new-2-0123456789abcdef" not in stored and "sk-old-1-0123456789abcdef" not in stored
 
 
 @pytest.mark.parametrize("bad", ["sk-new-é", "sk new", "sk-a,sk\tb"])
@@ -83,10 +86,10 @@ def test_unusable_keys_are_refused_before_anything_changes(rt6, runtime, bad):
     assert "router.api_keys: " in fresh.stdout + fresh.stderr and bad not in fresh.stdout + fresh.stderr
     assert runtime.api.containers(all=True, filters={"label": [f"{L.PROJECT}={rt6.name}"]}) == []
     assert not list(rt6.router_dir.glob("gen-*"))
-    assert rt6.run("apply", keys="sk-good-1").returncode == 0
+    assert rt6.run("apply", keys="sk-good-1-0123456789abcdef").returncode == 0
     again = rt6.run("apply", keys=bad)
     assert again.returncode == 1 and "Traceback" not in again.stderr
-    assert rt6.status_with("sk-good-1") == 404  # the deployed keys still hold
+    assert rt6.status_with("sk-good-1-0123456789abcdef") == 404  # the deployed keys still hold
 
 
 def test_the_schema_maximum_body_size_passes_haproxys_check(rt6):

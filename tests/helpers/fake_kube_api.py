@@ -228,7 +228,7 @@ class FakeKubeAPI(httpx2.BaseTransport):
 
     def _proxy(self, ns: str, target: str, path: str) -> httpx2.Response:
         """The router, as the API server's service proxy reaches it (see the module's docstring)."""
-        from aigo_apply.kube import names
+        from aigo_apply.config import kube_names as names
 
         parts = target.split(":")
         if parts[0] in ("http", "https") and len(parts) > 1:
@@ -745,9 +745,9 @@ def model_objects(
 ) -> list[dict[str, Any]]:
     """One model's objects: [Secret,] [PVC, Job,] Service, Deployment, annotated as the renderer does
     (the Docker labels of desired/labels.py as annotations; the spec hash on the Deployment)."""
+    from aigo_apply.config import kube_names as names
     from aigo_apply.desired import labels as L
     from aigo_apply.desired.types import SecretRef
-    from aigo_apply.kube import names
     from aigo_apply.kube.secrets import secret_object
 
     spec = spec if spec is not None else {"engine": "vllm", "context_length": 4096, "port": 8001}
@@ -830,8 +830,8 @@ def router_objects(
     namespace: str = "lab",
 ) -> list[dict[str, Any]]:
     """The router's ConfigMap, Service and Deployment (a rolling update with maxUnavailable 0)."""
+    from aigo_apply.config import kube_names as names
     from aigo_apply.desired import labels as L
-    from aigo_apply.kube import names
 
     spec = spec if spec is not None else {"port": 8000, "image": "haproxy:3.2"}
     files = files if files is not None else {"haproxy.cfg": "global\n", "models.json": '{"object": "list", "data": []}'}

@@ -107,16 +107,19 @@ def test_import_refuses_a_bad_as_alias(tmp_path):
     assert result.returncode == 1 and "--as" in result.stderr, result.stderr
 
 
-def test_import_write_keeps_the_file_mode_and_writes_through_a_symlink(tmp_path):
+def test_import_write_keeps_the_file_mode_and_never_writes_through_a_symlink(tmp_path):
     config = _config(tmp_path, name="real.yaml")
     os.chmod(config, 0o640)
     link = tmp_path / "aigo.yaml"
     link.symlink_to("real.yaml")
     definition = _definition(tmp_path, "alias: m2\nmodel: {source: {path: m1}, context_length: 4096}\n")
-    result = run_cli("import", str(definition), "-f", str(link), "--write")
+    before = config.read_text()
+    refused = run_cli("import", str(definition), "-f", str(link), "--write")
+    assert refused.returncode == 1 and "is a symbolic link (it points to real.yaml)" in refused.stderr, refused.stderr
+    assert link.is_symlink() and config.read_text() == before
+    result = run_cli("import", str(definition), "-f", str(config), "--write")  # the file itself, as the error says
     assert result.returncode == 0, result.stderr
-    assert stat.S_IMODE(os.stat(config).st_mode) == 0o640
-    assert link.is_symlink() and "m2:" in config.read_text()
+    assert stat.S_IMODE(os.stat(config).st_mode) == 0o640 and "m2:" in config.read_text()
 
 
 @pytest.mark.parametrize("command", [("import", "DEF", "--write"), ("image", "tag", "vllm", "v9")])

@@ -127,12 +127,16 @@ def test_the_command_prints_what_changed_and_keeps_the_mode(tmp_path):
     assert again.returncode == 0 and "already v0.31.0-cu129" in again.stdout
 
 
-def test_a_symlinked_config_keeps_its_link(tmp_path):
+def test_a_symlinked_config_is_refused_and_names_where_it_points(tmp_path):
     real = write_config(tmp_path, "version: 1\nproject: p\n" + MODEL, name="real.yaml")
     link = tmp_path / "aigo.yaml"
     link.symlink_to(real)
-    set_tag(str(link), "vllm", "v0.31.0-cu129")
-    assert link.is_symlink() and "image_tag: v0.31.0-cu129" in real.read_text()
+    before = real.read_text()
+    with pytest.raises(AigoError, match=f"is a symbolic link \\(it points to {real}\\); aigo-apply never writes"):
+        set_tag(str(link), "vllm", "v0.31.0-cu129")
+    assert link.is_symlink() and real.read_text() == before
+    set_tag(str(real), "vllm", "v0.31.0-cu129")
+    assert "image_tag: v0.31.0-cu129" in real.read_text()
 
 
 def test_an_edit_that_would_not_validate_is_refused_and_the_file_is_unchanged(tmp_path):

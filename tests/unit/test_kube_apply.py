@@ -14,9 +14,9 @@ import pytest
 from aigo_apply.adapters.kube_client import KubeClient
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.outcome import StepLog
+from aigo_apply.config import kube_names as names
 from aigo_apply.desired import labels as L
 from aigo_apply.errors import AigoError
-from aigo_apply.kube import names
 from aigo_apply.kube.apply import KubeApply, destroy
 from aigo_apply.kube.observe import read_cluster
 from aigo_apply.kube.rollout import RolloutWait

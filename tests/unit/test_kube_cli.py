@@ -185,8 +185,8 @@ def test_projects_whose_names_look_alike_never_share_an_instance_label():
     was one): a hashed value holds a '.', which no project name can."""
     import re
 
+    from aigo_apply.config.kube_names import instance
     from aigo_apply.config.schema import schema
-    from aigo_apply.kube.names import instance
 
     pattern = schema()["properties"]["project"]["pattern"]
     for project in ("lab-", "lab_", "a-b-", "x_-"):

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from aigo_apply.adapters.kube_client import KubeClient
+from aigo_apply.config import kube_names as names
 from aigo_apply.desired import labels as L
-from aigo_apply.kube import names
 from aigo_apply.kube.observe import deployment_state, read_cluster
 from aigo_apply.kube.planning import plan_for_cluster
 from aigo_apply.kube.specs import model_spec, router_spec

@@ -9,8 +9,8 @@ import pytest
 from unit.test_kube_apply import SECRET, act, engine, plan
 
 from aigo_apply.adapters.kube_client import KubeClient
+from aigo_apply.config import kube_names as names
 from aigo_apply.desired.types import SecretRef
-from aigo_apply.kube import names
 from aigo_apply.kube.observe import read_cluster
 from aigo_apply.kube.router_wait import healthy_backends, listed_models, routes
 from aigo_apply.kube.secrets import API_KEYS_KEY, secret_object

@@ -138,17 +138,19 @@ def keyed(tmp_path, monkeypatch, keys):
 
 
 def test_a_changed_key_is_a_planned_reload_and_the_same_keys_are_no_change(tmp_path, monkeypatch):
-    old, checks = keyed(tmp_path, monkeypatch, "sk-old")
+    old, checks = keyed(tmp_path, monkeypatch, "sk-old-0123456789abcdef")
     assert checks == [] and len(old.router.settings.keys_digest) == 64
     deployed = observed(old)
-    same, _ = keyed(tmp_path, monkeypatch, "sk-old")
+    same, _ = keyed(tmp_path, monkeypatch, "sk-old-0123456789abcdef")
     assert {a.kind for a in build_plan(same, deployed).actions} == {"noop"}
-    new, _ = keyed(tmp_path, monkeypatch, "sk-new")
+    new, _ = keyed(tmp_path, monkeypatch, "sk-new-0123456789abcdef")
     plan = build_plan(new, deployed)
     router = next(a for a in plan.actions if a.address == "router")
     assert router.kind == "reload_router"
     assert any("router.api_keys: the keys changed" in r for r in router.reasons)
-    assert "sk-old" not in json.dumps(plan.to_dict()) and "sk-new" not in json.dumps(plan.to_dict())
+    assert "sk-old-0123456789abcdef" not in json.dumps(plan.to_dict()) and "sk-new-0123456789abcdef" not in json.dumps(
+        plan.to_dict()
+    )
 
 
 @pytest.mark.parametrize("value, why", [("sk-one, sk-é", "non-ASCII"), ("sk one", "space"), (" , ", "no key")])

@@ -1,10 +1,14 @@
-"""The names and labels of the Kubernetes objects aigo-apply makes, derived from project and alias.
+"""The names and labels of the Kubernetes objects aigo-apply makes, derived from project and alias
+(pure: config/kube_rules.py refuses a file whose models would share one, kube/ names its objects).
 
 Aliases may hold '.', '_' and capitals and be 64 characters long; object names must be DNS labels
 (at most 63 lowercase letters, digits and '-', starting with a letter for a Service) and label values
 at most 63 characters. So every object name is `aigo-PROJECT-ALIAS-HASH`, sanitised and cut, where
 the hash is of the real project and alias: two aliases that sanitise alike (`a.b`, `a_b`) still get
-distinct names, and the same file always gives the same names. The real alias is in an annotation.
+distinct names, and the same file always gives the same names. The hash has 64 bits (16 hex digits),
+so two aliases whose names meet cannot be found by trying (a 24-bit hash fell in under a second);
+and what a hash cannot rule out, `model_names` lets validation check: the names and the name label
+of every model of a file, which must be distinct. The real alias is in an annotation.
 Every name and label made here is checked again right here (`check_name`, `check_label_value`).
 """
 
@@ -24,7 +28,7 @@ COMPONENTS = ("model", "router", "download")
 
 DNS_LABEL = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")  # RFC 1035 label: also a valid Service name
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?")
-_HASH = 6
+_HASH = 16  # hex digits: 64 bits
 
 
 def digest(*parts: str, length: int = _HASH) -> str:
@@ -50,7 +54,7 @@ def model_name(project: str, alias: str, suffix: str = "") -> str:
 def storage_name(project: str, alias: str, storage_key: str) -> str:
     """The volume and download Job of a model: a new name for other weights or another volume,
     so a changed source downloads beside the volume still serving (PVCs and Jobs are immutable)."""
-    return model_name(project, alias, digest(storage_key, length=5))
+    return model_name(project, alias, digest(storage_key))
 
 
 def env_secret_name(project: str, alias: str) -> str:
@@ -66,11 +70,24 @@ def hub_secret_name(project: str) -> str:
     return object_name(f"{project}-hub", f"hub\0{project}")
 
 
+def model_names(project: str, alias: str) -> dict[str, str]:
+    """What must be the model's alone on a cluster: its object names (Deployment and Service, the env
+    Secret; its volumes and Jobs extend the first with a hash of their own) and its name label, which
+    its Service selects its pods by."""
+    return {
+        "Deployment and Service": model_name(project, alias),
+        "Secret": env_secret_name(project, alias),
+        # a volume's and a download Job's name before the hash of what they hold
+        "volumes and download Jobs": model_name(project, alias, "0" * _HASH),
+        f"label {NAME}": label_value(alias),
+    }
+
+
 def label_value(text: str) -> str:
     """`text` when it is a valid label value, else its sanitised, cut form with a hash of it."""
     if LABEL_VALUE.fullmatch(text) and len(text) <= 63:
         return text
-    cut = re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:55]
+    cut = re.sub(r"[^A-Za-z0-9_.-]", "-", text)[: 63 - 1 - _HASH]
     cut = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cut)
     return check_label_value(f"{cut}-{digest(text)}" if cut else digest(text))
 

@@ -1,0 +1,108 @@
+"""Which environment variable names hold secrets, judged by their whole parts, and which values are
+plainly no secret, judged by their shape (pure).
+
+A check that refuses what users ordinarily write costs more trust than it buys: matching TOKEN
+anywhere in a name refused `TOKENIZERS_PARALLELISM: "false"` (the Hugging Face tokenizers switch),
+`MAX_TOKENS` and vLLM's `VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE` as "a secret written in clear". So a
+name is split into its words (at `_`, other separators and camelCase: `HF_TOKEN`, `apiKey`), and it
+names a secret when one word is (or ends in) TOKEN, SECRET, PASSWORD or PASSWD (PGPASSWORD; not
+TOKENS, TOKENIZERS), or two words in a row are API KEY(S), ACCESS KEY or PRIVATE KEY (or written as
+one: APIKEY). A value under
+such a name that is empty, a boolean word or a short number is a switch or a size
+(`VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD: 1024`), never a credential.
+
+Also the names of the Hugging Face token (`hub_token_name`: HF_TOKEN, HF_READ_TOKEN, HF_API_KEY,
+HUGGING_FACE_HUB_TOKEN...; not HF_HUB_DISABLE_IMPLICIT_TOKEN, a switch, nor HF_TOKEN_PATH, a path), and the variables whose value
+is no secret at all (`public_variable`: HOME, PATH, USER, ... what the login, the shell, the terminal
+and the system set, which anyone on the machine can know or guess), which router.api_keys must not
+be read from, and the keys that are too short or shaped to be guessed (`guessable_key`).
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "ACCESSKEY", "PRIVATEKEY"})
+SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY")  # a word written together: PGPASSWORD
+SECRET_PAIRS = frozenset({("API", "KEY"), ("API", "KEYS"), ("ACCESS", "KEY"), ("PRIVATE", "KEY")})
+_SWITCH = re.compile(r"(?i)(true|false|yes|no|on|off|y|n|none|null|auto)?|[+-]?[0-9]{1,12}(\.[0-9]{1,12})?")
+
+_HUB_STARTS = (("HF",), ("HUGGINGFACE",), ("HUGGING", "FACE"), ("HUGGINGFACEHUB",))
+_HUB_QUALIFIERS = frozenset({"HUB", "API", "READ", "WRITE", "ACCESS", "AUTH", "USER"})
+_HUB_ENDS = (("TOKEN",), ("TOKENS",), ("API", "KEY"), ("APIKEY",))
+
+PUBLIC_NAMES = frozenset(
+    """HOME PATH USER USERNAME LOGNAME PWD OLDPWD SHELL LANG LANGUAGE TERM TERM_PROGRAM TERM_PROGRAM_VERSION
+    COLORTERM HOSTNAME HOST HOSTTYPE MACHTYPE OSTYPE MAIL MAILPATH SHLVL EDITOR VISUAL PAGER BROWSER TMPDIR
+    TEMP TMP TZ DISPLAY WAYLAND_DISPLAY UID EUID GID PPID PS1 PS2 PS4 IFS COLUMNS LINES MANPATH INFOPATH
+    LS_COLORS LESSOPEN LESSCLOSE HISTFILE HISTSIZE HISTFILESIZE HISTCONTROL MOTD_SHOWN CI INVOCATION_ID
+    JOURNAL_STREAM SYSTEMD_EXEC_PID NOTIFY_SOCKET LISTEN_PID LISTEN_FDS DESKTOP_SESSION WINDOWID
+    VIRTUAL_ENV CONDA_PREFIX CONDA_DEFAULT_ENV PYENV_ROOT GOPATH GOROOT JAVA_HOME CARGO_HOME RUSTUP_HOME
+    KUBECONFIG DOCKER_HOST DOCKER_CONFIG CONTAINER_HOST HF_HOME HF_HUB_CACHE AIGO_FILE AIGO_STATE_DIR
+    AIGO_NO_MEMO""".split()
+)
+PUBLIC_PREFIXES = ("LC_", "XDG_", "SSH_", "SUDO_", "DBUS_", "BASH_", "ZSH_", "GITHUB_", "RUNNER_", "GDM", "GNOME_",
+                   "KDE_", "QT_", "GTK_", "npm_config_", "PIP_", "PYTHON", "LD_")  # fmt: skip
+# GITHUB_* and RUNNER_* are what GitHub Actions sets for every job (GITHUB_SHA, GITHUB_REPOSITORY...):
+# GITHUB_TOKEN, the one secret among them, is judged by its words first.
+
+
+def words(name: str) -> list[str]:
+    """The words of a name, upper-case: `HF_TOKEN` -> HF, TOKEN; `apiKey` -> API, KEY."""
+    return [w.upper() for w in _WORDS.findall(name)]
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable of this name holds a secret (judged by whole words, see the docstring)."""
+    parts = words(name)
+    pairs = zip(parts, parts[1:], strict=False)
+    whole = any(p in SECRET_WORDS or p.endswith(SECRET_ENDINGS) for p in parts)  # PGPASSWORD, GHTOKEN
+    return whole or any(pair in SECRET_PAIRS for pair in pairs)
+
+
+def switch_value(value: str) -> bool:
+    """Whether a value is plainly no secret by its shape: empty, a boolean word, a short number."""
+    return _SWITCH.fullmatch(value.strip()) is not None
+
+
+def hub_token_name(name: str) -> bool:
+    """Whether the Hugging Face libraries read a token (or the token's file) from this name: HF or
+    HUGGING(_)FACE(HUB), then at most two of HUB, API, READ, WRITE, ACCESS, AUTH, USER, then TOKEN(S)
+    or API KEY. HF_HUB_DISABLE_IMPLICIT_TOKEN and the like are switches, not tokens."""
+    parts = tuple(words(name))
+    for start in _HUB_STARTS:
+        if parts[: len(start)] != start:
+            continue
+        rest = parts[len(start) :]
+        for end in _HUB_ENDS:
+            middle = rest[: len(rest) - len(end)]
+            if rest[len(rest) - len(end) :] == end and len(middle) <= 2 and set(middle) <= _HUB_QUALIFIERS:
+                return True
+    return False
+
+
+def public_variable(name: str) -> str | None:
+    """Why the variable `name` holds no secret (anyone on the machine can know or guess its value),
+    or None. A name of secret words (GITHUB_TOKEN, AIGO_API_KEYS) is never public."""
+    if secret_name(name):
+        return None
+    if name in PUBLIC_NAMES or name.upper() in PUBLIC_NAMES:
+        return f"{name} is set by the system, the login or the shell, and its value is no secret"
+    if name.startswith(PUBLIC_PREFIXES):
+        return f"{name} is one of the variables the system, the login, the shell or a tool sets, with no secret value"
+    return None
+
+
+MIN_KEY_CHARS = 16
+KEY_FIX = f"make each key at least {MIN_KEY_CHARS} random characters (e.g. `openssl rand -hex 24`), one per line"
+
+
+def guessable_key(key: str) -> str | None:
+    """Why an API key could be guessed (said without the key), or None: shorter than MIN_KEY_CHARS,
+    or shaped like a path or a list of paths (a value such as $HOME's or $PATH's)."""
+    if len(key) < MIN_KEY_CHARS:
+        return f"is {len(key)} characters long, and a key under {MIN_KEY_CHARS} characters can be guessed"
+    if key.startswith(("/", "~", "./")) or ":/" in key:
+        return "looks like a path, not a secret: anyone on this machine could know it"
+    return None

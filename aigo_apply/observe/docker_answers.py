@@ -1,0 +1,149 @@
+"""The Docker engine's answers, read into the shapes the rest of the tool relies on (pure).
+
+An answer comes from whatever listens on DOCKER_HOST: Docker, Podman, a proxy, or something that only
+looks like one. So every field the tool reads is read for its type: a field of an unexpected type
+reads as absent (a `Runtimes` that is a string lists no runtime, a tag that is not text is no tag;
+fields nobody reads are left as they are, so a well-formed answer reads as itself), and an answer
+whose whole shape is wrong (a container list that is not a list, an /info that is not an object) is a
+DockerUnavailable naming the request, never a traceback. adapters/docker_engine.py passes each answer
+through here once, where it comes in; tests/unit/test_outside_answers.py holds these with arbitrary
+JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aigo_apply.errors import DockerUnavailable
+
+Reader = Callable[[Any], Any]  # a field's value -> its typed value, or None: the field reads as absent
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _texts(value: Any) -> list[str] | None:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else None
+
+
+def _integer(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _text_map(value: Any) -> dict[str, str] | None:
+    if not isinstance(value, dict):
+        return None
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _objects(fields: Mapping[str, Reader]) -> Reader:
+    """A list of objects, each read by `fields` (entries that are not objects are left out)."""
+    return lambda value: [_typed(v, fields) for v in value if isinstance(v, dict)] if isinstance(value, list) else None
+
+
+def _typed(raw: dict[str, Any], fields: Mapping[str, Reader]) -> dict[str, Any]:
+    """`raw` with each field of `fields` it has read by its reader: dropped when of another type.
+    Fields nobody reads are kept as they are, so a well-formed answer reads as itself."""
+    out = dict(raw)
+    for key, read in fields.items():
+        if key in out and (value := read(out[key])) is not None:
+            out[key] = value
+        else:
+            out.pop(key, None)
+    return out
+
+
+_PORT = {"IP": _text, "Type": _text, "PublicPort": _integer, "PrivatePort": _integer}
+CONTAINER = {
+    **dict.fromkeys(("Id", "State", "Status", "Image", "ImageID"), _text),
+    "Names": _texts,
+    "Labels": _text_map,
+    "Ports": _objects(_PORT),
+}
+IMAGE = {
+    "Id": _text,
+    "RepoTags": _texts,
+    "RepoDigests": _texts,
+    "Created": lambda v: v if isinstance(v, (str, int)) and not isinstance(v, bool) else None,
+    "Size": _integer,
+}
+INFO = {
+    **dict.fromkeys(("ServerVersion", "Name", "OperatingSystem"), _text),
+    "Components": _objects({"Name": _text, "Version": _text}),
+    "Runtimes": lambda v: (
+        {k: r if isinstance(r, dict) else {} for k, r in v.items() if isinstance(k, str)}
+        if isinstance(v, dict)
+        else None
+    ),
+    "DiscoveredDevices": _objects({"Source": _text, "ID": _text}),
+}
+STATE = {
+    **dict.fromkeys(("Running", "Paused", "Restarting", "OOMKilled", "Dead"), _flag),
+    **dict.fromkeys(("Status", "Error", "StartedAt", "FinishedAt"), _text),
+    "ExitCode": _integer,
+    "Health": lambda v: _typed(v, {"Status": _text}) if isinstance(v, dict) else None,
+}
+EVENT = {
+    "status": _text,
+    "id": _text,
+    "Actor": lambda v: _typed(v, {"Attributes": _text_map}) if isinstance(v, dict) else None,
+}
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "text", bool: "a boolean", int: "a number", float: "a number"}
+    return names.get(type(value), "null")
+
+
+def _refuse(request: str, value: Any, expected: str) -> DockerUnavailable:
+    return DockerUnavailable(
+        f"the Docker engine answered {request} with {_kind(value)}, not {expected}; check that DOCKER_HOST "
+        "names a Docker (or Podman) engine"
+    )
+
+
+def container_list(raw: Any) -> list[dict[str, Any]]:
+    """GET /containers/json: a list of containers (entries that are not objects are left out)."""
+    if not isinstance(raw, list):
+        raise _refuse("GET /containers/json", raw, "a list of containers")
+    return [_typed(c, CONTAINER) for c in raw if isinstance(c, dict)]
+
+
+def image_list(raw: Any) -> list[dict[str, Any]]:
+    """GET /images/json: each image's id, tags and digests (the tags and digests that are text)."""
+    if not isinstance(raw, list):
+        raise _refuse("GET /images/json", raw, "a list of images")
+    return [_typed(i, IMAGE) for i in raw if isinstance(i, dict)]
+
+
+def image_inspection(raw: Any) -> dict[str, Any]:
+    """GET /images/{ref}/json: the image's id, digests, creation time and size."""
+    if not isinstance(raw, dict):
+        raise _refuse("GET /images/{name}/json", raw, "an image object")
+    return _typed(raw, IMAGE)
+
+
+def info(raw: Any) -> dict[str, Any]:
+    """GET /info: the fields the host checks read (adapters/host.docker_facts_from_info), each of its own type."""
+    if not isinstance(raw, dict):
+        raise _refuse("GET /info", raw, "an object")
+    return _typed(raw, INFO)
+
+
+def container_state(raw: Any) -> dict[str, Any]:
+    """The `State` object of GET /containers/{id}/json ({} when there is none)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _refuse("GET /containers/{id}/json", raw, "a State object")
+    return _typed(raw, STATE)
+
+
+def event(raw: Any) -> dict[str, Any]:
+    """One entry of GET /events, its status, id and actor attributes read for their type ({} for none)."""
+    return _typed(raw, EVENT) if isinstance(raw, dict) else {}
