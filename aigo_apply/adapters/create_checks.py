@@ -53,7 +53,11 @@ def _definition_problem(spec: ContainerSpec) -> str | None:
             return f"the environment value of {name} holds {hidden}"
     if spec.network_mode == "bridge" and spec.host_port is not None and spec.host_ip != "127.0.0.1":
         return f"an engine is published on {spec.host_ip}, not on 127.0.0.1"
-    if spec.network_mode not in ("bridge", "host"):
+    if spec.ipc_mode != "private":
+        return f"IPC mode {spec.ipc_mode!r} would share another namespace's memory; aigo-apply uses private only"
+    if spec.network_mode == "none" and spec.host_port is not None:
+        return "an engine without a network cannot publish a port"
+    if spec.network_mode not in ("bridge", "host", "none"):
         return f"network mode {spec.network_mode!r} is not one aigo-apply uses"
     if spec.user is not None and not _USER.match(spec.user):
         return f"user {spec.user!r} is not UID:GID"

@@ -211,6 +211,7 @@ class DockerRuntime:
                 binds={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
                 port_bindings={spec.container_port: (spec.host_ip, spec.host_port)} if published else None,
                 ipc_mode=spec.ipc_mode,
+                shm_size=spec.shm_size,
                 network_mode=spec.network_mode,
                 restart_policy={"Name": spec.restart_policy},
                 device_requests=_device_requests(spec.gpus),

@@ -2,13 +2,15 @@
 default for vLLM: the socket's folder lets no other account in) or a port on 127.0.0.1 (an engine
 that cannot serve a socket, or a model that asks for a port). Never a container's bridge address.
 
-A socket path longer than the kernel takes (AF_UNIX: 107 bytes; a deep state folder and a long alias
-reach it) is reached through its folder opened with O_PATH, as /proc/self/fd/N/engine.sock."""
+A socket is reached through a descriptor of the socket itself (O_PATH, no symlink followed), as
+/proc/self/fd/N: a link an engine put in its folder leads nowhere, and a path longer than AF_UNIX
+takes (107 bytes: a deep state folder and a long alias reach it) still connects."""
 
 from __future__ import annotations
 
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -19,19 +21,22 @@ if TYPE_CHECKING:
     import httpx
 
 BASE = "http://engine"  # the host part of every URL: the transport decides where it goes
-MAX_UNIX_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
 
 
 @contextmanager
 def _short_path(path: str) -> Iterator[str]:
-    """A path to the socket that fits AF_UNIX: itself when short enough, else through its folder."""
-    if len(os.fsencode(path)) <= MAX_UNIX_PATH:
-        yield path
-        return
-    folder, name = os.path.split(path)
-    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    """A path to the socket that connect() takes and that cannot lead anywhere else: the socket is
+    opened with O_PATH|O_NOFOLLOW (an engine, root in its container, may put a symlink in its own
+    folder; it must never turn this tool's requests to another engine), checked to be a socket, and
+    reached as /proc/self/fd/N, which also fits AF_UNIX however long the real path is."""
     try:
-        yield f"/proc/self/fd/{fd}/{name}"
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConnectionRefusedError(f"no socket at {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise ConnectionRefusedError(f"{path} is not a socket (a link or a file is in its place)")
+        yield f"/proc/self/fd/{fd}"
     finally:
         os.close(fd)
 

@@ -61,7 +61,7 @@ class Waiter:
                     self._check_alive(engine)
                     next_state = now + STATE_EVERY
                 if listening(engine.address):
-                    stage = self._probe(client.get(), engine.alias) or stage
+                    stage = self._probe(client, engine.alias) or stage
                     if stage == "ready":
                         self._check_alive(engine)
                         return self.clock() - start
@@ -90,11 +90,12 @@ class Waiter:
             gone = "disappeared" if not state else f"exited with code {code}"
             raise NotReady(f"the container of model '{engine.alias}' {gone} while loading", engine.logs(20), code)
 
-    def _probe(self, http: EngineClient, alias: str) -> str | None:
+    def _probe(self, client: _ClientLoader, alias: str) -> str | None:
         """One pass over the three checks; returns how far the engine got, or None when unreachable."""
         import httpx
 
         try:
+            http = client.get()
             if http.get("/health").status_code != 200:
                 return "starting"
             models = http.get("/v1/models")

@@ -17,6 +17,8 @@ def docker_run(container: ContainerSpec) -> str:
     args.append(f"--restart {q(container.restart_policy)}")
     if container.ipc_mode != "private":
         args.append(f"--ipc {q(container.ipc_mode)}")
+    if container.shm_size is not None:
+        args.append(f"--shm-size {container.shm_size}")
     if container.user:
         args.append(f"--user {q(container.user)}")
     if container.gpus == "all":

@@ -55,10 +55,11 @@ class ContainerSpec:
     container_port: int | None
     gpus: str | tuple[int, ...]  # "all", "none" or device indices
     labels: dict[str, str] = field(default_factory=dict, compare=False)
-    ipc_mode: str = "host"
+    ipc_mode: str = "private"  # never the host's: an image would read every account's shared memory
+    shm_size: int | None = None  # bytes of its own /dev/shm (an engine's NCCL and workers need more than 64 MiB)
     restart_policy: str = "unless-stopped"
     entrypoint: tuple[str, ...] | None = None  # None keeps the image's own
-    network_mode: str = "bridge"  # "host" for the router: it binds router.bind:router.port itself
+    network_mode: str = "bridge"  # "host": the router (it binds itself); "none": an engine on its socket
     user: str | None = None  # None keeps the image's own user
 
     def definition(self) -> dict[str, Any]:
@@ -72,6 +73,7 @@ class ContainerSpec:
             "port": [self.host_ip, self.host_port, self.container_port],
             "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
             "ipc_mode": self.ipc_mode,
+            **({"shm_size": self.shm_size} if self.shm_size is not None else {}),
             "restart_policy": self.restart_policy,
             # only when set, so that engine containers keep the definition (and hash) they had
             **({"entrypoint": list(self.entrypoint)} if self.entrypoint is not None else {}),

@@ -43,7 +43,34 @@ def read(path: Path) -> dict[str, Any] | None:
         raise AigoError(f"{path}: not an aigo-apply lock file of version {FORMAT}; delete it and apply again")
     data.setdefault("images", {})
     data.setdefault("models", {})
+    problem = _shape_problem(data)
+    if problem:
+        raise AigoError(
+            f"{path}: {problem}: the lock file was edited or damaged; restore it from git, or delete it and "
+            "apply again to write a new one"
+        )
     return data
+
+
+def _shape_problem(data: dict[str, Any]) -> str | None:
+    """Where a lock file (from a repository, maybe edited by hand) is not what `write` makes."""
+    for section, fields in (("images", ("id", "digest")), ("models", ("commit",))):
+        entries = data[section]
+        if not isinstance(entries, dict):
+            return f"{section} is not a mapping"
+        for key, entry in entries.items():
+            if not isinstance(entry, dict):
+                return f"{section}.{key} is not a mapping"
+            for name in fields:
+                if entry.get(name) is not None and not isinstance(entry[name], str):
+                    return f"{section}.{key}.{name} is not text"
+            if section == "models" and not isinstance(entry.get("commit"), str):
+                return f"models.{key}.commit is missing"
+            if section == "models" and not (
+                isinstance(entry.get("models", []), list) and all(isinstance(m, str) for m in entry.get("models", []))
+            ):
+                return f"models.{key}.models is not a list of aliases"
+    return None
 
 
 def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str, dict[str, Any]]) -> dict[str, Any]:

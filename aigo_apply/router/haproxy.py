@@ -8,6 +8,7 @@ value is checked again here (router/haproxy_safety.py), right before it becomes 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import re
 from dataclasses import asdict
@@ -84,6 +85,7 @@ def render_files(
             json_paths=acl_lines(sorted(JSON_PATHS)),
             form_paths=acl_lines(sorted(FORM_PATHS)),
             metrics_need_key=settings.api_keys and not settings.metrics_without_key,
+            loopback=ipaddress.ip_address(settings.bind).is_loopback,
         )
     )
     files = {
@@ -136,6 +138,17 @@ def render_files(
             "/v1/completions, /v1/embeddings and the others its documentation lists) for the models it routes.",
             "NotFoundError",
             404,
+        ),
+        "errors/403-host.json": _error(
+            "The Host header must name this machine (localhost or 127.0.0.1): the router is bound to loopback, "
+            "and a request for another name is refused (it could be a web page whose name was rebound to it).",
+            "PermissionDeniedError",
+            403,
+        ),
+        "errors/415.json": _error(
+            "Unsupported Media Type: send Content-Type: application/json (multipart/form-data for /v1/audio/...).",
+            "BadRequestError",
+            415,
         ),
         "errors/413.json": _error(
             f"The request body is larger than this router takes ({settings.max_body_mb} MiB, router.max_body_mb).",

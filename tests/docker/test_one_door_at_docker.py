@@ -12,6 +12,7 @@ import socket
 import stat
 import subprocess
 import textwrap
+import time
 
 import httpx
 import pytest
@@ -275,3 +276,80 @@ def test_raw_spellings_cover_every_request_form():
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
     assert exchange(closed, forms[0])[0] == 0
+
+
+def test_an_engine_on_its_socket_has_no_network_at_all(door):
+    door.apply(model("alpha") + model("beta", f"port: {free_port()}\n"))
+    assert door.inspect("alpha")["HostConfig"]["NetworkMode"] == "none"  # nothing reaches it but its socket
+    assert door.inspect("beta")["HostConfig"]["NetworkMode"] == "bridge"  # it asked for a port
+
+
+def test_the_key_is_checked_before_a_body_is_read_and_never_reaches_an_engine(door):
+    door.apply(model("alpha"), router=", api_keys: {from_env: DOOR_KEYS}")
+    # an unkeyed client announcing 8 MB gets its 401 at once, without sending the body
+    with socket.create_connection(("127.0.0.1", door.port), timeout=10) as raw:
+        raw.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 8000000\r\n\r\n" + b"{" * 1000
+        )
+        answer = raw.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+    keyed = {"Authorization": "Bearer " + "k" * 24}
+    reply = httpx.post(
+        f"{door.url}/v1/chat/completions",
+        headers=keyed,
+        json={"model": "alpha", "messages": [], "max_tokens": 1},
+        timeout=10,
+    )
+    assert reply.status_code == 200
+    with door.direct("alpha") as engine:
+        assert engine.get("/stub/stats").json()["authorization_seen"] == 0
+
+
+def test_a_web_page_can_neither_post_forms_nor_read_answers_nor_rebind_a_name(door):
+    door.apply(model("alpha"))
+    chat = {"model": "alpha", "messages": [], "max_tokens": 1}
+    plain = httpx.post(
+        f"{door.url}/v1/chat/completions", content=json.dumps(chat), headers={"Content-Type": "text/plain"}, timeout=10
+    )
+    assert plain.status_code == 415 and plain.json()["error"]["code"] == 415
+    reply = httpx.post(
+        f"{door.url}/v1/chat/completions", json=chat, headers={"Origin": "https://evil.example"}, timeout=10
+    )
+    assert reply.status_code == 200 and "access-control-allow-origin" not in reply.headers
+    with door.direct("alpha") as engine:  # the engine itself answers every origin, as vLLM does
+        assert engine.get("/health").headers["access-control-allow-origin"] == "*"
+    rebound = httpx.post(f"{door.url}/v1/chat/completions", json=chat, headers={"Host": "evil.example"}, timeout=10)
+    assert rebound.status_code == 403 and "Host" in rebound.json()["error"]["message"]
+    for host in ("localhost", "localhost:9000", "127.0.0.1", f"127.0.0.1:{door.port}", "[::1]:9000"):  # tunnels too
+        ok = httpx.post(f"{door.url}/v1/chat/completions", json=chat, headers={"Host": host}, timeout=10)
+        assert ok.status_code == 200, (host, ok.text)
+
+
+def test_a_hostile_multipart_upload_costs_the_router_nothing_and_two_model_fields_name_none(door):
+    door.apply(model("speech"))
+    boundary = "b0undary"
+    heavy = (
+        f"--{boundary}\r\n" + "content-disposition:form-data" * 5000 + '; name="model"\r\n\r\nspeech\r\n'
+        f"--{boundary}--\r\n"
+    ).encode()
+    started = time.monotonic()
+    reply = httpx.post(
+        f"{door.url}/v1/audio/transcriptions",
+        content=heavy,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        timeout=30,
+    )
+    assert reply.status_code == 400 and time.monotonic() - started < 2  # its head is over 4 KiB: no model
+    assert httpx.get(f"{door.url}/health", timeout=5).status_code == 200  # the router lives on
+    twice = httpx.post(
+        f"{door.url}/v1/audio/transcriptions",
+        files={"file": ("a.wav", b"RIFF")},
+        data={"model": ["speech", "other"]},
+        timeout=10,
+    )
+    assert twice.status_code == 400 and twice.json()["error"]["param"] == "model"
+    upper = httpx.post(
+        f"{door.url}/v1/audio/transcriptions", files={"file": ("a.wav", b"RIFF")}, data={"MODEL": "speech"}, timeout=10
+    )
+    assert upper.status_code == 400  # the field's name is "model", exactly, as the engine's parser reads it

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from aigo_apply.adapters.engine_sockets import prepare_socket_mounts
-from aigo_apply.desired.engines.common import SOCKET_MOUNT
+from aigo_apply.desired.engines.common import SHM_BYTES, SOCKET_MOUNT
 from aigo_apply.desired.engines.router import LIVE, ROUTER_MOUNT
 from aigo_apply.desired.engines.vllm import SOCKET_ENTRYPOINT
 from aigo_apply.desired.types import ROUTER_SOCKETS, ContainerSpec, Mount, Route, RouterSettings
@@ -65,7 +65,7 @@ class Front:
                     str(model): {"bind": "/models/chat", "mode": "ro"},
                     str(folder): {"bind": SOCKET_MOUNT, "mode": "rw"},
                 },
-                ipc_mode="host",
+                shm_size=SHM_BYTES,  # as apply makes it: a private /dev/shm, no network
                 network_mode="none",
             ),
         )["Id"]

@@ -47,8 +47,13 @@ def test_what_the_tool_makes_passes(containers):
         ({"env": (("A\nB", "x"),)}, "is not a plain name"),
         ({"env": (("LD_PRELOAD=x", "y"),)}, "is not a plain name"),
         ({"env": (("A", "x\x00y"),)}, "is not plain text"),
-        ({"host_ip": "0.0.0.0", "host_port": 8101, "container_port": 8000}, "published on 0.0.0.0, not on 127.0.0.1"),
+        (
+            {"host_ip": "0.0.0.0", "host_port": 8101, "container_port": 8000, "network_mode": "bridge"},
+            "published on 0.0.0.0, not on 127.0.0.1",
+        ),
+        ({"host_port": 8101, "container_port": 8000}, "an engine without a network cannot publish a port"),
         ({"network_mode": "container:other"}, "is not one aigo-apply uses"),
+        ({"ipc_mode": "host"}, "would share another namespace's memory"),
         ({"user": "0:0 --privileged"}, "is not UID:GID"),
     ],
 )

@@ -90,7 +90,8 @@ def test_container_shape(tmp_path):
     assert c.image == "vllm/vllm-openai:v0.31.0"
     assert c.name == "aigo-workstation-qwen3-8b"
     # no port: it serves on its socket, in the one folder of the project's state it may write
-    assert (c.host_port, c.container_port, c.ipc_mode, c.gpus) == (None, None, "host", "all")
+    assert (c.host_port, c.container_port, c.ipc_mode, c.gpus) == (None, None, "private", "all")
+    assert c.shm_size == 32 * 1024**3 and c.network_mode == "none"  # its own /dev/shm; no network
     assert c.command[-2:] == ("--uds", "/run/aigo/engine.sock") and c.entrypoint[:2] == ("/bin/sh", "-c")
     assert [m.target for m in c.mounts if not m.read_only] == ["/run/aigo", "/root/.cache"]
     assert c.mounts[1].source == str(d.router.spec["sockets_dir"]) + "/qwen3-8b"

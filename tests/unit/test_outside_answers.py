@@ -324,3 +324,55 @@ def test_kubernetes_list_answers_of_any_shape_are_read(lists):
 
 def test_every_error_here_is_the_products_own():
     assert issubclass(KubeUnavailable, AigoError) and issubclass(DockerUnavailable, AigoError)
+
+
+@pytest.mark.parametrize(
+    "lock, where",
+    [
+        ({"version": 1, "images": []}, "images is not a mapping"),
+        ({"version": 1, "images": {"vllm/vllm-openai:v1": "sha256:x"}}, "images.vllm/vllm-openai:v1 is not a mapping"),
+        ({"version": 1, "images": {"a:1": {"id": 5}}}, "images.a:1.id is not text"),
+        ({"version": 1, "models": {"org/x@main": {"models": ["x"]}}}, "models.org/x@main.commit is missing"),
+        ({"version": 1, "models": {"org/x@main": {"commit": "c", "models": "x"}}}, "is not a list of aliases"),
+        ({"version": 1, "models": None}, "models is not a mapping"),
+    ],
+)
+def test_a_lock_file_of_the_wrong_shape_is_a_clear_error_naming_the_place(tmp_path, lock, where):
+    import json
+
+    from aigo_apply.errors import AigoError
+    from aigo_apply.plan import lockfile
+
+    path = tmp_path / "aigo.lock"
+    path.write_text(json.dumps(lock))
+    with pytest.raises(AigoError, match="edited or damaged") as caught:
+        lockfile.read(path)
+    assert where in str(caught.value) and str(path) in str(caught.value)
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+        max_leaves=12,
+    )
+)
+def test_a_lock_file_of_any_shape_reads_or_is_refused_never_a_traceback(tmp_path_factory, data):
+    import json
+
+    from aigo_apply.errors import AigoError
+    from aigo_apply.plan import lockfile
+
+    path = tmp_path_factory.mktemp("lock") / "aigo.lock"
+    path.write_text(json.dumps({"version": 1, "images": data, "models": data}))
+    try:
+        lock = lockfile.read(path)
+    except AigoError:
+        return
+    lockfile.drift(lock, _empty_desired(tmp_path_factory), {}, {}, {})
+
+
+def _empty_desired(factory):
+    from helpers.planner_inputs import desired
+
+    return desired(factory.mktemp("d"))

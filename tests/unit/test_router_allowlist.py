@@ -37,7 +37,8 @@ def test_every_routed_path_is_named_exactly_once_and_matched_as_sent():
     assert sorted(named) == allowlist.routed_paths() and len(named) == len(set(named))
     # as sent: no decoding, no prefix, no case folding on the allowlist's own match
     assert all(" path -m str " in line for line in lines if line.startswith("acl api_"))
-    assert not [line for line in lines if "engine_control" in line or "-m beg" in line or "-i" in line.split()]
+    matches = [line for line in lines if " path " in line or line.startswith("acl api_")]
+    assert not [line for line in matches if "engine_control" in line or "-m beg" in line or "-i" in line.split()]
 
 
 def test_a_path_that_is_not_plain_is_refused_before_any_other_rule():
@@ -89,7 +90,9 @@ def test_the_413_limit_is_the_setting_and_the_buffer_holds_a_mebibyte_more():
         cfg = render_files(replace(SETTINGS, max_body_mb=mb), ROUTES)["haproxy.cfg"]
         limit = mb * 1024 * 1024
         assert f"tune.bufsize {limit + 1024 * 1024}" in cfg
-        assert f"{{ req.body_size gt {limit} }} || {{ req.body_len gt {limit} }}" in cfg
+        # a length said too big is refused before any body is read; a chunked one once it is
+        assert f"413.json if {{ req.body_size gt {limit} }}\n    http-request wait-for-body time 60s\n" in cfg
+        assert f"413.json if {{ req.body_len gt {limit} }}" in cfg
 
 
 def test_with_keys_the_metrics_come_after_the_key_check_unless_the_file_opts_out():
@@ -134,3 +137,32 @@ def test_the_allowlist_says_what_each_path_is_for_and_overlaps_nothing():
     assert {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/audio/transcriptions"} <= routed
     for path, why in {**allowlist.JSON_PATHS, **allowlist.FORM_PATHS, **allowlist.NOT_ROUTED}.items():
         assert why.strip(), path
+
+
+def test_the_key_is_checked_and_dropped_before_any_body_is_read():
+    keyed = frontend(replace(SETTINGS, api_keys=True, keys_digest="0" * 64))
+    cfg = render_files(replace(SETTINGS, api_keys=True, keys_digest="0" * 64), ROUTES)["haproxy.cfg"]
+    assert "http-buffer-request" not in cfg  # it would hold every unkeyed client's body before the 401
+    assert first(keyed, "if !authorized") < first(keyed, "wait-for-body") < first(keyed, "set-var(txn.model)")
+    assert first(keyed, "if !authorized") < first(keyed, "del-header authorization") < first(keyed, "use_backend")
+    assert "http-request del-header authorization" in frontend()  # never forwarded, with keys or without
+
+
+def test_only_json_reaches_a_json_path_and_a_web_page_reads_no_answer():
+    lines = frontend()
+    assert first(lines, "415.json if api_json !{ req.hdr(content-type),lower -m beg application/json }") < first(
+        lines, "wait-for-body"
+    )
+    assert "415.json if api_form !{ req.hdr(content-type),lower -m beg multipart/form-data }" in "\n".join(lines)
+    for header in ("allow-origin", "allow-credentials", "allow-methods", "allow-headers", "expose-headers"):
+        assert f"http-response del-header access-control-{header}" in lines
+
+
+def test_a_loopback_router_answers_only_requests_that_name_this_machine():
+    lines = frontend()
+    rule = next(line for line in lines if line.startswith("acl local_host"))
+    assert rule == "acl local_host req.hdr(host),lower,regsub(:[0-9]+$,) -m str localhost localhost. 127.0.0.1 [::1]"
+    assert first(lines, "403-host.json") < first(lines, "/health")
+    for bind in ("0.0.0.0", "192.168.1.5", "::"):
+        assert not [line for line in frontend(replace(SETTINGS, bind=bind)) if "local_host" in line], bind
+    assert [line for line in frontend(replace(SETTINGS, bind="::1")) if "403-host.json" in line]

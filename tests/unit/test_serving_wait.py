@@ -304,3 +304,25 @@ def test_an_engine_that_never_lists_the_alias_times_out_naming_the_stage(serve):
     with pytest.raises(NotReady) as caught:
         Waiter(5, clock=clock, sleep=clock.sleep).wait(engine(port))
     assert "(last stage: health ok, model not listed)" in str(caught.value)
+
+
+def test_a_link_in_an_engines_folder_leads_this_tool_nowhere(serve, tmp_path):
+    """An engine is root in its container and may put a symlink at its socket's name, pointing at
+    another engine's socket: the tool opens the socket itself (no link followed) and finds none."""
+    from aigo_apply.adapters import engine_http
+
+    other = tmp_path / "other" / "engine.sock"
+    other.parent.mkdir()
+    script = Script()
+    serve(script, str(other))
+    assert engine_http.call(EngineAddress(socket=str(other)), "GET", "/health", 5)[0] == 200  # the real one
+    mine = tmp_path / "mine" / "engine.sock"
+    mine.parent.mkdir()
+    mine.symlink_to(other)
+    assert not engine_http.listening(EngineAddress(socket=str(mine)))
+    status, why = engine_http.call(EngineAddress(socket=str(mine)), "POST", "/sleep?level=1", 5)
+    assert status == 0 and "not a socket" in why
+    clock = FakeClock()
+    with pytest.raises(NotReady):
+        Waiter(1, clock=clock, sleep=clock.sleep).wait(engine(str(mine)))
+    assert [p for _, p, _ in script.requests] == ["/health"]  # only the one direct call above arrived

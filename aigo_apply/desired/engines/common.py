@@ -24,6 +24,10 @@ SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_.:/+=,@-]*\Z")
 
 
 CACHE_DIR = "/root/.cache"  # vLLM's torch.compile and kernel caches, Triton's, FlashInfer's
+# An engine's own /dev/shm (its IPC namespace is private: the host's holds every account's shared
+# memory). vLLM's docs ask for --ipc=host or a large --shm-size; NCCL's tensor-parallel buffers and vLLM's
+# worker queues live there. A tmpfs limit: only what is written uses memory.
+SHM_BYTES = 32 * 1024**3
 
 
 def cache_volume(project: str) -> str:
@@ -72,7 +76,9 @@ def engine_container(
     tool_env: dict[str, str] | None = None,
 ) -> ContainerSpec:
     """The container for one model: published on 127.0.0.1 only (`container_port` None: nothing is
-    published, it serves on its Unix socket), secrets kept as references.
+    published, it serves on its Unix socket, and has no network at all: the host downloads its
+    weights, and no address, the host's or another container's, is reachable from it or reaches it),
+    secrets kept as references.
     `tool_env`: what aigo-apply itself sets besides OFFLINE_ENV (names a model's env may not set)."""
     env = []
     for name, value in spec.get("env", {}).items():  # checked again where it is used (a hand-edited plan)
@@ -93,6 +99,8 @@ def engine_container(
         container_port=container_port,
         gpus=gpus,
         entrypoint=entrypoint,
+        network_mode="bridge" if container_port is not None else "none",
+        shm_size=SHM_BYTES,
     )
     digest = container.definition_hash()
     engine = spec.get("engine", "vllm")

@@ -40,7 +40,6 @@ def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
         host_port=None,
         container_port=None,
         gpus="none",
-        ipc_mode="private",
         entrypoint=("haproxy",),
         network_mode="host",
         user=spec["user"],

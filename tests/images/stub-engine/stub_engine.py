@@ -36,6 +36,7 @@ are 404, as in vLLM.
   AIGO_STUB_SLEEP_SECONDS  seconds /sleep takes (default 0)
   AIGO_STUB_WAKE_SECONDS   seconds /wake_up takes (default 0)
   AIGO_STUB_WAKE_FAIL      /wake_up answers 500 and the engine stays asleep
+Every answer carries `Access-Control-Allow-Origin: *`, as vLLM's CORS middleware sends by default.
 GET /stub/stats (stub only): {"sleeps", "wakes", "asleep", "arrived_asleep", "completions", "inflight",
 "max_inflight", "inflight_at_sleep"}.
 """
@@ -246,6 +247,18 @@ class Handler(BaseHTTPRequestHandler):
         size = len(audio.group(1)) if audio else 0
         return self._send(200, {"text": f"stub transcription by {model} of {size} bytes"})
 
+    authorization_seen = 0  # requests that arrived with an Authorization header (the router drops it)
+
+    def end_headers(self) -> None:
+        self.send_header("Access-Control-Allow-Origin", "*")  # vLLM's CORS default: every origin
+        super().end_headers()
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if ok and self.headers.get("Authorization") is not None:
+            Handler.authorization_seen += 1
+        return ok
+
     def address_string(self) -> str:  # a Unix socket's peer has no address
         return "local"
 
@@ -293,7 +306,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/stub/stats":
             with Sleep.lock:
                 return self._send(200, {**Sleep.counts, "asleep": Sleep.asleep,
-                                        "inflight_at_sleep": Sleep.inflight_at_sleep})
+                                        "inflight_at_sleep": Sleep.inflight_at_sleep,
+                                        "authorization_seen": Handler.authorization_seen})
         if self._dev_mode() and self.path == "/is_sleeping":
             return self._send(200, {"is_sleeping": Sleep.asleep})
         if self._dev_mode() and self.path == "/server_info":
