@@ -178,8 +178,9 @@ class KubeConflict(KubeError):
 
 
 class OnKubernetes(AigoError):
-    """The file deploys to a cluster (`platform: kubernetes`, or --platform kubernetes): plan, apply,
-    status and destroy take the Kubernetes path; any other command works on Docker only and says so."""
+    """A command that works on Docker only was given a file that deploys to a cluster (`platform:
+    kubernetes`, or --platform kubernetes). plan, apply, status and destroy choose their platform
+    once instead (app/choose_platform.py), and never see this."""
 
     def __init__(self, file: str):
         super().__init__(

@@ -34,8 +34,6 @@ class DockerRuntime:
     def __init__(self, base_url: str | None = None, timeout: int | None = 60):  # None: no timeout (events)
         self.calls = 0
         self.waited = 0.0  # seconds spent on the plan's three reads (the engine answering), for benchmarks
-        # path -> each answer of the three reads, kept only while a no-op memo is being recorded (app/noop_record.py)
-        self.answers: dict[str, list[Any]] | None = None
         self._base_url, self._timeout = base_url, timeout
         host = base_url or os.environ.get("DOCKER_HOST")
         self.where = host or "unix:///var/run/docker.sock"
@@ -95,12 +93,8 @@ class DockerRuntime:
                 ahead[0].join()
                 if "error" in ahead[1]:
                     raise ahead[1]["error"]
-                found = ahead[1]["found"]
-            else:
-                found = self._http.get(path, params)
-            if self.answers is not None:
-                self.answers.setdefault(path, []).append(found)
-            return found
+                return ahead[1]["found"]
+            return self._http.get(path, params)
         except ValueError as exc:
             raise DockerUnavailable(f"Docker engine at {self.where}: {exc}") from None
         except OSError as exc:

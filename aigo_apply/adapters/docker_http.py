@@ -7,12 +7,8 @@ closes, so there is no chunked encoding or keep-alive to handle. Only plain sock
 (a Unix socket, or tcp:// without TLS); for any other DOCKER_HOST (ssh://, TLS, odd forms)
 `for_host` answers None and the runtime keeps using the SDK, so no setup that worked before
 changes. Failures come back as OSError (the socket), DockerUnavailable (an answer that is not 2xx)
-or ValueError (an answer that is not HTTP or not JSON); the runtime maps the other two.
-
-The no-op memo (app/noop_memo.py) makes the same three reads before anything else is imported, so
-this module stays light (no urllib, no errors module until an answer is refused), and it holds
-what both readers must agree on: the reads' parameters, and the parts of each answer a plan can
-depend on (`project_*`)."""
+or ValueError (an answer that is not HTTP or not JSON); the runtime maps the other two. The module
+stays light (no urllib, no http.client): it is on every plan's path."""
 
 from __future__ import annotations
 
@@ -20,7 +16,9 @@ import _socket  # not `socket`: its enum set-up costs start-up time, and a bare 
 import json
 import re
 
-TYPE_CHECKING = False  # typing and collections cost start-up time the no-op memo's path has not got
+from aigo_apply.errors import DockerUnavailable
+
+TYPE_CHECKING = False  # typing and collections: for the type checker only
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
@@ -30,11 +28,6 @@ API_VERSION = "1.41"  # Docker 20.10+, and Podman's compatible socket; pinned to
 LIST_CONTAINERS = ("/containers/json", {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0})
 LIST_IMAGES = ("/images/json", {"only_ids": 0, "all": 0})
 INFO = ("/info", None)
-# what the host checks read of GET /info (adapters/host.docker_facts_from_info reads only these)
-INFO_FIELDS = ("ServerVersion", "Components", "Name", "OperatingSystem", "Runtimes", "DiscoveredDevices")
-CONTAINER_FIELDS = ("Id", "Names", "State", "Image", "ImageID", "Labels", "Ports")
-IMAGE_FIELDS = ("Id", "RepoTags", "RepoDigests")
-_EXITED = re.compile(r"Exited \((-?\d+)\)")
 _QUERY_TEXT = re.compile(r"[A-Za-z0-9_.-]*")
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -70,8 +63,6 @@ class DockerHTTP:
             sock.close()
         status, reason, headers, body = parse_response(b"".join(chunks))
         if not 200 <= status < 300:  # worded as the docker SDK's NotFound and APIError were
-            from aigo_apply.errors import DockerUnavailable
-
             verb = "says" if status == 404 else "refused the request"
             raise DockerUnavailable(f"the Docker engine {verb}: {_message(body) or f'{status} {reason}'.strip()}")
         try:
@@ -87,37 +78,6 @@ def _query(params: Mapping[str, Any]) -> str:
     if not all(_QUERY_TEXT.fullmatch(k) and _QUERY_TEXT.fullmatch(v) for k, v in pairs):
         raise ValueError("a query holds characters other than letters, digits and _.-")
     return "&".join(f"{k}={v}" for k, v in pairs)
-
-
-def project_info(info: Any) -> dict[str, Any]:
-    """The fields of GET /info that a plan reads (INFO_FIELDS): the rest (clock, counters) changes
-    on its own and must not make two equal machines look different."""
-    return {k: info[k] for k in INFO_FIELDS if k in info} if isinstance(info, dict) else {}
-
-
-def project_containers(found: Any) -> list[Any]:
-    """GET /containers/json as a plan reads it (observe/containers.parse_container): id, names, state,
-    image, labels and published ports, and of the Status text only the exit code a stopped
-    container's holds -- not its uptime or health, nor the mounts Docker lists in any order."""
-    out: list[Any] = []
-    for raw in found if isinstance(found, list) else []:
-        if isinstance(raw, dict):
-            status = raw.get("Status")
-            exited = _EXITED.match(status) if isinstance(status, str) else None
-            raw = {k: raw[k] for k in CONTAINER_FIELDS if k in raw} | {"Status": exited.group(0) if exited else ""}
-            if isinstance(raw.get("Ports"), list):
-                raw["Ports"] = sorted(raw["Ports"], key=lambda p: json.dumps(p, sort_keys=True))
-        out.append(raw)
-    return sorted(out, key=lambda c: json.dumps(c, sort_keys=True))
-
-
-def project_images(found: Any) -> list[Any]:
-    """GET /images/json as plans and aigo.lock read it: each image's id, tags and digests."""
-    out = [
-        {k: image[k] for k in IMAGE_FIELDS if k in image} if isinstance(image, dict) else image
-        for image in (found if isinstance(found, list) else [])
-    ]
-    return sorted(out, key=lambda i: json.dumps(i, sort_keys=True))
 
 
 def parse_response(raw: bytes) -> tuple[int, str, dict[str, str], bytes]:

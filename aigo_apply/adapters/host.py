@@ -11,7 +11,6 @@ import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aigo_apply.adapters import docker_http
 from aigo_apply.errors import DockerUnavailable
 from aigo_apply.observe import docker_answers
 
@@ -62,9 +61,9 @@ def docker_installed(
 
 
 def docker_facts_from_info(info: dict[str, Any]) -> dict[str, Any]:
-    """Pure: the parts of GET /info that matter here (only docker_http.INFO_FIELDS are read: the
-    no-op memo compares those and nothing else), each read for its type (observe/docker_answers.py)."""
-    info = docker_answers.info(docker_http.project_info(info))
+    """Pure: the parts of GET /info that matter here, each read for its type (observe/docker_answers.py;
+    an answer that is not an object has none)."""
+    info = docker_answers.info(info if isinstance(info, dict) else {})
     server = info.get("ServerVersion", "")
     components = " ".join(f"{c.get('Name', '')} {c.get('Version', '')}" for c in info.get("Components", []))
     named = f"{components} {info.get('Name', '')} {info.get('OperatingSystem', '')}"

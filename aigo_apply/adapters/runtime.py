@@ -1,7 +1,8 @@
-"""The platform seam: what plan, apply, the router and watch need from a container platform, as one
-typed Protocol. Docker (adapters/docker_engine.py) is its first implementation; a Kubernetes one
-can stand beside it, and unit tests drive the executor with an in-memory one. The planner never
-sees it: it gets plain data read through it."""
+"""What plan, apply, the router and watch need from a container engine, as one typed Protocol:
+Docker (adapters/docker_engine.py) implements it, and unit tests drive the executor with an
+in-memory one. It is the Docker platform's (app/docker_platform.py); a cluster is the other
+platform of app/platform.py, with its own client. The planner never sees it: it gets plain data
+read through it."""
 
 from __future__ import annotations
 

@@ -205,7 +205,14 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
 
 
 def _move_comments(
-    node: CommentedMap, old: Any, fresh: CommentedMap, name: Any, column: int, flow: bool, first: bool, path: tuple
+    node: CommentedMap,
+    old: Any,
+    fresh: CommentedMap,
+    name: Any,
+    column: int,
+    flow: bool,
+    first: bool,
+    path: tuple[Any, ...],
 ) -> None:
     """`old`'s comments onto `name`: the lines above it (no blank line first in a block), its end-of-line one."""
     item = node.ca.items.get(old)
@@ -249,7 +256,8 @@ def _plain_keeps(text: str) -> bool:
     """Whether YAML 1.1 (the project's reader, PyYAML) and YAML 1.2 (editors, ruamel) both read `text`
     written plain as this text: `off`, `0123`, `1e3`, `8000`, `null`, `2024-01-01` need quotes."""
     tag = _RESOLVE_12.resolve(ScalarNode, text, (True, False))
-    kinds = {str(_RESOLVE_11.resolve(pyyaml.ScalarNode, text, (True, False))), str(getattr(tag, "value", tag))}
+    # types-PyYAML leaves Resolver.resolve unannotated
+    kinds = {str(_RESOLVE_11.resolve(pyyaml.ScalarNode, text, (True, False))), str(getattr(tag, "value", tag))}  # type: ignore[no-untyped-call]
     return kinds == {scalars.STR}
 
 

@@ -10,7 +10,7 @@ import difflib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml as pyyaml
 from ruamel.yaml import YAML
@@ -131,7 +131,7 @@ def _scalar(tag: str, before: Any) -> str:
     project's YAML reader (YAML 1.1: `yes`, `1_0`, `3.10` are not text there) reads it back as this
     text, quoted when it would not."""
     if isinstance(before, (DoubleQuotedScalarString, SingleQuotedScalarString)):
-        return type(before)(tag)
+        return cast(str, type(before)(tag))  # ruamel.yaml's scalar types are untyped: a str kept quoted
     return tag if _data(f"x: {tag}\n") == {"x": tag} else SingleQuotedScalarString(tag)
 
 

@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.apply.fetch_steps import download_folder
+from aigo_apply.apply.outcome import Reporter
 from aigo_apply.desired.model_store import MARKER, downloads, label, read_marker
+from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import UsageProblem
 
 
-def pull(desired, aliases: tuple[str, ...], reporter) -> list[dict[str, Any]]:
+def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) -> list[dict[str, Any]]:
     """Download every missing folder of the named models (all models when none are named)."""
     if off := sorted(set(aliases) & set(desired.disabled)):
         raise UsageProblem(
@@ -30,7 +32,7 @@ def pull(desired, aliases: tuple[str, ...], reporter) -> list[dict[str, Any]]:
     return done
 
 
-def listing(desired, store: Path) -> list[dict[str, Any]]:
+def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
     """What the store holds (every completed folder), and the file's models that are missing."""
     users: dict[str, list[str]] = {}
     for need in downloads(desired.specs()):

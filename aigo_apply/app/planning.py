@@ -5,11 +5,11 @@ entry point the user has."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
-from aigo_apply.adapters.hub import offline, remote, resolve
-from aigo_apply.app import noop_record
+from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.host_context import current_host
 from aigo_apply.app.router_keys import router_checks
 from aigo_apply.apply.secret_checks import reference_checks
@@ -26,26 +26,27 @@ from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks
-from aigo_apply.plan.lockfile import LockRestore, drift, path_for, read, restore_for
+from aigo_apply.plan.lockfile import LockRestore, drift, restore_for
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.swap_ledger import host_memory_check
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import read_live
 
+if TYPE_CHECKING:
+    from aigo_apply.app.platform import Platform
+
 
 def load_desired(file: str | None, platform: str | None = None) -> DesiredState:
-    """The desired state on this machine's Docker. A file for a cluster (or --platform kubernetes)
-    raises OnKubernetes, which plan, apply, status and destroy take as their cue for the cluster
-    path: the platform is known only once the file is read, and reading it twice would cost plan."""
+    """The desired state on this machine's Docker, for the commands that work on Docker only: a
+    file for a cluster (or --platform kubernetes) is refused with OnKubernetes, which says so (plan,
+    apply, status and destroy choose their platform with app/platform.open_platform instead)."""
     config = load_config(choose_file(file))
     if (platform or config.data.get("platform", "docker")) == "kubernetes":
         raise OnKubernetes(config.file)
-    desired = build_desired(config, current_host())
-    noop_record.loaded(config, desired)
-    return desired
+    return build_desired(config, current_host())
 
 
-def observe(project: str, runtime=None, desired: DesiredState | None = None) -> ObservedState:
+def observe(project: str, runtime: Runtime | None = None, desired: DesiredState | None = None) -> ObservedState:
     """One container list call, one image list call, the router's live files, and (with
     `desired`) the download markers of the model folders the file names."""
 
@@ -56,7 +57,9 @@ def observe(project: str, runtime=None, desired: DesiredState | None = None) -> 
     )
 
 
-def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | None = None) -> dict[HubKey, HubAnswer]:
+def remote_info(
+    desired: DesiredState, observed: ObservedState, lock: dict[str, Any] | None = None
+) -> dict[HubKey, HubAnswer]:
     """What the Hub says about each download the plan may need (commit, files, bytes, or the
     error), asked in parallel only for folders that are not complete here. With `lock` (apply
     --locked) every download is pinned to the commit aigo.lock records. Never raises."""
@@ -85,11 +88,12 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
             missing.add(k)
     if not missing:
         return out
+    from aigo_apply.adapters.hub import offline, remote  # only a plan that asks the Hub needs it
 
     if offline():
         return {**out, **{key: HubAnswer(error="HF_HUB_OFFLINE is set") for key in missing}}
 
-    def ask(key):
+    def ask(key: HubKey) -> tuple[HubKey, HubAnswer]:
         repo, revision, file = key
         try:
             found = remote(repo, pins.get(key, revision), file, with_config=True)
@@ -116,9 +120,9 @@ def remote_info(desired: DesiredState, observed: ObservedState, lock: dict | Non
 def lock_checks(
     desired: DesiredState,
     observed: ObservedState,
-    lock: dict | None,
+    lock: dict[str, Any] | None,
     restores: dict[str, LockRestore | None] | None = None,
-) -> list:
+) -> list[Check]:
     """Drift from aigo.lock (warnings; the Hub is asked where each branch or tag points now), and
     with --locked (`restores`, from locked_images) an image that cannot be put back (blocking)."""
     if lock is None:
@@ -128,19 +132,8 @@ def lock_checks(
         label(d): d for d in downloads(desired.specs()) if label(d) in lock["models"] and not is_commit(d["revision"])
     }
     hub: dict[str, str] = {}
-
-    if moving and not offline():
-
-        def ask(item):
-            try:
-                return item[0], resolve(item[1]["repo"], item[1]["revision"], timeout=5.0)
-            except AigoError:
-                return item[0], None
-
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(8, len(moving))) as pool:
-            hub = {k: v for k, v in pool.map(ask, moving.items()) if v}
+    if moving:
+        hub = _hub_commits(moving)
     checks = [
         Check("lock.drift", "warning", f"aigo.lock: {line}")
         for line in drift(lock, desired, observed.images, observed.model_files, hub)
@@ -161,7 +154,29 @@ def lock_checks(
     return checks
 
 
-def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) -> dict[str, LockRestore | None]:
+def _hub_commits(moving: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """label -> the commit the Hub names now for each download aigo.lock pins to a branch or tag
+    (none offline; one the Hub does not answer is left out)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aigo_apply.adapters.hub import offline, resolve  # only a lock that pins a branch or tag asks the Hub
+
+    if offline():
+        return {}
+
+    def ask(item: tuple[str, dict[str, Any]]) -> tuple[str, str | None]:
+        try:
+            return item[0], resolve(item[1]["repo"], item[1]["revision"], timeout=5.0)
+        except AigoError:
+            return item[0], None
+
+    with ThreadPoolExecutor(max_workers=min(8, len(moving))) as pool:
+        return {k: v for k, v in pool.map(ask, moving.items()) if v}
+
+
+def locked_images(
+    desired: DesiredState, observed: ObservedState, lock: dict[str, Any]
+) -> dict[str, LockRestore | None]:
     """With --locked: each image of the file whose tag names another image than aigo.lock records,
     with how to put the recorded one back (planned as a pull), or None when it cannot be."""
 
@@ -173,8 +188,11 @@ def locked_images(desired: DesiredState, observed: ObservedState, lock: dict) ->
 
 
 def host_checks(
-    desired: DesiredState, runtime, observed: ObservedState | None = None, remote: dict[HubKey, HubAnswer] | None = None
-) -> tuple[list, list]:
+    desired: DesiredState,
+    runtime: Runtime,
+    observed: ObservedState | None = None,
+    remote: dict[HubKey, HubAnswer] | None = None,
+) -> tuple[list[Check], list[dict[str, Any]]]:
     """The readiness checks for this host and file, and the per-GPU memory ledger: Docker /info,
     and (only when a model wants a GPU) NVML and the model files the VRAM estimate reads; for a
     model not downloaded yet, what the Hub said (`remote`: file sizes and config.json)."""
@@ -202,7 +220,7 @@ def host_checks(
     return checks + ([swapped] if swapped else []), ledger
 
 
-def _whole_weights(ledger: list) -> dict[str, int | None]:
+def _whole_weights(ledger: list[dict[str, Any]]) -> dict[str, int | None]:
     """Each model's whole weights: the ledger's per-GPU weights added over the GPUs it is on."""
     out: dict[str, int | None] = {}
     for row in ledger:
@@ -212,32 +230,27 @@ def _whole_weights(ledger: list) -> dict[str, int | None]:
     return out
 
 
-def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: dict) -> HubAnswer | None:
+def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: dict[str, Any]) -> HubAnswer | None:
     key = _remote_key(spec)
     return remote.get(key) if remote and key else None
 
 
-def _remote_key(spec: dict) -> HubKey | None:
+def _remote_key(spec: dict[str, Any]) -> HubKey | None:
     source = spec.get("source", {})
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
 
-def make_plan(file: str | None, request: PlanRequest | None = None, runtime=None, platform: str | None = None) -> Plan:
-    desired = load_desired(file, platform)
-    runtime = plan_runtime(runtime)
-    observed = observe(desired.project, runtime, desired)
-    lock = read(path_for(desired.file))
-    plan = plan_for(desired, observed, runtime, request or PlanRequest(), lock)
-    noop_record.planned(desired, plan, runtime, lock is not None)
-    return plan
+def make_plan(platform: Platform[Any], request: PlanRequest | None = None) -> Plan:
+    """`plan`: what the platform (app/platform.open_platform) runs now, and the plan to the file."""
+    return platform.plan(platform.observe(), request or PlanRequest())
 
 
 def plan_for(
     desired: DesiredState,
     observed: ObservedState,
-    runtime,
+    runtime: Runtime,
     request: PlanRequest,
-    lock: dict | None = None,
+    lock: dict[str, Any] | None = None,
 ) -> Plan:
     """Everything a plan is made of, gathered in one order for `plan` and `apply` alike: the Hub
     (for missing or, with `locked`, pinned downloads), host checks and the GPU ledger, drift from
@@ -273,12 +286,12 @@ def needs_env(plan: Plan) -> frozenset[str]:
     return frozenset(a.model for a in plan.actions if a.model and a.kind in ("create", "recreate"))
 
 
-def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = None) -> dict[str, dict]:
+def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = None) -> dict[str, dict[str, Any]]:
     """What each model's config.json says about its checkpoint (local, else as the Hub has it)."""
 
     out = {}
     # aliases of one folder (other settings, same weights) read it once
-    seen: dict[tuple[str, HubKey | None], dict] = {}
+    seen: dict[tuple[str, HubKey | None], dict[str, Any]] = {}
     for alias, model in desired.models.items():
         if "model_file" in model.spec:
             continue
@@ -290,16 +303,5 @@ def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = 
     return out
 
 
-def plan_runtime(runtime=None):
-    """The runtime a plan reads through (Docker's unless one is given): keeping its answers while a
-    no-op memo is recorded, and with GET /info asked on its own connection while the lists are read
-    (the host checks read it after them)."""
-    runtime = noop_record.watch(runtime or _docker())
-    if hasattr(runtime, "prefetch_info"):
-        runtime.prefetch_info()
-    return runtime
-
-
-def _docker():
-
+def _docker() -> Runtime:
     return DockerRuntime()

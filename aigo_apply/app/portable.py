@@ -238,5 +238,5 @@ def _write_checked(target: Path, config_file: str, alias: str, text: str, raw: b
     replace_config(target, config_file, text, raw, check)
 
 
-def _top_keys(source) -> dict[tuple, tuple[int, int]]:
+def _top_keys(source: Source) -> dict[tuple[Any, ...], tuple[int, int]]:
     return {k: v for k, v in source.marks.keys.items() if len(k) == 1}

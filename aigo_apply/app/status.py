@@ -168,7 +168,7 @@ def _sleep_note(sleep: str | None) -> str:
     return f" ({sleep})" if sleep else ""
 
 
-def _image(container) -> str:
+def _image(container: ObservedContainer) -> str:
     """Docker lists a container whose tag now names another image by its bare id: show the tag it was
     made from (its spec label) with that id, so the row says which image is outdated."""
     ref = (container.spec or {}).get("image")

@@ -36,7 +36,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.fetch_steps import check_download, download_folder, pull_image
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.model_steps import ModelSteps, Prepared
-from aigo_apply.apply.outcome import ApplyReport, Outcome, StepLog
+from aigo_apply.apply.outcome import ApplyReport, Outcome, Reporter, StepLog
 from aigo_apply.apply.router_steps import RouterSteps, Routes
 from aigo_apply.apply.secrets import container_env
 from aigo_apply.apply.serving_wait import Waiter
@@ -59,12 +59,12 @@ class Executor:
     def __init__(
         self,
         runtime: Runtime,
-        reporter: Any,
+        reporter: Reporter,
         journal: Journal,
         routes: Routes | None = None,
         interrupted: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
-        fetch: Callable[..., dict] | None = None,
+        fetch: Callable[..., dict[str, Any]] | None = None,
         make_waiter: Callable[..., Waiter] = Waiter,
         wait_router: Callable[[RouterSettings], None] = wait_serving,
     ):

@@ -12,6 +12,7 @@ from typing import Any, TypeGuard
 
 from aigo_apply.adapters.hub import download
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.apply.outcome import Reporter
 from aigo_apply.config.schema import schema
 from aigo_apply.desired.model_store import is_complete, read_marker, repo_dir
 from aigo_apply.errors import PlanFileError
@@ -21,11 +22,11 @@ from aigo_apply.plan.types import Action
 def download_folder(
     address: str,
     spec: dict[str, Any],
-    reporter: Any,
-    fetch: Callable[..., dict] | None = None,
+    reporter: Reporter,
+    fetch: Callable[..., dict[str, Any]] | None = None,
     clock: Callable[[], float] = time.monotonic,
     begin: Callable[[], None] | None = None,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """One model folder from the Hub with progress (`apply` and `models pull` alike): None when the
     folder is complete already (at `pin`, when aigo.lock pins it), else the new completion marker."""
     dest = Path(spec["dest"])
@@ -55,7 +56,9 @@ def download_folder(
     return marker
 
 
-def _hub_download(repo: str, revision: str, dest, file, progress, pin=None) -> dict:
+def _hub_download(
+    repo: str, revision: str, dest: Path, file: str | None, progress: Callable[..., Any], pin: str | None = None
+) -> dict[str, Any]:
     return download(repo, revision, dest, file, progress, pin)
 
 
@@ -90,12 +93,12 @@ def check_download(action: Action) -> dict[str, Any]:
     return spec
 
 
-def pull_image(runtime: Runtime, reporter: Any, image: str) -> None:
+def pull_image(runtime: Runtime, reporter: Reporter, image: str) -> None:
     """Pull one image, reporting per-layer progress (rich bars on a TTY, JSON lines with -o json)."""
     address = f"image.{image}"
     reporter.event("pull_start", address=address, image=image)
 
-    def progress(event: dict) -> None:
+    def progress(event: dict[str, Any]) -> None:
         detail = event.get("progressDetail") or {}
         if event.get("id"):
             reporter.event(

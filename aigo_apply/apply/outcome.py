@@ -1,12 +1,19 @@
 """What carrying out a plan reports: one Outcome per step that changed something, the ApplyReport
-of a whole run, and StepLog, which writes each step to the journal and to the reporter at once."""
+of a whole run, StepLog, which writes each step to the journal and to the reporter at once, and
+Reporter, what every executor needs of the reporter (cli/reporter.py: human lines or JSON lines)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from aigo_apply.apply.journal import Journal
+
+
+class Reporter(Protocol):
+    """Progress as events: `step`, `log_tail`, `pull_start`, `pull_progress`, ... each with its fields."""
+
+    def event(self, kind: str, **fields: Any) -> None: ...
 
 
 @dataclass
@@ -34,7 +41,7 @@ class StepLog:
     """Each step goes to the journal (for reading back a failed apply) and to the reporter (for the user)."""
 
     journal: Journal
-    reporter: Any
+    reporter: Reporter
 
     def step(self, address: str, step: str, outcome: str, message: str) -> None:
         self.journal.record(step, address, outcome or "begin", message=message)

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from aigo_apply.adapters.engine_http import EngineClient, listening
 from aigo_apply.desired.types import EngineAddress
@@ -30,7 +31,7 @@ class Engine:
     alias: str
     address: EngineAddress
     container: str
-    state: Callable[[], dict]  # Docker's State object of the container ({} when gone)
+    state: Callable[[], dict[str, Any]]  # Docker's State object of the container ({} when gone)
     logs: Callable[[int], list[str]]  # last N log lines
 
 

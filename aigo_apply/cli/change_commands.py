@@ -23,7 +23,7 @@ from aigo_apply.cli.group import (
     target_option,
     yes_option,
 )
-from aigo_apply.errors import EXIT_OK, AigoError, OnKubernetes
+from aigo_apply.errors import EXIT_OK, AigoError
 
 
 @cli.command()
@@ -55,7 +55,7 @@ def apply(
 ) -> int:
     """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove.
     A successful apply writes aigo.lock next to the file."""
-    from aigo_apply.app.apply import ApplyOptions, run_apply
+    from aigo_apply.app.apply import ApplyOptions, open_for_apply, run_apply
 
     if locked and planfile:
         raise click.UsageError("--locked applies the file; a saved plan already says what it installs")
@@ -73,17 +73,12 @@ def apply(
         ignore,
         locked,
         platform,
+        force_conflicts=force_conflicts,
     )
-    try:
-        return run_apply(options)
-    except OnKubernetes:
-        from aigo_apply.app import kube_run
-
-        if locked:
-            raise click.UsageError(
-                "--locked: aigo.lock pins what this machine runs; on a cluster it is not used"
-            ) from None
-        return kube_run.run_apply(options, force_conflicts)
+    saved, where = open_for_apply(options)
+    if locked and where.name == "kubernetes":
+        raise click.UsageError("--locked: aigo.lock pins what this machine runs; on a cluster it is not used")
+    return run_apply(options, target=where, saved=saved)
 
 
 @cli.command()
@@ -109,12 +104,7 @@ def destroy(
     )
     if project is not None and platform == "kubernetes":
         raise click.UsageError("--project destroys on Docker; on a cluster, name the file with -f")
-    try:
-        return run_destroy(options, project)
-    except OnKubernetes:
-        from aigo_apply.app import kube_run
-
-        return kube_run.run_destroy(options)
+    return run_destroy(options, project)
 
 
 @cli.command()
@@ -122,7 +112,7 @@ def destroy(
 def watch(file: str | None) -> int:
     """Follow Docker events: remove a dead engine's route at once, re-add it once it is ready again."""
     from aigo_apply.adapters.docker_engine import DockerRuntime
-    from aigo_apply.app.apply import router_for
+    from aigo_apply.app.docker_platform import router_for
     from aigo_apply.app.planning import load_desired, observe
     from aigo_apply.app.watch import Watcher
     from aigo_apply.plan.types import Plan

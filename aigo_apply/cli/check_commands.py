@@ -29,7 +29,6 @@ from aigo_apply.errors import (
     EXIT_OK,
     ConfigFileError,
     ConfigInvalid,
-    OnKubernetes,
     PlanFileError,
     UsageProblem,
     shown_path,
@@ -132,6 +131,7 @@ def plan(
     platform: str | None,
 ) -> int:
     """Show what apply would change on this machine, and why."""
+    from aigo_apply.app.choose_platform import open_platform
     from aigo_apply.app.planning import make_plan
     from aigo_apply.cli.reporter import echo
     from aigo_apply.plan import types as plan_file
@@ -139,14 +139,10 @@ def plan(
     from aigo_apply.plan.text import plan_json, plan_text, shown
 
     request = PlanRequest(frozenset(replace), frozenset(target), frozenset(ignore))
-    try:
-        result = make_plan(file, request, platform=platform)
-    except OnKubernetes:
-        from aigo_apply.app import kube_run
-
-        if out is not None:
-            raise UsageProblem("--out: a saved plan is for Docker only for now (nothing was saved)") from None
-        result = kube_run.make_plan(file, request)
+    where = open_platform(file, platform, plans=True)
+    if out is not None and where.name == "kubernetes":
+        raise UsageProblem("--out: a saved plan is for Docker only for now (nothing was saved)")
+    result = make_plan(where, request)
     if output == "markdown":
         from aigo_apply.plan.markdown import plan_markdown
 
@@ -226,20 +222,12 @@ def readiness(file: str | None, output: str, engine: str) -> int:
 @platform_option
 def status(file: str | None, output: str, platform: str | None) -> int:
     """Show each model's container state, readiness, port, image and uptime, and any drift."""
-    from aigo_apply.app import status as model_status
-    from aigo_apply.app.planning import load_desired, observe
+    from aigo_apply.app.choose_platform import open_platform
     from aigo_apply.cli.reporter import echo
 
-    try:
-        desired = load_desired(file, platform)
-    except OnKubernetes:
-        from aigo_apply.app import kube_run
-
-        found = kube_run.status(file)
-        echo(json.dumps(found, indent=2) if output == "json" else kube_run.render_status(found), colours=False)
-        return EXIT_OK
-    report = model_status.collect(desired, observe(desired.project))
-    echo(json.dumps(report, indent=2) if output == "json" else model_status.render(report), colours=False)
+    where = open_platform(file, platform)
+    report = where.status()
+    echo(json.dumps(report, indent=2) if output == "json" else where.status_text(report), colours=False)
     return EXIT_OK
 
 

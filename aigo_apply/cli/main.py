@@ -14,12 +14,10 @@ import os
 import signal
 import sys
 import threading
-import traceback
 
 import click
 
 from aigo_apply import __version__
-from aigo_apply.app import noop_memo
 from aigo_apply.cli import (  # noqa: F401 (they register their commands)
     change_commands,
     check_commands,
@@ -33,45 +31,38 @@ from aigo_apply.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_
 
 
 def main(argv: list[str] | None = None) -> None:
-    if threading.current_thread() is threading.main_thread():  # Ctrl-C is KeyboardInterrupt from here on
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     outer = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)  # no `::` line
     try:
-        _main(argv)
+        code = _run(argv)
     finally:
         sys.stdout, sys.stderr = outer
-
-
-def _main(argv: list[str] | None) -> None:
-    code = EXIT_INTERNAL
-    args = sys.argv[1:] if argv is None else argv
-    if not noop_memo.qualifies(list(args)):
-        code = _run(argv)
-        sys.exit(code)
-    from aigo_apply.app import noop_record  # a plan or apply that may find nothing to change: its memo
-
-    recording = noop_record.begin(args)
-    streams = sys.stdout, sys.stderr
-    if recording is not None:  # what it prints is kept for the memo
-        sys.stdout, sys.stderr = noop_record.Tee(streams[0], recording.out), noop_record.Tee(streams[1], recording.err)
-    try:
-        code = _run(argv)
-    finally:
-        sys.stdout, sys.stderr = streams
-        noop_record.finish(code)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+    sys.exit(code)
 
 
 def _run(argv: list[str] | None) -> int:
+    """The error boundary. Ctrl-C becomes KeyboardInterrupt only inside it (the first statement of
+    its `try`), so no code runs between an interrupt turning into an exception and the handler that
+    says "interrupted"; once the boundary is done, Ctrl-C does what it did before (the console
+    script: exit 130 at once, quietly)."""
+    before = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    in_main = before is not None  # signals are set in the main thread only (None: a handler not set from Python)
     try:
-        code = cli.main(args=argv, prog_name="aigo-apply", standalone_mode=False)
+        try:
+            if in_main:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            code = cli.main(args=argv, prog_name="aigo-apply", standalone_mode=False)
+        finally:
+            if in_main:
+                signal.signal(signal.SIGINT, before)
     except click.exceptions.UsageError as exc:
         shown = io.StringIO()
         exc.show(file=shown)
         click.echo(_safe(shown.getvalue()), err=True, nl=False)
         code = EXIT_USAGE
     except (click.exceptions.Abort, KeyboardInterrupt):
+        if in_main:  # a Ctrl-C that landed in the `finally` above: the handler is put back here
+            signal.signal(signal.SIGINT, before)
         click.echo("\ninterrupted", err=True)
         code = EXIT_INTERRUPTED
     except click.ClickException as exc:
@@ -82,6 +73,8 @@ def _run(argv: list[str] | None) -> int:
             click.echo(_safe(line), err=True)
         code = exc.exit_code
     except Exception:
+        import traceback  # with linecache and tokenize: only an internal error prints one
+
         click.echo(
             "internal error in aigo-apply " + __version__ + " (a bug; please report it with this output):", err=True
         )

@@ -224,7 +224,7 @@ def usable_homes(found: Iterable[str | Path]) -> tuple[Path, ...]:
 
 def listed_homes() -> list[str]:
     """The home folders as the system lists them now: each account's in the password database,
-    /root, and each folder in /home (read afresh; the no-op memo signs these too)."""
+    /root, and each folder in /home (read afresh)."""
     found: list[str] = ["/root"]
     try:
         found += [entry.pw_dir for entry in pwd.getpwall()]

@@ -8,7 +8,6 @@ rounding)."""
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 
 _HUMAN = re.compile(r"(?P<num>[0-9]+(?:\.[0-9]+)?)(?P<unit>[kmgtKMGT]?)\Z", re.ASCII)
 _POWERS = {"k": 1, "m": 2, "g": 3, "t": 4}
@@ -42,6 +41,8 @@ def parse_token_count(value: int | str) -> int:
             raise ValueError(f"'{value}': decimals are only allowed with lowercase k/m/g/t (e.g. 25.6k)")
         scale: int = 1024**power  # typeshed types int ** int as Any (a negative power gives a float)
         return int(num) * scale
+    from fractions import Fraction  # with decimal: only a decimal count such as 25.6k needs it
+
     result = Fraction(num) * 1000**power
     if result.denominator != 1:
         raise ValueError(f"'{value}' is not a whole number of tokens")

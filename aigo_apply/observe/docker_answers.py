@@ -129,7 +129,7 @@ def image_inspection(raw: Any) -> dict[str, Any]:
 
 
 def info(raw: Any) -> dict[str, Any]:
-    """GET /info: the fields the host checks read (docker_http.INFO_FIELDS), each of its own type."""
+    """GET /info: the fields the host checks read (adapters/host.docker_facts_from_info), each of its own type."""
     if not isinstance(raw, dict):
         raise _refuse("GET /info", raw, "an object")
     return _typed(raw, INFO)

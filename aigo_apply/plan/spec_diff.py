@@ -7,11 +7,11 @@ from typing import Any
 
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.observe.containers import ObservedContainer
-from aigo_apply.plan.types import Change
+from aigo_apply.plan.types import Change, Effect
 
 
 def image_moved(
-    ref: str, container: ObservedContainer, images: dict[str, str], effect: str = "recreate"
+    ref: str, container: ObservedContainer, images: dict[str, str], effect: Effect = "recreate"
 ) -> tuple[list[str], list[Change]]:
     """A container made from `ref` (repo:tag), which now names another image on this machine (pulled
     or rebuilt since), runs stale code: recreate it, as docker compose does. An image no longer here,

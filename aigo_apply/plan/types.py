@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from aigo_apply import __version__, safe_write
 from aigo_apply.config.engine_choice import ENGINE_NAMES
@@ -26,7 +26,12 @@ from aigo_apply.plan.replace_strategy import Strategy
 from aigo_apply.resources import schema_data
 
 FORMAT_VERSION = 1
-KINDS = ("pull", "download", "create", "recreate", "start", "remove", "reload_router", "noop")
+# The closed set of what an action does, and of what a field change costs (DESIGN.md, "effect class"):
+# every place that makes one is checked against these by the type checker, and a saved plan's by check_shape.
+ActionKind = Literal["pull", "download", "create", "recreate", "start", "remove", "reload_router", "noop"]
+Effect = Literal["recreate", "router", "none", "create", "remove"]
+KINDS: tuple[ActionKind, ...] = get_args(ActionKind)
+EFFECTS: tuple[Effect, ...] = get_args(Effect)
 CHANGING = frozenset(KINDS) - {"noop"}
 
 
@@ -35,7 +40,7 @@ class Change:
     path: str
     before: Any
     after: Any
-    effect: str  # "recreate" | "router" | "none" | "create" | "remove"
+    effect: Effect
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "before": self.before, "after": self.after, "effect": self.effect}
@@ -100,7 +105,7 @@ class Action:
     `restore` (apply --locked: aigo.lock's image put back under its tag); the JSON has each as `spec`."""
 
     address: str  # model.<alias> | router | image.<ref> | download.<repo@rev> | container.<name>
-    kind: str
+    kind: ActionKind
     reasons: tuple[str, ...]
     changes: tuple[Change, ...] = ()
     model: str | None = None
@@ -183,7 +188,7 @@ class Plan:
 
     @property
     def summary(self) -> dict[str, Any]:
-        counts = dict.fromkeys(KINDS, 0)
+        counts: dict[str, int] = dict.fromkeys(KINDS, 0)
         for action in self.actions:
             counts[action.kind] += 1
         return {**counts, "has_changes": self.has_changes, "blocked": bool(self.blockers)}
@@ -296,7 +301,7 @@ READINESS_CHECK_IDS = (
     "lock.drift",
 )  # fmt: skip
 _CHANGE = {
-    "path": "line", "before": "any", "after": "any", "effect": ("recreate", "router", "none", "create", "remove")
+    "path": "line", "before": "any", "after": "any", "effect": EFFECTS
 }  # fmt: skip
 _ACTION = {
     "address": "line", "kind": KINDS, "reasons": ["text"], "changes?": [_CHANGE], "model?": "line",

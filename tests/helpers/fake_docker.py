@@ -1,5 +1,5 @@
 """A Docker engine on a Unix socket that answers the plan's three GETs with recorded JSON: the
-bare-socket client (adapters/docker_http.py) and the no-op memo (app/noop_memo.py) are tested on it."""
+bare-socket client (adapters/docker_http.py) is tested on it."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Every fake appends to one shared `Log`, so a test can assert the order of everything that happened
 across the runtime, the waits and the router (`log.ops()`, `log.index(...)`), and, for the waits,
-when each began and ended (`log.intervals`)."""
+where in that order each began and ended (`log.intervals`: positions, never wall-clock times, so
+what a test concludes from them does not depend on how busy the machine is)."""
 
 from __future__ import annotations
 
@@ -47,15 +48,17 @@ class Log:
     def count(self, op: str, subject: str) -> int:
         return self.ops().count((op, subject))
 
-    def intervals(self, alias: str) -> list[tuple[float, float]]:
-        """(began, ended) of every wait for `alias` (ended: returned or raised)."""
-        begins = [t for op, s, t in self.entries if op == "wait_begin" and s == alias]
-        ends = [t for op, s, t in self.entries if op in ("wait_end", "wait_failed") and s == alias]
+    def intervals(self, alias: str) -> list[tuple[int, int]]:
+        """(began, ended) of every wait for `alias` as positions in the log (ended: returned or raised)."""
+        entries = self.entries
+        begins = [n for n, (op, s, _) in enumerate(entries) if op == "wait_begin" and s == alias]
+        ends = [n for n, (op, s, _) in enumerate(entries) if op in ("wait_end", "wait_failed") and s == alias]
         assert len(begins) == len(ends), f"unfinished wait for {alias}: {self.ops()}"
         return list(zip(begins, ends, strict=True))
 
 
-def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+def overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Two waits were in progress at once: each began before the other ended."""
     return max(a[0], b[0]) < min(a[1], b[1])
 
 
@@ -277,7 +280,10 @@ class FakeWaits:
     waiter whose `wait(engine)` logs wait_begin / wait_end (or wait_failed) for the engine's alias,
     sleeps `seconds` of real time (in short steps, stopping early when should_stop says so, as
     the real Waiter does), and raises NotReady for the aliases in `fail` (alias -> how many of its
-    waits fail; the later ones succeed)."""
+    waits fail; the later ones succeed). The waits of the aliases in `together` return only once all
+    of them have begun: a test of models that must load at the same time proves it by the order of
+    the log, whatever the machine's load (run one after the other, the first would never see the
+    others: after `apart_after` seconds it gives up and logs `wait_apart`)."""
 
     def __init__(
         self,
@@ -286,8 +292,12 @@ class FakeWaits:
         fail: Mapping[str, int] | None = None,
         log_tail: Iterable[str] = ("engine: out of memory",),
         on_begin: Callable[[Engine], None] | None = None,
+        together: Iterable[str] = (),
+        apart_after: float = 30.0,
     ):
         self.log, self.seconds = log, seconds
+        self.together = frozenset(together)
+        self._met = threading.Barrier(len(self.together), timeout=apart_after) if self.together else None
         self.fail = dict(fail or {})
         self.log_tail = list(log_tail)
         self.on_begin = on_begin
@@ -320,6 +330,11 @@ class _FakeWaiter:
         try:
             if waits.on_begin:
                 waits.on_begin(engine)
+            if waits._met is not None and engine.alias in waits.together:
+                try:
+                    waits._met.wait()
+                except threading.BrokenBarrierError:
+                    waits.log.add("wait_apart", engine.alias)
             deadline = time.monotonic() + waits.seconds
             while True:
                 if self.should_stop():

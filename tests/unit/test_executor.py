@@ -79,10 +79,10 @@ def kinds(plan, models_only=False) -> dict[str, str]:
 class World:
     """One executor with every collaborator faked, sharing one call log."""
 
-    def __init__(self, tmp_path: Path, d, seconds: float = 0.0, fail=None, routed=None, on_begin=None):
+    def __init__(self, tmp_path: Path, d, seconds: float = 0.0, fail=None, routed=None, on_begin=None, together=()):
         self.log = Log()
         self.rt = FakeRuntime(self.log)
-        self.waits = FakeWaits(self.log, seconds=seconds, fail=fail, on_begin=on_begin)
+        self.waits = FakeWaits(self.log, seconds=seconds, fail=fail, on_begin=on_begin, together=together)
         routes = {r.alias: r for r in d.router.routes if routed is None or r.alias in routed}
         self.routes = FakeRoutes(self.log, d.router.settings, routes if routed is not None else {})
         self.reporter = FakeReporter()
@@ -172,7 +172,7 @@ def test_create_two_models_waits_for_each_before_routing_it(tmp_path):
 
 def test_models_sharing_a_gpu_start_one_after_the_other(tmp_path):
     d = desired(tmp_path, config(alpha="[0]", beta="[0, 1]"))
-    w = World(tmp_path, d, seconds=0.05)
+    w = World(tmp_path, d)
     plan = plan_of(d, observe(d, w.rt), target=["alpha", "beta"])
     assert kinds(plan, models_only=True) == {"model.alpha": "create", "model.beta": "create"}
 
@@ -186,20 +186,18 @@ def test_models_sharing_a_gpu_start_one_after_the_other(tmp_path):
 
 def test_models_on_disjoint_gpus_and_without_gpus_load_at_the_same_time(tmp_path):
     d = desired(tmp_path, config(alpha="[0]", beta="[1]", gamma="none", delta="none"))
-    w = World(tmp_path, d, seconds=0.2)
+    w = World(tmp_path, d, together=("alpha", "beta", "gamma", "delta"))  # each wait returns once all four began
     plan = plan_of(d, observe(d, w.rt), target=["alpha", "beta", "gamma", "delta"])
 
-    began = time.monotonic()
     report = w.run(plan, routes=False)
-    took = time.monotonic() - began
 
     assert len(report.outcomes) == 4 and not report.failed
+    assert not w.log.ops("wait_apart"), w.log.ops()  # one after the other, the first would wait for the rest alone
     spans = {a: w.log.intervals(a)[0] for a in ("alpha", "beta", "gamma", "delta")}
     for a in spans:
         for b in spans:
             if a < b:
                 assert overlap(spans[a], spans[b]), (a, b, spans)
-    assert took < 0.75  # four 0.2 s waits side by side (one after the other: 0.8 s)
 
 
 @pytest.mark.parametrize(
@@ -209,7 +207,7 @@ def test_models_on_disjoint_gpus_and_without_gpus_load_at_the_same_time(tmp_path
 )
 def test_gpus_all_goes_alone_among_the_gpu_models(tmp_path, gpus):
     d = desired(tmp_path, config(**gpus, delta="none"))
-    w = World(tmp_path, d, seconds=0.15)
+    w = World(tmp_path, d, together=("alpha", "delta"))  # the first GPU model and the one without GPUs
     plan = plan_of(d, observe(d, w.rt), target=list(d.models))
 
     report = w.run(plan, routes=False)
@@ -227,12 +225,12 @@ def test_gpus_all_goes_alone_among_the_gpu_models(tmp_path, gpus):
         for other in others:
             w.before(("wait_end", other), ("create", f"aigo-lab-{every}"))
     # a model without GPUs waits for none of them
-    assert overlap(spans["delta"], spans["alpha"])
+    assert overlap(spans["delta"], spans["alpha"]) and not w.log.ops("wait_apart"), w.log.ops()
 
 
 def test_a_model_on_two_gpus_joins_the_lanes_of_both(tmp_path):
     d = desired(tmp_path, config(alpha="[0]", beta="[1]", gamma="[0, 1]"))
-    w = World(tmp_path, d, seconds=0.05)
+    w = World(tmp_path, d)
     plan = plan_of(d, observe(d, w.rt), target=list(d.models))
 
     w.run(plan, routes=False)

@@ -37,10 +37,10 @@ SECRET = "s3cr3t-value-never-shown-0123456789"
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
     import aigo_apply.adapters.docker_engine
-    import aigo_apply.app.kube_run
+    import aigo_apply.app.kube_platform
 
     api = FakeKubeAPI()
-    monkeypatch.setattr(aigo_apply.app.kube_run, "connect", lambda s: KubeClient.over_transport(api, s.namespace))
+    monkeypatch.setattr(aigo_apply.app.kube_platform, "connect", lambda s: KubeClient.over_transport(api, s.namespace))
 
     def refuse(*_a, **_k):
         raise AssertionError("Docker was reached")

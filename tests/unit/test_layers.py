@@ -58,12 +58,16 @@ LAZY_LIBRARIES = {
     "lightkube": "about 130 ms (httpx2): only the Kubernetes path talks to a cluster (adapters/kube_client.py)",
     "httpx2": "lightkube's HTTP client: its exceptions are mapped where lightkube is called",
     "msgspec": "lightkube's decoder: its exceptions are mapped where lightkube is called",
+    "traceback": "with linecache and tokenize: only an internal error prints one (cli/main.py)",
+    "fractions": "with decimal: only a decimal token count such as 25.6k needs exact arithmetic",
 }
 LAZY_INTERNAL = {
     # importer prefix -> why it imports the package lazily
     "aigo_apply.cli": "each command loads only the code it runs (`--version` starts in under 0.1 s)",
     "aigo_apply.__main__": "a Ctrl-C while the CLI loads exits quietly: its handler is set before the import",
-    "aigo_apply.adapters.docker_http": "the no-op memo's reads come before anything else loads: errors only on a refusal",
+    "aigo_apply.app.docker_platform": "the executor with its steps and waits (about 10 ms): only a plan with changes runs it; status's probes only status",
+    "aigo_apply.app.choose_platform": "the Kubernetes platform with lightkube's client: only a file for a cluster needs it",
+    "aigo_apply.app.planning": "huggingface_hub's adapter: only a plan with a download missing, or a lock pinning a branch, asks the Hub",
 }
 
 

@@ -33,12 +33,12 @@ def saved(tmp_path):
 @pytest.fixture
 def no_docker(monkeypatch):
     """Fails the test if anything reaches for Docker."""
-    import aigo_apply.app.apply
+    import aigo_apply.app.docker_platform
 
     def refuse(*_a, **_k):
         raise AssertionError("Docker was reached")
 
-    monkeypatch.setattr(aigo_apply.app.apply, "_docker", refuse)
+    monkeypatch.setattr(aigo_apply.app.docker_platform, "_docker", refuse)
 
 
 def _apply(capsys, *args):

@@ -71,7 +71,7 @@ def planned(tmp_path, monkeypatch):
     seen = observed(d, running(d)[:1], downloaded=False)
     requests = []
 
-    def make_plan(file, request=None, runtime=None, platform=None):
+    def make_plan(platform, request=None):
         requests.append(request)
         return build_plan(d, seen, None, request)
 
@@ -165,7 +165,7 @@ def test_the_error_boundary_escapes_any_message(capsys, planned, monkeypatch, co
     """A message made anywhere (here the planner's --target refusal) cannot reach the terminal raw."""
     import aigo_apply.app.planning
 
-    def refuse(file, request=None, runtime=None, platform=None):
+    def refuse(platform, request=None):
         raise UsageProblem("--target x: no model '\x1b[2J\x07' in \u202eaigo.yaml")
 
     monkeypatch.setattr(aigo_apply.app.planning, "make_plan", refuse)
@@ -174,10 +174,10 @@ def test_the_error_boundary_escapes_any_message(capsys, planned, monkeypatch, co
 
 
 def test_a_saved_plan_s_strings_are_refused_or_shown_escaped(tmp_path, capsys, monkeypatch):
-    import aigo_apply.app.apply
+    import aigo_apply.app.docker_platform
     from aigo_apply.plan.types import save as save_plan
 
-    monkeypatch.setattr(aigo_apply.app.apply, "_docker", lambda: pytest.fail("Docker was reached"))
+    monkeypatch.setattr(aigo_apply.app.docker_platform, "_docker", lambda: pytest.fail("Docker was reached"))
     d = desired(tmp_path)
     path = tmp_path / "plan.json"
     save_plan(build_plan(d, observed(d, running(d)[:1], downloaded=False)), path)

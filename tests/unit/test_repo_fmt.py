@@ -145,6 +145,16 @@ def test_examples_format_to_a_fixed_point_with_the_same_meaning(example, tmp_pat
     assert Counter(comments(out)) == Counter(comments(text))
 
 
+def test_every_example_is_already_formatted():
+    """`fmt --check` passes on every config in examples/, as a config repo's pre-commit hook would run
+    it (a key moved in the layout must move in the examples too). examples/ci/ holds a GitHub workflow,
+    not a config."""
+    configs = sorted(str(p.relative_to(ROOT)) for p in EXAMPLES.rglob("*.y*ml") if "ci" not in p.parts)
+    assert "examples/demo.yaml" in configs and len(configs) >= 7, configs
+    check = aigo("fmt", "--check", *configs, cwd=ROOT)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
 def test_crlf_and_byte_order_mark_are_kept(tmp_path):
     text = "\ufeffproject: lab\r\nversion: 1\r\nmodels:\r\n  m:\r\n    context_length: 8\r\n    source: {repo: a/b}\r\n"
     out = fmt(tmp_path, text)

@@ -235,7 +235,7 @@ def test_a_hostile_route_table_in_the_state_folder_is_not_taken(tmp_path):
 
 
 def test_router_for_never_takes_the_folder_or_image_from_a_label(tmp_path, monkeypatch):
-    from aigo_apply.app.apply import router_for
+    from aigo_apply.app.docker_platform import router_for
     from aigo_apply.plan.types import Plan
 
     monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))

@@ -326,7 +326,6 @@ def test_errors_keep_the_callers_type_and_name_the_file(tmp_path):
 OTHER_WRITERS = {
     "aigo_apply.router.deploy": "the router's files: each configuration in a fresh generation folder it "
     "creates itself (0700, in the state folder), and a `live` link swapped by rename",
-    "aigo_apply.app.noop_record": "the no-op memo in the state folder (being removed, issue 28)",
     "aigo_apply.apply.journal": "the apply journal: appended to, in the state folder",
     "aigo_apply.apply.project_lock": "the project's lock file (flock), in the state folder",
     "aigo_apply.apply.swap_steps": "swap-group holds, in the state folder",

@@ -1,0 +1,30 @@
+"""Which platform a run acts on, chosen once from the file's `platform:` or `--platform`, with the
+file read once: Docker on this machine (app/docker_platform.py) or a Kubernetes cluster
+(app/kube_platform.py), both the Platform of app/platform.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.app.docker_platform import DockerPlatform
+from aigo_apply.app.host_context import current_host
+from aigo_apply.app.platform import Platform
+from aigo_apply.config.load import choose_file, load_config
+from aigo_apply.desired.build import build_desired
+from aigo_apply.kube.settings import platform_of
+
+
+def open_platform(
+    file: str | None, platform: str | None = None, runtime: Runtime | None = None, plans: bool = False
+) -> Platform[Any]:
+    """The platform `file` deploys to (`platform` overrides its `platform:`), with the file read
+    once. `runtime`: the Docker runtime to use (tests; default Docker's own). `plans`: the run makes
+    a plan from the file (plan, apply), not only reads or removes what runs (status, destroy)."""
+    config = load_config(choose_file(file))
+    if (platform or platform_of(config.data)) == "kubernetes":
+        from aigo_apply.app.kube_platform import KubePlatform  # lightkube's client: only a cluster's path needs it
+
+        return KubePlatform(config)
+    desired = build_desired(config, current_host())
+    return DockerPlatform(desired.project, desired.file, desired, runtime, plans)

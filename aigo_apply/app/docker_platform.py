@@ -1,0 +1,211 @@
+"""This machine's Docker as a platform (app/platform.py): the project's lock in its state folder, the
+machine read with three calls (app/planning.observe), the plan made with the host's facts, the Hub
+and aigo.lock (app/planning.plan_for), the executor with the router's adapter (apply/executor.py),
+and after a good run aigo.lock written (apply) or the router's files and the cache volume removed
+(destroy)."""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.app.planning import observe, plan_for
+from aigo_apply.app.platform import Run
+from aigo_apply.app.router_keys import digest_of, read_keys
+from aigo_apply.apply.project_lock import ProjectLock
+from aigo_apply.apply.state_dir import state_dir, state_path
+from aigo_apply.desired import labels
+from aigo_apply.desired.engines.common import cache_volume
+from aigo_apply.desired.engines.router import settings_of
+from aigo_apply.desired.model_store import read_markers
+from aigo_apply.desired.types import SOCKETS_FOLDER, DesiredState
+from aigo_apply.errors import AigoError, PlanFileError
+from aigo_apply.observe.containers import ObservedState
+from aigo_apply.plan import lockfile
+from aigo_apply.plan.facts import PlanRequest
+from aigo_apply.plan.planner import destroy_plan
+from aigo_apply.plan.text import shown
+from aigo_apply.plan.types import Plan
+from aigo_apply.router.deploy import Router
+
+if TYPE_CHECKING:
+    from aigo_apply.app.platform import ApplyOptions, Console, Execution
+
+_UNREAD: Any = object()
+
+
+class DockerPlatform:
+    name = "docker"
+    where = ""
+
+    def __init__(
+        self, project: str, file: str, desired: DesiredState | None, runtime: Runtime | None = None, plans: bool = False
+    ):
+        """`desired` None: destroy --project, which reads no file. `plans`: this run makes a plan from
+        the file, so observe reads the model folders' download markers too, and asks GET /info on a
+        connection of its own while the lists are read (the plan's host checks read it after them)."""
+        self.project, self.file, self.desired = project, file, desired
+        self._runtime = runtime
+        self._plans = plans
+        self._lock_data: dict[str, Any] | None = _UNREAD
+
+    @property
+    def runtime(self) -> Runtime:
+        """The Docker runtime, made on first use: nothing before the file and the options are checked
+        (admit) reaches for Docker."""
+        if self._runtime is None:
+            self._runtime = _docker()
+        return self._runtime
+
+    @classmethod
+    def of_project(cls, project: str, file: str | None = None, runtime: Runtime | None = None) -> DockerPlatform:
+        """destroy --project NAME: the project's containers, without a config file."""
+        return cls(project, file or "(--project)", None, runtime)
+
+    def _desired(self) -> DesiredState:
+        if self.desired is None:
+            raise AigoError(f"project '{self.project}': this needs its config file (-f)")
+        return self.desired
+
+    @property
+    def aigo_lock(self) -> dict[str, Any] | None:
+        """aigo.lock beside the file (None: there is none), read once per run."""
+        if self._lock_data is _UNREAD:
+            self._lock_data = lockfile.read(lockfile.path_for(self._desired().file))
+        return self._lock_data
+
+    def admit(self, request: PlanRequest, saved: Plan | None) -> None:
+        desired = self._desired()
+        lock = self.aigo_lock  # read (and refused when unreadable) before the project is locked
+        if saved and desired.project != saved.project:
+            raise PlanFileError(
+                f"the plan is for project '{saved.project}', but {shown(desired.file)} is project "
+                f"'{desired.project}'; pass the plan's config file with -f (nothing was changed)"
+            )
+        if request.locked and lock is None:
+            raise AigoError(
+                f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
+                "without --locked to write it (nothing was changed)"
+            )
+
+    def lock(self, command: str, timeout: float) -> AbstractContextManager[object]:
+        return ProjectLock(state_dir(self.project), self.project, command, timeout)
+
+    def observe(self) -> ObservedState:
+        if not self._plans:
+            return observe(self.project, self.runtime)
+        ask_ahead = getattr(self.runtime, "prefetch_info", None)  # Docker's own runtime asks GET /info ahead
+        if ask_ahead is not None:
+            ask_ahead()
+        return observe(self.project, self.runtime, self.desired)
+
+    def plan(self, observed: ObservedState, request: PlanRequest) -> Plan:
+        return plan_for(self._desired(), observed, self.runtime, request, self.aigo_lock)
+
+    def destroy_plan(self, observed: ObservedState) -> Plan:
+        return destroy_plan(self.project, self.file, observed)
+
+    def show(self, console: Console, command: str, plan: Plan) -> None:
+        console.show_plan(plan)
+
+    def executor(self, command: str, plan: Plan, observed: ObservedState, opts: ApplyOptions) -> Execution:
+        from aigo_apply.apply.executor import Executor  # with its steps and waits: only changes need them
+        from aigo_apply.apply.journal import Journal
+
+        routes = router_for(plan, observed, self.runtime, self.desired if command == "apply" else None)
+        executor = Executor(self.runtime, opts.console, Journal(state_dir(self.project)), routes=routes)
+        return Run(executor.interrupted, lambda: executor.run(plan))
+
+    def settled(self, command: str, plan: Plan, opts: ApplyOptions) -> None:
+        """After a run that ended well (nothing to do, or done): an apply of the whole file records
+        what is installed in aigo.lock; destroy removes the router's files and the cache volume."""
+        if command == "apply" and self.desired is not None and not opts.target:
+            record_lock(self.desired, self.runtime)
+        elif command == "destroy":
+            shutil.rmtree(state_path(self.project) / "router", ignore_errors=True)
+            _remove_cache_volume(self.project, self.runtime, opts.console)
+
+    def status(self) -> dict[str, Any]:
+        from aigo_apply.app.status import collect  # with its parallel probes: only status needs it
+
+        return collect(self._desired(), observe(self.project, self.runtime))
+
+    def status_text(self, report: dict[str, Any]) -> str:
+        from aigo_apply.app.status import render
+
+        return render(report)
+
+
+def _docker() -> Runtime:
+    return DockerRuntime()
+
+
+def record_lock(desired: DesiredState, runtime: Runtime) -> None:
+    """After a successful apply: aigo.lock records the images and model commits now installed."""
+
+    data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
+    lockfile.write(lockfile.path_for(desired.file), data)
+
+
+def _remove_cache_volume(project: str, runtime: Runtime, console: Console) -> None:
+    """The project's cache volume goes only when its labels say aigo-apply made it for this project:
+    a volume of that name without them (the user's own, or one an older aigo-apply let Docker make)
+    is kept, and destroy says so."""
+    volume = cache_volume(project)
+    found = runtime.volume_labels(volume)
+    if found is None:
+        return
+    if labels.owns_volume(found, project):
+        if runtime.remove_volume(volume):
+            console.say(f"removed the cache volume {volume}")
+        return
+    console.say(
+        f"kept the volume {volume}: it does not carry aigo-apply's labels for project '{project}', so "
+        f"aigo-apply did not make it (or an older version did); remove it with `docker volume rm {volume}` "
+        "if it is not needed",
+        err=True,
+    )
+
+
+def router_for(
+    plan: Plan, observed: ObservedState, runtime: Runtime, desired: DesiredState | None = None
+) -> Router | None:
+    """The router adapter for this run, from the plan's router spec or (a targeted apply, watch) the
+    desired one; None when the project has no router (yet). Nothing is taken from the running
+    router's labels: its files live in this tool's own state folder, whatever a label says."""
+
+    action = next((a for a in plan.actions if a.is_router), None)
+    if action and action.kind == "remove":
+        # destroy: the router goes last and takes its routes with it, so no reload is needed (one
+        # would need the API keys to verify, and a destroy must work without them); the router's
+        # files go afterwards, from this tool's own state folder (never a folder a label names)
+        return None
+    spec = action.spec if action and action.spec else None
+    if spec is None and desired is not None and observed.router is not None:
+        spec = desired.router.spec
+    if not spec:
+        return None
+    folder = state_path(plan.project) / "router"
+    for key, wanted in (("config_dir", folder), ("sockets_dir", folder.parent / SOCKETS_FOLDER)):
+        if spec.get(key) != str(wanted):
+            raise AigoError(
+                f"the router's {key} {spec.get(key)!r} is not {wanted}, in this tool's state folder for the "
+                "project (nothing was changed)"
+            )
+    keys = read_keys(spec)
+    settings = settings_of(plan.project, spec, digest_of(plan.project, keys))
+    if desired is not None:  # swap groups shape the router's files, not its container (config/swap_groups.py)
+        settings = replace(settings, swap_groups=desired.swap_groups)
+    return Router(
+        runtime,
+        folder,
+        settings,
+        f"aigo-{plan.project}-router",
+        spec["image"],
+        keys,
+        spec.get("user"),
+    )

@@ -1,0 +1,97 @@
+"""The platform seam of the use cases: where plan, apply, destroy and status act, chosen once from
+the file's `platform:` or `--platform` (app/choose_platform.py) and then handed to the one converge
+loop (app/converge.py), with the options of a run (ApplyOptions) and how it talks (Console). Docker (app/docker_platform.py) and Kubernetes (app/kube_platform.py) implement
+the same typed Protocol; the planner never knows which one it plans for.
+
+What a platform does, in the loop's order: `lock` the project, `observe` what runs, make the `plan`
+from it (the facts only this platform has: Docker's host checks, the Hub and aigo.lock; the cluster's
+rendered objects), `show` it, run it through its `executor`, and, once a run ended well, `settled`
+(Docker's aigo.lock, destroy's leftovers). `status` is its one-screen report."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from aigo_apply.apply.outcome import Reporter
+from aigo_apply.desired.types import DesiredState
+from aigo_apply.plan.facts import PlanRequest
+from aigo_apply.plan.types import Plan
+
+if TYPE_CHECKING:
+    from aigo_apply.apply.outcome import ApplyReport
+
+Observed = TypeVar("Observed")
+
+
+class Execution(Protocol):
+    """One run of a plan: `interrupted` is set by the first Ctrl-C (the current step finishes)."""
+
+    @property
+    def interrupted(self) -> threading.Event: ...
+    def run(self) -> ApplyReport: ...
+
+
+@dataclass(frozen=True)
+class Run:
+    """An Execution: the executor's interrupt flag and how to run the plan with it."""
+
+    interrupted: threading.Event
+    go: Callable[[], ApplyReport]
+
+    def run(self) -> ApplyReport:
+        return self.go()
+
+
+class Console(Reporter, Protocol):
+    """How apply and destroy talk to the user (cli/reporter.py: human lines, or JSON lines with -o json):
+    the executors' events, and the plan and sentences of the loop around them."""
+
+    def show_plan(self, plan: Plan) -> None: ...
+    def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None: ...
+
+
+@dataclass
+class ApplyOptions:
+    console: Console
+    file: str | None = None
+    planfile: Path | None = None
+    yes: bool = False
+    pull: str = "missing"
+    output: str = "text"
+    lock_timeout: float = 0.0
+    replace: tuple[str, ...] = ()
+    target: tuple[str, ...] = ()
+    confirm: Callable[[str], bool] | None = None  # asks the user; None when there is no terminal
+    ignore: tuple[str, ...] = ()  # readiness check ids the user chose to ignore
+    locked: bool = False  # install exactly what aigo.lock records
+    platform: str | None = None  # --platform; None: the file's own (Docker unless it says kubernetes)
+    force_conflicts: bool = False  # Kubernetes: take over fields another field manager owns
+
+
+class Platform(Protocol[Observed]):
+    name: str  # "docker" or "kubernetes"
+    where: str  # how the confirmation names the target: "" (this machine) or " on the cluster"
+    project: str
+    file: str
+
+    @property
+    def desired(self) -> DesiredState | None:
+        """The file's desired state; None for destroy --project, which reads no file."""
+
+    def admit(self, request: PlanRequest, saved: Plan | None) -> None:
+        """Refuse, before anything is observed, what this platform cannot do for this request."""
+
+    def lock(self, command: str, timeout: float) -> AbstractContextManager[object]: ...
+    def observe(self) -> Observed: ...
+    def plan(self, observed: Observed, request: PlanRequest) -> Plan: ...
+    def destroy_plan(self, observed: Observed) -> Plan: ...
+    def show(self, console: Console, command: str, plan: Plan) -> None: ...
+    def executor(self, command: str, plan: Plan, observed: Observed, opts: ApplyOptions) -> Execution: ...
+    def settled(self, command: str, plan: Plan, opts: ApplyOptions) -> None: ...
+    def status(self) -> dict[str, Any]: ...
+    def status_text(self, report: dict[str, Any]) -> str: ...
