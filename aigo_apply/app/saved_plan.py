@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.errors import PlanFileError
-from aigo_apply.plan import types as plan_file
+from aigo_apply.plan import plan_file
+from aigo_apply.plan.plan_file import REMAKE
 from aigo_apply.plan.text import shown
-from aigo_apply.plan.types import REMAKE, Plan
+from aigo_apply.plan.types import Plan
 
 
 def config_of(saved: Plan) -> str:

@@ -27,7 +27,7 @@ def path_value(ctx: click.Context, param: click.Parameter, value: str | Path | N
 
 
 def _check_ids(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
-    from aigo_apply.plan.types import READINESS_CHECK_IDS
+    from aigo_apply.plan.plan_file import READINESS_CHECK_IDS
 
     unknown = next((v for v in values if v not in READINESS_CHECK_IDS), None)
     if unknown is not None:

@@ -7,7 +7,8 @@ from typing import Any
 
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.observe.containers import ObservedContainer
-from aigo_apply.plan.types import Change, Effect
+from aigo_apply.plan.plan_file import Effect
+from aigo_apply.plan.types import Change
 
 
 def image_moved(

@@ -9,29 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 from aigo_apply import __version__, safe_write
-from aigo_apply.config.engine_choice import ENGINE_NAMES
-from aigo_apply.config.rules import ALIAS_RE
 from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
-from aigo_apply.plan.facts import PULL_POLICIES, PlanRequest
+from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.lockfile import LockRestore
+from aigo_apply.plan.plan_file import FORMAT_VERSION, KINDS, REMAKE, ActionKind, Effect, check_shape
 from aigo_apply.plan.replace_strategy import Strategy
-from aigo_apply.resources import schema_data
 
-FORMAT_VERSION = 1
 # The closed set of what an action does, and of what a field change costs (DESIGN.md, "effect class"):
 # every place that makes one is checked against these by the type checker, and a saved plan's by check_shape.
-ActionKind = Literal["pull", "download", "create", "recreate", "start", "remove", "reload_router", "noop"]
-Effect = Literal["recreate", "router", "none", "create", "remove"]
-KINDS: tuple[ActionKind, ...] = get_args(ActionKind)
-EFFECTS: tuple[Effect, ...] = get_args(Effect)
 CHANGING = frozenset(KINDS) - {"noop"}
 
 
@@ -148,10 +139,8 @@ class Action:
             value = self.payload() if key == "spec" else getattr(self, key)
             if value is not None:
                 out[key] = value
-        if self.strategy is not None:
-            out["strategy"] = self.strategy.to_dict()
-        if self.slot != "a":
-            out["slot"] = self.slot
+        out |= {"strategy": self.strategy.to_dict()} if self.strategy is not None else {}
+        out |= {"slot": self.slot} if self.slot != "a" else {}
         out["notes"] = list(self.notes)
         return out
 
@@ -284,121 +273,7 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
     )
 
 
-# --- the plan file: its shape, and writing it (`plan --out`) ----------------------------------------
-# A plan file may come from a repository nobody reviewed: app/apply.read_plan reads it bounded and strict,
-# and from_dict checks its depth and whole shape here before any value is used. Unknown keys are refused:
-# this tool writes every plan file, and FORMAT_VERSION changes with its shape.
-MAX_DEPTH = 32
-REMAKE = "make a new one with `aigo-apply plan --out` (nothing was changed)"
-# The ids of the readiness checks (plan/host_checks.py, gpu_ledger.py, apply/secret_checks.py,
-# app/router_keys.py and app/planning.py make them): the only ones --ignore-readiness and a saved
-# plan's request accept. tests/unit/test_plan_file_hostile_cli.py keeps this list equal to the code's.
-READINESS_CHECK_IDS = (
-    "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",
-    *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),
-    "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "host.memory", "engine.moe_backend", "model.path",
-    "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open", "router.port", "lock.image",
-    "lock.drift",
-)  # fmt: skip
-_CHANGE = {
-    "path": "line", "before": "any", "after": "any", "effect": EFFECTS
-}  # fmt: skip
-_ACTION = {
-    "address": "line", "kind": KINDS, "reasons": ["text"], "changes?": [_CHANGE], "model?": "line",
-    "container?": "line", "image?": "line", "spec?": "object", "ready_timeout?": "seconds", "diff?": "text",
-    "notes?": ["text"], "strategy?": {"name": ("parallel", "recreate"), "why": "text"}, "slot?": ("b",),
-}  # fmt: skip
-_BLOCKER = {"id": "line", "address?": "line", "message": "text", "remediation": "text"}
-_SWAP_GROUP = {
-    "name": "line", "max_awake": "count", "members": ["alias"], "gpus": "any", "awake_after_apply": ["alias"]
-}  # fmt: skip
-_REQUEST = {"replace": ["alias"], "target": ["alias"], "ignore": ["check_id"], "pull": PULL_POLICIES, "locked": "bool"}
-_PLAN = {
-    "format_version": "version", "aigo_apply_version?": "line", "project": "project", "config_file": "path",
-    "fingerprint": "fingerprint", "actions": [_ACTION], "blockers?": [_BLOCKER], "warnings?": ["text"],
-    "gpu_ledger?": ["object"], "lanes?": [["line"]], "request": _REQUEST, "summary?": "object",
-    "swap_groups?": [_SWAP_GROUP],
-}  # fmt: skip
-
-
-def _matching(pattern: str) -> Callable[[Any], bool]:
-    compiled = re.compile(pattern)
-    return lambda v: isinstance(v, str) and compiled.fullmatch(v) is not None
-
-
-_SCALARS: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "any": ("any JSON value", lambda v: True),
-    "object": ("an object", lambda v: isinstance(v, dict)),
-    "bool": ("true or false", lambda v: isinstance(v, bool)),
-    "version": (f"the integer {FORMAT_VERSION}", lambda v: type(v) is int and v == FORMAT_VERSION),
-    "seconds": ("a number of seconds", lambda v: type(v) in (int, float) and 0 <= v <= 1e9),
-    "count": ("an integer from 1 to 16", lambda v: type(v) is int and 1 <= v <= 16),
-    "text": ("a string", lambda v: isinstance(v, str)),
-    "line": ("one line of printable text", lambda v: isinstance(v, str) and len(v) <= 4096 and v.isprintable()),
-    "path": ("a file path", lambda v: isinstance(v, str) and 0 < len(v) <= 4096 and v.isprintable()),
-    "project": ("a project name", _matching(schema_data("aigo.schema.json")["properties"]["project"]["pattern"])),
-    "fingerprint": ("sha256: and 64 hex digits", _matching(r"sha256:[0-9a-f]{64}")),
-    "alias": ("a model's alias", _matching(ALIAS_RE.pattern)),
-    "check_id": (f"a readiness check id ({', '.join(READINESS_CHECK_IDS)})", lambda v: v in READINESS_CHECK_IDS),
-}
-
-
-def check_shape(data: Any) -> None:
-    """Raise PlanFileError naming the first place (`actions[2].kind`) where `data` is not a plan."""
-    if _depth(data) > MAX_DEPTH:
-        raise PlanFileError(f"the plan nests deeper than {MAX_DEPTH} levels (a plan needs about 8); {REMAKE}")
-    problem = _mismatch(data, _PLAN, "")
-    if problem:
-        raise PlanFileError(f"the plan file is damaged or was edited by hand: {problem}; {REMAKE}")
-
-
-def _mismatch(value: Any, shape: Any, where: str) -> str | None:
-    if isinstance(shape, dict):
-        if not isinstance(value, dict):
-            return f"{where or 'the document'} is {_kind(value)}, not an object"
-        keys = {k.rstrip("?"): k for k in shape}
-        unknown = sorted(set(value) - set(keys))
-        if unknown:
-            return f"{where or 'the document'} has a key this version never writes: {unknown[0][:64]!r}"
-        for key, spec in keys.items():
-            here = f"{where}.{key}" if where else key
-            if value.get(key) is None and spec.endswith("?"):
-                continue
-            if key not in value:
-                return f"{here} is missing"
-            if problem := _mismatch(value[key], shape[spec], here):
-                return problem
-        return None
-    if isinstance(shape, list):
-        if not isinstance(value, list):
-            return f"{where} is {_kind(value)}, not a list"
-        return next((p for i, v in enumerate(value) if (p := _mismatch(v, shape[0], f"{where}[{i}]"))), None)
-    if isinstance(shape, tuple):
-        return None if isinstance(value, str) and value in shape else f"{where} is not one of {', '.join(shape)}"
-    what, test = _SCALARS[shape]
-    return None if test(value) else f"{where} is {_kind(value)}, not {what}"
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, str):
-        return f"the string {value[:40]!r}" + ("..." if len(value) > 40 else "")
-    name = {bool: "a boolean", int: "an integer", float: "a number", list: "a list", dict: "an object"}
-    small = type(value) in (int, float) and abs(value) < 1e40
-    return f"{name[type(value)]} {value!r}" if small else name.get(type(value), "null")
-
-
-def _depth(data: Any) -> int:
-    """How deeply lists and objects nest in `data` (without recursion: it may be very deep)."""
-    deepest, stack = 0, [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            deepest = max(deepest, depth)
-            if depth <= MAX_DEPTH:
-                stack += [(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value)]
-    return deepest
-
-
+# --- writing the plan file (`plan --out`); its shape is checked in plan/plan_file.py ----------------------
 def save(plan: Plan, path: Path) -> None:
     """Write the plan file the one safe way (aigo_apply/safe_write.py)."""
     text = json.dumps(plan.to_dict(), indent=2) + "\n"

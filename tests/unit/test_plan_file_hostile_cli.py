@@ -22,9 +22,10 @@ import pytest
 import aigo_apply
 from aigo_apply.cli.reporter import JsonReporter, TextReporter
 from aigo_apply.errors import UsageProblem
+from aigo_apply.plan.plan_file import READINESS_CHECK_IDS
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.text import plan_text, printable, shown
-from aigo_apply.plan.types import READINESS_CHECK_IDS, Action, Blocker, Change, Plan
+from aigo_apply.plan.types import Action, Blocker, Change, Plan
 
 from helpers.configs import write_config
 from helpers.planner_inputs import CONFIG, desired, observed, running
