@@ -46,7 +46,7 @@ from aigo_apply.desired.engines.common import with_slot
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.types import EngineAddress, RouterSettings
 from aigo_apply.errors import AigoError, Interrupted, PlanFileError
-from aigo_apply.observe.label_checks import engine_names, router_name
+from aigo_apply.observe.label_checks import names_of
 from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.types import Action, Plan
 from aigo_apply.router.deploy import wait_serving
@@ -249,7 +249,7 @@ class Executor:
 
 def _check_remove(project: str, action: Action) -> None:
     """A remove names one of the containers the tool derives for its model (or the router's name)."""
-    names = (router_name(project),) if action.is_router else engine_names(project, action.model or "")
+    names = names_of(project, None if action.is_router else action.model or "")
     if not action.model and not action.is_router or action.container not in names:
         raise PlanFileError(
             f"{action.address}: the plan removes container {action.container!r}, which is not a name "

@@ -52,6 +52,14 @@ def next_name(project: str, alias: str) -> str:
     return container_name(project, alias) + NEXT_SUFFIX
 
 
+def names_of(project: str, alias: str | None) -> tuple[str, ...]:
+    """Every name aigo-apply gives a container of `alias` (the router's when None): the only names a
+    plan may remove and a label may be trusted under."""
+    if alias is None:
+        return router_name(project), router_name(project) + NEXT_SUFFIX
+    return (*engine_names(project, alias), next_name(project, alias))
+
+
 def label_problem(name: str, labels: dict[str, str], project: str) -> str | None:
     """Why a container carrying this project's labels cannot be one the tool made, or None."""
     for key in REQUIRED:
@@ -71,7 +79,7 @@ def label_problem(name: str, labels: dict[str, str], project: str) -> str | None
 
 
 def _router_problem(name: str, labels: dict[str, str], project: str) -> str | None:
-    if name not in (router_name(project), router_name(project) + NEXT_SUFFIX):
+    if name not in names_of(project, None):
         return f"it is labelled the router but is named {shown(name)}, not {router_name(project)}"
     if L.MODEL in labels:
         return f"it is labelled the router but also names a model in label {L.MODEL}"
@@ -83,7 +91,7 @@ def _engine_name_problem(name: str, alias: str, project: str) -> str | None:
     if reserved_problem(project, alias):
         return f"label {L.MODEL} is {shown(alias)}, an alias that ends like a name aigo-apply keeps for itself"
     own, kept = engine_names(project, alias)
-    if name not in (own, kept, next_name(project, alias)):
+    if name not in names_of(project, alias):
         return (
             f"it is labelled model '{alias}' but is named {display_name(name)}, not {own} (the only name "
             f"aigo-apply gives that model, besides {kept} and {next_name(project, alias)} during a replace)"

@@ -157,14 +157,13 @@ def rendered(config: Path) -> dict[str, list[str]]:
 
 
 def with_flags(base: list[str], flags: dict[str, str]) -> list[str]:
-    """The base command line with each flag's value replaced, or the flag added before --port."""
+    """The base command line with each flag's value replaced, or the flag added at its end."""
     argv = list(base)
     for flag, value in flags.items():
         if flag in argv:
             argv[argv.index(flag) + 1] = value
         else:
-            at = argv.index("--port")
-            argv[at:at] = [flag, value]
+            argv += [flag, value]
     return argv
 
 

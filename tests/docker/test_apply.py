@@ -172,13 +172,23 @@ def test_locked_apply_puts_back_the_image_aigo_lock_records(runtime, project, tm
         ('AIGO_STUB_NEVER_READY: "1"', "was not ready after 3 s"),
     ],
 )
-def test_failed_recreate_restores_the_previous_container(runtime, project, tmp_path, state, behaviour, expected):
+@pytest.mark.parametrize(
+    "update, kept",
+    [
+        ("recreate", "the previous version was restored and serves again"),
+        ("parallel", "the new engine was removed, and the previous aigo-{project}-chat served throughout"),
+    ],
+)
+def test_failed_replace_keeps_the_previous_container(
+    runtime, project, tmp_path, state, behaviour, expected, update, kept
+):
     assert run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env=state).returncode == 0
     before = ids(runtime, project)
-    bad = config(tmp_path, project, chat_env=", " + behaviour.replace(": ", ": ", 1), ready_timeout=3)
+    bad = config(tmp_path, project, chat_env=", " + behaviour, ready_timeout=3)
+    bad.write_text(bad.read_text().replace("ready_timeout: 3}", f"ready_timeout: 3, update: {update}}}"))
     result = run_cli("apply", "-f", str(bad), "-y", env=state)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert expected in result.stderr and "the previous version was restored and serves again" in result.stderr
+    assert expected in result.stderr and kept.format(project=project) in result.stderr, result.stderr
     if "FAIL_START" in behaviour:
         assert "RuntimeError: stub engine told to fail at start-up" in result.stdout  # the log tail
     after = ids(runtime, project)
@@ -189,7 +199,8 @@ def test_failed_recreate_restores_the_previous_container(runtime, project, tmp_p
     listed = json.load(urllib.request.urlopen(f"http://127.0.0.1:{router_port}/v1/models", timeout=5))
     assert sorted(m["id"] for m in listed["data"]) == ["chat", "tools"]
     names = {c["Names"][0] for c in runtime.list_containers()}
-    assert f"/aigo-{project}-chat" in names and not [n for n in names if n.endswith("-aigo-previous")]
+    assert f"/aigo-{project}-chat" in names
+    assert not [n for n in names if n.endswith(("-aigo-previous", "-aigo-next"))]
     # the failed apply leaves the plan showing the change still to do
     plan = run_cli("plan", "-f", str(bad), "--detailed-exitcode", env=state)
     assert plan.returncode == 2 and "# model.chat will be replaced" in plan.stdout

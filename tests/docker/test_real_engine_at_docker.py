@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -234,19 +233,14 @@ def test_a_changed_setting_replaces_the_engine_beside_the_serving_one_and_no_req
     """A parallel replace of the real engine under a bounded load through the router (4 clients):
     the new engine loads beside the serving one, takes the route once it serves, the old one drains."""
     before = engine_ids(runtime, real.name)
-    load = Load(f"http://127.0.0.1:{real.router_port}", "chat", clients=4, max_tokens=1, seconds=600).start()
-    time.sleep(2.0)
-    began = time.monotonic()
-    result = real.cli("apply", "-f", str(real.config(max_num_seqs=2)), "-y")
-    ended = time.monotonic()
-    time.sleep(1.0)
-    results = load.stop()
+    load = Load(f"http://127.0.0.1:{real.router_port}", "chat", clients=4, max_tokens=1, seconds=600)
+    change = load.across(lambda: real.cli("apply", "-f", str(real.config(max_num_seqs=2)), "-y"), steady=2.0)
+    result = change.value
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(because vllm.max_num_seqs changed)" in result.stdout
     assert "(how: parallel: no GPU: the old and the new engine run side by side)" in result.stdout
-    assert not Load.failed(results), Load.failed(results)[:5]
-    during = Load.during(results, began, ended)
-    assert len(during) >= 200, (len(during), len(results))
+    assert not change.failed, change.failed[:5]
+    assert len(change.during) >= 200, (len(change.during), len(change.results))
     assert "Apply complete: 1 replaced." in result.stdout
     after = engine_ids(runtime, real.name)
     assert after["chat"] != before["chat"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
-import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -42,10 +42,12 @@ class Project:
             """) + (f"    update: {update}\n" if update else "")
         return str(write_config(self.tmp, text))
 
-    def apply(self, path: str) -> tuple[subprocess.CompletedProcess, float, float]:
-        began = time.monotonic()
-        result = run_cli("apply", "-f", path, "-y", env=self.env, timeout=180)
-        return result, began, time.monotonic()
+    def apply(self, path: str) -> subprocess.CompletedProcess:
+        return run_cli("apply", "-f", path, "-y", env=self.env, timeout=180)
+
+    def applied(self, path: str) -> None:
+        result = self.apply(path)
+        assert result.returncode == 0, result.stdout + result.stderr
 
     def max_model_len(self) -> int:
         return httpx.get(f"{self.url}/v1/models", timeout=5).json()["data"][0]["max_model_len"]
@@ -57,21 +59,15 @@ def proj(tmp_path, project):
 
 
 def test_a_parallel_replace_under_load_fails_no_request(proj, runtime):
-    first, _, _ = proj.apply(proj.write())
-    assert first.returncode == 0, first.stdout + first.stderr
+    proj.applied(proj.write())
     old_id = runtime.api.inspect_container(f"aigo-{proj.name}-chat")["Id"]
-    load = Load(proj.url, "chat", clients=12, seconds=90).start()
-    time.sleep(1.0)  # steady state first
-    result, began, ended = proj.apply(proj.write(context_length=2048))
-    time.sleep(0.5)
-    results = load.stop()
+    change = Load(proj.url, "chat", clients=12, seconds=90).across(lambda: proj.apply(proj.write(context_length=2048)))
+    result = change.value
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(how: parallel: no GPU: the old and the new engine run side by side)" in result.stdout
     assert "drained in" in result.stdout
-    failed = Load.failed(results)
-    during = Load.during(results, began, ended)
-    assert not failed, failed[:5]
-    assert len(during) >= 200, (len(during), len(results))
+    assert not change.failed, change.failed[:5]
+    assert len(change.during) >= 200, (len(change.during), len(change.results))
     # the new engine serves, under the model's own name, on the model's other socket; the old one is gone
     info = runtime.api.inspect_container(f"aigo-{proj.name}-chat")
     assert info["Id"] != old_id and info["Config"]["Labels"]["io.aigo-apply.slot"] == "b"
@@ -83,76 +79,65 @@ def test_a_parallel_replace_under_load_fails_no_request(proj, runtime):
 
 
 def test_a_new_engine_that_never_serves_leaves_the_old_one_serving_with_no_failed_request(proj, runtime):
-    first, _, _ = proj.apply(proj.write())
-    assert first.returncode == 0, first.stdout + first.stderr
+    proj.applied(proj.write())
     old_id = runtime.api.inspect_container(f"aigo-{proj.name}-chat")["Id"]
-    load = Load(proj.url, "chat", clients=8, seconds=90).start()
-    time.sleep(1.0)
-    result, began, ended = proj.apply(proj.write(context_length=2048, extra_env=', AIGO_STUB_FAIL_START: "1"'))
-    time.sleep(0.5)
-    results = load.stop()
+    failing = proj.write(context_length=2048, extra_env=', AIGO_STUB_FAIL_START: "1"')
+    change = Load(proj.url, "chat", clients=8, seconds=90).across(lambda: proj.apply(failing))
+    result = change.value
     assert result.returncode == 1, result.stdout + result.stderr
     assert "RuntimeError: stub engine told to fail at start-up" in result.stdout  # the engine's own words
     assert "the new engine was removed, and the previous" in result.stderr + result.stdout
-    assert not Load.failed(results), Load.failed(results)[:5]
-    assert len(Load.during(results, began, ended)) >= 50
+    assert not change.failed, change.failed[:5]
+    assert len(change.during) >= 50
     assert runtime.api.inspect_container(f"aigo-{proj.name}-chat")["Id"] == old_id
     assert proj.max_model_len() == 4096
 
 
 def test_a_recreate_holds_the_models_requests_and_fails_none(proj, runtime):
-    first, _, _ = proj.apply(proj.write(update="recreate"))
-    assert first.returncode == 0, first.stdout + first.stderr
-    load = Load(proj.url, "chat", clients=32, seconds=90).start()
-    time.sleep(1.0)
-    result, began, ended = proj.apply(proj.write(context_length=2048, update="recreate"))
-    time.sleep(0.5)
-    results = load.stop()
+    proj.applied(proj.write(update="recreate"))
+    changed = proj.write(context_length=2048, update="recreate")
+    change = Load(proj.url, "chat", clients=32, seconds=90).across(lambda: proj.apply(changed))
+    result = change.value
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(how: recreate: models.chat.update is recreate)" in result.stdout
     assert "requests held by the router" in result.stdout
-    assert not Load.failed(results), Load.failed(results)[:5]
-    during = Load.during(results, began, ended)
-    assert len(during) >= 200, (len(during), len(results))
-    waited = max(r.ended - r.started for r in during)
+    assert not change.failed, change.failed[:5]
+    assert len(change.during) >= 200, (len(change.during), len(change.results))
+    waited = max(r.ended - r.started for r in change.during)
     assert waited > 2.0, waited  # some were held across the engine's 3 s start, and then served
     assert proj.max_model_len() == 2048
 
 
-def test_a_request_held_longer_than_hold_seconds_gets_a_503_with_retry_after(proj, runtime):
-    path = proj.write(update="recreate").replace("", "")
+def _hold_one_second(path: str) -> str:
     text = open(path).read().replace("image_tag: bookworm}", "image_tag: bookworm, hold_seconds: 1}")
     open(path, "w").write(text)
-    first, _, _ = proj.apply(path)
-    assert first.returncode == 0, first.stdout + first.stderr
-    changed = open(proj.write(context_length=2048, update="recreate")).read()
-    open(path, "w").write(changed.replace("image_tag: bookworm}", "image_tag: bookworm, hold_seconds: 1}"))
-    load = Load(proj.url, "chat", clients=4, seconds=60).start()
-    time.sleep(0.5)
-    result, _, _ = proj.apply(path)
-    results = load.stop()
-    assert result.returncode == 0, result.stdout + result.stderr
-    held_out = [r for r in results if r.status == 503]
+    return path
+
+
+def test_a_request_held_longer_than_hold_seconds_gets_a_503_with_retry_after(proj, runtime):
+    proj.applied(_hold_one_second(proj.write(update="recreate")))
+    changed = _hold_one_second(proj.write(context_length=2048, update="recreate"))
+    change = Load(proj.url, "chat", clients=4, seconds=60).across(lambda: proj.apply(changed), steady=0.5)
+    assert change.value.returncode == 0, change.value.stdout + change.value.stderr
+    held_out = [r for r in change.results if r.status == 503]
     assert held_out and all("did not serve again within router.hold_seconds" in r.detail for r in held_out)
-    assert not [r for r in results if r.status not in (200, 503)]
+    assert {r.retry_after for r in held_out} == {"10"}
+    assert not [r for r in change.results if r.status not in (200, 503)]
 
 
 def test_the_router_itself_is_replaced_without_refusing_a_connection(proj, runtime):
-    first, _, _ = proj.apply(proj.write())
-    assert first.returncode == 0, first.stdout + first.stderr
+    proj.applied(proj.write())
     router = f"aigo-{proj.name}-router"
     old_id = runtime.api.inspect_container(router)["Id"]
-    load = Load(proj.url, "chat", clients=12, seconds=90).start()
-    time.sleep(1.0)
     path = proj.write()
-    text = open(path).read().replace("image_tag: bookworm}", "image_tag: bookworm, max_body_mb: 17}")
-    open(path, "w").write(text)
-    result, began, ended = proj.apply(path)
-    time.sleep(0.5)
-    results = load.stop()
+    Path(path).write_text(
+        Path(path).read_text().replace("image_tag: bookworm}", "image_tag: bookworm, max_body_mb: 17}")
+    )
+    change = Load(proj.url, "chat", clients=12, seconds=90).across(lambda: proj.apply(path))
+    result = change.value
     assert result.returncode == 0, result.stdout + result.stderr
     assert "# router will be replaced" in result.stdout and "beside the serving one" in result.stdout
-    assert not Load.failed(results), Load.failed(results)[:5]
-    assert len(Load.during(results, began, ended)) >= 100
+    assert not change.failed, change.failed[:5]
+    assert len(change.during) >= 100
     assert runtime.api.inspect_container(router)["Id"] != old_id
     assert not [c for c in runtime.list_containers() if c["Names"][0] == f"/{router}-aigo-next"]

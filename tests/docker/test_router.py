@@ -306,8 +306,8 @@ def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj,
 
     real = router_module.render_files
 
-    def broken(settings, routes, conf=None):
-        files = real(settings, routes, conf)
+    def broken(settings, routes, **kwargs):
+        files = real(settings, routes, **kwargs)
         files["haproxy.cfg"] += "\nbackend broken\n    this-is-not-a-keyword\n"
         return files
 

@@ -107,8 +107,8 @@ def test_a_failed_check_shows_haproxys_words_and_creates_no_router(rt6, runtime,
 
     real = router_module.render_files
 
-    def broken(settings, routes, conf=None):
-        files = real(settings, routes, conf)
+    def broken(settings, routes, **kwargs):
+        files = real(settings, routes, **kwargs)
         files["haproxy.cfg"] += "\nbackend broken\n    this-is-not-a-keyword\n"
         return files
 

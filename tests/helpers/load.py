@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import httpx
 
@@ -18,6 +20,26 @@ class Result:
     ended: float
     status: int  # 0: no HTTP answer (refused, reset, timed out)
     detail: str = ""
+    retry_after: str | None = None  # the answer's Retry-After header, if any
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Across(Generic[T]):
+    value: T  # what the change returned
+    results: list[Result]
+    began: float
+    ended: float
+
+    @property
+    def during(self) -> list[Result]:
+        return Load.during(self.results, self.began, self.ended)
+
+    @property
+    def failed(self) -> list[Result]:
+        return Load.failed(self.results)
 
 
 @dataclass
@@ -60,11 +82,27 @@ class Load:
                 began = time.monotonic()
                 try:
                     reply = http.post(f"{self.url}/v1/chat/completions", json=body)
-                    result = Result(began, time.monotonic(), reply.status_code, reply.text[:200])
+                    result = Result(
+                        began, time.monotonic(), reply.status_code, reply.text[:200], reply.headers.get("retry-after")
+                    )
                 except httpx.HTTPError as exc:
                     result = Result(began, time.monotonic(), 0, f"{type(exc).__name__}: {exc}")
                 with self._lock:
                     self.results.append(result)
+
+    def across(self, change: Callable[[], T], steady: float = 1.0, after: float = 0.5) -> Across[T]:
+        """Start the load, let it settle for `steady` seconds, make `change` (an apply), let it run
+        `after` seconds more, stop: the change's result, every request's, and when the change ran."""
+        self.start()
+        try:
+            time.sleep(steady)
+            began = time.monotonic()
+            value = change()
+            ended = time.monotonic()
+            time.sleep(after)
+        finally:
+            results = self.stop()
+        return Across(value, results, began, ended)
 
     @staticmethod
     def failed(results: list[Result]) -> list[Result]:

@@ -7,9 +7,9 @@ import json
 import textwrap
 import urllib.request
 
-import httpx
-
+from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.desired import labels
+from aigo_apply.desired.types import EngineAddress, socket_file
 
 from helpers.configs import free_port, model_folder, router_yaml, write_config
 
@@ -58,8 +58,9 @@ def chat(where: int | str, alias: str) -> dict:
     engine's) or an engine's Unix socket (its path)."""
     body = {"model": alias, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     if isinstance(where, str):
-        with httpx.Client(transport=httpx.HTTPTransport(uds=where), timeout=5) as direct:
-            reply = direct.post("http://engine/v1/chat/completions", json=body)
+        # as the tool reaches it: a deep test folder makes the path longer than AF_UNIX takes
+        with EngineClient(EngineAddress(socket=where), timeout=5) as direct:
+            reply = direct.post("/v1/chat/completions", json=body)
             reply.raise_for_status()
             return reply.json()
     request = urllib.request.Request(
@@ -74,7 +75,7 @@ def chat(where: int | str, alias: str) -> dict:
 
 def engine_addresses(runtime, project) -> dict[str, int | str]:
     """Where each running engine of the project listens on this machine: the port it publishes, or
-    its Unix socket (the host side of its /run/aigo mount)."""
+    its Unix socket (the host side of its /run/aigo mount, the file of its slot)."""
     out: dict[str, int | str] = {}
     for c in runtime.list_containers():
         if c["Labels"].get(labels.PROJECT) != project or labels.MODEL not in c["Labels"]:
@@ -83,5 +84,6 @@ def engine_addresses(runtime, project) -> dict[str, int | str]:
         if c["Ports"]:
             out[c["Labels"][labels.MODEL]] = c["Ports"][0]["PublicPort"]
         elif socket:
-            out[c["Labels"][labels.MODEL]] = f"{socket}/engine.sock"
+            slot = c["Labels"].get(labels.SLOT, "a")
+            out[c["Labels"][labels.MODEL]] = f"{socket}/{socket_file(slot)}"
     return out

@@ -228,6 +228,22 @@ def test_apply_refuses_a_remove_of_a_name_the_tool_does_not_give(tmp_path, addre
     assert w.log.ops() == []
 
 
+def test_apply_removes_a_leftover_new_engine_of_an_interrupted_parallel_replace(tmp_path):
+    """A parallel replace cut short (a daemon restart, Ctrl-C) leaves NAME-aigo-next; the next plan
+    removes it, and the executor accepts that name as one the tool gives the model."""
+    from dataclasses import replace
+
+    d = desired(tmp_path)
+    w = World(tmp_path)
+    leftover = replace(d.models["alpha"].container, name="aigo-lab-alpha-aigo-next")
+    w.rt.add_existing(leftover)
+    plan = Plan(
+        "lab", "f", "sha256:x", (Action("model.alpha", "remove", ("r",), model="alpha", container=leftover.name),)
+    )
+    w.run(plan, d)
+    assert ("remove", leftover.name) in w.log.ops()
+
+
 def test_engine_events_count_only_the_models_own_container():
     def event(name, alias="alpha", status="die"):
         return {"status": status, "id": f"id-{name}", "Actor": {"Attributes": {"name": name, L.MODEL: alias}}}
