@@ -21,6 +21,7 @@ from aigo_apply.desired.engines.router import LIVE
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import RouterError
 from aigo_apply.resources import data_dir
+from aigo_apply.router import haproxy_metrics as metrics
 from aigo_apply.router import haproxy_swap as swap
 from aigo_apply.router.haproxy_allowlist import FORM_PATHS, JSON_PATHS, acl_lines
 from aigo_apply.router.haproxy_safety import check_conf, check_keys, check_lua_value, check_routes, check_settings
@@ -68,6 +69,7 @@ def render_files(
     if addresses is not None:
         check_addresses(addresses, routes)
     swap_files = swap.render(_env(), settings, routes)  # on-demand models (swap groups); none without any
+    metrics_files = metrics.render(_env(), settings, routes, kubernetes=addresses is not None)
     config = (
         _env()
         .get_template(TEMPLATE)
@@ -91,12 +93,14 @@ def render_files(
             json_paths=acl_lines(sorted(JSON_PATHS)),
             form_paths=acl_lines(sorted(FORM_PATHS)),
             metrics_need_key=settings.api_keys and not settings.metrics_without_key,
+            own_metrics=metrics.OWN_SOCKET,
             loopback=ipaddress.ip_address(settings.bind).is_loopback,
         )
     )
     files = {
         "haproxy.cfg": config,
         "models.lua": _render_lua(settings, routes),
+        **metrics_files,
         "held.map": "".join(f"{r.alias} {r.backend}\n" for r in routes if r.alias in held),
         **swap_files,
         "models.map": "".join(f"{r.alias} {r.backend}\n" for r in routes),
@@ -275,9 +279,10 @@ def _digest(files: dict[str, str]) -> str:
 @cache
 def _code_digest() -> str:
 
-    names = (TEMPLATE, LUA_TEMPLATE, swap.SWAP_TEMPLATE)
+    names = (TEMPLATE, LUA_TEMPLATE, swap.SWAP_TEMPLATE, metrics.METRICS_TEMPLATE, metrics.HTTP_TEMPLATE)
     templates = [(data_dir("templates") / name).read_bytes() for name in names]
-    parts = [__version__.encode(), *templates, Path(__file__).read_bytes(), Path(swap.__file__).read_bytes()]
+    modules = [Path(str(m.__file__)).read_bytes() for m in (swap, metrics)]
+    parts = [__version__.encode(), *templates, Path(__file__).read_bytes(), *modules]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
 

@@ -53,7 +53,7 @@ def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route
                     "alias": check_lua_value("model alias", alias),
                     "group": name,
                     "backend": check_lua_value("backend name", route.backend),
-                    **_lua_address(route),
+                    **lua_address(route),
                 }
             )
     if not groups:
@@ -73,7 +73,7 @@ def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route
     }
 
 
-def _lua_address(route: Route) -> dict[str, Any]:
+def lua_address(route: Route) -> dict[str, Any]:
     """Where swap.lua connects to a member's engine (a Lua string literal and a number): its Unix
     socket as HAProxy names one, or 127.0.0.1 and its port."""
     if route.router_socket is None:

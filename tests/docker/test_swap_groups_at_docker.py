@@ -152,6 +152,12 @@ def test_apply_leaves_the_first_awake_and_a_sleeping_model_is_woken_after_the_ru
     assert m['aigo_model_sleeps_total{model="alpha",group="chat"}'] == 1
     assert m['aigo_model_wake_last_seconds{model="beta",group="chat"}'] >= 0.3
     assert m['aigo_model_awake{model="beta",group="chat"}'] == 1
+    # the router's one /metrics holds the same counters, and reads the sleeping alpha without waking it
+    page = swap.http.get(f"{swap.url}/metrics", timeout=10).text
+    assert 'aigo_model_wakes_total{model="beta",group="chat"} 1' in page
+    assert f'aigo_engine_up{{project="{swap.name}",model="alpha",engine="vllm"}} 1' in page
+    assert f'vllm:num_requests_running{{project="{swap.name}",model="alpha",' in page
+    assert swap.asleep("alpha") and swap.stats("alpha")["wakes"] == a["wakes"]
     # requests for a model outside any group never wait for a swap
     assert swap.chat("plain").status_code == 200
 

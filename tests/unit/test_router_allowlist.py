@@ -98,10 +98,10 @@ def test_the_413_limit_is_the_setting_and_the_buffer_holds_a_mebibyte_more():
 def test_with_keys_the_metrics_come_after_the_key_check_unless_the_file_opts_out():
     swap = replace(SETTINGS, api_keys=True, keys_digest="0" * 64)
     keyed = frontend(swap)
-    assert first(keyed, "prometheus-exporter") > first(keyed, "if !authorized")
+    assert first(keyed, "use-service lua.aigo_metrics ") > first(keyed, "if !authorized")
     assert first(keyed, "/health") < first(keyed, "if !authorized")  # liveness needs no key
     opted = frontend(replace(swap, metrics_without_key=True))
-    assert first(opted, "prometheus-exporter") < first(opted, "if !authorized")
+    assert first(opted, "use-service lua.aigo_metrics ") < first(opted, "if !authorized")
     assert not [line for line in frontend() if "authorized" in line]  # no keys, no key check
 
 

@@ -180,7 +180,8 @@ def test_only_requests_for_on_demand_models_run_lua_and_the_lua_reaches_each_eng
     on_socket = render_files(settings, [Route("a", None, 4096), *ROUTES[1:]])["swap.lua"]
     assert '["a"] = {group = "chat", backend = "' in on_socket
     assert 'addr = "unix@/run/aigo-engines/a/engine.sock"}' in on_socket
-    assert "sock:connect(m.addr)" in on_socket  # a Lua socket: 2.6's httpclient keeps its first dst
+    assert "aigo_engine_http(m.addr, m.port, " in on_socket  # a Lua socket: 2.6's httpclient keeps its first dst
+    assert "sock:connect(addr)" in files["engine_http.lua"]
 
 
 def test_every_value_of_the_swap_lua_is_checked_where_it_is_written():

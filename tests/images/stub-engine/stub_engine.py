@@ -25,6 +25,10 @@ Behaviour for tests, through the container environment:
   AIGO_STUB_REPLY_SECONDS  seconds each chat completion holds its request before answering, without
                            using the CPU, as a real engine's GPU time does (default 0: answer at once)
   AIGO_STUB_HEALTH_SECONDS seconds /health takes to answer once ready, as a busy engine's may (default 0)
+  AIGO_STUB_METRICS_SECONDS seconds /metrics takes to answer (default 0)
+  AIGO_STUB_METRICS_EXTRA  a JSON list of lines appended to /metrics as they are (a hostile engine's)
+GET /metrics: a few of vLLM's families (requests running and waiting, generation tokens, a latency
+histogram), counted from the stub's own requests.
 
 Sleep mode (vLLM dialect), as vLLM v0.31.0 serves it: with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1
 the development endpoints exist: POST /sleep?level=1&mode=abort|wait, POST /wake_up, GET /is_sleeping
@@ -176,7 +180,8 @@ class Sleep:
 
     lock = threading.Condition()
     asleep = False
-    counts = {"sleeps": 0, "wakes": 0, "arrived_asleep": 0, "completions": 0, "inflight": 0, "max_inflight": 0}
+    counts = {"sleeps": 0, "wakes": 0, "arrived_asleep": 0, "completions": 0, "inflight": 0, "max_inflight": 0,
+              "generation_tokens": 0}
     inflight_at_sleep: list[int] = []  # generation requests running when each /sleep arrived
 
     @classmethod
@@ -227,6 +232,30 @@ class Sleep:
 # vLLM's development endpoints other than sleep's (entrypoints/serve/dev/): they answer 200 here.
 OTHER_DEV_PATHS = {"/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache", "/collective_rpc",
                    "/release_kv_cache_memory", "/pause", "/resume", "/abort_requests"}
+
+
+def metrics_text(name: str) -> str:
+    """A few of vLLM's families as its prometheus_client writes them (labels engine and model_name)."""
+    with Sleep.lock:
+        running, tokens, done = Sleep.counts["inflight"], Sleep.counts["generation_tokens"], Sleep.counts["completions"]
+    labels = f'engine="0",model_name="{name}"'
+    return "".join(f"{line}\n" for line in [
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+        "# TYPE vllm:num_requests_running gauge",
+        f"vllm:num_requests_running{{{labels}}} {float(running)}",
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
+        "# TYPE vllm:num_requests_waiting gauge",
+        f"vllm:num_requests_waiting{{{labels}}} 0.0",
+        "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
+        "# TYPE vllm:generation_tokens_total counter",
+        f"vllm:generation_tokens_total{{{labels}}} {float(tokens)}",
+        "# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.",
+        "# TYPE vllm:e2e_request_latency_seconds histogram",
+        f'vllm:e2e_request_latency_seconds_bucket{{{labels},le="0.3"}} {float(done)}',
+        f'vllm:e2e_request_latency_seconds_bucket{{{labels},le="+Inf"}} {float(done)}',
+        f"vllm:e2e_request_latency_seconds_count{{{labels}}} {float(done)}",
+        f"vllm:e2e_request_latency_seconds_sum{{{labels}}} {0.001 * done}",
+    ])
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -328,7 +357,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"default_generation_settings": {"n_ctx": self.args.max_model_len},
                              "model_path": self.args.model, "total_slots": 1})
         elif self.path == "/metrics":
-            data = f"vllm:num_requests_running{{model_name=\"{self.names[0]}\"}} 0\n".encode()
+            time.sleep(float(os.environ.get("AIGO_STUB_METRICS_SECONDS") or 0))
+            extra = json.loads(os.environ.get("AIGO_STUB_METRICS_EXTRA") or "[]")
+            data = (metrics_text(self.names[0]) + "".join(f"{line}\n" for line in extra)).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
@@ -376,6 +407,8 @@ class Handler(BaseHTTPRequestHandler):
         if REPLY_SECONDS:
             time.sleep(REPLY_SECONDS)
         words = ["stub", "reply", "from", self.names[0]][: max(1, min(int(max_tokens), 4))]
+        with Sleep.lock:
+            Sleep.counts["generation_tokens"] += len(words)
         rid, created = "chatcmpl-" + uuid.uuid4().hex, int(time.time())
         if body.get("stream"):
             return self._stream(rid, created, words)

@@ -1,0 +1,54 @@
+"""The router's one /metrics, rendered beside haproxy.cfg: metrics.lua (gathers every routed engine's
+/metrics at once on each scrape, labels each series with its model, engine and project, and adds
+HAProxy's own exporter, bound on a socket inside the router) and engine_http.lua (the bounded HTTP
+exchange with an engine that metrics.lua and swap.lua share). Pure, like the rest of router/: every
+value is checked right before it becomes part of a Lua literal."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aigo_apply.desired.types import Route, RouterSettings
+from aigo_apply.router.haproxy_safety import check_lua_value
+from aigo_apply.router.haproxy_swap import lua_address
+
+if TYPE_CHECKING:
+    import jinja2
+
+METRICS_TEMPLATE = "metrics.lua.j2"
+HTTP_TEMPLATE = "engine_http.lua.j2"
+METRICS_FILE = "metrics.lua"
+HTTP_FILE = "engine_http.lua"
+OWN_SOCKET = "/tmp/aigo-own-metrics.sock"  # inside the router container only: HAProxy's own exporter
+TIMEOUT_S = 2  # the longest one engine's /metrics may take (a busy vLLM answers in milliseconds)
+MAX_BYTES = 4 * 1024 * 1024  # the most of one engine's answer read (vLLM's is some 100 KiB per model)
+# Engines whose /metrics is on by default as aigo-apply starts them. SGLang needs --enable-metrics and
+# llama.cpp --metrics, which aigo-apply does not pass (yet): their series are not gathered.
+WITH_METRICS = frozenset({"vllm"})
+
+
+def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route], kubernetes: bool) -> dict[str, str]:
+    """engine_http.lua and metrics.lua for these routes. On Kubernetes an engine is reached at the
+    address HAProxy resolved for its backend (Lua cannot resolve a Service's name itself)."""
+    project = check_lua_value("project", settings.project)
+    engines = [_engine(r, kubernetes) for r in sorted(routes) if r.owned_by in WITH_METRICS]
+    return {
+        HTTP_FILE: env.get_template(HTTP_TEMPLATE).render(project=project),
+        METRICS_FILE: env.get_template(METRICS_TEMPLATE).render(
+            project=project,
+            engines=engines,
+            own_socket=f"unix@{OWN_SOCKET}",
+            timeout_s=TIMEOUT_S,
+            max_bytes=MAX_BYTES,
+        ),
+    }
+
+
+def _engine(route: Route, kubernetes: bool) -> dict[str, Any]:
+    where: dict[str, Any] = {"addr": None, "port": None} if kubernetes else lua_address(route)
+    return {
+        "alias": check_lua_value("model alias", route.alias),
+        "engine": check_lua_value("engine name", route.owned_by),
+        "backend": check_lua_value("backend name", route.backend),
+        **where,
+    }
