@@ -33,7 +33,9 @@ from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import Router
 
 if TYPE_CHECKING:
-    from aigo_apply.app.platform import ApplyOptions, Console, Execution
+    from aigo_apply.app.platform import Execution
+    from aigo_apply.app.requests import ApplyRequest
+    from aigo_apply.app.views import Console
 
 _UNREAD: Any = object()
 
@@ -112,22 +114,24 @@ class DockerPlatform:
     def show(self, console: Console, command: str, plan: Plan) -> None:
         console.show_plan(plan)
 
-    def executor(self, command: str, plan: Plan, observed: ObservedState, opts: ApplyOptions) -> Execution:
+    def executor(
+        self, command: str, plan: Plan, observed: ObservedState, request: ApplyRequest, console: Console
+    ) -> Execution:
         from aigo_apply.apply.executor import Executor  # with its steps and waits: only changes need them
         from aigo_apply.apply.journal import Journal
 
         routes = router_for(plan, observed, self.runtime, self.desired if command == "apply" else None)
-        executor = Executor(self.runtime, opts.console, Journal(state_dir(self.project)), routes=routes)
+        executor = Executor(self.runtime, console, Journal(state_dir(self.project)), routes=routes)
         return Run(executor.interrupted, lambda: executor.run(plan))
 
-    def settled(self, command: str, plan: Plan, opts: ApplyOptions) -> None:
+    def settled(self, command: str, plan: Plan, request: ApplyRequest, console: Console) -> None:
         """After a run that ended well (nothing to do, or done): an apply of the whole file records
         what is installed in aigo.lock; destroy removes the router's files and the cache volume."""
-        if command == "apply" and self.desired is not None and not opts.target:
+        if command == "apply" and self.desired is not None and not request.target:
             record_lock(self.desired, self.runtime)
         elif command == "destroy":
             shutil.rmtree(state_path(self.project) / "router", ignore_errors=True)
-            _remove_cache_volume(self.project, self.runtime, opts.console)
+            _remove_cache_volume(self.project, self.runtime, console)
 
     def status(self) -> dict[str, Any]:
         from aigo_apply.app.status import collect  # with its parallel probes: only status needs it
@@ -187,9 +191,13 @@ def router_for(
     spec = action.spec if action and action.spec else None
     if spec is None and desired is not None and observed.router is not None:
         spec = desired.router.spec
-    if not spec:
-        return None
-    folder = state_path(plan.project) / "router"
+    return router_of(plan.project, spec, runtime, desired) if spec else None
+
+
+def router_of(project: str, spec: dict[str, Any], runtime: Runtime, desired: DesiredState | None = None) -> Router:
+    """The router adapter for the router `spec` (the planned one, or the file's): its folders must be
+    the ones in this tool's state folder for the project."""
+    folder = state_path(project) / "router"
     for key, wanted in (("config_dir", folder), ("sockets_dir", folder.parent / SOCKETS_FOLDER)):
         if spec.get(key) != str(wanted):
             raise AigoError(
@@ -197,14 +205,14 @@ def router_for(
                 "project (nothing was changed)"
             )
     keys = read_keys(spec)
-    settings = settings_of(plan.project, spec, digest_of(plan.project, keys))
+    settings = settings_of(project, spec, digest_of(project, keys))
     if desired is not None:  # swap groups shape the router's files, not its container (config/swap_groups.py)
         settings = replace(settings, swap_groups=desired.swap_groups)
     return Router(
         runtime,
         folder,
         settings,
-        f"aigo-{plan.project}-router",
+        f"aigo-{project}-router",
         spec["image"],
         keys,
         spec.get("user"),

@@ -38,7 +38,9 @@ from aigo_apply.plan.types import Action, Plan
 from aigo_apply.router.haproxy import keys_file
 
 if TYPE_CHECKING:
-    from aigo_apply.app.platform import ApplyOptions, Console, Execution
+    from aigo_apply.app.platform import Execution
+    from aigo_apply.app.requests import ApplyRequest
+    from aigo_apply.app.views import Console
 
 # How the cluster is reached: tests put a client over a transport that answers like the API server.
 connect: Callable[[KubeSettings], KubeClient] = lambda s: KubeClient.connect(context=s.context, namespace=s.namespace)
@@ -107,14 +109,16 @@ class KubePlatform:
             f"({len(names)}): {', '.join(names) or 'none'}"
         )
 
-    def executor(self, command: str, plan: Plan, observed: ClusterState, opts: ApplyOptions) -> Execution:
+    def executor(
+        self, command: str, plan: Plan, observed: ClusterState, request: ApplyRequest, console: Console
+    ) -> Execution:
         folder = state_dir(self.project) / "kubernetes"
         folder.mkdir(exist_ok=True)
         run = KubeApply(
             self.client,
-            StepLog(Journal(folder), opts.console),
-            resolve=_resolver(self.desired, self.settings, opts.console),
-            force_conflicts=opts.force_conflicts,
+            StepLog(Journal(folder), console),
+            resolve=_resolver(self.desired, self.settings, console),
+            force_conflicts=request.force_conflicts,
             wait=RolloutWait(self.client, gpu_resource=self.settings.gpu_resource),
         )
         if command == "destroy":
@@ -122,7 +126,7 @@ class KubePlatform:
         rendered = self._rendered
         return Run(run.interrupted, lambda: run.run(plan, rendered, observed))
 
-    def settled(self, command: str, plan: Plan, opts: ApplyOptions) -> None:
+    def settled(self, command: str, plan: Plan, request: ApplyRequest, console: Console) -> None:
         pass  # nothing of the cluster's is kept on this machine
 
     def status(self) -> dict[str, Any]:

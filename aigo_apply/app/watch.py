@@ -14,12 +14,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.app.docker_platform import router_of
+from aigo_apply.app.planning import load_desired, observe
+from aigo_apply.app.requests import WatchRequest
+from aigo_apply.app.views import DocumentView
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.apply.state_dir import state_dir
 from aigo_apply.desired.types import EngineAddress, Route
-from aigo_apply.errors import AigoError, LockHeld, NotReady
+from aigo_apply.errors import EXIT_OK, AigoError, LockHeld, NotReady
 from aigo_apply.observe.containers import parse_state, running_engines
 from aigo_apply.router.deploy import Router
 
@@ -118,3 +123,19 @@ class Watcher:
     def install_signals(self) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop.set())
+
+
+def run_watch(request: WatchRequest, view: DocumentView) -> int:
+    """Until SIGINT or SIGTERM: the routes follow the engines of the file's project, through the
+    router the file defines (there must be one running: the first apply makes it)."""
+    desired = load_desired(request.file)
+    runtime = DockerRuntime(timeout=None)
+    if observe(desired.project, runtime).router is None:
+        raise AigoError(f"project '{desired.project}' has no router yet; run `aigo-apply apply` first")
+    router = router_of(desired.project, desired.router.spec, runtime, desired)
+    specs = {alias: m.spec for alias, m in desired.models.items()}
+    watcher = Watcher(runtime, router, desired.project, specs, view.document)
+    watcher.install_signals()
+    watcher.run()
+    view.document("watch stopped")
+    return EXIT_OK

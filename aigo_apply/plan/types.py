@@ -9,12 +9,10 @@ that says where, never a traceback.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from aigo_apply import __version__, safe_write
+from aigo_apply import __version__
 from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.facts import PlanRequest
@@ -325,10 +323,3 @@ def _payload_from(a: dict[str, Any]) -> Payload | None:
     if payload_type is SpecPayload:
         return SpecPayload.from_spec(spec)
     raise PlanFileError(_DAMAGED)  # a spec on a kind that has none
-
-
-# --- writing the plan file (`plan --out`); its shape is checked in plan/plan_file.py ----------------------
-def save(plan: Plan, path: Path) -> None:
-    """Write the plan file the one safe way (aigo_apply/safe_write.py)."""
-    text = json.dumps(plan.to_dict(), indent=2) + "\n"
-    safe_write.write(path, text, expect=safe_write.ANY, new_mode=0o644, error=PlanFileError, what="plan file")

@@ -20,9 +20,10 @@ import pytest
 
 import aigo_apply
 from aigo_apply import safe_write
+from aigo_apply.app.saved_plan import save_plan as save
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.plan import lockfile
-from aigo_apply.plan.types import Plan, save
+from aigo_apply.plan.types import Plan
 
 from helpers.configs import model_folder, write_config
 
