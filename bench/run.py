@@ -2,7 +2,8 @@
 """Every benchmark in one run, side by side: CLI start-up, plan and no-op apply vs Docker Compose v2
 (and Debian's docker-compose 1.29 where installed) for N = 1, 10, 50, 200, apply overhead on top of the engines' own start time
 (the stub's and the real vLLM CPU engine's, with its compile cache's first and second start), and the
-router vs direct (and under reloads). Prints markdown, writes bench/results.md, and puts the same tables in
+router vs direct (and under reloads), and what replacing a running model costs its clients under load
+(bench/changes.py: parallel, recreate with hold, a restart by hand). Prints markdown, writes bench/results.md, and puts the same tables in
 the README's Performance section (between its bench markers).
 
     python bench/run.py            # the full run (about 15 minutes on 2 cores)
@@ -85,6 +86,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     import apply as apply_bench
+    import changes as changes_bench
     import plan as plan_bench
     import real_engine as real_engine_bench
     import router as router_bench
@@ -103,6 +105,7 @@ def main() -> None:
         parts.append(real_engine_bench.run(3 if not args.quick else 1))
     else:
         parts.append(f"({real_engine_bench.IMAGE} is not built: no real-engine tables; run scripts/setup)")
+    parts.append(changes_bench.run(real_engine=not args.skip_real_engine and real_engine_bench.image_ready()))
     if args.skip_router:
         parts.append("(router table skipped: --skip-router)")
     elif shutil.which("wrk"):

@@ -6,11 +6,14 @@ the routes on exactly the models that run."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.outcome import Outcome, StepLog
+from aigo_apply.config.names import NEXT_SUFFIX
 from aigo_apply.desired.types import ContainerSpec, Route, RouterSettings
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import running_engines
@@ -72,12 +75,14 @@ class RouterSteps:
             # the new files are checked with `haproxy -c` before any container changes (a recreate's
             # old router still serves): a failed check shows HAProxy's own words, not a start-up timeout
             self.routes.prepare_first(list(keep.values()), check=True)
-            if action.kind == "recreate":
-                self.log.step("router", "recreate", "", f"stopping {name}")
-                self.runtime.stop(name, timeout=10)
-                self.runtime.remove(name)
-            self.log.step("router", action.kind, "", f"creating {name} from {container.image}")
-            self.runtime.start(self.runtime.create(container, {}))
+            if action.kind == "recreate" and self.runtime.state(name).get("Running"):
+                self._replace_beside(name, container)
+            else:
+                if action.kind == "recreate":
+                    self.log.step("router", "recreate", "", f"removing the stopped {name}")
+                    self.runtime.remove(name)
+                self.log.step("router", action.kind, "", f"creating {name} from {container.image}")
+                self.runtime.start(self.runtime.create(container, {}))
         try:
             self.wait_router(self.routes.settings)
         except AigoError as exc:
@@ -89,6 +94,49 @@ class RouterSteps:
         message = f"router serving on http://{settings.bind}:{settings.port}/v1"
         self.log.step("router", action.kind, "ok", message)
         return Outcome("router", action.kind, True, message)
+
+    def _replace_beside(self, name: str, container: ContainerSpec) -> None:
+        """The new router starts beside the serving one: HAProxy listens with SO_REUSEPORT, so both
+        take connections on the same address (same user) until the old one soft-stops (SIGUSR1: it
+        closes its listeners at once, finishes its requests, then exits). No connection is refused.
+        A new router that does not start is removed, and the old one never stopped serving."""
+        temporary = name + NEXT_SUFFIX
+        if self.runtime.state(temporary):
+            raise AigoError(
+                f"a container named {temporary} exists, and a router replace starts the new router under that "
+                f"name; remove it (docker rm -f {temporary}) and apply again (the router was not changed)"
+            )
+        self.log.step("router", "recreate", "", f"starting the new {name} beside the serving one")
+        cid = self.runtime.create(replace(container, name=temporary), {})
+        try:
+            self.runtime.start(cid)
+            self._await_listening(cid)
+        except AigoError as exc:
+            lines = self.runtime.logs_tail(cid, 20)
+            if lines:
+                self.log.reporter.event("log_tail", address="router", lines=lines)
+            self.runtime.remove(cid)
+            raise AigoError(f"the new router did not start ({exc}); the previous one kept serving") from None
+        self.runtime.kill(name, "SIGUSR1")
+        deadline = time.monotonic() + self.routes.settings.timeout_s + 10
+        while self.runtime.state(name).get("Running") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.runtime.remove(name)
+        self.runtime.rename(cid, name)
+        self.log.step("router", "recreate", "", f"the previous {name} finished its requests and was removed")
+
+    def _await_listening(self, container: str, timeout: float = 30.0) -> None:
+        """HAProxy's master binds the listeners, then forks its worker: two processes mean it
+        listens; a master that could not bind exits."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.runtime.state(container)
+            if not state.get("Running"):
+                raise AigoError(f"it exited with code {state.get('ExitCode')}")
+            if self.runtime.process_count(container) >= 2:
+                return
+            time.sleep(0.05)
+        raise AigoError(f"it was not listening after {timeout:.0f} s")
 
     # -- routes ----------------------------------------------------------------------------
     def deroute(self, action: Action) -> None:

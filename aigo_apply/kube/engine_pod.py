@@ -89,6 +89,15 @@ def placement(alias: str | None, settings: KubeSettings) -> dict[str, Any]:
     return out
 
 
+def rollout_strategy(model: DesiredModel) -> dict[str, Any]:
+    """A GPU model's old pod goes before its new one starts (a surge pod would wait for a GPU the old
+    one holds: the ledger cannot see a cluster's free GPUs); a model without GPUs rolls, the new pod
+    taking traffic once ready, the old one leaving only then."""
+    if model.spec["gpus"] == "none":
+        return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    return {"type": "Recreate"}
+
+
 def deployment(
     project: str, model: DesiredModel, settings: KubeSettings, storage: PodStorage, labels: dict[str, str]
 ) -> dict[str, Any]:
@@ -128,7 +137,7 @@ def deployment(
         "metadata": {"name": names.model_name(project, model.alias), "namespace": settings.namespace, "labels": labels},
         "spec": {
             "replicas": 1,
-            "strategy": {"type": "Recreate"},
+            "strategy": rollout_strategy(model),
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": labels},
             "template": {"metadata": {"labels": labels}, "spec": pod},

@@ -21,11 +21,13 @@ from typing import Any
 from aigo_apply.config.kube_names import model_name, router_name
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import DesiredState
+from aigo_apply.kube.engine_pod import rollout_strategy
 from aigo_apply.kube.observe import ClusterState, as_object
 from aigo_apply.kube.specs import desired_for_kubernetes
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.planner import build_plan
+from aigo_apply.plan.replace_strategy import Strategy
 from aigo_apply.plan.router_plan import unified_diff
 from aigo_apply.plan.types import Action, Plan
 from aigo_apply.router.haproxy import routes_from_models_json
@@ -49,8 +51,26 @@ def plan_for_cluster(
         if action.kind in HOST_ONLY:
             continue
         action = _router(action, desired, observed, rendered) if action.is_router else action
-        actions.append(in_cluster_words(action, desired.project))
+        actions.append(in_cluster_words(_rollout(action, desired), desired.project))
     return dataclasses.replace(plan, actions=tuple(actions))
+
+
+def _rollout(action: Action, desired: DesiredState) -> Action:
+    """On a cluster a model's replace is its Deployment's rollout (kube/engine_pod.rollout_strategy),
+    and there are no sockets to alternate: say which rollout, and why."""
+    if action.strategy is None or action.model not in desired.models:
+        return dataclasses.replace(action, slot="a")
+    rolling = rollout_strategy(desired.models[action.model])["type"] == "RollingUpdate"
+    strategy = (
+        Strategy("parallel", "no GPU: a rolling update, the new pod takes the Service's traffic once ready")
+        if rolling
+        else Strategy(
+            "recreate",
+            "on a cluster the GPU ledger cannot see the free GPUs, so the Deployment's strategy is Recreate "
+            "(a surge pod would wait for the GPU the old one holds)",
+        )
+    )
+    return dataclasses.replace(action, strategy=strategy, slot="a")
 
 
 def in_cluster_words(action: Action, project: str) -> Action:

@@ -15,7 +15,7 @@ from typing import Any
 
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import canonical_json
-from aigo_apply.observe.label_checks import damaged_message, engine_names, label_problem, read_spec
+from aigo_apply.observe.label_checks import damaged_message, engine_names, label_problem, read_spec, router_name
 
 _EXIT = re.compile(r"^Exited \((-?\d+)\)")
 
@@ -80,7 +80,16 @@ class ObservedState:
 
     @property
     def router(self) -> ObservedContainer | None:
-        return next((c for c in self.ours if c.role == L.ROLE_ROUTER), None)
+        """The project's router under its own name (a router replace's new one, while both run, is
+        `spare_routers`)."""
+        name = router_name(self.project)
+        return next((c for c in self.ours if c.role == L.ROLE_ROUTER and c.name == name), None)
+
+    @property
+    def spare_routers(self) -> tuple[ObservedContainer, ...]:
+        """Router containers under the replace's temporary name: left by an interrupted replace."""
+        name = router_name(self.project)
+        return tuple(c for c in self.ours if c.role == L.ROLE_ROUTER and c.name != name)
 
     def fingerprint(self) -> str:
         """Changes whenever anything a plan was based on changes: our containers, the other

@@ -71,7 +71,7 @@ def label_problem(name: str, labels: dict[str, str], project: str) -> str | None
 
 
 def _router_problem(name: str, labels: dict[str, str], project: str) -> str | None:
-    if name != router_name(project):
+    if name not in (router_name(project), router_name(project) + NEXT_SUFFIX):
         return f"it is labelled the router but is named {shown(name)}, not {router_name(project)}"
     if L.MODEL in labels:
         return f"it is labelled the router but also names a model in label {L.MODEL}"

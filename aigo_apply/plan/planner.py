@@ -69,6 +69,15 @@ def build_plan(
     model_actions = with_strategies(model_actions, desired, by_alias, facts.gpu_ledger)
     desired = placed(desired, model_actions)
     model_actions, quant_blockers = checkpoint_notes(desired, model_actions, facts.checkpoints)
+    model_actions += [
+        Action(
+            f"container.{c.name}",
+            "remove",
+            ("leftover router (an interrupted router replace started it)",),
+            container=c.name,
+        )
+        for c in observed.spare_routers
+    ]
     model_actions += router_action(desired, observed, model_actions, targeted=bool(target), images=images)
     fetch = restore_actions + pulls(model_actions, images, restore_actions, request.pull)
     blockers = _conflicts(desired, observed, target) + quant_blockers

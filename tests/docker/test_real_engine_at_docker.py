@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -28,6 +29,7 @@ from aigo_apply.desired.engines.common import cache_volume
 
 from helpers import tiny_model
 from helpers.configs import free_port, router_yaml
+from helpers.load import Load
 from helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
@@ -228,11 +230,23 @@ def test_a_second_apply_changes_nothing(runtime, real):
     assert engine_ids(runtime, real.name) == before
 
 
-def test_a_changed_setting_recreates_the_engine_and_it_serves_again(runtime, real):
+def test_a_changed_setting_replaces_the_engine_beside_the_serving_one_and_no_request_fails(runtime, real):
+    """A parallel replace of the real engine under a bounded load through the router (4 clients):
+    the new engine loads beside the serving one, takes the route once it serves, the old one drains."""
     before = engine_ids(runtime, real.name)
+    load = Load(f"http://127.0.0.1:{real.router_port}", "chat", clients=4, max_tokens=1, seconds=600).start()
+    time.sleep(2.0)
+    began = time.monotonic()
     result = real.cli("apply", "-f", str(real.config(max_num_seqs=2)), "-y")
+    ended = time.monotonic()
+    time.sleep(1.0)
+    results = load.stop()
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(because vllm.max_num_seqs changed)" in result.stdout
+    assert "(how: parallel: no GPU: the old and the new engine run side by side)" in result.stdout
+    assert not Load.failed(results), Load.failed(results)[:5]
+    during = Load.during(results, began, ended)
+    assert len(during) >= 200, (len(during), len(results))
     assert "Apply complete: 1 replaced." in result.stdout
     after = engine_ids(runtime, real.name)
     assert after["chat"] != before["chat"]
@@ -248,11 +262,12 @@ def test_a_start_vllm_refuses_restores_the_previous_engine_with_vllms_reason(run
     too_long = tiny_model.MAX_POSITIONS * 4
     result = real.cli("apply", "-f", str(real.config(context_length=too_long, max_num_seqs=2)), "-y")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "the previous version was restored and serves again" in result.stderr, result.stdout + result.stderr
+    # a parallel replace: the new engine never served, so it went, and the old one served throughout
+    assert "the new engine was removed, and the previous" in result.stderr, result.stdout + result.stderr
     # vLLM's own words, from the engine's log tail in the report
     assert f"max_model_len ({too_long})" in result.stdout and "max_position_embeddings" in result.stdout, result.stdout
     assert engine_ids(runtime, real.name) == before
-    assert not [c for c in runtime.list_containers() if c["Names"][0].endswith("-aigo-previous")]
+    assert not [c for c in runtime.list_containers() if c["Names"][0].endswith(("-aigo-previous", "-aigo-next"))]
     assert real.chat()["model"] == "chat"
     plan = real.cli("plan", "-f", str(real.root / "aigo.yaml"), "--detailed-exitcode")
     assert plan.returncode == 2 and "# model.chat will be replaced" in plan.stdout

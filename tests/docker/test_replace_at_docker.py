@@ -135,3 +135,24 @@ def test_a_request_held_longer_than_hold_seconds_gets_a_503_with_retry_after(pro
     held_out = [r for r in results if r.status == 503]
     assert held_out and all("did not serve again within router.hold_seconds" in r.detail for r in held_out)
     assert not [r for r in results if r.status not in (200, 503)]
+
+
+def test_the_router_itself_is_replaced_without_refusing_a_connection(proj, runtime):
+    first, _, _ = proj.apply(proj.write())
+    assert first.returncode == 0, first.stdout + first.stderr
+    router = f"aigo-{proj.name}-router"
+    old_id = runtime.api.inspect_container(router)["Id"]
+    load = Load(proj.url, "chat", clients=12, seconds=90).start()
+    time.sleep(1.0)
+    path = proj.write()
+    text = open(path).read().replace("image_tag: bookworm}", "image_tag: bookworm, max_body_mb: 17}")
+    open(path, "w").write(text)
+    result, began, ended = proj.apply(path)
+    time.sleep(0.5)
+    results = load.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "# router will be replaced" in result.stdout and "beside the serving one" in result.stdout
+    assert not Load.failed(results), Load.failed(results)[:5]
+    assert len(Load.during(results, began, ended)) >= 100
+    assert runtime.api.inspect_container(router)["Id"] != old_id
+    assert not [c for c in runtime.list_containers() if c["Names"][0] == f"/{router}-aigo-next"]

@@ -103,7 +103,11 @@ def test_model_deployment_shape(rendered):
     for alias, model in desired.models.items():
         (deployment,) = of(objs, "Deployment", alias)
         spec, p, c = deployment["spec"], pod(deployment), engine(deployment)
-        assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+        rolling = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+        # a GPU's old pod goes first (a surge pod would wait for its GPU); without GPUs the pods roll
+        assert spec["replicas"] == 1 and spec["strategy"] == (
+            rolling if model.spec["gpus"] == "none" else {"type": "Recreate"}
+        )
         assert p["enableServiceLinks"] is False and p["automountServiceAccountToken"] is False
         assert c["securityContext"]["allowPrivilegeEscalation"] is False
         assert p["terminationGracePeriodSeconds"] > c["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
@@ -361,3 +365,21 @@ def test_a_model_larger_than_a_node_is_refused_where_it_is_used(tmp_path):
 
     with pytest.raises(UnsafeSetting, match="LeaderWorkerSet"):
         manifests.objects(desired, replace(settings, gpus_per_node=2))
+
+
+def test_a_replace_on_a_cluster_says_which_rollout_and_why(tmp_path):
+    from aigo_apply.kube.planning import _rollout
+    from aigo_apply.plan.replace_strategy import Strategy
+    from aigo_apply.plan.types import Action
+
+    desired, _ = build(tmp_path)
+    for alias, model in desired.models.items():
+        action = Action(
+            f"model.{alias}", "recreate", ("x changed",), model=alias, strategy=Strategy("parallel", "x"), slot="b"
+        )
+        placed = _rollout(action, desired)
+        assert placed.slot == "a"  # no sockets to alternate on a cluster
+        if model.spec["gpus"] == "none":
+            assert placed.strategy.name == "parallel" and "rolling update" in placed.strategy.why
+        else:
+            assert placed.strategy.name == "recreate" and "cannot see the free GPUs" in placed.strategy.why
