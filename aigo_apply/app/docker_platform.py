@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.app import lock_file
 from aigo_apply.app.planning import observe, plan_for
 from aigo_apply.app.platform import Run
 from aigo_apply.app.router_keys import digest_of, read_keys
@@ -21,10 +22,10 @@ from aigo_apply.apply.state_dir import state_dir, state_path
 from aigo_apply.desired import labels
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
-from aigo_apply.desired.model_store import read_markers
 from aigo_apply.desired.types import SOCKETS_FOLDER, DesiredState
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.observe.containers import ObservedState
+from aigo_apply.observe.markers import read_markers
 from aigo_apply.plan import lockfile
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.planner import destroy_plan
@@ -77,7 +78,7 @@ class DockerPlatform:
     def aigo_lock(self) -> dict[str, Any] | None:
         """aigo.lock beside the file (None: there is none), read once per run."""
         if self._lock_data is _UNREAD:
-            self._lock_data = lockfile.read(lockfile.path_for(self._desired().file))
+            self._lock_data = lock_file.read(lock_file.path_for(self._desired().file))
         return self._lock_data
 
     def admit(self, request: PlanRequest, saved: Plan | None) -> None:
@@ -90,7 +91,7 @@ class DockerPlatform:
             )
         if request.locked and lock is None:
             raise AigoError(
-                f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
+                f"apply --locked needs {lock_file.path_for(desired.file)}; run `aigo-apply apply` once "
                 "without --locked to write it (nothing was changed)"
             )
 
@@ -152,7 +153,7 @@ def record_lock(desired: DesiredState, runtime: Runtime) -> None:
     """After a successful apply: aigo.lock records the images and model commits now installed."""
 
     data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
-    lockfile.write(lockfile.path_for(desired.file), data)
+    lock_file.write(lock_file.path_for(desired.file), data)
 
 
 def _remove_cache_volume(project: str, runtime: Runtime, console: Console) -> None:

@@ -16,12 +16,13 @@ from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file, load_config
 from aigo_apply.desired.build import build_desired
-from aigo_apply.desired.model_store import downloads, is_commit, is_complete, label, read_markers
+from aigo_apply.desired.model_store import downloads, is_commit, is_complete, label
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError, HubError, OnKubernetes
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
 from aigo_apply.observe.local_sources import local_source_problems
+from aigo_apply.observe.markers import read_markers
 from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
