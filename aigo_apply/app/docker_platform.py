@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
@@ -46,12 +47,20 @@ class DockerPlatform:
     where = ""
 
     def __init__(
-        self, project: str, file: str, desired: DesiredState | None, runtime: Runtime | None = None, plans: bool = False
+        self,
+        project: str,
+        file: str,
+        desired: DesiredState | None,
+        runtime: Runtime | None = None,
+        plans: bool = False,
+        state_root: Path | None = None,
     ):
         """`desired` None: destroy --project, which reads no file. `plans`: this run makes a plan from
         the file, so observe reads the model folders' download markers too, and asks GET /info on a
-        connection of its own while the lists are read (the plan's host checks read it after them)."""
+        connection of its own while the lists are read (the plan's host checks read it after them).
+        `state_root`: the run's (its HostContext's; None: read now, for destroy --project)."""
         self.project, self.file, self.desired = project, file, desired
+        self.state = state_path(project, state_root)  # the project's state folder, for the whole run
         self._runtime = runtime
         self._plans = plans
         self._lock_data: dict[str, Any] | None = _UNREAD
@@ -96,15 +105,15 @@ class DockerPlatform:
             )
 
     def lock(self, command: str, timeout: float) -> AbstractContextManager[object]:
-        return ProjectLock(state_dir(self.project), self.project, command, timeout)
+        return ProjectLock(state_dir(self.project, self.state.parent), self.project, command, timeout)
 
     def observe(self) -> ObservedState:
         if not self._plans:
-            return observe(self.project, self.runtime)
+            return observe(self.project, self.runtime, state_root=self.state.parent)
         ask_ahead = getattr(self.runtime, "prefetch_info", None)  # Docker's own runtime asks GET /info ahead
         if ask_ahead is not None:
             ask_ahead()
-        return observe(self.project, self.runtime, self.desired)
+        return observe(self.project, self.runtime, self.desired, self.state.parent)
 
     def plan(self, observed: ObservedState, request: PlanRequest) -> Plan:
         return plan_for(self._desired(), observed, self.runtime, request, self.aigo_lock)
@@ -121,8 +130,10 @@ class DockerPlatform:
         from aigo_apply.apply.executor import Executor  # with its steps and waits: only changes need them
         from aigo_apply.apply.journal import Journal
 
-        routes = router_for(plan, observed, self.runtime, self.desired if command == "apply" else None)
-        executor = Executor(self.runtime, console, Journal(state_dir(self.project)), routes=routes)
+        routes = router_for(
+            plan, observed, self.runtime, self.desired if command == "apply" else None, self.state.parent
+        )
+        executor = Executor(self.runtime, console, Journal(state_dir(self.project, self.state.parent)), routes=routes)
         return Run(executor.interrupted, lambda: executor.run(plan))
 
     def settled(self, command: str, plan: Plan, request: ApplyRequest, console: Console) -> None:
@@ -131,13 +142,13 @@ class DockerPlatform:
         if command == "apply" and self.desired is not None and not request.target:
             record_lock(self.desired, self.runtime)
         elif command == "destroy":
-            shutil.rmtree(state_path(self.project) / "router", ignore_errors=True)
+            shutil.rmtree(self.state / "router", ignore_errors=True)
             _remove_cache_volume(self.project, self.runtime, console)
 
     def status(self) -> dict[str, Any]:
         from aigo_apply.app.status import collect  # with its parallel probes: only status needs it
 
-        return collect(self._desired(), observe(self.project, self.runtime))
+        return collect(self._desired(), observe(self.project, self.runtime, state_root=self.state.parent))
 
     def status_text(self, report: dict[str, Any]) -> str:
         from aigo_apply.app.status import render
@@ -177,7 +188,11 @@ def _remove_cache_volume(project: str, runtime: Runtime, console: Console) -> No
 
 
 def router_for(
-    plan: Plan, observed: ObservedState, runtime: Runtime, desired: DesiredState | None = None
+    plan: Plan,
+    observed: ObservedState,
+    runtime: Runtime,
+    desired: DesiredState | None = None,
+    state_root: Path | None = None,
 ) -> Router | None:
     """The router adapter for this run, from the plan's router spec or (a targeted apply, watch) the
     desired one; None when the project has no router (yet). Nothing is taken from the running
@@ -192,13 +207,19 @@ def router_for(
     spec = action.spec if action and action.spec else None
     if spec is None and desired is not None and observed.router is not None:
         spec = desired.router.spec
-    return router_of(plan.project, spec, runtime, desired) if spec else None
+    return router_of(plan.project, spec, runtime, desired, state_root) if spec else None
 
 
-def router_of(project: str, spec: dict[str, Any], runtime: Runtime, desired: DesiredState | None = None) -> Router:
+def router_of(
+    project: str,
+    spec: dict[str, Any],
+    runtime: Runtime,
+    desired: DesiredState | None = None,
+    state_root: Path | None = None,
+) -> Router:
     """The router adapter for the router `spec` (the planned one, or the file's): its folders must be
-    the ones in this tool's state folder for the project."""
-    folder = state_path(project) / "router"
+    the ones in this tool's state folder for the project (below the run's `state_root`)."""
+    folder = state_path(project, state_root) / "router"
     for key, wanted in (("config_dir", folder), ("sockets_dir", folder.parent / SOCKETS_FOLDER)):
         if spec.get(key) != str(wanted):
             raise AigoError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.hub import token
@@ -19,6 +19,7 @@ from aigo_apply.app.platform import Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.outcome import StepLog
+from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.secrets import resolve as read_secret
 from aigo_apply.apply.state_dir import state_dir
 from aigo_apply.config import kube_rules
@@ -55,7 +56,9 @@ class KubePlatform:
 
     def __init__(self, config: Config):
         _check_placement(config)
-        self.desired: DesiredState = build_desired(config, current_host())
+        host = current_host()
+        self.desired: DesiredState = build_desired(config, host)
+        self.state_root = host.state_root
         self.project, self.file = self.desired.project, self.desired.file
         self.settings = settings_of(config.data)
         self._client: KubeClient | None = None
@@ -79,7 +82,9 @@ class KubePlatform:
             raise UsageProblem("--pull never has no meaning on a cluster: its nodes pull the images")
 
     def lock(self, command: str, timeout: float) -> AbstractContextManager[object]:
-        return nullcontext()  # the cluster's objects are applied server-side; no lock on this machine
+        """The project's one lock (apply/project_lock.py), as on Docker: two runs from this machine never
+        apply or destroy the same project at once (the cluster's own field managers guard the rest)."""
+        return ProjectLock(state_dir(self.project, self.state_root), self.project, command, timeout)
 
     def observe(self) -> ClusterState:
         return read_cluster(self.client, self.project)
@@ -112,7 +117,7 @@ class KubePlatform:
     def executor(
         self, command: str, plan: Plan, observed: ClusterState, request: ApplyRequest, console: Console
     ) -> Execution:
-        folder = state_dir(self.project) / "kubernetes"
+        folder = state_dir(self.project, self.state_root) / "kubernetes"
         folder.mkdir(exist_ok=True)
         run = KubeApply(
             self.client,
