@@ -258,7 +258,6 @@ READS_ALLOWED = {
     "aigo_apply.config.file_read": "the config file itself, bounded, never through a FIFO: the input, not a host fact",
     "aigo_apply.config.load": "the config file named by -f or AIGO_FILE, and the cache of valid files' digests",
     "aigo_apply.config.yaml_source": "the config file, through file_read (its bytes read once)",
-    "aigo_apply.config.starter": "init's starter file and schema --write's copy, written the one safe way (to move to app/)",
     "aigo_apply.config.vllm_facts": "package data: the vLLM facts files shipped in schemas/",
     "aigo_apply.router.haproxy": "package data: the render key digests the templates and the renderer's own code",
     "aigo_apply.observe.gguf": "observe's reader: a GGUF file's header",
