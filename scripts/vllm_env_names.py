@@ -3,7 +3,7 @@
 default as an environment value (JSON, sorted): the names of `vllm.envs.environment_variables` and
 the names the module reads directly with os.getenv / os.environ. tests/fixtures/vllm-v0.31.0-env.json
 is this output for v0.31.0 (tests/contract/test_vllm_env_names.py holds them equal), and
-tests/unit/test_env_ordinary.py checks that aigo.yaml accepts each of them with its default, unless
+tests/unit/config/test_env_ordinary.py checks that aigo.yaml accepts each of them with its default, unless
 aigo-apply refuses the name on purpose, with its own reason.
 
 Runs inside the vLLM venv: `.venv-vllm/bin/python scripts/vllm_env_names.py [--write]`. The defaults

@@ -1,6 +1,6 @@
-"""Shared fixtures and hooks, for tests/unit/ (no Docker daemon needed) and tests/docker/ (the real
-daemon with the local images made by tests/images/build.sh; its fixtures are in
-tests/docker/conftest.py). In CI (CI=true) a missing daemon or image is a failure, never a skip.
+"""Shared fixtures and hooks, for tests/unit/ and tests/integration/ (no Docker daemon needed) and
+tests/docker/ (the real daemon with the local images made by tests/images/build.sh; its fixtures are
+in tests/docker/conftest.py). In CI (CI=true) a missing daemon or image is a failure, never a skip.
 Helpers that are not fixtures live in tests/helpers/."""
 
 from __future__ import annotations

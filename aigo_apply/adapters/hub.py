@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aigo_apply import safe_write
-from aigo_apply.desired.model_store import MARKER, read_marker, select_files
+from aigo_apply.desired.model_store import MARKER, select_files
 from aigo_apply.errors import AigoError, HubError
+from aigo_apply.observe.markers import read_marker
 
 INFO_TIMEOUT = 10.0
 

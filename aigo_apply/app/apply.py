@@ -10,58 +10,71 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.converge import converge
 from aigo_apply.app.docker_platform import DockerPlatform
-from aigo_apply.app.platform import ApplyOptions, Console, Platform
+from aigo_apply.app.platform import Platform
+from aigo_apply.app.requests import ApplyRequest
 from aigo_apply.app.saved_plan import approved, config_of, confirm_waivers, read_plan
+from aigo_apply.app.views import Console
+from aigo_apply.errors import UsageProblem
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Plan
 
-__all__ = ["ApplyOptions", "Console", "open_for_apply", "run_apply", "run_destroy"]
+__all__ = ["ApplyRequest", "Console", "open_for_apply", "run_apply", "run_destroy"]
 
 
-def open_for_apply(opts: ApplyOptions, runtime: Runtime | None = None) -> tuple[Plan | None, Platform[Any]]:
-    """The saved plan (when `opts.planfile` names one), read and checked before anything else, and
+def open_for_apply(request: ApplyRequest, runtime: Runtime | None = None) -> tuple[Plan | None, Platform[Any]]:
+    """The saved plan (when `request.planfile` names one), read and checked before anything else, and
     the platform of the file it names (or of -f): chosen once, here."""
-    saved = read_plan(opts.planfile) if opts.planfile else None
+    saved = read_plan(request.planfile) if request.planfile else None
     if saved:
-        confirm_waivers(saved, opts.ignore)
-    file = opts.file or (config_of(saved) if saved else None)
-    return saved, open_platform(file, opts.platform, runtime, plans=True)
+        confirm_waivers(saved, request.ignore)
+    file = request.file or (config_of(saved) if saved else None)
+    return saved, open_platform(file, request.platform, runtime, plans=True)
 
 
 def run_apply(
-    opts: ApplyOptions, runtime: Runtime | None = None, target: Platform[Any] | None = None, saved: Plan | None = None
+    request: ApplyRequest,
+    console: Console,
+    runtime: Runtime | None = None,
+    target: Platform[Any] | None = None,
+    saved: Plan | None = None,
 ) -> int:
     """A saved plan is an approval, not an instruction: the plan is made again from the config file
     and the platform, with the options the saved one records, and carried out only when its
     actions equal the saved ones. Nothing else is read from the plan file. `target`: the platform
     (with `saved`) as open_for_apply chose it; None chooses it here."""
     if target is None:
-        saved, target = open_for_apply(opts, runtime)
-    request = (
+        saved, target = open_for_apply(request, runtime)
+    if request.locked and target.name == "kubernetes":
+        raise UsageProblem("--locked: aigo.lock pins what this machine runs; on a cluster it is not used")
+    wanted = (
         saved.request
         if saved
         else PlanRequest(
-            frozenset(opts.replace), frozenset(opts.target), frozenset(opts.ignore), opts.pull, opts.locked
+            frozenset(request.replace),
+            frozenset(request.target),
+            frozenset(request.ignore),
+            request.pull,
+            request.locked,
         )
     )
-    target.admit(request, saved)
+    target.admit(wanted, saved)
 
     def make(observed: Any) -> Plan:
-        fresh = target.plan(observed, request)
+        fresh = target.plan(observed, wanted)
         return approved(saved, fresh) if saved else fresh
 
-    return converge(target, "apply", opts, make, ask=saved is None)
+    return converge(target, "apply", request, console, make, ask=saved is None)
 
 
 def run_destroy(
-    opts: ApplyOptions, project: str | None = None, runtime: Runtime | None = None, target: Platform[Any] | None = None
+    request: ApplyRequest, console: Console, runtime: Runtime | None = None, target: Platform[Any] | None = None
 ) -> int:
-    """Every container (or cluster object) of the project goes, nothing else. `project`: destroy
-    --project NAME on Docker, without a config file."""
+    """Every container (or cluster object) of the project goes, nothing else. `request.project`:
+    destroy --project NAME on Docker, without a config file."""
     if target is None:
         target = (
-            DockerPlatform.of_project(project, opts.file, runtime)
-            if project is not None
-            else open_platform(opts.file, opts.platform, runtime)
+            DockerPlatform.of_project(request.project, request.file, runtime)
+            if request.project is not None
+            else open_platform(request.file, request.platform, runtime)
         )
-    return converge(target, "destroy", opts, target.destroy_plan, ask=True)
+    return converge(target, "destroy", request, console, target.destroy_plan, ask=True)

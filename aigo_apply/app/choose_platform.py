@@ -26,5 +26,6 @@ def open_platform(
         from aigo_apply.app.kube_platform import KubePlatform  # lightkube's client: only a cluster's path needs it
 
         return KubePlatform(config)
-    desired = build_desired(config, current_host())
-    return DockerPlatform(desired.project, desired.file, desired, runtime, plans)
+    host = current_host()
+    desired = build_desired(config, host)
+    return DockerPlatform(desired.project, desired.file, desired, runtime, plans, host.state_root)

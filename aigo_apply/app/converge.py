@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from aigo_apply.app.platform import ApplyOptions, Console, Platform
+from aigo_apply.app.platform import Platform
+from aigo_apply.app.requests import ApplyRequest
+from aigo_apply.app.views import Console
 from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked
 from aigo_apply.plan.types import Plan
 
@@ -20,12 +22,18 @@ if TYPE_CHECKING:
     from aigo_apply.apply.outcome import ApplyReport
 
 
-def converge(platform: Platform[Any], command: str, opts: ApplyOptions, make: Callable[[Any], Plan], ask: bool) -> int:
+def converge(
+    platform: Platform[Any],
+    command: str,
+    request: ApplyRequest,
+    console: Console,
+    make: Callable[[Any], Plan],
+    ask: bool,
+) -> int:
     """`make`: the plan from what `platform.observe()` found (for apply, approved against a saved
     plan when there is one; for destroy, the platform's destroy plan). `ask`: confirm before acting
-    (apply of a saved plan does not ask: the saved plan was the approval)."""
-    console = opts.console
-    with platform.lock(command, opts.lock_timeout):
+    (apply of a saved plan does not ask: the saved plan was the approval); `console.confirm` asks."""
+    with platform.lock(command, request.lock_timeout):
         observed = platform.observe()
         plan = make(observed)
         platform.show(console, command, plan)
@@ -36,27 +44,28 @@ def converge(platform: Platform[Any], command: str, opts: ApplyOptions, make: Ca
             )
         code = EXIT_OK
         if plan.has_changes:
-            if ask and not opts.yes:
-                if opts.confirm is None:
+            if ask and not request.yes:
+                if console.confirm is None:
                     raise AigoError(
                         f"{command} needs confirmation, and there is no terminal to ask on; "
                         "pass -y/--yes to go ahead without asking"
                     )
-                if not opts.confirm(
+                if not console.confirm(
                     f"Do you want to {command} these changes{platform.where}? Only 'yes' will be accepted"
                 ):
                     console.say(f"{command.capitalize()} cancelled; nothing was changed.", err=True)
                     return EXIT_ERROR
-            execution = platform.executor(command, plan, observed, opts)
+            execution = platform.executor(command, plan, observed, request, console)
             with _interrupts(execution.interrupted, console):
                 report = execution.run()
-            code = finish(report, command, console, opts.output)
+            code = finish(report, command, console)
         if code == EXIT_OK:
-            platform.settled(command, plan, opts)
+            platform.settled(command, plan, request, console)
         return code
 
 
-def finish(report: ApplyReport, command: str, reporter: Console, output: str) -> int:
+def finish(report: ApplyReport, command: str, reporter: Console) -> int:
+    """The outcome said (a `result` event: the JSON lines' last; human lines show the sentences)."""
     counts: dict[str, int] = {}
     router = []
     for outcome in report.outcomes:
@@ -66,17 +75,15 @@ def finish(report: ApplyReport, command: str, reporter: Console, output: str) ->
             counts[outcome.kind] = counts.get(outcome.kind, 0) + 1
     done = ", ".join([f"{n} {_PAST.get(k, k)}" for k, n in counts.items()] + router) or "nothing changed"
     failed = report.failed
-    if output == "json":
-        reporter.event(
-            "result",
-            ok=not failed and not report.interrupted,
-            interrupted=report.interrupted,
-            done=counts,
-            failed=[
-                {"address": o.address, "message": o.message, "restored": o.restored, "log_tail": o.log_tail}
-                for o in failed
-            ],
-        )
+    reporter.event(
+        "result",
+        ok=not failed and not report.interrupted,
+        interrupted=report.interrupted,
+        done=counts,
+        failed=[
+            {"address": o.address, "message": o.message, "restored": o.restored, "log_tail": o.log_tail} for o in failed
+        ],
+    )
     if report.interrupted:
         reporter.say(
             f"\n{command.capitalize()} interrupted: {done}. Run `aigo-apply {command}` again to converge.", err=True

@@ -9,10 +9,12 @@ from __future__ import annotations
 import shutil
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.app import lock_file
 from aigo_apply.app.planning import observe, plan_for
 from aigo_apply.app.platform import Run
 from aigo_apply.app.router_keys import digest_of, read_keys
@@ -21,10 +23,10 @@ from aigo_apply.apply.state_dir import state_dir, state_path
 from aigo_apply.desired import labels
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
-from aigo_apply.desired.model_store import read_markers
 from aigo_apply.desired.types import SOCKETS_FOLDER, DesiredState
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.observe.containers import ObservedState
+from aigo_apply.observe.markers import read_markers
 from aigo_apply.plan import lockfile
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.planner import destroy_plan
@@ -33,7 +35,9 @@ from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import Router
 
 if TYPE_CHECKING:
-    from aigo_apply.app.platform import ApplyOptions, Console, Execution
+    from aigo_apply.app.platform import Execution
+    from aigo_apply.app.requests import ApplyRequest
+    from aigo_apply.app.views import Console
 
 _UNREAD: Any = object()
 
@@ -43,12 +47,20 @@ class DockerPlatform:
     where = ""
 
     def __init__(
-        self, project: str, file: str, desired: DesiredState | None, runtime: Runtime | None = None, plans: bool = False
+        self,
+        project: str,
+        file: str,
+        desired: DesiredState | None,
+        runtime: Runtime | None = None,
+        plans: bool = False,
+        state_root: Path | None = None,
     ):
         """`desired` None: destroy --project, which reads no file. `plans`: this run makes a plan from
         the file, so observe reads the model folders' download markers too, and asks GET /info on a
-        connection of its own while the lists are read (the plan's host checks read it after them)."""
+        connection of its own while the lists are read (the plan's host checks read it after them).
+        `state_root`: the run's (its HostContext's; None: read now, for destroy --project)."""
         self.project, self.file, self.desired = project, file, desired
+        self.state = state_path(project, state_root)  # the project's state folder, for the whole run
         self._runtime = runtime
         self._plans = plans
         self._lock_data: dict[str, Any] | None = _UNREAD
@@ -75,7 +87,7 @@ class DockerPlatform:
     def aigo_lock(self) -> dict[str, Any] | None:
         """aigo.lock beside the file (None: there is none), read once per run."""
         if self._lock_data is _UNREAD:
-            self._lock_data = lockfile.read(lockfile.path_for(self._desired().file))
+            self._lock_data = lock_file.read(lock_file.path_for(self._desired().file))
         return self._lock_data
 
     def admit(self, request: PlanRequest, saved: Plan | None) -> None:
@@ -88,20 +100,20 @@ class DockerPlatform:
             )
         if request.locked and lock is None:
             raise AigoError(
-                f"apply --locked needs {lockfile.path_for(desired.file)}; run `aigo-apply apply` once "
+                f"apply --locked needs {lock_file.path_for(desired.file)}; run `aigo-apply apply` once "
                 "without --locked to write it (nothing was changed)"
             )
 
     def lock(self, command: str, timeout: float) -> AbstractContextManager[object]:
-        return ProjectLock(state_dir(self.project), self.project, command, timeout)
+        return ProjectLock(state_dir(self.project, self.state.parent), self.project, command, timeout)
 
     def observe(self) -> ObservedState:
         if not self._plans:
-            return observe(self.project, self.runtime)
+            return observe(self.project, self.runtime, state_root=self.state.parent)
         ask_ahead = getattr(self.runtime, "prefetch_info", None)  # Docker's own runtime asks GET /info ahead
         if ask_ahead is not None:
             ask_ahead()
-        return observe(self.project, self.runtime, self.desired)
+        return observe(self.project, self.runtime, self.desired, self.state.parent)
 
     def plan(self, observed: ObservedState, request: PlanRequest) -> Plan:
         return plan_for(self._desired(), observed, self.runtime, request, self.aigo_lock)
@@ -112,27 +124,31 @@ class DockerPlatform:
     def show(self, console: Console, command: str, plan: Plan) -> None:
         console.show_plan(plan)
 
-    def executor(self, command: str, plan: Plan, observed: ObservedState, opts: ApplyOptions) -> Execution:
+    def executor(
+        self, command: str, plan: Plan, observed: ObservedState, request: ApplyRequest, console: Console
+    ) -> Execution:
         from aigo_apply.apply.executor import Executor  # with its steps and waits: only changes need them
         from aigo_apply.apply.journal import Journal
 
-        routes = router_for(plan, observed, self.runtime, self.desired if command == "apply" else None)
-        executor = Executor(self.runtime, opts.console, Journal(state_dir(self.project)), routes=routes)
+        routes = router_for(
+            plan, observed, self.runtime, self.desired if command == "apply" else None, self.state.parent
+        )
+        executor = Executor(self.runtime, console, Journal(state_dir(self.project, self.state.parent)), routes=routes)
         return Run(executor.interrupted, lambda: executor.run(plan))
 
-    def settled(self, command: str, plan: Plan, opts: ApplyOptions) -> None:
+    def settled(self, command: str, plan: Plan, request: ApplyRequest, console: Console) -> None:
         """After a run that ended well (nothing to do, or done): an apply of the whole file records
         what is installed in aigo.lock; destroy removes the router's files and the cache volume."""
-        if command == "apply" and self.desired is not None and not opts.target:
+        if command == "apply" and self.desired is not None and not request.target:
             record_lock(self.desired, self.runtime)
         elif command == "destroy":
-            shutil.rmtree(state_path(self.project) / "router", ignore_errors=True)
-            _remove_cache_volume(self.project, self.runtime, opts.console)
+            shutil.rmtree(self.state / "router", ignore_errors=True)
+            _remove_cache_volume(self.project, self.runtime, console)
 
     def status(self) -> dict[str, Any]:
         from aigo_apply.app.status import collect  # with its parallel probes: only status needs it
 
-        return collect(self._desired(), observe(self.project, self.runtime))
+        return collect(self._desired(), observe(self.project, self.runtime, state_root=self.state.parent))
 
     def status_text(self, report: dict[str, Any]) -> str:
         from aigo_apply.app.status import render
@@ -148,7 +164,7 @@ def record_lock(desired: DesiredState, runtime: Runtime) -> None:
     """After a successful apply: aigo.lock records the images and model commits now installed."""
 
     data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
-    lockfile.write(lockfile.path_for(desired.file), data)
+    lock_file.write(lock_file.path_for(desired.file), data)
 
 
 def _remove_cache_volume(project: str, runtime: Runtime, console: Console) -> None:
@@ -172,7 +188,11 @@ def _remove_cache_volume(project: str, runtime: Runtime, console: Console) -> No
 
 
 def router_for(
-    plan: Plan, observed: ObservedState, runtime: Runtime, desired: DesiredState | None = None
+    plan: Plan,
+    observed: ObservedState,
+    runtime: Runtime,
+    desired: DesiredState | None = None,
+    state_root: Path | None = None,
 ) -> Router | None:
     """The router adapter for this run, from the plan's router spec or (a targeted apply, watch) the
     desired one; None when the project has no router (yet). Nothing is taken from the running
@@ -187,9 +207,19 @@ def router_for(
     spec = action.spec if action and action.spec else None
     if spec is None and desired is not None and observed.router is not None:
         spec = desired.router.spec
-    if not spec:
-        return None
-    folder = state_path(plan.project) / "router"
+    return router_of(plan.project, spec, runtime, desired, state_root) if spec else None
+
+
+def router_of(
+    project: str,
+    spec: dict[str, Any],
+    runtime: Runtime,
+    desired: DesiredState | None = None,
+    state_root: Path | None = None,
+) -> Router:
+    """The router adapter for the router `spec` (the planned one, or the file's): its folders must be
+    the ones in this tool's state folder for the project (below the run's `state_root`)."""
+    folder = state_path(project, state_root) / "router"
     for key, wanted in (("config_dir", folder), ("sockets_dir", folder.parent / SOCKETS_FOLDER)):
         if spec.get(key) != str(wanted):
             raise AigoError(
@@ -197,14 +227,14 @@ def router_for(
                 "project (nothing was changed)"
             )
     keys = read_keys(spec)
-    settings = settings_of(plan.project, spec, digest_of(plan.project, keys))
+    settings = settings_of(project, spec, digest_of(project, keys))
     if desired is not None:  # swap groups shape the router's files, not its container (config/swap_groups.py)
         settings = replace(settings, swap_groups=desired.swap_groups)
     return Router(
         runtime,
         folder,
         settings,
-        f"aigo-{plan.project}-router",
+        f"aigo-{project}-router",
         spec["image"],
         keys,
         spec.get("user"),

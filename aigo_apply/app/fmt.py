@@ -44,7 +44,7 @@ _SOURCE = "repo revision path file"
 _SECRET = "from_env from_file"
 # Key order per mapping, as the README's "Config reference" shows it ("*": any alias or name). Keys a
 # mapping does not list keep their written order after the listed ones; maps not listed (models, env)
-# keep theirs. tests/unit/test_repo_fmt.py holds this table to the README and to the schema.
+# keep theirs. tests/unit/app/test_repo_fmt.py holds this table to the README and to the schema.
 ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
     pattern: tuple(keys.split())
     for pattern, keys in {

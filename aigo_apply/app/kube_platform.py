@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.hub import token
@@ -19,6 +19,7 @@ from aigo_apply.app.platform import Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.outcome import StepLog
+from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.secrets import resolve as read_secret
 from aigo_apply.apply.state_dir import state_dir
 from aigo_apply.config import kube_rules
@@ -38,7 +39,9 @@ from aigo_apply.plan.types import Action, Plan
 from aigo_apply.router.haproxy import keys_file
 
 if TYPE_CHECKING:
-    from aigo_apply.app.platform import ApplyOptions, Console, Execution
+    from aigo_apply.app.platform import Execution
+    from aigo_apply.app.requests import ApplyRequest
+    from aigo_apply.app.views import Console
 
 # How the cluster is reached: tests put a client over a transport that answers like the API server.
 connect: Callable[[KubeSettings], KubeClient] = lambda s: KubeClient.connect(context=s.context, namespace=s.namespace)
@@ -53,7 +56,9 @@ class KubePlatform:
 
     def __init__(self, config: Config):
         _check_placement(config)
-        self.desired: DesiredState = build_desired(config, current_host())
+        host = current_host()
+        self.desired: DesiredState = build_desired(config, host)
+        self.state_root = host.state_root
         self.project, self.file = self.desired.project, self.desired.file
         self.settings = settings_of(config.data)
         self._client: KubeClient | None = None
@@ -77,7 +82,9 @@ class KubePlatform:
             raise UsageProblem("--pull never has no meaning on a cluster: its nodes pull the images")
 
     def lock(self, command: str, timeout: float) -> AbstractContextManager[object]:
-        return nullcontext()  # the cluster's objects are applied server-side; no lock on this machine
+        """The project's one lock (apply/project_lock.py), as on Docker: two runs from this machine never
+        apply or destroy the same project at once (the cluster's own field managers guard the rest)."""
+        return ProjectLock(state_dir(self.project, self.state_root), self.project, command, timeout)
 
     def observe(self) -> ClusterState:
         return read_cluster(self.client, self.project)
@@ -107,14 +114,16 @@ class KubePlatform:
             f"({len(names)}): {', '.join(names) or 'none'}"
         )
 
-    def executor(self, command: str, plan: Plan, observed: ClusterState, opts: ApplyOptions) -> Execution:
-        folder = state_dir(self.project) / "kubernetes"
+    def executor(
+        self, command: str, plan: Plan, observed: ClusterState, request: ApplyRequest, console: Console
+    ) -> Execution:
+        folder = state_dir(self.project, self.state_root) / "kubernetes"
         folder.mkdir(exist_ok=True)
         run = KubeApply(
             self.client,
-            StepLog(Journal(folder), opts.console),
-            resolve=_resolver(self.desired, self.settings, opts.console),
-            force_conflicts=opts.force_conflicts,
+            StepLog(Journal(folder), console),
+            resolve=_resolver(self.desired, self.settings, console),
+            force_conflicts=request.force_conflicts,
             wait=RolloutWait(self.client, gpu_resource=self.settings.gpu_resource),
         )
         if command == "destroy":
@@ -122,7 +131,7 @@ class KubePlatform:
         rendered = self._rendered
         return Run(run.interrupted, lambda: run.run(plan, rendered, observed))
 
-    def settled(self, command: str, plan: Plan, opts: ApplyOptions) -> None:
+    def settled(self, command: str, plan: Plan, request: ApplyRequest, console: Console) -> None:
         pass  # nothing of the cluster's is kept on this machine
 
     def status(self) -> dict[str, Any]:

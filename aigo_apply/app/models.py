@@ -8,9 +8,10 @@ from typing import Any
 
 from aigo_apply.apply.fetch_steps import download_folder
 from aigo_apply.apply.outcome import Reporter
-from aigo_apply.desired.model_store import MARKER, downloads, label, read_marker
+from aigo_apply.desired.model_store import MARKER, downloads, label
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import UsageProblem
+from aigo_apply.observe.markers import read_marker
 
 
 def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ entry point the user has."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
@@ -16,12 +17,13 @@ from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file, load_config
 from aigo_apply.desired.build import build_desired
-from aigo_apply.desired.model_store import downloads, is_commit, is_complete, label, read_markers
-from aigo_apply.desired.types import DesiredState
+from aigo_apply.desired.model_store import downloads, is_commit, is_complete, label
+from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.errors import AigoError, HubError, OnKubernetes
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
 from aigo_apply.observe.local_sources import local_source_problems
+from aigo_apply.observe.markers import read_markers
 from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
@@ -36,24 +38,30 @@ if TYPE_CHECKING:
     from aigo_apply.app.platform import Platform
 
 
-def load_desired(file: str | None, platform: str | None = None) -> DesiredState:
+def load_desired(file: str | None, platform: str | None = None, host: HostContext | None = None) -> DesiredState:
     """The desired state on this machine's Docker, for the commands that work on Docker only: a
     file for a cluster (or --platform kubernetes) is refused with OnKubernetes, which says so (plan,
     apply, status and destroy choose their platform with app/platform.open_platform instead)."""
     config = load_config(choose_file(file))
     if (platform or config.data.get("platform", "docker")) == "kubernetes":
         raise OnKubernetes(config.file)
-    return build_desired(config, current_host())
+    return build_desired(config, host or current_host())
 
 
-def observe(project: str, runtime: Runtime | None = None, desired: DesiredState | None = None) -> ObservedState:
+def observe(
+    project: str, runtime: Runtime | None = None, desired: DesiredState | None = None, state_root: Path | None = None
+) -> ObservedState:
     """One container list call, one image list call, the router's live files, and (with
     `desired`) the download markers of the model folders the file names."""
 
     runtime = runtime or _docker()
     markers = read_markers(desired.specs()) if desired else {}
     return parse_state(
-        project, runtime.list_containers(), runtime.list_images(), read_live(state_path(project) / "router"), markers
+        project,
+        runtime.list_containers(),
+        runtime.list_images(),
+        read_live(state_path(project, state_root) / "router"),
+        markers,
     )
 
 

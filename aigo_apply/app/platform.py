@@ -1,6 +1,7 @@
 """The platform seam of the use cases: where plan, apply, destroy and status act, chosen once from
 the file's `platform:` or `--platform` (app/choose_platform.py) and then handed to the one converge
-loop (app/converge.py), with the options of a run (ApplyOptions) and how it talks (Console). Docker (app/docker_platform.py) and Kubernetes (app/kube_platform.py) implement
+loop (app/converge.py), with the request of a run (app/requests.ApplyRequest) and how it talks
+(app/views.Console). Docker (app/docker_platform.py) and Kubernetes (app/kube_platform.py) implement
 the same typed Protocol; the planner never knows which one it plans for.
 
 What a platform does, in the loop's order: `lock` the project, `observe` what runs, make the `plan`
@@ -14,10 +15,10 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from aigo_apply.apply.outcome import Reporter
+from aigo_apply.app.requests import ApplyRequest
+from aigo_apply.app.views import Console
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Plan
@@ -47,32 +48,6 @@ class Run:
         return self.go()
 
 
-class Console(Reporter, Protocol):
-    """How apply and destroy talk to the user (cli/reporter.py: human lines, or JSON lines with -o json):
-    the executors' events, and the plan and sentences of the loop around them."""
-
-    def show_plan(self, plan: Plan) -> None: ...
-    def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None: ...
-
-
-@dataclass
-class ApplyOptions:
-    console: Console
-    file: str | None = None
-    planfile: Path | None = None
-    yes: bool = False
-    pull: str = "missing"
-    output: str = "text"
-    lock_timeout: float = 0.0
-    replace: tuple[str, ...] = ()
-    target: tuple[str, ...] = ()
-    confirm: Callable[[str], bool] | None = None  # asks the user; None when there is no terminal
-    ignore: tuple[str, ...] = ()  # readiness check ids the user chose to ignore
-    locked: bool = False  # install exactly what aigo.lock records
-    platform: str | None = None  # --platform; None: the file's own (Docker unless it says kubernetes)
-    force_conflicts: bool = False  # Kubernetes: take over fields another field manager owns
-
-
 class Platform(Protocol[Observed]):
     name: str  # "docker" or "kubernetes"
     where: str  # how the confirmation names the target: "" (this machine) or " on the cluster"
@@ -91,7 +66,9 @@ class Platform(Protocol[Observed]):
     def plan(self, observed: Observed, request: PlanRequest) -> Plan: ...
     def destroy_plan(self, observed: Observed) -> Plan: ...
     def show(self, console: Console, command: str, plan: Plan) -> None: ...
-    def executor(self, command: str, plan: Plan, observed: Observed, opts: ApplyOptions) -> Execution: ...
-    def settled(self, command: str, plan: Plan, opts: ApplyOptions) -> None: ...
+    def executor(
+        self, command: str, plan: Plan, observed: Observed, request: ApplyRequest, console: Console
+    ) -> Execution: ...
+    def settled(self, command: str, plan: Plan, request: ApplyRequest, console: Console) -> None: ...
     def status(self) -> dict[str, Any]: ...
     def status_text(self, report: dict[str, Any]) -> str: ...

@@ -1,7 +1,7 @@
 """A saved plan (`apply PLANFILE`), read as something nobody reviewed: bounded, strict JSON, its
 shape checked; then the plan made now must be the one it approved (same fingerprint, same actions),
 and any readiness waiver it carries is repeated by the person applying it. Nothing else from the
-file is used to act."""
+file is used to act. `plan --out` writes one (save_plan)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,18 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from aigo_apply import safe_write
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan import plan_file
 from aigo_apply.plan.plan_file import REMAKE
 from aigo_apply.plan.text import shown
 from aigo_apply.plan.types import Plan
+
+
+def save_plan(plan: Plan, path: Path) -> None:
+    """`plan --out`: the plan's JSON contract, written the one safe way (aigo_apply/safe_write.py)."""
+    text = json.dumps(plan.to_dict(), indent=2) + "\n"
+    safe_write.write(path, text, expect=safe_write.ANY, new_mode=0o644, error=PlanFileError, what="plan file")
 
 
 def config_of(saved: Plan) -> str:

@@ -12,14 +12,21 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.app.docker_platform import router_of
+from aigo_apply.app.host_context import current_host
+from aigo_apply.app.planning import load_desired, observe
+from aigo_apply.app.requests import WatchRequest
+from aigo_apply.app.views import DocumentView
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.apply.state_dir import state_dir
 from aigo_apply.desired.types import EngineAddress, Route
-from aigo_apply.errors import AigoError, LockHeld, NotReady
+from aigo_apply.errors import EXIT_OK, AigoError, LockHeld, NotReady
 from aigo_apply.observe.containers import parse_state, running_engines
 from aigo_apply.router.deploy import Router
 
@@ -35,9 +42,10 @@ class Watcher:
         specs: dict[str, dict[str, Any]],
         say: Callable[[str], None],
         ready_timeout: float = 1800.0,
+        state_root: Path | None = None,
     ):
         self.runtime, self.router, self.project, self.specs = runtime, router, project, specs
-        self.say, self.ready_timeout = say, ready_timeout
+        self.say, self.ready_timeout, self.state_root = say, ready_timeout, state_root
         self.stop = threading.Event()
 
     def _slot(self, container: str) -> str:
@@ -49,7 +57,7 @@ class Watcher:
 
     def _change(self, what: str, alias: str, route: Route | None = None) -> None:
         try:
-            with ProjectLock(state_dir(self.project), self.project, "watch", LOCK_WAIT):
+            with ProjectLock(state_dir(self.project, self.state_root), self.project, "watch", LOCK_WAIT):
                 self.router.refresh()
                 if what == "remove":
                     if alias in self.router.routes:
@@ -118,3 +126,20 @@ class Watcher:
     def install_signals(self) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop.set())
+
+
+def run_watch(request: WatchRequest, view: DocumentView) -> int:
+    """Until SIGINT or SIGTERM: the routes follow the engines of the file's project, through the
+    router the file defines (there must be one running: the first apply makes it)."""
+    host = current_host()
+    desired, root = load_desired(request.file, host=host), host.state_root  # one state root for the run
+    runtime = DockerRuntime(timeout=None)
+    if observe(desired.project, runtime, state_root=root).router is None:
+        raise AigoError(f"project '{desired.project}' has no router yet; run `aigo-apply apply` first")
+    router = router_of(desired.project, desired.router.spec, runtime, desired, root)
+    specs = {alias: m.spec for alias, m in desired.models.items()}
+    watcher = Watcher(runtime, router, desired.project, specs, view.document, state_root=root)
+    watcher.install_signals()
+    watcher.run()
+    view.document("watch stopped")
+    return EXIT_OK

@@ -14,8 +14,9 @@ from aigo_apply.adapters.hub import download
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.outcome import Reporter
 from aigo_apply.config.schema import schema
-from aigo_apply.desired.model_store import is_complete, read_marker, repo_dir
+from aigo_apply.desired.model_store import is_complete, repo_dir
 from aigo_apply.errors import PlanFileError
+from aigo_apply.observe.markers import read_marker
 from aigo_apply.plan.types import Action
 
 

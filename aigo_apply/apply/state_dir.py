@@ -1,6 +1,10 @@
-"""The per-project state directory (lock file, journal): $AIGO_STATE_DIR, else
+"""The per-project state directory (lock file, journal, the router's files): $AIGO_STATE_DIR, else
 $XDG_STATE_HOME/aigo-apply, else ~/.local/state/aigo-apply; one folder per project.
-It holds no desired or observed state: the labels on the containers are the state."""
+It holds no desired or observed state: the labels on the containers are the state.
+
+One state root: `state_root` is its one rule (config/host_paths.state_root_of as written, resolved
+here), read once per run into the HostContext (app/host_context.current_host); the platforms, the
+watcher and the router's folder are given that root, so one run never sees two."""
 
 from __future__ import annotations
 
@@ -24,14 +28,14 @@ def state_root() -> Path:
     return real
 
 
-def state_path(project: str) -> Path:
-    """Where the project's state folder is (not created)."""
-    return state_root() / project
+def state_path(project: str, root: Path | None = None) -> Path:
+    """Where the project's state folder is (not created), below `root` (the run's; None: read it now)."""
+    return (state_root() if root is None else root) / project
 
 
-def state_dir(project: str) -> Path:
+def state_dir(project: str, root: Path | None = None) -> Path:
     """The project's state folder, created when missing."""
-    path = state_path(project)
+    path = state_path(project, root)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

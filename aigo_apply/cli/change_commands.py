@@ -1,4 +1,6 @@
-"""Commands that change the machine: apply, destroy, and watch (which keeps routes in step)."""
+"""Commands that change the machine: apply, destroy, and watch (which keeps routes in step). Each
+parses its options into a request (app/requests.py) and runs its use case with the view of its
+-o/--output (cli/views.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import click
 
 from aigo_apply.cli.group import (
     _confirm,
-    _console,
     cli,
     file_option,
     force_conflicts_option,
@@ -23,7 +24,6 @@ from aigo_apply.cli.group import (
     target_option,
     yes_option,
 )
-from aigo_apply.errors import EXIT_OK, AigoError
 
 
 @cli.command()
@@ -55,30 +55,25 @@ def apply(
 ) -> int:
     """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove.
     A successful apply writes aigo.lock next to the file."""
-    from aigo_apply.app.apply import ApplyOptions, open_for_apply, run_apply
+    from aigo_apply.app.apply import ApplyRequest, run_apply
+    from aigo_apply.cli.views import view_for
 
     if locked and planfile:
         raise click.UsageError("--locked applies the file; a saved plan already says what it installs")
-    options = ApplyOptions(
-        _console(output),
-        file,
-        planfile,
-        yes,
-        pull,
-        output,
-        lock_timeout,
-        replace,
-        target,
-        _confirm(),
-        ignore,
-        locked,
-        platform,
+    request = ApplyRequest(
+        file=file,
+        planfile=planfile,
+        yes=yes,
+        pull=pull,
+        lock_timeout=lock_timeout,
+        replace=replace,
+        target=target,
+        ignore=ignore,
+        locked=locked,
+        platform=platform,
         force_conflicts=force_conflicts,
     )
-    saved, where = open_for_apply(options)
-    if locked and where.name == "kubernetes":
-        raise click.UsageError("--locked: aigo.lock pins what this machine runs; on a cluster it is not used")
-    return run_apply(options, target=where, saved=saved)
+    return run_apply(request, view_for(output, _confirm()))
 
 
 @cli.command()
@@ -92,42 +87,28 @@ def destroy(
     file: str | None, output: str, yes: bool, lock_timeout: float, project: str | None, platform: str | None
 ) -> int:
     """Remove every container of the project (never anything else)."""
-    from aigo_apply.app.apply import ApplyOptions, run_destroy
+    from aigo_apply.app.apply import ApplyRequest, run_destroy
+    from aigo_apply.cli.views import view_for
     from aigo_apply.config.schema import schema
 
     if project is not None and not re.search(schema()["properties"]["project"]["pattern"], project):
         raise click.BadParameter(
             f"{project!r} is not a project name (as `project:` in aigo.yaml)", param_hint="--project"
         )
-    options = ApplyOptions(
-        _console(output), file, None, yes, "never", output, lock_timeout, confirm=_confirm(), platform=platform
-    )
     if project is not None and platform == "kubernetes":
         raise click.UsageError("--project destroys on Docker; on a cluster, name the file with -f")
-    return run_destroy(options, project)
+    request = ApplyRequest(
+        file=file, yes=yes, pull="never", lock_timeout=lock_timeout, platform=platform, project=project
+    )
+    return run_destroy(request, view_for(output, _confirm()))
 
 
 @cli.command()
 @file_option
 def watch(file: str | None) -> int:
     """Follow Docker events: remove a dead engine's route at once, re-add it once it is ready again."""
-    from aigo_apply.adapters.docker_engine import DockerRuntime
-    from aigo_apply.app.docker_platform import router_for
-    from aigo_apply.app.planning import load_desired, observe
-    from aigo_apply.app.watch import Watcher
-    from aigo_apply.plan.types import Plan
+    from aigo_apply.app.requests import WatchRequest
+    from aigo_apply.app.watch import run_watch
+    from aigo_apply.cli.views import view_for
 
-    desired = load_desired(file)
-    runtime = DockerRuntime(timeout=None)
-    observed = observe(desired.project, runtime)
-    router = router_for(Plan(desired.project, desired.file, "", ()), observed, runtime, desired)
-    if router is None:
-        raise AigoError(f"project '{desired.project}' has no router yet; run `aigo-apply apply` first")
-    specs = {alias: m.spec for alias, m in desired.models.items()}
-    from aigo_apply.cli.reporter import echo
-
-    watcher = Watcher(runtime, router, desired.project, specs, lambda line: echo(line, colours=False))
-    watcher.install_signals()
-    watcher.run()
-    click.echo("watch stopped")
-    return EXIT_OK
+    return run_watch(WatchRequest(file=file), view_for("text"))

@@ -153,16 +153,3 @@ lock_option = click.option(
     metavar="SECONDS",
     help="How long to wait for another apply or destroy of this project to finish.",
 )
-
-
-def load_config_data(file: str | None) -> dict:
-    from aigo_apply.config.load import choose_file, load_config
-
-    return load_config(choose_file(file)).data
-
-
-def _console(output: str):
-    """Human lines, or JSON lines with -o json: for apply, destroy and the pull commands."""
-    from aigo_apply.cli.reporter import JsonReporter, TextReporter
-
-    return JsonReporter() if output == "json" else TextReporter()

@@ -1,7 +1,7 @@
 """Commands for config repositories: `fmt` (the canonical layout, or `--check` with a diff, for
 pre-commit and CI) and `schema` (print the JSON Schema, or `--write` a copy beside the config that a
 relative `$schema=` reference can name on every machine). The work is in app/fmt.py and
-config/starter.py; this is wiring."""
+app/starter.py; this is wiring."""
 
 from __future__ import annotations
 
@@ -61,9 +61,9 @@ def fmt_cmd(files: tuple[str, ...], check: bool) -> int:
 @click.option("--write", is_flag=True, help="Copy the schema beside the config file as aigo.schema.json.")
 def schema_cmd(file: str | None, write: bool) -> int:
     """Print the config's JSON Schema, or write it beside the config for editors (`--write`)."""
+    from aigo_apply.app.starter import SCHEMA_COPY, modeline, schema_text, write_schema_copy
     from aigo_apply.cli.reporter import echo
     from aigo_apply.config.load import choose_file
-    from aigo_apply.config.starter import SCHEMA_COPY, modeline, schema_text, write_schema_copy
     from aigo_apply.plan.text import shown
 
     if not write:

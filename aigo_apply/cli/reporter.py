@@ -12,6 +12,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -58,6 +59,7 @@ class JsonReporter:
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stdout
         self._lock = threading.Lock()
+        self.confirm: Callable[[str], bool] | None = None  # asks on the terminal (cli/views.view_for)
 
     def event(self, kind: str, **fields: Any) -> None:
         record = {"event": kind, "time": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
@@ -77,9 +79,10 @@ class JsonReporter:
 class TextReporter:
     """Plain lines, prefixed with the resource address; pulls get rich progress bars on a TTY."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pulls: dict[str, Any] = {}
+        self.confirm: Callable[[str], bool] | None = None  # asks on the terminal (cli/views.view_for)
 
     def event(self, kind: str, **fields: Any) -> None:
         handler = getattr(self, f"_on_{kind}", None)

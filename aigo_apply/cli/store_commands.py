@@ -1,19 +1,13 @@
-"""The `image` and `models` groups: what images an engine resolves to and pulls, and the model store."""
+"""The `image` and `models` groups: what images an engine resolves to and pulls, and the model store.
+Each parses its options into a request (app/requests.py) and runs its use case (app/store.py) with
+the view of its -o/--output (cli/views.py)."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from aigo_apply.cli.group import (
-    _console,
-    cli,
-    file_option,
-    load_config_data,
-    output_option,
-)
-from aigo_apply.errors import EXIT_OK, AigoError
+from aigo_apply.cli.group import cli, file_option, output_option
+from aigo_apply.errors import EXIT_OK
 
 
 @cli.group()
@@ -27,14 +21,11 @@ def image() -> None:
 @output_option
 def image_inspect(engine: str, file: str | None, output: str) -> int:
     """Show imageReference, defaultTag, tagOverridden, and the local id and digest."""
-    from aigo_apply.adapters.docker_engine import DockerRuntime
-    from aigo_apply.desired import images
+    from aigo_apply.app.requests import ImageRequest
+    from aigo_apply.app.store import run_image_inspect
+    from aigo_apply.cli.views import view_for
 
-    info = images.image_object(load_config_data(file), engine)
-    reference = info["imageReference"]
-    info = images.with_local(info, DockerRuntime().inspect_image(reference) if reference else None)
-    click.echo(json.dumps(info, indent=2) if output == "json" else images.render(info))
-    return EXIT_OK
+    return run_image_inspect(ImageRequest(engine=engine, file=file), view_for(output))
 
 
 @image.command("pull")
@@ -43,15 +34,11 @@ def image_inspect(engine: str, file: str | None, output: str) -> int:
 @output_option
 def image_pull(engine: str, file: str | None, output: str) -> int:
     """Pull the configured image of ENGINE now, with progress."""
-    from aigo_apply.adapters.docker_engine import DockerRuntime
-    from aigo_apply.apply.fetch_steps import pull_image
-    from aigo_apply.desired import images
+    from aigo_apply.app.requests import ImageRequest
+    from aigo_apply.app.store import run_image_pull
+    from aigo_apply.cli.views import view_for
 
-    reference = images.image_object(load_config_data(file), engine)["imageReference"]
-    if reference is None:
-        raise AigoError(f"{engine} has no built-in image tag; set engines.{engine}.image_tag in the file first")
-    pull_image(DockerRuntime(), _console(output), reference)
-    return EXIT_OK
+    return run_image_pull(ImageRequest(engine=engine, file=file), view_for(output))
 
 
 @image.command("tag")
@@ -82,11 +69,11 @@ def models() -> None:
 @output_option
 def models_pull(aliases: tuple[str, ...], file: str | None, output: str) -> int:
     """Download the files of the named models (default: all) from Hugging Face, resumably."""
-    from aigo_apply.app.models import pull
-    from aigo_apply.app.planning import load_desired
+    from aigo_apply.app.requests import ModelsRequest
+    from aigo_apply.app.store import run_models_pull
+    from aigo_apply.cli.views import view_for
 
-    pull(load_desired(file), aliases, _console(output))
-    return EXIT_OK
+    return run_models_pull(ModelsRequest(file=file, aliases=aliases), view_for(output))
 
 
 @models.command("list")
@@ -94,10 +81,8 @@ def models_pull(aliases: tuple[str, ...], file: str | None, output: str) -> int:
 @output_option
 def models_list(file: str | None, output: str) -> int:
     """List the downloaded models (repo, revision, commit, size, which models use them)."""
-    from aigo_apply.app.models import listing, render
-    from aigo_apply.app.planning import load_desired
+    from aigo_apply.app.requests import ModelsRequest
+    from aigo_apply.app.store import run_models_list
+    from aigo_apply.cli.views import view_for
 
-    desired = load_desired(file)
-    rows = listing(desired, desired.models_dir)
-    click.echo(json.dumps(rows, indent=2) if output == "json" else render(rows))
-    return EXIT_OK
+    return run_models_list(ModelsRequest(file=file), view_for(output))

@@ -32,7 +32,7 @@ from aigo_apply.config.yaml_source import Path_
 # searched in every value of a config (up to 4096 characters each) and in secrets read at apply time,
 # so each must take time linear in the text: no two quantifiers that can share characters, a literal
 # or a bounded part before every open-ended run, and nothing that makes a run be scanned again from
-# each of its characters (tests/unit/test_env_hostile_regex.py holds the worst inputs known).
+# each of its characters (tests/unit/config/test_env_hostile_regex.py holds the worst inputs known).
 CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY"), "a private key"),
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "a Hugging Face token (hf_...)"),

@@ -3,17 +3,17 @@
 A repo source maps to one folder per repo and revision under the models directory; a path source is
 used as it is (relative to the config file). A downloaded folder holds a marker file written only
 after every selected file arrived and was verified: its presence is what "downloaded" means, so an
-interrupted download is never mistaken for a complete one. Pure apart from reading that marker.
+interrupted download is never mistaken for a complete one. The marker's shape is here; it is read by
+observe/markers.py. Not yet pure: a path source and the models directory are resolved here (issue 28
+point 6 would take those facts gathered by an adapter).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
-from aigo_apply import safe_write
 from aigo_apply.config.defaults import MAX_GGUF_PARTS
 from aigo_apply.config.host_paths import (
     UNRESOLVABLE_FIX,
@@ -25,7 +25,7 @@ from aigo_apply.config.host_paths import (
     unsafe_mount,
 )
 from aigo_apply.desired.types import HostContext
-from aigo_apply.errors import AigoError, UnsafeSetting, UnsupportedModel
+from aigo_apply.errors import UnsafeSetting, UnsupportedModel
 
 MARKER = ".aigo-download.json"
 MAX_MARKER_BYTES = 16 * 1024 * 1024  # a marker lists a repo's files: a few KiB
@@ -184,18 +184,6 @@ def gguf_parts(name: str) -> list[str]:
     return [f"{split.group('stem')}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
-def read_marker(folder: Path) -> dict[str, Any] | None:
-    """The folder's download marker in the shape the tool writes it, or None (not downloaded) when it
-    is missing, unreadable, not a regular file (a symlink, a FIFO: never waited on) or of another
-    shape: a damaged marker means the folder is downloaded and verified again, never a traceback."""
-    try:
-        raw = safe_write.read_current(folder / MARKER, str(folder / MARKER), limit=MAX_MARKER_BYTES)
-        data = json.loads(raw) if raw is not None else None
-    except (AigoError, ValueError, RecursionError):
-        return None
-    return marker_shape(data)
-
-
 def marker_shape(data: Any) -> dict[str, Any] | None:
     """`data` as a marker: `files` maps names to sizes (whole non-negative numbers); repo, revision,
     commit and downloaded_at are text (a commit 40 hex digits), sha256 maps names to digests,
@@ -256,8 +244,3 @@ def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def label(need: dict[str, Any]) -> str:
     """repo@revision (and /file for a GGUF model): how plans, `models pull` and aigo.lock name a download."""
     return f"{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need.get("file") else "")
-
-
-def read_markers(specs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The markers of every folder the models download into ({} where there is none)."""
-    return {d["dest"]: read_marker(Path(d["dest"])) or {} for d in downloads(specs)}

@@ -6,7 +6,7 @@ reads as absent (a `Runtimes` that is a string lists no runtime, a tag that is n
 fields nobody reads are left as they are, so a well-formed answer reads as itself), and an answer
 whose whole shape is wrong (a container list that is not a list, an /info that is not an object) is a
 DockerUnavailable naming the request, never a traceback. adapters/docker_engine.py passes each answer
-through here once, where it comes in; tests/unit/test_outside_answers.py holds these with arbitrary
+through here once, where it comes in; tests/unit/observe/test_outside_answers.py holds these with arbitrary
 JSON."""
 
 from __future__ import annotations

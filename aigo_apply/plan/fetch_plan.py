@@ -33,7 +33,7 @@ def restores(observed: ObservedState, locked: Mapping[str, LockRestore]) -> list
                     f"aigo.lock records {how.locked_id[:19]}; the tag names {now[:19] if now else 'no image'} now; {where}",
                 ),
                 image=ref,
-                restore=how,
+                payload=how,
             )
         )
     return out
@@ -111,7 +111,7 @@ def download_actions(
             info.bytes,
             info.pin,
         )
-        actions.append(Action(f"download.{what}", "download", (reason,), download=fetch))
+        actions.append(Action(f"download.{what}", "download", (reason,), payload=fetch))
     return actions, blockers, warnings
 
 

@@ -4,7 +4,7 @@ digest) and each Hugging Face repo@revision (the commit it resolved to). `plan` 
 it; `apply --locked` downloads exactly the recorded commits and puts the recorded images back
 (re-tagged when still on the machine, else pulled by digest).
 
-JSON with sorted keys, so it diffs cleanly in git. Pure apart from reading and writing the file.
+JSON with sorted keys, so it diffs cleanly in git. Pure: app/lock_file.py reads and writes the file.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aigo_apply import safe_write
 from aigo_apply.desired.model_store import downloads, label
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
@@ -26,16 +25,11 @@ IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
 
 
-def path_for(config_file: str) -> Path:
-    return Path(config_file).resolve().with_name(NAME)
-
-
-def read(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
+def parse(raw: bytes, path: Path) -> dict[str, Any]:
+    """The lock file's bytes (read by app/lock_file.py) as checked data, or an AigoError naming `path`."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:
         raise AigoError(
             f"{path}: not a readable lock file ({exc}); delete it and apply again to write a new one"
         ) from None
@@ -50,6 +44,11 @@ def read(path: Path) -> dict[str, Any] | None:
             "apply again to write a new one"
         )
     return data
+
+
+def text_of(data: dict[str, Any]) -> bytes:
+    """What the lock file holds for `data`: JSON with sorted keys, so it diffs cleanly in git."""
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
 def _shape_problem(data: dict[str, Any]) -> str | None:
@@ -90,17 +89,6 @@ def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str
         if marker.get("commit"):
             locked_models[label(need)] = {"commit": marker["commit"], "models": sorted(need["models"])}
     return {"version": FORMAT, "project": desired.project, "images": locked_images, "models": locked_models}
-
-
-def write(path: Path, data: dict[str, Any]) -> bool:
-    """Write the one safe way (aigo_apply/safe_write.py); False (and nothing written) when the content
-    is unchanged. Refused when the lock changed between this read and the write."""
-    text = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    current = safe_write.read_current(path, str(path))
-    if current == text:
-        return False
-    safe_write.write(path, text, expect=current, new_mode=0o644, what="lock file")
-    return True
 
 
 def drift(

@@ -28,7 +28,7 @@ REMAKE = "make a new one with `aigo-apply plan --out` (nothing was changed)"
 MAX_DEPTH = 32
 # The ids of the readiness checks (plan/host_checks.py, gpu_ledger.py, apply/secret_checks.py,
 # app/router_keys.py and app/planning.py make them): the only ones --ignore-readiness and a saved
-# plan's request accept. tests/unit/test_plan_file_hostile_cli.py keeps this list equal to the code's.
+# plan's request accept. tests/unit/cli/test_plan_file_hostile_cli.py keeps this list equal to the code's.
 READINESS_CHECK_IDS = (
     "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",
     *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),

@@ -21,7 +21,7 @@ from aigo_apply.plan.replace_strategy import choose
 from aigo_apply.plan.router_plan import STOPPED, router_action
 from aigo_apply.plan.spec_diff import diff_specs, flatten, image_moved
 from aigo_apply.plan.swap_ledger import plan_groups
-from aigo_apply.plan.types import Action, Blocker, Change, Plan
+from aigo_apply.plan.types import Action, Blocker, Change, Plan, SpecPayload
 
 
 def build_plan(
@@ -127,7 +127,7 @@ def _model_actions(
         "image": model.container.image,
         "notes": model.notes,
     }
-    waits: dict[str, Any] = {"spec": model.spec, "ready_timeout": model.ready_timeout}
+    waits: dict[str, Any] = {"payload": SpecPayload(model.spec), "ready_timeout": model.ready_timeout}
     if primary is None:
         created = tuple(Change(p, None, v, "create") for p, v in flatten(model.spec))
         return extras + [Action(address, "create", (f"no container {name} exists",), created, **waits, **base)]
@@ -146,11 +146,15 @@ def _model_actions(
                 address,
                 "noop",
                 (f"settings match, but the container is restarting after a crash; see `docker logs {name}`",),
-                spec=model.spec,
+                payload=SpecPayload(model.spec),
                 **base,
             )
         ]
-    return extras + [Action(address, "noop", ("settings match and the container is running",), spec=model.spec, **base)]
+    return extras + [
+        Action(
+            address, "noop", ("settings match and the container is running",), payload=SpecPayload(model.spec), **base
+        )
+    ]
 
 
 def _differences(

@@ -10,7 +10,7 @@ from typing import Any
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.observe.containers import ObservedState
 from aigo_apply.plan.spec_diff import diff_specs, flatten, image_moved
-from aigo_apply.plan.types import Action, Change
+from aigo_apply.plan.types import Action, Change, SpecPayload
 from aigo_apply.router.haproxy import (
     KEYS_DIGEST_FILE,
     render_files,
@@ -31,7 +31,7 @@ def router_action(
     base: dict[str, Any] = {
         "container": want.container.name,
         "image": want.container.image,
-        "spec": want.spec,
+        "payload": SpecPayload(want.spec),
         "ready_timeout": 60.0,
     }
     if have is None:

@@ -1,6 +1,7 @@
 """The plan as a value: ordered actions with reasons and field changes, blockers, the GPU lanes
-models start in, and the fingerprint of what was observed. Its JSON form (`to_dict`) is the versioned contract; the text
-view is rendered from it, and `plan --out` saves it for `apply PLANFILE`. `from_dict` reads a saved
+models start in, and the fingerprint of what was observed. Each action kind has one payload type
+(PAYLOADS: a SpecPayload, DownloadSpec or LockRestore, the JSON's `spec`). Its JSON form (`to_dict`) is the
+versioned contract; the text view is rendered from it, and `plan --out` saves it for `apply PLANFILE`. `from_dict` reads a saved
 one back and checks its whole shape first (`check_shape`): an edited plan file is a PlanFileError
 that says where, never a traceback.
 """
@@ -8,12 +9,10 @@ that says where, never a traceback.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from aigo_apply import __version__, safe_write
+from aigo_apply import __version__
 from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.facts import PlanRequest
@@ -90,10 +89,44 @@ class DownloadSpec:
 
 
 @dataclass(frozen=True)
+class SpecPayload:
+    """The payload of a model's or the router's create, recreate, start, noop and reload: its desired
+    canonical spec (secrets as references), what its container is made from."""
+
+    values: dict[str, Any]
+
+    def to_spec(self) -> dict[str, Any]:
+        return self.values
+
+    @classmethod
+    def from_spec(cls, data: Any) -> SpecPayload:
+        """Read back from a plan file (check_shape made it an object): apply compares the plan made
+        now with the saved one, so no value of it is acted on."""
+        if not isinstance(data, dict):
+            raise PlanFileError(_DAMAGED)
+        return cls(data)
+
+
+Payload = SpecPayload | DownloadSpec | LockRestore
+# One payload type per kind (the JSON has it as the action's `spec`): None where a kind has none, and
+# whether one must be there. Action checks it when made; _action_from_dict reads a saved one by it.
+PAYLOADS: dict[ActionKind, tuple[type[Payload] | None, bool]] = {
+    "pull": (LockRestore, False),  # apply --locked: aigo.lock's image put back under its tag
+    "download": (DownloadSpec, True),
+    "create": (SpecPayload, False),  # a model's or the router's desired canonical spec
+    "recreate": (SpecPayload, False),
+    "start": (SpecPayload, False),
+    "noop": (SpecPayload, False),
+    "reload_router": (SpecPayload, False),
+    "remove": (None, False),
+}
+_DAMAGED = "an action in the plan file is damaged or edited by hand; make a new one with `aigo-apply plan --out`"
+
+
+@dataclass(frozen=True)
 class Action:
-    """One step of a plan. Its payload depends on its kind: `spec` (the desired canonical spec of a
-    model or the router: start, create, recreate, noop), `download` (a model folder from the Hub) or
-    `restore` (apply --locked: aigo.lock's image put back under its tag); the JSON has each as `spec`."""
+    """One step of a plan. `payload` is of the one type its kind has (PAYLOADS): a SpecPayload, a
+    DownloadSpec or a LockRestore; `spec`, `download` and `restore` read it as that type."""
 
     address: str  # model.<alias> | router | image.<ref> | download.<repo@rev> | container.<name>
     kind: ActionKind
@@ -102,14 +135,34 @@ class Action:
     model: str | None = None
     container: str | None = None
     image: str | None = None
-    spec: dict[str, Any] | None = None  # desired canonical spec, for a model or the router
+    payload: Payload | None = None
     notes: tuple[str, ...] = ()
     ready_timeout: float | None = None
     diff: str | None = None  # router: unified diff of its config files (plan --diff)
-    download: DownloadSpec | None = None
-    restore: LockRestore | None = None
     strategy: Strategy | None = None  # recreate of a model: parallel or recreate, and why (plan/replace_strategy.py)
     slot: str = "a"  # a model's engine: which of its two sockets it serves on once this action is done
+
+    def __post_init__(self) -> None:
+        kind, required = PAYLOADS[self.kind]
+        if (self.payload is None and required) or (
+            self.payload is not None and not isinstance(self.payload, kind or ())
+        ):
+            raise TypeError(
+                f"a {self.kind} action's payload is a {kind.__name__ if kind else 'None'}, not {self.payload!r}"
+            )
+
+    @property
+    def spec(self) -> dict[str, Any] | None:
+        """The desired canonical spec of a model or the router (a SpecPayload's values)."""
+        return self.payload.values if isinstance(self.payload, SpecPayload) else None
+
+    @property
+    def download(self) -> DownloadSpec | None:
+        return self.payload if isinstance(self.payload, DownloadSpec) else None
+
+    @property
+    def restore(self) -> LockRestore | None:
+        return self.payload if isinstance(self.payload, LockRestore) else None
 
     @property
     def is_router(self) -> bool:
@@ -120,14 +173,6 @@ class Action:
         """An engine container: a model's, or a leftover one the plan removes."""
         return self.address.startswith(("model.", "container."))
 
-    def payload(self) -> dict[str, Any] | None:
-        """What the JSON's `spec` holds for this action."""
-        if self.download is not None:
-            return self.download.to_spec()
-        if self.restore is not None:
-            return self.restore.to_spec()
-        return self.spec
-
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "address": self.address,
@@ -136,7 +181,7 @@ class Action:
             "changes": [c.to_dict() for c in self.changes],
         }
         for key in ("model", "container", "image", "spec", "ready_timeout", "diff"):
-            value = self.payload() if key == "spec" else getattr(self, key)
+            value = (None if self.payload is None else self.payload.to_spec()) if key == "spec" else getattr(self, key)
             if value is not None:
                 out[key] = value
         out |= {"strategy": self.strategy.to_dict()} if self.strategy is not None else {}
@@ -241,40 +286,40 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
         or not isinstance(a.get("spec"), (dict, type(None)))
         or not isinstance(a.get("ready_timeout"), (int, float, type(None)))
     ):
-        raise PlanFileError(
-            "an action in the plan file is damaged or edited by hand; make a new one with `aigo-apply plan --out`"
-        )
+        raise PlanFileError(_DAMAGED)
+    return Action(
+        a["address"],
+        a["kind"],
+        tuple(a["reasons"]),
+        tuple(Change(**c) for c in a.get("changes") or []),
+        model=a.get("model"),
+        container=a.get("container"),
+        image=a.get("image"),
+        payload=_payload_from(a),
+        notes=tuple(a.get("notes") or []),
+        ready_timeout=a.get("ready_timeout"),
+        diff=a.get("diff"),
+        strategy=Strategy(a["strategy"]["name"], a["strategy"]["why"]) if a.get("strategy") else None,
+        slot=a.get("slot", "a"),
+    )
+
+
+def _payload_from(a: dict[str, Any]) -> Payload | None:
+    """A saved action's `spec` as the one payload type of its kind (PAYLOADS)."""
     kind, spec = a["kind"], a.get("spec")
-    download = DownloadSpec.from_spec(spec) if kind == "download" else None
-    restore = None
-    if kind == "pull" and spec is not None:
+    payload_type, required = PAYLOADS[kind]
+    if spec is None and not required:
+        return None
+    if payload_type is DownloadSpec:
+        return DownloadSpec.from_spec(spec)
+    if payload_type is LockRestore:
         restore = LockRestore.from_spec(str(a.get("image")), spec)
         if restore is None:
             raise PlanFileError(
                 f"{a['address']}: the plan's restore of aigo.lock's image is not valid (edited by hand?); "
                 "make a new plan (nothing was changed)"
             )
-    return Action(
-        a["address"],
-        kind,
-        tuple(a["reasons"]),
-        tuple(Change(**c) for c in a.get("changes") or []),
-        a.get("model"),
-        a.get("container"),
-        a.get("image"),
-        spec if download is None and restore is None else None,
-        tuple(a.get("notes") or []),
-        a.get("ready_timeout"),
-        a.get("diff"),
-        download,
-        restore,
-        Strategy(a["strategy"]["name"], a["strategy"]["why"]) if a.get("strategy") else None,
-        a.get("slot", "a"),
-    )
-
-
-# --- writing the plan file (`plan --out`); its shape is checked in plan/plan_file.py ----------------------
-def save(plan: Plan, path: Path) -> None:
-    """Write the plan file the one safe way (aigo_apply/safe_write.py)."""
-    text = json.dumps(plan.to_dict(), indent=2) + "\n"
-    safe_write.write(path, text, expect=safe_write.ANY, new_mode=0o644, error=PlanFileError, what="plan file")
+        return restore
+    if payload_type is SpecPayload:
+        return SpecPayload.from_spec(spec)
+    raise PlanFileError(_DAMAGED)  # a spec on a kind that has none

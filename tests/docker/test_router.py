@@ -301,7 +301,7 @@ def test_destroy_of_a_project_with_api_keys_works_without_the_keys(proj, runtime
 def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj, monkeypatch, capsys):
     proj.apply({"alpha": ""})
     import aigo_apply.router.deploy as router_module
-    from aigo_apply.app.apply import ApplyOptions, run_apply
+    from aigo_apply.app.apply import ApplyRequest, run_apply
     from aigo_apply.cli.reporter import TextReporter
 
     real = router_module.render_files
@@ -312,7 +312,7 @@ def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj,
         return files
 
     monkeypatch.setattr(router_module, "render_files", broken)
-    assert run_apply(ApplyOptions(TextReporter(), file=proj.write({"alpha": "", "beta": ""}), yes=True)) == 1
+    assert run_apply(ApplyRequest(file=proj.write({"alpha": "", "beta": ""}), yes=True), TextReporter()) == 1
     err = capsys.readouterr().err
     assert "Apply failed:" in err and "failed `haproxy -c`; the router keeps serving the previous one" in err
     assert proj.models() == ["alpha"]  # the old configuration still serves

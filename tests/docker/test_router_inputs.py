@@ -102,7 +102,7 @@ def test_the_schema_maximum_body_size_passes_haproxys_check(rt6):
 
 def test_a_failed_check_shows_haproxys_words_and_creates_no_router(rt6, runtime, monkeypatch, capsys):
     import aigo_apply.router.deploy as router_module
-    from aigo_apply.app.apply import ApplyOptions, run_apply
+    from aigo_apply.app.apply import ApplyRequest, run_apply
     from aigo_apply.cli.reporter import TextReporter
 
     real = router_module.render_files
@@ -114,7 +114,7 @@ def test_a_failed_check_shows_haproxys_words_and_creates_no_router(rt6, runtime,
 
     monkeypatch.setattr(router_module, "render_files", broken)
     monkeypatch.setenv("AIGO_STATE_DIR", rt6.env["AIGO_STATE_DIR"])
-    assert run_apply(ApplyOptions(TextReporter(), file=rt6.write(""), yes=True)) == 1
+    assert run_apply(ApplyRequest(file=rt6.write(""), yes=True), TextReporter()) == 1
     err = capsys.readouterr().err
     assert "failed `haproxy -c`" in err and "ALERT" in err and "this-is-not-a-keyword" in err, err
     assert runtime.api.containers(all=True, filters={"label": [f"{L.PROJECT}={rt6.name}"]}) == []

@@ -20,9 +20,10 @@ import pytest
 
 import aigo_apply
 from aigo_apply import safe_write
+from aigo_apply.app import lock_file
+from aigo_apply.app.saved_plan import save_plan as save
 from aigo_apply.errors import AigoError, PlanFileError
-from aigo_apply.plan import lockfile
-from aigo_apply.plan.types import Plan, save
+from aigo_apply.plan.types import Plan
 
 from helpers.configs import model_folder, write_config
 
@@ -115,7 +116,7 @@ WRITERS = [
         "old\n",
         reads=False,
     ),
-    Writer("aigo.lock", "aigo.lock", _api(lambda t: lockfile.write(t, LOCK)), "{}\n"),
+    Writer("aigo.lock", "aigo.lock", _api(lambda t: lock_file.write(t, LOCK)), "{}\n"),
 ]
 IDS = [w.name for w in WRITERS]
 

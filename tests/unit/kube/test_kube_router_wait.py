@@ -6,7 +6,7 @@ with the reason, and a refused services/proxy permission says how to grant it.""
 from __future__ import annotations
 
 import pytest
-from unit.test_kube_apply import SECRET, act, engine, plan
+from unit.kube.test_kube_apply import SECRET, act, engine, plan
 
 from aigo_apply.adapters.kube_client import KubeClient
 from aigo_apply.config import kube_names as names

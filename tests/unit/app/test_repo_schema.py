@@ -10,7 +10,7 @@ import os
 import pytest
 from test_repo_fmt import aigo
 
-from aigo_apply.config import starter
+from aigo_apply.app import starter
 from aigo_apply.errors import UsageProblem
 
 from helpers.cli import run_cli

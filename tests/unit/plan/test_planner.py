@@ -355,7 +355,7 @@ def test_a_saved_plans_download_is_checked_again_before_it_runs(tmp_path, edit):
     download = next(a for a in build_plan(d, observed(d, downloaded=False, entries=[])).actions if a.kind == "download")
     assert check_download(download) == download.download.to_spec()  # as planned: fine
     spec = DownloadSpec.from_spec({**download.download.to_spec(), **edit})
-    edited = Action(download.address, "download", download.reasons, download=spec)
+    edited = Action(download.address, "download", download.reasons, payload=spec)
     with pytest.raises(PlanFileError, match="the plan's download is not one aigo-apply makes"):
         check_download(edited)
 
@@ -387,3 +387,25 @@ def test_action_payloads_are_typed_and_round_trip_through_the_plan_file(tmp_path
         next(a for a in broken["actions"] if a["kind"] == kind and "spec" in a)["spec"] = damage
         with pytest.raises(PlanFileError):
             Plan.from_dict(broken)
+
+
+def test_each_action_kind_has_one_payload_type():
+    from aigo_apply.errors import PlanFileError
+    from aigo_apply.plan.plan_file import KINDS as KINDS_OF_PLAN
+    from aigo_apply.plan.types import PAYLOADS, Plan, SpecPayload
+
+    assert set(PAYLOADS) == set(KINDS_OF_PLAN)
+    spec = SpecPayload({"engine": "vllm"})
+    assert Action("model.a", "create", ("r",), payload=spec).spec == {"engine": "vllm"}
+    for kind, payload in (
+        ("remove", spec),
+        ("pull", spec),
+        ("create", LockRestore("sha256:" + "a" * 64, "retag")),
+        ("download", None),
+    ):
+        with pytest.raises(TypeError, match="payload"):
+            Action("model.a", kind, ("r",), payload=payload)
+    saved = Plan("lab", "aigo.yaml", "sha256:" + "0" * 64, (Action("container.x", "remove", ("r",)),)).to_dict()
+    saved["actions"][0]["spec"] = {"engine": "vllm"}  # a remove has no payload: an edited plan
+    with pytest.raises(PlanFileError, match="edited by hand"):
+        Plan.from_dict(saved)

@@ -11,11 +11,10 @@ import stat
 
 import pytest
 
-from aigo_apply.app.saved_plan import MAX_PLAN_BYTES, read_plan
+from aigo_apply.app.saved_plan import MAX_PLAN_BYTES, read_plan, save_plan
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.types import Plan
-from aigo_apply.plan.types import save as save_plan
 
 from helpers.planner_inputs import desired, observed, running
 

@@ -3,7 +3,7 @@ write itself takes any shape and answers with a safe reading or the product's ow
 AigoError naming the source), never another exception. One property per reader, over arbitrary
 JSON/YAML (biased towards the keys each reader looks at):
 - a kubeconfig (adapters/kubeconfig.py, then lightkube);
-- a model store's download marker (desired/model_store.read_marker) and what reads it after
+- a model store's download marker (observe/markers.read_marker) and what reads it after
   (`models list`, lock, completeness);
 - the Docker engine's answers: the bytes on the socket (adapters/docker_http.py), the container and
   image lists, /info, a container's state, an image's inspection and the event stream
@@ -31,11 +31,12 @@ from aigo_apply.adapters.host import docker_facts, docker_facts_from_info
 from aigo_apply.adapters.kube_client import KubeClient
 from aigo_apply.app.models import listing, render
 from aigo_apply.desired import labels as L
-from aigo_apply.desired.model_store import MARKER, is_complete, read_marker
+from aigo_apply.desired.model_store import MARKER, is_complete
 from aigo_apply.errors import AigoError, DockerUnavailable, KubeUnavailable
 from aigo_apply.kube.observe import KINDS, parse_cluster
 from aigo_apply.kube.rollout import diagnose, job_status, rollout_status
 from aigo_apply.observe.containers import parse_state, running_engines
+from aigo_apply.observe.markers import read_marker
 from aigo_apply.plan import lockfile
 from aigo_apply.plan.host_checks import run_checks
 from aigo_apply.plan.vram import estimate
@@ -340,13 +341,13 @@ def test_every_error_here_is_the_products_own():
 def test_a_lock_file_of_the_wrong_shape_is_a_clear_error_naming_the_place(tmp_path, lock, where):
     import json
 
+    from aigo_apply.app import lock_file
     from aigo_apply.errors import AigoError
-    from aigo_apply.plan import lockfile
 
     path = tmp_path / "aigo.lock"
     path.write_text(json.dumps(lock))
     with pytest.raises(AigoError, match="edited or damaged") as caught:
-        lockfile.read(path)
+        lock_file.read(path)
     assert where in str(caught.value) and str(path) in str(caught.value)
 
 
@@ -360,13 +361,13 @@ def test_a_lock_file_of_the_wrong_shape_is_a_clear_error_naming_the_place(tmp_pa
 def test_a_lock_file_of_any_shape_reads_or_is_refused_never_a_traceback(tmp_path_factory, data):
     import json
 
+    from aigo_apply.app import lock_file
     from aigo_apply.errors import AigoError
-    from aigo_apply.plan import lockfile
 
     path = tmp_path_factory.mktemp("lock") / "aigo.lock"
     path.write_text(json.dumps({"version": 1, "images": data, "models": data}))
     try:
-        lock = lockfile.read(path)
+        lock = lock_file.read(path)
     except AigoError:
         return
     lockfile.drift(lock, _empty_desired(tmp_path_factory), {}, {}, {})

@@ -176,7 +176,7 @@ def test_the_error_boundary_escapes_any_message(capsys, planned, monkeypatch, co
 
 def test_a_saved_plan_s_strings_are_refused_or_shown_escaped(tmp_path, capsys, monkeypatch):
     import aigo_apply.app.docker_platform
-    from aigo_apply.plan.types import save as save_plan
+    from aigo_apply.app.saved_plan import save_plan
 
     monkeypatch.setattr(aigo_apply.app.docker_platform, "_docker", lambda: pytest.fail("Docker was reached"))
     d = desired(tmp_path)

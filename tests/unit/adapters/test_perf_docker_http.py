@@ -17,10 +17,10 @@ import pytest
 from aigo_apply.adapters import docker_http
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.errors import DockerUnavailable
-from tests.helpers.configs import model_folder, write_config
-from tests.helpers.fake_docker import CONTAINERS, IMAGES, INFO, FakeEngine, http_answer
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers.configs import model_folder, write_config
+from helpers.fake_docker import CONTAINERS, IMAGES, INFO, FakeEngine, http_answer
+from helpers.paths import ROOT
 
 
 @pytest.fixture

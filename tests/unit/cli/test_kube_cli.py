@@ -252,3 +252,16 @@ def test_the_hub_token_goes_only_to_a_trusted_download_image(tmp_path, fake, cap
     sent = any(TOKEN in json.dumps(r.body) or _b64(TOKEN) in json.dumps(r.body) for r in fake.calls("PATCH"))
     assert sent is gets_token
     assert TOKEN not in out + err and (gets_token or "the Hugging Face token is not given" in err)
+
+
+def test_a_cluster_apply_takes_the_projects_one_lock(tmp_path, fake, capsys):
+    """The lock of apply/project_lock.py, as on Docker: a second run of the project from this machine
+    is refused while one holds it, and nothing reaches the cluster."""
+    from aigo_apply.apply.project_lock import ProjectLock
+    from aigo_apply.apply.state_dir import state_dir
+
+    path = str(write_config(tmp_path, KUBE))
+    with ProjectLock(state_dir("lab", tmp_path / "state"), "lab", "apply"):
+        code, _, err = cli(capsys, "apply", "-f", path, "-y")
+    assert code == 1 and "project 'lab' is locked by another aigo-apply run" in err, err
+    assert fake.names("Deployment") == []

@@ -1,8 +1,10 @@
-"""`aigo-apply init`, and the built wheel: schemas/ and templates/ ship inside it, and an install
-of it in a fresh virtual environment validates an example and writes a starter file."""
+"""The built wheel (minutes: an integration test, marked slow): schemas/ and templates/ ship inside
+it, and an install of it in a fresh virtual environment validates an example and writes a starter
+file. `init` from the checkout: tests/unit/cli/test_init.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
@@ -10,24 +12,11 @@ import zipfile
 
 import pytest
 
-from helpers.cli import run_cli
 from helpers.paths import EXAMPLES, ROOT
 
-
-def test_init_writes_a_valid_starter_and_refuses_to_overwrite(tmp_path):
-    folder = tmp_path / "My GPU Box"
-    folder.mkdir()
-    first = run_cli("init", cwd=folder)
-    assert first.returncode == 0, first.stderr
-    assert run_cli("validate", cwd=folder).stdout.strip() == "aigo.yaml: valid (project 'my-gpu-box', 1 model)"
-    again = run_cli("init", cwd=folder)
-    assert again.returncode == 1 and "already exists" in again.stderr
-    bad = run_cli("init", "--force", "--project", "BAD NAME", cwd=folder)
-    assert bad.returncode == 64 and "--project 'BAD NAME'" in bad.stderr
-    assert "project: my-gpu-box" in (folder / "aigo.yaml").read_text()  # untouched by the refused run
+pytestmark = pytest.mark.slow
 
 
-@pytest.mark.slow
 def test_wheel_ships_data_and_works_in_a_fresh_venv(tmp_path):
     dist = tmp_path / "dist"
     subprocess.run(
@@ -56,17 +45,19 @@ def test_wheel_ships_data_and_works_in_a_fresh_venv(tmp_path):
     assert pip.returncode == 0, pip.stderr
     work = tmp_path / "elsewhere"  # away from the checkout, so only the installed copy can answer
     work.mkdir()
+    alone = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nor a checkout on the path
     exe = env_dir / "bin" / "aigo-apply"
     example = EXAMPLES / "dgx-spark-nemotron.yaml"
-    result = subprocess.run([exe, "validate", "-f", str(example)], capture_output=True, text=True, cwd=work)
+    result = subprocess.run([exe, "validate", "-f", str(example)], capture_output=True, text=True, cwd=work, env=alone)
     assert result.returncode == 0, result.stderr
-    assert subprocess.run([exe, "init"], capture_output=True, cwd=work).returncode == 0
-    result = subprocess.run([exe, "validate"], capture_output=True, text=True, cwd=work)
+    assert subprocess.run([exe, "init"], capture_output=True, cwd=work, env=alone).returncode == 0
+    result = subprocess.run([exe, "validate"], capture_output=True, text=True, cwd=work, env=alone)
     assert result.returncode == 0 and "valid" in result.stdout
     located = subprocess.run(
         [env_dir / "bin" / "python", "-c", "from aigo_apply.resources import data_dir; print(data_dir('schemas'))"],
         capture_output=True,
         text=True,
         cwd=work,
+        env=alone,
     ).stdout
     assert "_data" in located and str(ROOT) not in located

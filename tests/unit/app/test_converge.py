@@ -12,7 +12,8 @@ from contextlib import contextmanager
 import pytest
 
 from aigo_apply.app.converge import converge
-from aigo_apply.app.platform import ApplyOptions, Run
+from aigo_apply.app.platform import Run
+from aigo_apply.app.requests import ApplyRequest
 from aigo_apply.apply.outcome import ApplyReport, Outcome
 from aigo_apply.cli.reporter import TextReporter
 from aigo_apply.errors import AigoError, PlanBlocked
@@ -55,11 +56,11 @@ class Platform:
     def show(self, console, command, plan) -> None:
         self.calls.append("show")
 
-    def executor(self, command, plan, observed, opts):
+    def executor(self, command, plan, observed, request, console):
         self.calls.append(f"executor {command} {observed}")
         return Run(threading.Event(), lambda: self.calls.append("run") or self._report)
 
-    def settled(self, command, plan, opts) -> None:
+    def settled(self, command, plan, request, console) -> None:
         self.calls.append(f"settled {command}")
 
     def status(self):
@@ -69,9 +70,11 @@ class Platform:
         return ""
 
 
-def _run(platform: Platform, ask: bool = True, **options) -> int:
-    opts = ApplyOptions(TextReporter(), lock_timeout=2.0, **options)
-    return converge(platform, "apply", opts, lambda observed: platform.plan(observed, None), ask)
+def _run(platform: Platform, ask: bool = True, confirm=None, **options) -> int:
+    console = TextReporter()
+    console.confirm = confirm
+    request = ApplyRequest(lock_timeout=2.0, **options)
+    return converge(platform, "apply", request, console, lambda observed: platform.plan(observed, None), ask)
 
 
 def test_the_steps_come_in_one_order_and_the_lock_is_held_throughout(capsys):

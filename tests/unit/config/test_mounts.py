@@ -29,7 +29,7 @@ HOME = Path("/home/ada")
 
 @pytest.fixture(autouse=True)
 def no_other_homes(monkeypatch):
-    """The policy is tested with the homes it is given (tests/unit/test_private_places.py), not
+    """The policy is tested with the homes it is given (tests/unit/config/test_private_places.py), not
     with the accounts of the machine running the tests."""
     monkeypatch.setattr(host_paths, "known_homes", lambda: ())
 

@@ -365,8 +365,9 @@ def test_hostile_command_line_values_are_usage_errors_before_anything_is_touched
 
 
 def test_a_plan_file_that_cannot_be_written_is_a_clear_error(tmp_path):
+    from aigo_apply.app.saved_plan import save_plan as save
     from aigo_apply.errors import PlanFileError
-    from aigo_apply.plan.types import Plan, save
+    from aigo_apply.plan.types import Plan
 
     with pytest.raises(PlanFileError, match="cannot write the plan file"):
         save(Plan("lab", "aigo.yaml", "sha256:" + "0" * 64, ()), tmp_path / "no" / "such" / "plan.json")

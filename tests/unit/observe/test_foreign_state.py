@@ -314,13 +314,13 @@ VOLUMES = {
 
 @pytest.mark.parametrize("case", sorted(VOLUMES))
 def test_destroy_removes_the_cache_volume_only_when_its_labels_say_it_is_ours(tmp_path, monkeypatch, case):
-    from aigo_apply.app.apply import ApplyOptions, run_destroy
+    from aigo_apply.app.apply import ApplyRequest, run_destroy
 
     monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
     volume_labels, removed = VOLUMES[case]
     rt = VolumeRuntime({"aigo-lab-cache": volume_labels, "aigo-lab-other": L.for_volume("lab")})
     console = Say()
-    assert run_destroy(ApplyOptions(console, yes=True), project="lab", runtime=rt) == 0
+    assert run_destroy(ApplyRequest(yes=True, project="lab"), console, runtime=rt) == 0
     assert ("aigo-lab-cache" not in rt.volumes) is removed
     assert "aigo-lab-other" in rt.volumes  # only the one name destroy owns is ever looked at
     if removed:
@@ -332,11 +332,11 @@ def test_destroy_removes_the_cache_volume_only_when_its_labels_say_it_is_ours(tm
 
 
 def test_destroy_without_a_cache_volume_says_nothing_about_one(tmp_path, monkeypatch):
-    from aigo_apply.app.apply import ApplyOptions, run_destroy
+    from aigo_apply.app.apply import ApplyRequest, run_destroy
 
     monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
     rt, console = VolumeRuntime({}), Say()
-    assert run_destroy(ApplyOptions(console, yes=True), project="lab", runtime=rt) == 0
+    assert run_destroy(ApplyRequest(yes=True, project="lab"), console, runtime=rt) == 0
     assert rt.log.ops("remove_volume") == [] and not any("volume" in line for line in console.lines)
 
 

@@ -1,0 +1,40 @@
+"""`plan` and `status` as use cases, on the platform chosen once: the plan made fresh from what runs
+now, shown by the view, saved for `apply PLANFILE` when asked, with its exit code (1 blocked, 2 with
+changes under --detailed-exitcode); and what runs now, in the platform's one-screen report."""
+
+from __future__ import annotations
+
+from aigo_apply.app import planning
+from aigo_apply.app.choose_platform import open_platform
+from aigo_apply.app.requests import PlanCommand, StatusRequest
+from aigo_apply.app.saved_plan import save_plan
+from aigo_apply.app.views import PlanView, StatusView
+from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PlanFileError, UsageProblem
+from aigo_apply.plan.facts import PlanRequest
+from aigo_apply.plan.text import shown
+
+
+def run_plan(request: PlanCommand, view: PlanView) -> int:
+    wanted = PlanRequest(frozenset(request.replace), frozenset(request.target), frozenset(request.ignore))
+    where = open_platform(request.file, request.platform, plans=True)
+    if request.out is not None and where.name == "kubernetes":
+        raise UsageProblem("--out: a saved plan is for Docker only for now (nothing was saved)")
+    result = planning.make_plan(where, wanted)  # (a module attribute: tests put another in its place)
+    view.plan(result, request.show_diff)
+    if request.out is not None:
+        if not result.config_file.isprintable():  # apply PLANFILE would refuse the plan: say so now
+            raise PlanFileError(
+                f"the config file's name {shown(result.config_file)} holds characters a saved plan refuses; "
+                "rename the file to save a plan for it (nothing was saved)"
+            )
+        save_plan(result, request.out)
+        view.plan_saved(request.out)
+    if result.blockers:
+        return EXIT_ERROR
+    return EXIT_CHANGES if request.detailed_exitcode and result.has_changes else EXIT_OK
+
+
+def run_status(request: StatusRequest, view: StatusView) -> int:
+    where = open_platform(request.file, request.platform)
+    view.status(where.status(), where.status_text)
+    return EXIT_OK

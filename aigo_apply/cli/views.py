@@ -1,0 +1,168 @@
+"""One view per output format, chosen once from -o/--output (`view_for`) and handed to the use case
+(app/views.py says what each use case needs of it): text for people, the versioned JSON, Markdown for
+a pull request comment (plan), GitHub Actions annotations (validate). Each is also the run's console
+(cli/reporter.py's human lines or JSON lines) for apply, destroy and the pulls. The plan itself is
+rendered by plan/text.py and plan/markdown.py; a view only chooses and prints. What a view prints
+passes through cli/reporter.echo: secrets redacted, nothing a terminal would act on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from aigo_apply.app.views import Readiness
+from aigo_apply.cli.ci_output import command
+from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo
+from aigo_apply.errors import ConfigFileError, ConfigInvalid, shown_path
+
+FORMATS = ("text", "json", "markdown", "github")
+
+
+class TextView(TextReporter):
+    """Human text: the plan in Terraform's shape, one line per file validated, readiness's marks."""
+
+    def plan(self, plan: Any, show_diff: bool) -> None:
+        from aigo_apply.plan.text import plan_text
+
+        echo(plan_text(plan, show_diff))
+
+    def plan_saved(self, path: Path) -> None:
+        from aigo_apply.plan.text import shown
+
+        echo(
+            f"\nSaved the plan to {shown(path)}; `aigo-apply apply {shown(path)}` carries it out if nothing has "
+            "changed since."
+        )
+
+    def valid(self, path: str, project: str, models: int) -> None:
+        shown = shown_path(path) if path.isprintable() else repr(path)  # (plan.text.shown's rule: validate is quick)
+        click.echo(f"{shown}: valid (project '{project}', {models} model{'s' if models != 1 else ''})")
+
+    def invalid(self, error: ConfigInvalid, alone: bool) -> None:
+        if alone:
+            raise error  # the error boundary says it, with its exit code
+        for line in error.lines():
+            click.echo(line, err=True)
+
+    def unreadable(self, error: ConfigFileError, alone: bool) -> None:
+        if alone:
+            raise error
+        click.echo(f"error: {error}", err=True)
+
+    def readiness(self, report: Readiness) -> None:
+        from aigo_apply.plan.gpu_ledger import render as ledger_lines
+        from aigo_apply.plan.text import printable
+
+        marks = {
+            "ok": click.style("ok", fg="green"),
+            "warning": click.style("warning", fg="yellow"),
+            "blocking": click.style("blocking", fg="red", bold=True),
+        }
+        image = report.image
+        echo(
+            f"image: {image['imageReference'] or f'(no tag: set engines.{report.engine}.image_tag)'}"
+            + (" (tag overridden)" if image["tagOverridden"] else "")
+        )
+        for check in report.checks:
+            echo(f"  {marks[check.status]:<8} {check.id}: {printable(check.message, keep='')}")
+            if check.remediation and check.status != "ok":
+                echo(f"           fix: {printable(check.remediation, keep='')}")
+        for line in ledger_lines(report.gpu_ledger):
+            echo("  " + printable(line, keep=""))
+
+    def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
+        echo(text(report), colours=False)
+
+    def image(self, info: dict[str, Any]) -> None:
+        from aigo_apply.desired.images import render
+
+        click.echo(render(info))
+
+    def stored_models(self, rows: list[dict[str, Any]]) -> None:
+        from aigo_apply.app.models import render
+
+        click.echo(render(rows))
+
+    def document(self, text: str) -> None:
+        echo(text, colours=False)
+
+
+class JsonView(JsonReporter):
+    """The versioned JSON of each command (apply and destroy: JSON lines)."""
+
+    def plan(self, plan: Any, show_diff: bool) -> None:
+        from aigo_apply.plan.text import plan_json
+
+        echo(plan_json(plan))
+
+    def plan_saved(self, path: Path) -> None:
+        pass  # standard output holds the plan's JSON only
+
+    def valid(self, path: str, project: str, models: int) -> None:
+        _json({"file": path, "valid": True, "problems": [], "project": project, "models": models})
+
+    def invalid(self, error: ConfigInvalid, alone: bool) -> None:
+        _json({"file": error.file, "valid": False, "problems": [p.__dict__ for p in error.problems]})
+
+    def unreadable(self, error: ConfigFileError, alone: bool) -> None:
+        raise error
+
+    def readiness(self, report: Readiness) -> None:
+        _json(report.to_dict())
+
+    def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
+        echo(json.dumps(report, indent=2), colours=False)
+
+    def image(self, info: dict[str, Any]) -> None:
+        _json(info)
+
+    def stored_models(self, rows: list[dict[str, Any]]) -> None:
+        _json(rows)
+
+    def document(self, text: str) -> None:
+        echo(text, colours=False)
+
+
+class MarkdownView(TextView):
+    """plan -o markdown: a pull request comment (plan/markdown.py)."""
+
+    def plan(self, plan: Any, show_diff: bool) -> None:
+        from aigo_apply.plan.markdown import plan_markdown
+
+        echo(plan_markdown(plan).rstrip("\n"), colours=False)
+
+    def plan_saved(self, path: Path) -> None:
+        pass  # the comment is the whole output
+
+
+class GithubView(TextView):
+    """validate -o github: each problem a GitHub Actions annotation, the one output line that is a
+    workflow command (cli/ci_output.command); every file is validated, whatever the others say."""
+
+    def invalid(self, error: ConfigInvalid, alone: bool) -> None:
+        from aigo_apply.config.annotations import problem_lines
+
+        for line in problem_lines(error.file, error.problems):
+            command(line)
+
+    def unreadable(self, error: ConfigFileError, alone: bool) -> None:
+        from aigo_apply.config.annotations import file_error_line
+
+        command(file_error_line(error))
+
+
+def view_for(output: str, confirm: Callable[[str], bool] | None = None) -> TextView | JsonView:
+    """The one view of this run's -o/--output; `confirm` asks on the terminal (None: there is none)."""
+    view: TextView | JsonView = {"text": TextView, "json": JsonView, "markdown": MarkdownView, "github": GithubView}[
+        output
+    ]()
+    view.confirm = confirm
+    return view
+
+
+def _json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2))

@@ -1,0 +1,83 @@
+"""One of each (issue 28 point 5): one state root, read once per run; one lock protocol, which the
+Docker platform, the watcher and the Kubernetes platform all take; one atomic write; one route naming."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import aigo_apply
+from aigo_apply.app.docker_platform import DockerPlatform
+from aigo_apply.desired.types import Route
+
+PACKAGE = Path(aigo_apply.__file__).parent
+
+
+def _calls(name: str) -> dict[str, int]:
+    """module path -> how many calls of `name` (a function or an attribute) it makes."""
+    found: dict[str, int] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                if (isinstance(f, ast.Name) and f.id == name) or (isinstance(f, ast.Attribute) and f.attr == name):
+                    rel = str(path.relative_to(PACKAGE))
+                    found[rel] = found.get(rel, 0) + 1
+    return found
+
+
+def test_one_lock_protocol():
+    assert set(_calls("flock")) == {"apply/project_lock.py"}
+    assert set(_calls("ProjectLock")) == {"app/docker_platform.py", "app/kube_platform.py", "app/watch.py"}
+
+
+def test_one_state_root_read_once_per_run():
+    """The rule is config/host_paths.state_root_of, resolved by apply/state_dir.state_root; a run
+    reads it once, into its HostContext, and hands that root on."""
+    assert set(_calls("state_root_of")) == {"apply/state_dir.py", "config/host_paths.py"}
+    assert set(_calls("state_root")) == {"app/host_context.py", "apply/state_dir.py"}
+
+
+def test_a_platform_keeps_the_state_root_it_was_given(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "elsewhere"))
+    platform = DockerPlatform("lab", "aigo.yaml", None, runtime=object(), state_root=tmp_path / "run")
+    assert platform.state == tmp_path / "run" / "lab"
+    with platform.lock("apply", 0.0):
+        assert (tmp_path / "run" / "lab" / "apply.lock").exists()
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_one_route_naming():
+    assert set(_calls("route_of")) == set()  # desired/types.Route.of is the one
+    assert Route.of("a", {"socket": "/s/a", "context_length": 8, "engine": "vllm"}).port is None
+
+
+# What replaces a name in one step, and why each use other than safe_write's is not a file's write.
+RENAMES_ALLOWED = {
+    "safe_write.py": "the one atomic write: a temporary file beside the target, then link() or rename()",
+    "router/deploy.py": "switches the router's `live` link to a new generation folder (a link, not a file's contents)",
+    "adapters/hub.py": "swaps a verified download folder in whole for the one it replaces",
+}
+MOVES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")} | {
+    ("tempfile", name) for name in ("mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryDirectory")
+}
+
+
+def test_one_atomic_write():
+    """Every file aigo-apply writes in place goes through aigo_apply/safe_write.py: no other module
+    renames, replaces or makes temporary files, except where listed (none of them writes a file)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            hit = ""
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if (node.value.id, node.attr) in MOVES:
+                    hit = f"{node.value.id}.{node.attr}"
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "rename":
+                receiver = node.func.value
+                name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
+                if name not in ("os", "runtime", "api"):  # a container's rename is Docker's, not a file's
+                    hit = "Path.rename"
+            if hit:
+                found.setdefault(str(path.relative_to(PACKAGE)), []).append(f"{hit} at line {node.lineno}")
+    assert set(found) == set(RENAMES_ALLOWED), found
