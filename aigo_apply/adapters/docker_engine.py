@@ -164,6 +164,31 @@ class DockerRuntime:
             return []
         return raw.decode("utf-8", errors="replace").splitlines()[-lines:]
 
+    def log_lines(self, container: str, follow: bool, tail: int | None, since: float | None) -> Iterator[str]:
+        """A container's output (stdout and stderr) line by line: the last `tail` lines (all: None)
+        since `since` (a Unix time), then, with `follow`, each new line until the container stops."""
+        with self._errors():
+            chunks = self.api.logs(
+                container, stream=True, follow=follow, tail="all" if tail is None else tail, since=since
+            )
+        rest = b""
+        with self._errors():
+            for chunk in chunks:
+                *lines, rest = (rest + chunk).split(b"\n")
+                yield from (line.decode("utf-8", errors="replace") for line in lines)
+        if rest:
+            yield rest.decode("utf-8", errors="replace")
+
+    def container_env(self, container: str) -> dict[str, str]:
+        """The environment a container was created with ({} when it is gone)."""
+        try:
+            with self._errors():
+                found = self.api.inspect_container(container)
+        except DockerUnavailable:
+            return {}
+        pairs = (found.get("Config") or {}).get("Env") or []
+        return dict(p.partition("=")[::2] for p in pairs if isinstance(p, str))
+
     def info(self) -> dict[str, Any]:
         """GET /info: engine version, runtimes, CDI devices."""
         return docker_answers.info(self._get(*docker_http.INFO, lambda: self.api.info()))

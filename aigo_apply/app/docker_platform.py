@@ -16,7 +16,7 @@ from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app import lock_file
 from aigo_apply.app.planning import observe, plan_for
-from aigo_apply.app.platform import Run
+from aigo_apply.app.platform import LogStream, Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.state_dir import state_dir, state_path
@@ -36,7 +36,7 @@ from aigo_apply.router.deploy import Router
 
 if TYPE_CHECKING:
     from aigo_apply.app.platform import Execution
-    from aigo_apply.app.requests import ApplyRequest
+    from aigo_apply.app.requests import ApplyRequest, LogsRequest
     from aigo_apply.app.views import Console
 
 _UNREAD: Any = object()
@@ -154,6 +154,11 @@ class DockerPlatform:
         from aigo_apply.app.status import render
 
         return render(report)
+
+    def logs(self, request: LogsRequest) -> LogStream:
+        from aigo_apply.app.docker_logs import log_stream
+
+        return log_stream(self.runtime, self.project, self.desired, request)
 
 
 def _docker() -> Runtime:

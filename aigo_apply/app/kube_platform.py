@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from aigo_apply.adapters.hub import token
 from aigo_apply.adapters.kube_client import KubeClient
 from aigo_apply.app.host_context import current_host
-from aigo_apply.app.platform import Run
+from aigo_apply.app.platform import LogStream, Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.outcome import StepLog
@@ -40,7 +40,7 @@ from aigo_apply.router.haproxy import keys_file
 
 if TYPE_CHECKING:
     from aigo_apply.app.platform import Execution
-    from aigo_apply.app.requests import ApplyRequest
+    from aigo_apply.app.requests import ApplyRequest, LogsRequest
     from aigo_apply.app.views import Console
 
 # How the cluster is reached: tests put a client over a transport that answers like the API server.
@@ -160,6 +160,12 @@ class KubePlatform:
             "models": models,
             "damaged": list(cluster.observed.damaged),
         }
+
+    def logs(self, request: LogsRequest) -> LogStream:
+        raise UsageProblem(
+            "logs: aigo-apply reads Docker's engines only for now; on a cluster run `kubectl logs -l "
+            f"io.aigo-apply/project={self.project} --prefix --all-containers` (nothing was read)"
+        )
 
     def status_text(self, report: dict[str, Any]) -> str:
         lines = [f"project '{report['project']}' on namespace '{report['namespace']}' (context {report['context']})"]

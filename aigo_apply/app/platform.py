@@ -12,12 +12,12 @@ rendered objects), `show` it, run it through its `executor`, and, once a run end
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from aigo_apply.app.requests import ApplyRequest
+from aigo_apply.app.requests import ApplyRequest, LogsRequest
 from aigo_apply.app.views import Console
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.facts import PlanRequest
@@ -48,6 +48,15 @@ class Run:
         return self.go()
 
 
+@dataclass(frozen=True)
+class LogStream:
+    """What `logs` prints: (name, line) pairs, and whether several names share the screen (each
+    line is prefixed with its name then)."""
+
+    several: bool
+    lines: Iterator[tuple[str, str]]
+
+
 class Platform(Protocol[Observed]):
     name: str  # "docker" or "kubernetes"
     where: str  # how the confirmation names the target: "" (this machine) or " on the cluster"
@@ -72,3 +81,5 @@ class Platform(Protocol[Observed]):
     def settled(self, command: str, plan: Plan, request: ApplyRequest, console: Console) -> None: ...
     def status(self) -> dict[str, Any]: ...
     def status_text(self, report: dict[str, Any]) -> str: ...
+    def logs(self, request: LogsRequest) -> LogStream:
+        """The output of the asked models' engines (and the router's), checked names first."""

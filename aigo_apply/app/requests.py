@@ -65,6 +65,18 @@ class StatusRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LogsRequest:
+    """logs (app/logs.py): the output of these models' engines (and "router"); all when none."""
+
+    names: tuple[str, ...] = ()
+    follow: bool = False
+    tail: int | None = None  # the last N lines of each; None: all
+    since_s: float | None = None  # only lines of the last this many seconds
+    file: str | None = None
+    platform: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class WatchRequest:
     """watch (app/watch.py)."""
 

@@ -70,6 +70,11 @@ class ReadinessView(Protocol):
     def readiness(self, report: Readiness) -> None: ...
 
 
+class LogsView(Protocol):
+    def log_line(self, name: str, line: str, prefixed: bool) -> None:
+        """One line an engine (or the router) printed; `prefixed`: several names share the output."""
+
+
 class StatusView(Protocol):
     def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
         """`text`: the platform's one-screen rendering of `report` (Docker's and a cluster's differ)."""

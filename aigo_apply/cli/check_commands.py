@@ -143,3 +143,36 @@ def render_cmd(alias: str | None, file: str | None, form: str) -> int:
     if form == "docker-run" and alias is None:
         raise click.UsageError("--as docker-run renders one container: name a model ALIAS, or router")
     return run_render(RenderRequest(alias=alias, file=file, form=form), view_for("text"))
+
+
+@cli.command()
+@click.argument("names", nargs=-1, metavar="[ALIAS|router]...")
+@click.option("--follow", is_flag=True, help="Go on printing new lines, across a replace, until Ctrl-C.")
+@click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines of each.")
+@click.option("--since", "since", default=None, metavar="DURATION", help="Only lines of the last 30s, 10m, 1h30m...")
+@file_option
+@output_option
+@platform_option
+def logs(
+    names: tuple[str, ...],
+    follow: bool,
+    tail: int | None,
+    since: str | None,
+    file: str | None,
+    output: str,
+    platform: str | None,
+) -> int:
+    """Show what the models' engines (and the router) print, each line prefixed with its model; secrets redacted."""
+    from aigo_apply.app.logs import parse_since, run_logs
+    from aigo_apply.app.requests import LogsRequest
+    from aigo_apply.cli.views import view_for
+
+    request = LogsRequest(
+        names=names,
+        follow=follow,
+        tail=tail,
+        since_s=None if since is None else parse_since(since),
+        file=file,
+        platform=platform,
+    )
+    return run_logs(request, view_for(output))

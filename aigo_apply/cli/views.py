@@ -77,6 +77,9 @@ class TextView(TextReporter):
     def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
         echo(text(report), colours=False)
 
+    def log_line(self, name: str, line: str, prefixed: bool) -> None:
+        echo(f"{name} | {line}" if prefixed else line, colours=False)
+
     def image(self, info: dict[str, Any]) -> None:
         from aigo_apply.desired.images import render
 
@@ -116,6 +119,9 @@ class JsonView(JsonReporter):
 
     def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
         echo(json.dumps(report, indent=2), colours=False)
+
+    def log_line(self, name: str, line: str, prefixed: bool) -> None:
+        echo(json.dumps({"source": name, "line": line}, ensure_ascii=False), colours=False)
 
     def image(self, info: dict[str, Any]) -> None:
         _json(info)

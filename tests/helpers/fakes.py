@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from aigo_apply.apply.serving_wait import Engine
@@ -171,6 +171,18 @@ class FakeRuntime:
             except DockerUnavailable:
                 return []
             return self.logs.get(name, [])[-lines:]
+
+    def log_lines(self, container: str, follow: bool, tail: int | None, since: float | None) -> Iterator[str]:
+        lines = self.logs_tail(container, 10**9)
+        yield from lines if tail is None else lines[len(lines) - tail :]
+
+    def container_env(self, container: str) -> dict[str, str]:
+        with self._lock:
+            try:
+                _, entry = self._find(container)
+            except DockerUnavailable:
+                return {}
+            return dict(self.envs.get(entry["Id"], {}))
 
     def info(self) -> dict[str, Any]:
         return {"ServerVersion": "fake"}

@@ -26,6 +26,7 @@ Behaviour for tests, through the container environment:
                            using the CPU, as a real engine's GPU time does (default 0: answer at once)
   AIGO_STUB_HEALTH_SECONDS seconds /health takes to answer once ready, as a busy engine's may (default 0)
   AIGO_STUB_METRICS_SECONDS seconds /metrics takes to answer (default 0)
+  AIGO_STUB_PRINT_ENV      names of variables whose values the stub prints at start (a careless engine)
   AIGO_STUB_METRICS_EXTRA  a JSON list of lines appended to /metrics as they are (a hostile engine's)
 GET /metrics: a few of vLLM's families (requests running and waiting, generation tokens, a latency
 histogram), counted from the stub's own requests.
@@ -452,6 +453,8 @@ def main(dialect: str = "vllm") -> None:
     names = args.served_model_name or [args.model]
     print(f"stub engine ({dialect}): serving {names} from {args.model} (max_model_len={args.max_model_len}); "
           "loading...", flush=True)
+    for name in filter(None, os.environ.get("AIGO_STUB_PRINT_ENV", "").split(",")):
+        print(f"stub engine: {name}={os.environ.get(name, '')}", flush=True)  # as a careless engine might
     Handler.args, Handler.names = args, names
     ThreadingHTTPServer.request_queue_size = 1024  # many clients at once must not overflow the accept backlog
     server = None

@@ -1,0 +1,32 @@
+"""`aigo-apply logs`: what the engines (or the router) print, for the models of the file, on the
+platform chosen once (its `logs`: app/docker_logs.py on Docker). Each line is prefixed with its
+model's alias when more than one is shown; secrets are redacted (the platform remembers them, the
+view's echo applies apply/secrets.redact); --follow goes on across a replace until Ctrl-C (the error
+boundary ends it quietly with 130)."""
+
+from __future__ import annotations
+
+import re
+
+from aigo_apply.app.choose_platform import open_platform
+from aigo_apply.app.requests import LogsRequest
+from aigo_apply.app.views import LogsView
+from aigo_apply.errors import EXIT_OK, UsageProblem
+
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def parse_since(text: str) -> float:
+    """--since: a duration such as 90s, 10m or 1h30m, in seconds."""
+    found = _DURATION.fullmatch(text.strip())
+    if not found or not any(found.groups()):
+        raise UsageProblem(f"--since {text!r}: give a duration such as 30s, 10m or 1h30m")
+    h, m, s = (int(g or 0) for g in found.groups())
+    return float(h * 3600 + m * 60 + s)
+
+
+def run_logs(request: LogsRequest, view: LogsView) -> int:
+    stream = open_platform(request.file, request.platform).logs(request)
+    for name, line in stream.lines:
+        view.log_line(name, line, stream.several)
+    return EXIT_OK
