@@ -140,6 +140,21 @@ class KubeClient:
             raise
         return []
 
+    def log_lines(self, pod: str, container: str, follow: bool, tail: int | None, since_s: int | None) -> Iterator[str]:
+        """A pod's container output line by line: the last `tail` lines (all: None) of the last
+        `since_s` seconds (all: None), then, with `follow`, each new line until the container stops."""
+        with self._errors("get", "Pod", pod):
+            lines = self._client.log(
+                pod,
+                namespace=self.namespace,
+                container=container,
+                follow=follow,
+                tail_lines=tail,
+                since=since_s,
+                newlines=False,
+            )
+            yield from lines
+
     def proxy_get(self, service: str, port: str, path: str) -> tuple[int, str]:
         """GET `path` of a Service of the namespace through the API server's service proxy
         (`/api/v1/namespaces/NS/services/NAME:PORT/proxy/PATH`; RBAC: get services/proxy): the

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from aigo_apply.adapters.hub import token
 from aigo_apply.adapters.kube_client import KubeClient
 from aigo_apply.app.host_context import current_host
+from aigo_apply.app.kube_logs import log_stream
 from aigo_apply.app.platform import LogStream, Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.journal import Journal
@@ -162,10 +163,7 @@ class KubePlatform:
         }
 
     def logs(self, request: LogsRequest) -> LogStream:
-        raise UsageProblem(
-            "logs: aigo-apply reads Docker's engines only for now; on a cluster run `kubectl logs -l "
-            f"io.aigo-apply/project={self.project} --prefix --all-containers` (nothing was read)"
-        )
+        return log_stream(self.client, self.project, self.desired, request)
 
     def status_text(self, report: dict[str, Any]) -> str:
         lines = [f"project '{report['project']}' on namespace '{report['namespace']}' (context {report['context']})"]

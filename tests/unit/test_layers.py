@@ -65,7 +65,7 @@ LAZY_INTERNAL = {
     # importer prefix -> why it imports the package lazily
     "aigo_apply.cli": "each command loads only the code it runs (`--version` starts in under 0.1 s)",
     "aigo_apply.__main__": "a Ctrl-C while the CLI loads exits quietly: its handler is set before the import",
-    "aigo_apply.app.docker_platform": "the executor with its steps and waits (about 10 ms): only a plan with changes runs it; status's probes only status",
+    "aigo_apply.app.docker_platform": "the executor with its steps and waits (about 10 ms): only a plan with changes runs it; status's probes only status; logs' readers only logs",
     "aigo_apply.app.choose_platform": "the Kubernetes platform with lightkube's client: only a file for a cluster needs it",
     "aigo_apply.app.planning": "huggingface_hub's adapter: only a plan with a download missing, or a lock pinning a branch, asks the Hub",
 }

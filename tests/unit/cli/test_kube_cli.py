@@ -265,3 +265,32 @@ def test_a_cluster_apply_takes_the_projects_one_lock(tmp_path, fake, capsys):
         code, _, err = cli(capsys, "apply", "-f", path, "-y")
     assert code == 1 and "project 'lab' is locked by another aigo-apply run" in err, err
     assert fake.names("Deployment") == []
+
+
+def test_logs_on_a_cluster_read_each_models_pod_and_the_routers_redacted(tmp_path, fake, capsys):
+    path = str(write_config(tmp_path, KUBE))
+    code, out, err = cli(capsys, "apply", "-f", path, "-y")
+    assert code == 0, out + err
+    pods = {p: o for (kind, _, p), o in fake.objects.items() if kind == "Pod"}
+    component = {p: o["metadata"]["labels"]["app.kubernetes.io/component"] for p, o in pods.items()}
+    for pod, role in component.items():
+        name = pods[pod]["metadata"]["labels"]["app.kubernetes.io/name"]
+        fake.logs[("lab", pod)] = [f"{role} {name} line {i}" for i in range(3)] + (
+            [f"key is {SECRET}"] if name == "beta" else []
+        )
+    code, out, err = cli(capsys, "logs", "-f", path)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "beta | key is ***" in lines and SECRET not in out + err
+    assert {line.split(" | ")[0] for line in lines} == {"beta", "gamma", "router"}
+    assert [line for line in lines if line.startswith("gamma | ")] == [
+        f"gamma | model gamma line {i}" for i in range(3)
+    ]
+    code, out, _ = cli(capsys, "logs", "gamma", "--tail", "1", "-f", path)
+    assert code == 0 and out == "model gamma line 2\n"
+    log_reads = [r for r in fake.requests if r.path.endswith("/log")]
+    assert (
+        log_reads and log_reads[-1].query.get("tailLines") == "1" and log_reads[-1].query.get("container") == "engine"
+    )
+    code, out, err = cli(capsys, "logs", "nope", "-f", path)
+    assert code == 64 and "no model 'nope'" in err and out == ""
