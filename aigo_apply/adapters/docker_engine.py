@@ -179,15 +179,15 @@ class DockerRuntime:
         if rest:
             yield rest.decode("utf-8", errors="replace")
 
-    def container_env(self, container: str) -> dict[str, str]:
-        """The environment a container was created with ({} when it is gone)."""
+    def container_config(self, container: str) -> dict[str, Any]:
+        """What a container was created with: its environment (`env`) and command line (`cmd`,
+        after the entry point); {} when it is gone."""
         try:
             with self._errors():
                 found = self.api.inspect_container(container)
         except DockerUnavailable:
             return {}
-        pairs = (found.get("Config") or {}).get("Env") or []
-        return dict(p.partition("=")[::2] for p in pairs if isinstance(p, str))
+        return docker_answers.container_config(found)
 
     def info(self) -> dict[str, Any]:
         """GET /info: engine version, runtimes, CDI devices."""

@@ -46,7 +46,7 @@ def remember_secrets(runtime: Runtime, desired: DesiredState | None, found: list
             secret_names |= {n for n, v in model.container.env if isinstance(v, SecretRef)}
     for source in found:
         if source.name != ROUTER:
-            env = runtime.container_env(source.key)
+            env = runtime.container_config(source.key).get("env") or {}
             for name in secret_names & set(env):
                 remember(env[name])
 

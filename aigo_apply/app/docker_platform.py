@@ -148,7 +148,13 @@ class DockerPlatform:
     def status(self) -> dict[str, Any]:
         from aigo_apply.app.status import collect  # with its parallel probes: only status needs it
 
-        return collect(self._desired(), observe(self.project, self.runtime, state_root=self.state.parent))
+        desired = self._desired()
+        try:
+            keys = read_keys(desired.router.spec)
+        except AigoError:
+            keys = None  # the router's /metrics then answers only without a key (metrics_without_key)
+        observed = observe(self.project, self.runtime, state_root=self.state.parent)
+        return collect(desired, observed, self.runtime, keys[0] if keys else None)
 
     def status_text(self, report: dict[str, Any]) -> str:
         from aigo_apply.app.status import render

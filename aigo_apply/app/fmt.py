@@ -54,7 +54,9 @@ ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
         ("kubernetes", "storage"): "storage_class size_gib node_local",
         ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout update",
         ("defaults", "engine_by_format"): "safetensors-repo gguf",
-        ("router",): "port bind api_keys metrics_without_key image image_tag max_body_mb timeout hold_seconds",
+        (
+            "router",
+        ): "port bind api_keys metrics_without_key image image_tag max_body_mb timeout hold_seconds stall_seconds",
         ("router", "api_keys"): _SECRET,
         ("engines",): "vllm sglang llama.cpp",
         ("engines", "*"): "image image_tag",

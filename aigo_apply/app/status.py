@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aigo_apply.adapters.engine_http import EngineClient
+from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.app.effective import LABEL, compare, read_engine
 from aigo_apply.desired.types import DesiredState, EngineAddress, socket_file
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.plan.planner import build_plan
@@ -18,7 +20,12 @@ from aigo_apply.router.haproxy import routes_from_models_json
 PROBE_TIMEOUT = 1.0
 
 
-def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
+def collect(
+    desired: DesiredState, observed: ObservedState, runtime: Runtime | None = None, router_key: str | None = None
+) -> dict[str, Any]:
+    """The status report; with `runtime`, each running model's effective settings (app/effective.py)
+    read from its engine and container, every field where they differ from the file, and which
+    engines the router sees stalled (its /metrics, with `router_key` when it needs one)."""
     plan = build_plan(desired, observed)
     routed = set(routes_from_models_json(observed.router_files.get("models.json", "")))
     by_alias = {c.alias: c for c in observed.ours if c.alias and c.name == _name(desired, c.alias, c)}
@@ -36,6 +43,14 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
                 strict=False,
             )
         )
+        engines = dict(
+            zip(aliases, pool.map(lambda a: _engine_reads(a, containers[a], where[a]), aliases), strict=False)
+        )
+        configs = dict(
+            zip(aliases, pool.map(lambda a: _container_config(runtime, containers[a]), aliases), strict=False)
+        )
+    images_now = _images_now(runtime, desired, containers)
+    stalls = router_stalls(desired, router_key) if runtime is not None and observed.router else {}
     rows = []
     for alias in aliases:
         c = containers[alias]
@@ -61,6 +76,11 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
                 "sleep": sleep[alias],  # on-demand models: "awake", "asleep" (None: not on demand, or unknown)
             }
         )
+        if runtime is not None:
+            rows[-1]["stalled"] = stalls.get(alias)  # None: not known (not watched, or the router did not say)
+            model = desired.models.get(alias)
+            image_now = images_now.get(model.container.image) if model else None
+            rows[-1]["effective"], rows[-1]["drift"] = compare(model, c, engines[alias], configs[alias], image_now)
     changing = sorted({a.model for a in plan.actions if a.kind not in ("noop", "pull") and a.model})
     router_action = next((a for a in plan.actions if a.is_router), None)
     r = observed.router
@@ -84,6 +104,48 @@ def collect(desired: DesiredState, observed: ObservedState) -> dict[str, Any]:
             "router": None if router_action is None or in_sync else router_action.kind,
         },
     }
+
+
+def router_stalls(desired: DesiredState, key: str | None) -> dict[str, bool]:
+    """alias -> whether the router sees its engine stalled (aigo_engine_stalled on its /metrics); {}
+    when the router does not answer."""
+    import httpx
+
+    spec = desired.router.spec
+    host = "127.0.0.1" if spec["bind"] in ("0.0.0.0", "::") else spec["bind"]
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        text = httpx.get(f"http://{host}:{spec['port']}/metrics", headers=headers, timeout=5).text
+    except (httpx.HTTPError, OSError):
+        return {}
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("aigo_engine_stalled{"):
+            marks = dict(LABEL.findall(line.partition("}")[0]))
+            if marks.get("project") == desired.project and "model" in marks:
+                found[marks["model"]] = line.rsplit(" ", 1)[-1] == "1"
+    return found
+
+
+def _engine_reads(alias: str, container: ObservedContainer | None, address: EngineAddress | None) -> dict[str, Any]:
+    if container is None or address is None:
+        return {}
+    return read_engine(address, str((container.spec or {}).get("engine") or "vllm"), alias)
+
+
+def _container_config(runtime: Runtime | None, container: ObservedContainer | None) -> dict[str, Any]:
+    return runtime.container_config(container.id) if runtime is not None and container is not None else {}
+
+
+def _images_now(
+    runtime: Runtime | None, desired: DesiredState, containers: dict[str, ObservedContainer | None]
+) -> dict[str, str]:
+    """The image id each running model's tag in the file names now (one inspect per image)."""
+    if runtime is None:
+        return {}
+    wanted = {m.container.image for a, m in desired.models.items() if containers.get(a) is not None}
+    found = {ref: runtime.inspect_image(ref) for ref in sorted(wanted)}
+    return {ref: str(info["Id"]) for ref, info in found.items() if info and info.get("Id")}
 
 
 def _name(desired: DesiredState, alias: str, c: ObservedContainer) -> str:
@@ -135,7 +197,9 @@ def render(report: dict[str, Any]) -> str:
     rows = [
         [
             r["model"] + ("" if r["in_file"] else " (not in file)"),
-            "disabled" if not r["enabled"] and r["state"] == "absent" else r["state"] + _sleep_note(r.get("sleep")),
+            "disabled"
+            if not r["enabled"] and r["state"] == "absent"
+            else r["state"] + _sleep_note(r.get("sleep")) + (" (stalled)" if r.get("stalled") else ""),
             "yes" if r["ready"] else "no",
             "yes" if r["route"] else "no",
             str(r["port"] or ("socket" if r["state"] == "running" else "-")),
@@ -146,6 +210,12 @@ def render(report: dict[str, Any]) -> str:
     ]
     widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=False)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip() for row in [header] + rows]
+    for r in report["models"]:
+        for d in r.get("drift") or []:
+            lines.append(
+                f"  {r['model']}: {d['field']}: the file asks {_short(d['file'])}, the engine runs {_short(d['effective'])}"
+                f" ({d['why']})"
+            )
     router = report["router"]
     lines.append(f"\nRouter: {router['url']} ({router['state']}), routes: {', '.join(router['routes']) or 'none'}")
     drift = report["drift"]
@@ -159,9 +229,14 @@ def render(report: dict[str, Any]) -> str:
             f"Drift: plan would change {n} model{'s' if n != 1 else ''} ({', '.join(drift['models'])}); "
             "run `aigo-apply plan` for details."
         )
-    elif not drift["router"]:
+    elif not drift["router"] and not any(r.get("drift") for r in report["models"]):
         lines.append("No drift: the machine matches the file.")
     return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    text = " ".join(value) if isinstance(value, list) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _sleep_note(sleep: str | None) -> str:

@@ -12,6 +12,7 @@ ROUTER_IMAGE = "haproxy"  # the official image
 ROUTER_DEFAULT_TAG = "3.2"  # an HAProxy LTS release
 ROUTER_MAX_BODY_MB = 16
 ROUTER_TIMEOUT = 600
+ROUTER_STALL_SECONDS = 120  # an engine with running requests whose token count stands still this long is stalled
 ROUTER_HOLD_SECONDS = 300  # a request held while its model's engine is replaced waits at most this long
 
 VLLM_IMAGE = "vllm/vllm-openai"

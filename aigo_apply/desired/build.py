@@ -160,6 +160,7 @@ def router_spec(project: str, router: dict[str, Any], host: HostContext) -> dict
         "timeout": router.get("timeout", ROUTER_TIMEOUT),
         **({"metrics_without_key": True} if router.get("metrics_without_key") else {}),
         **({"hold_seconds": router["hold_seconds"]} if "hold_seconds" in router else {}),
+        **({"stall_seconds": router["stall_seconds"]} if "stall_seconds" in router else {}),
         "config_dir": str(host.state_folder(project) / "router"),
         "sockets_dir": str(sockets_folder(host, project)),
         "user": f"{host.uid}:{host.gid}",

@@ -172,6 +172,7 @@ class RouterSettings:
     swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models taking turns (config/swap_groups.py)
     metrics_without_key: bool = False  # with api_keys: /metrics answers without a key too (router.metrics_without_key)
     hold_s: int = 300  # router.hold_seconds: the longest a request waits while its model's engine is replaced
+    stall_s: int = 120  # router.stall_seconds: running requests and no new token this long is a stall (0: off)
 
 
 @dataclass(frozen=True)

@@ -147,3 +147,15 @@ def container_state(raw: Any) -> dict[str, Any]:
 def event(raw: Any) -> dict[str, Any]:
     """One entry of GET /events, its status, id and actor attributes read for their type ({} for none)."""
     return _typed(raw, EVENT) if isinstance(raw, dict) else {}
+
+
+def container_config(raw: Any) -> dict[str, Any]:
+    """From GET /containers/{id}/json: the environment (`env`, NAME -> value) and the command line
+    after the entry point (`cmd`), each read for its type (missing or odd: empty)."""
+    config = raw.get("Config") if isinstance(raw, dict) else None
+    config = config if isinstance(config, dict) else {}
+    pairs = _texts(config.get("Env")) or []
+    return {
+        "env": dict(p.partition("=")[::2] for p in pairs),
+        "cmd": _texts(config.get("Cmd")) or [],
+    }

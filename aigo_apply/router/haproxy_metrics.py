@@ -40,8 +40,15 @@ def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route
             own_socket=f"unix@{OWN_SOCKET}",
             timeout_s=TIMEOUT_S,
             max_bytes=MAX_BYTES,
+            stall_s=check_lua_value("router.stall_seconds", settings.stall_s),
+            watch_s=watch_interval(settings.stall_s),
         ),
     }
+
+
+def watch_interval(stall_s: int) -> int:
+    """How often the router reads each engine for the stall check: a quarter of the stall time, 1-15 s."""
+    return max(1, min(15, stall_s // 4))
 
 
 def _engine(route: Route, kubernetes: bool) -> dict[str, Any]:

@@ -55,6 +55,8 @@ def check_settings(settings: Any) -> None:
         raise _refuse("router.api_keys", settings.api_keys, "true or false (whether keys are used)")
     if not _integer(getattr(settings, "hold_s", 300), 1, MAX_TIMEOUT_S):
         raise _refuse("router.hold_seconds", settings.hold_s, f"an integer from 1 to {MAX_TIMEOUT_S}")
+    if not _integer(getattr(settings, "stall_s", 120), 0, MAX_TIMEOUT_S):
+        raise _refuse("router.stall_seconds", settings.stall_s, f"an integer from 0 to {MAX_TIMEOUT_S}")
     if type(getattr(settings, "metrics_without_key", False)) is not bool:
         raise _refuse("router.metrics_without_key", settings.metrics_without_key, "true or false")
     digest = getattr(settings, "keys_digest", "")

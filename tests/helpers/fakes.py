@@ -176,13 +176,14 @@ class FakeRuntime:
         lines = self.logs_tail(container, 10**9)
         yield from lines if tail is None else lines[len(lines) - tail :]
 
-    def container_env(self, container: str) -> dict[str, str]:
+    def container_config(self, container: str) -> dict[str, Any]:
         with self._lock:
             try:
                 _, entry = self._find(container)
             except DockerUnavailable:
                 return {}
-            return dict(self.envs.get(entry["Id"], {}))
+            spec = self.specs.get(entry["Id"])
+            return {"env": dict(self.envs.get(entry["Id"], {})), "cmd": list(spec.command) if spec else []}
 
     def info(self) -> dict[str, Any]:
         return {"ServerVersion": "fake"}

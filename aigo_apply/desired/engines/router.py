@@ -8,7 +8,7 @@ import ipaddress
 import re
 from typing import Any
 
-from aigo_apply.config.defaults import ROUTER_HOLD_SECONDS
+from aigo_apply.config.defaults import ROUTER_HOLD_SECONDS, ROUTER_STALL_SECONDS
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import ROUTER_SOCKETS, ContainerSpec, Mount, RouterSettings
 from aigo_apply.errors import UnsafeSetting
@@ -78,4 +78,5 @@ def settings_of(project: str, spec: dict[str, Any], keys_digest: str = "") -> Ro
         keys_digest,
         metrics_without_key=bool(spec.get("metrics_without_key", False)),
         hold_s=min(int(spec.get("hold_seconds", ROUTER_HOLD_SECONDS)), int(spec["timeout"])),
+        stall_s=int(spec.get("stall_seconds", ROUTER_STALL_SECONDS)),
     )

@@ -26,6 +26,7 @@ Behaviour for tests, through the container environment:
                            using the CPU, as a real engine's GPU time does (default 0: answer at once)
   AIGO_STUB_HEALTH_SECONDS seconds /health takes to answer once ready, as a busy engine's may (default 0)
   AIGO_STUB_METRICS_SECONDS seconds /metrics takes to answer (default 0)
+  AIGO_STUB_MAX_MODEL_LEN_CAP  /v1/models reports at most this max_model_len (an engine that capped it)
   AIGO_STUB_PRINT_ENV      names of variables whose values the stub prints at start (a careless engine)
   AIGO_STUB_METRICS_EXTRA  a JSON list of lines appended to /metrics as they are (a hostile engine's)
 GET /metrics: a few of vLLM's families (requests running and waiting, generation tokens, a latency
@@ -235,12 +236,17 @@ OTHER_DEV_PATHS = {"/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cac
                    "/release_kv_cache_memory", "/pause", "/resume", "/abort_requests"}
 
 
-def metrics_text(name: str) -> str:
-    """A few of vLLM's families as its prometheus_client writes them (labels engine and model_name)."""
+def metrics_text(name: str, memory_fraction: float) -> str:
+    """A few of vLLM's families as its prometheus_client writes them (labels engine and model_name),
+    and its cache config gauge (CacheConfig's fields as labels; 512 blocks of 16 tokens here)."""
     with Sleep.lock:
         running, tokens, done = Sleep.counts["inflight"], Sleep.counts["generation_tokens"], Sleep.counts["completions"]
     labels = f'engine="0",model_name="{name}"'
     return "".join(f"{line}\n" for line in [
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+        "# TYPE vllm:cache_config_info gauge",
+        f'vllm:cache_config_info{{block_size="16",cache_dtype="auto",gpu_memory_utilization="{memory_fraction}",'
+        'num_cpu_blocks="None",num_gpu_blocks="512",engine="0"} 1.0',
         "# HELP vllm:num_requests_running Number of requests in model execution batches.",
         "# TYPE vllm:num_requests_running gauge",
         f"vllm:num_requests_running{{{labels}}} {float(running)}",
@@ -330,6 +336,12 @@ class Handler(BaseHTTPRequestHandler):
                               "InternalServerError", 500))
         return True
 
+    def _served_len(self) -> int:
+        """The context length it reports: AIGO_STUB_MAX_MODEL_LEN_CAP caps it, as an engine that
+        settles on less than it was given would."""
+        cap = os.environ.get("AIGO_STUB_MAX_MODEL_LEN_CAP")
+        return min(self.args.max_model_len, int(cap)) if cap and self.args.max_model_len else self.args.max_model_len
+
     def do_GET(self) -> None:  # noqa: N802
         if self._loading():
             return
@@ -349,7 +361,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"version": FACTS["version"]})
         elif self.path == "/v1/models":
             cards = [{"id": n, "object": "model", "created": int(START), "owned_by": self.args.owned_by,
-                      "root": self.args.model, "parent": None, "max_model_len": self.args.max_model_len,
+                      "root": self.args.model, "parent": None, "max_model_len": self._served_len(),
                       "permission": []} for n in self.names]
             if self.args.owned_by == "llamacpp":  # llama-server's cards carry no max_model_len; /props has n_ctx
                 cards = [{"id": n, "object": "model", "created": int(START), "owned_by": "llamacpp"} for n in self.names]
@@ -360,7 +372,7 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/metrics":
             time.sleep(float(os.environ.get("AIGO_STUB_METRICS_SECONDS") or 0))
             extra = json.loads(os.environ.get("AIGO_STUB_METRICS_EXTRA") or "[]")
-            data = (metrics_text(self.names[0]) + "".join(f"{line}\n" for line in extra)).encode()
+            data = (metrics_text(self.names[0], getattr(self.args, "gpu_memory_utilization", 0.9)) + "".join(f"{line}\n" for line in extra)).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
