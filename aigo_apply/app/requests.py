@@ -77,6 +77,16 @@ class LogsRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TopRequest:
+    """top (app/top.py): a live view every `interval` seconds, or one view of two reads that far apart."""
+
+    once: bool = False
+    interval: float = 2.0
+    file: str | None = None
+    platform: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class WatchRequest:
     """watch (app/watch.py)."""
 

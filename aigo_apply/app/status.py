@@ -33,7 +33,7 @@ def collect(
     containers = {a: by_alias.get(a) for a in aliases}
     on_demand = {a for a, m in desired.models.items() if m.spec.get("on_demand")}
     sockets = desired.router.spec.get("sockets_dir", "")
-    where = {a: _address(containers[a], sockets, a) for a in aliases}
+    where = {a: address_of(containers[a], sockets, a) for a in aliases}
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
         ready = dict(zip(aliases, pool.map(lambda a: _probe(a, containers[a], where[a]), aliases), strict=False))
         sleep = dict(
@@ -153,7 +153,7 @@ def _name(desired: DesiredState, alias: str, c: ObservedContainer) -> str:
     return model.container.name if model else c.name
 
 
-def _address(container: ObservedContainer | None, sockets_dir: str, alias: str) -> EngineAddress | None:
+def address_of(container: ObservedContainer | None, sockets_dir: str, alias: str) -> EngineAddress | None:
     """Where this machine reaches a running engine: the port it publishes on 127.0.0.1, else its
     socket in this project's sockets folder."""
     if container is None or container.state != "running":

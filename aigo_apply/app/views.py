@@ -75,6 +75,11 @@ class LogsView(Protocol):
         """One line an engine (or the router) printed; `prefixed`: several names share the output."""
 
 
+class TopView(Protocol):
+    def top(self, report: dict[str, Any], live: bool) -> None:
+        """One view of `top`: {project, models: rows, gpus}; `live`: it replaces the view before."""
+
+
 class StatusView(Protocol):
     def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
         """`text`: the platform's one-screen rendering of `report` (Docker's and a cluster's differ)."""

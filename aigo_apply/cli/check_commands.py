@@ -176,3 +176,20 @@ def logs(
         platform=platform,
     )
     return run_logs(request, view_for(output))
+
+
+@cli.command()
+@click.option("--once", is_flag=True, help="One view (of two reads --interval apart), for scripts.")
+@click.option(
+    "--interval", type=click.FloatRange(min=0.5, max=60), default=2.0, show_default=True, help="Seconds between reads."
+)
+@file_option
+@output_option
+@platform_option
+def top(once: bool, interval: float, file: str | None, output: str, platform: str | None) -> int:
+    """A live view of each model: state, requests running and waiting, tokens/s, KV cache, sleep; GPU memory."""
+    from aigo_apply.app.requests import TopRequest
+    from aigo_apply.app.top import run_top
+    from aigo_apply.cli.views import view_for
+
+    return run_top(TopRequest(once=once, interval=interval, file=file, platform=platform), view_for(output))

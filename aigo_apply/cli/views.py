@@ -80,6 +80,20 @@ class TextView(TextReporter):
     def log_line(self, name: str, line: str, prefixed: bool) -> None:
         echo(f"{name} | {line}" if prefixed else line, colours=False)
 
+    def top(self, report: dict[str, Any], live: bool) -> None:
+        from rich.console import Console as Screen
+
+        from aigo_apply.cli.top_table import render
+        from aigo_apply.plan.text import printable
+
+        table = [
+            {k: printable(v, keep="") if isinstance(v, str) else v for k, v in r.items()} for r in report["models"]
+        ]
+        screen = Screen(highlight=False)
+        if live and screen.is_terminal:
+            screen.clear()
+        screen.print(render(printable(report["project"], keep=""), table, report["gpus"]))
+
     def image(self, info: dict[str, Any]) -> None:
         from aigo_apply.desired.images import render
 
@@ -122,6 +136,9 @@ class JsonView(JsonReporter):
 
     def log_line(self, name: str, line: str, prefixed: bool) -> None:
         echo(json.dumps({"source": name, "line": line}, ensure_ascii=False), colours=False)
+
+    def top(self, report: dict[str, Any], live: bool) -> None:
+        echo(json.dumps(report), colours=False)  # one object a line while it runs; one with --once
 
     def image(self, info: dict[str, Any]) -> None:
         _json(info)

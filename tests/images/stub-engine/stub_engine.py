@@ -241,6 +241,7 @@ def metrics_text(name: str, memory_fraction: float) -> str:
     and its cache config gauge (CacheConfig's fields as labels; 512 blocks of 16 tokens here)."""
     with Sleep.lock:
         running, tokens, done = Sleep.counts["inflight"], Sleep.counts["generation_tokens"], Sleep.counts["completions"]
+        asleep = Sleep.asleep
     labels = f'engine="0",model_name="{name}"'
     return "".join(f"{line}\n" for line in [
         "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
@@ -250,6 +251,13 @@ def metrics_text(name: str, memory_fraction: float) -> str:
         "# HELP vllm:num_requests_running Number of requests in model execution batches.",
         "# TYPE vllm:num_requests_running gauge",
         f"vllm:num_requests_running{{{labels}}} {float(running)}",
+        "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
+        "# TYPE vllm:kv_cache_usage_perc gauge",
+        f"vllm:kv_cache_usage_perc{{{labels}}} {min(1.0, 0.25 * running)}",
+        "# HELP vllm:engine_sleep_state Engine sleep state; awake = 0 means engine is sleeping.",
+        "# TYPE vllm:engine_sleep_state gauge",
+        f'vllm:engine_sleep_state{{{labels},sleep_state="awake"}} {0.0 if asleep else 1.0}',
+        f'vllm:engine_sleep_state{{{labels},sleep_state="weights_offloaded"}} {1.0 if asleep else 0.0}',
         "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
         "# TYPE vllm:num_requests_waiting gauge",
         f"vllm:num_requests_waiting{{{labels}}} 0.0",

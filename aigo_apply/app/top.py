@@ -1,0 +1,146 @@
+"""`aigo-apply top`: a live view of what each model's engine is doing, refreshed every few seconds
+until Ctrl-C (or once, for scripts): its container's state, requests running and waiting, tokens
+per second, KV cache use and sleep state, read from each engine's own /metrics at once; and each
+GPU's memory (NVML) when there are GPUs. Tokens per second is the change of the engine's generated
+token count between two reads, divided by the time between them: nothing is estimated."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aigo_apply.adapters.engine_http import EngineClient
+from aigo_apply.adapters.host import nvml_facts
+from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.app.choose_platform import open_platform
+from aigo_apply.app.docker_platform import DockerPlatform
+from aigo_apply.app.effective import LABEL
+from aigo_apply.app.planning import observe
+from aigo_apply.app.requests import TopRequest
+from aigo_apply.app.status import address_of
+from aigo_apply.app.views import TopView
+from aigo_apply.desired.types import DesiredState, EngineAddress
+from aigo_apply.errors import EXIT_OK, UsageProblem
+
+TIMEOUT = 1.0
+MAX_METRICS = 4 * 1024 * 1024
+
+
+def total(text: str, name: str) -> float | None:
+    """The sum of the values of every sample named `name` (any labels); None when there is none."""
+    found = None
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
+            try:
+                value = float(line.rpartition("}")[2].split()[0] if "{" in line else line.split()[1])
+            except (IndexError, ValueError):
+                continue
+            found = (found or 0.0) + value
+    return found
+
+
+def asleep(text: str) -> bool | None:
+    """vLLM's engine_sleep_state: awake 0 is a sleeping engine; None when it does not say."""
+    for line in text.splitlines():
+        if (
+            line.startswith("vllm:engine_sleep_state{")
+            and dict(LABEL.findall(line.partition("}")[0])).get("sleep_state") == "awake"
+        ):
+            return line.rsplit(" ", 1)[-1].startswith("0")
+    return None
+
+
+def _metrics(address: EngineAddress | None) -> str | None:
+    if address is None:
+        return None
+    import httpx
+
+    try:
+        with EngineClient(address, TIMEOUT) as http:
+            reply = http.get("/metrics")
+            return reply.text[:MAX_METRICS] if reply.status_code == 200 else None
+    except (httpx.HTTPError, OSError):
+        return None
+
+
+def sample(desired: DesiredState, runtime: Runtime, state_root: Any) -> dict[str, Any]:
+    """One read of every model: {alias: {state, running, waiting, tokens, kv_cache_usage, asleep}, at}."""
+    observed = observe(desired.project, runtime, state_root=state_root)
+    own = {a: m.container.name for a, m in desired.models.items()}
+    containers = {c.alias: c for c in observed.ours if c.alias and c.name == own.get(c.alias, c.name)}
+    aliases = sorted(set(desired.models) | set(containers))
+    sockets = desired.router.spec.get("sockets_dir", "")
+    where = {a: address_of(containers.get(a), sockets, a) for a in aliases}
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
+        texts = dict(zip(aliases, pool.map(lambda a: _metrics(where[a]), aliases), strict=True))
+    at = time.monotonic()
+    out: dict[str, Any] = {}
+    for alias in aliases:
+        text, c = texts[alias] or "", containers.get(alias)
+        out[alias] = {
+            "state": c.state if c else "absent",
+            "running": total(text, "vllm:num_requests_running"),
+            "waiting": total(text, "vllm:num_requests_waiting"),
+            "tokens": total(text, "vllm:generation_tokens_total"),
+            "kv_cache_usage": total(text, "vllm:kv_cache_usage_perc"),
+            "asleep": asleep(text),
+        }
+    return {"at": at, "models": out}
+
+
+def rows(before: dict[str, Any] | None, now: dict[str, Any]) -> list[dict[str, Any]]:
+    """The view's rows: each model's last read, with tokens per second since the read before."""
+    out = []
+    elapsed = now["at"] - before["at"] if before else 0.0
+    for alias, m in now["models"].items():
+        earlier = (before or {}).get("models", {}).get(alias) or {}
+        rate = None
+        if earlier.get("tokens") is not None and m["tokens"] is not None and elapsed > 0:
+            rate = max(0.0, (m["tokens"] - earlier["tokens"]) / elapsed)
+        out.append(
+            {
+                "model": alias,
+                "state": m["state"],
+                "requests_running": _int(m["running"]),
+                "requests_waiting": _int(m["waiting"]),
+                "tokens_per_second": None if rate is None else round(rate, 1),
+                "kv_cache_usage": m["kv_cache_usage"],
+                "sleep": None if m["asleep"] is None else "asleep" if m["asleep"] else "awake",
+            }
+        )
+    return out
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def gpus() -> list[dict[str, Any]]:
+    """Each GPU's memory (NVML); [] where there is none."""
+    facts = nvml_facts()
+    return [
+        {"index": g["index"], "name": g["name"], "memory_used": g["memory_used"], "memory_total": g["memory_total"]}
+        for g in facts.get("gpus", [])
+    ]
+
+
+def run_top(request: TopRequest, view: TopView) -> int:
+    """Read, show, wait `interval`, again, until Ctrl-C (the error boundary ends it with 130); with
+    `once`, two reads `interval` apart (so tokens per second is measured) and one view."""
+    where = open_platform(request.file, request.platform)
+    if not isinstance(where, DockerPlatform) or where.desired is None:
+        raise UsageProblem("top: aigo-apply reads Docker's engines only for now (on a cluster: `kubectl top pods`)")
+    desired, runtime, state_root = where.desired, where.runtime, where.state.parent
+    before = sample(desired, runtime, state_root)
+    devices = gpus()
+    if request.once:
+        time.sleep(request.interval)
+        now = sample(desired, runtime, state_root)
+        view.top({"project": desired.project, "models": rows(before, now), "gpus": devices}, live=False)
+        return EXIT_OK
+    while True:
+        time.sleep(request.interval)
+        now = sample(desired, runtime, state_root)
+        view.top({"project": desired.project, "models": rows(before, now), "gpus": gpus()}, live=True)
+        before = now
