@@ -3,7 +3,8 @@
 (and Debian's docker-compose 1.29 where installed) for N = 1, 10, 50, 200, apply overhead on top of the engines' own start time
 (the stub's and the real vLLM CPU engine's, with its compile cache's first and second start), and the
 router vs direct (and under reloads), and what replacing a running model costs its clients under load
-(bench/changes.py: parallel, recreate with hold, a restart by hand). Prints markdown, writes bench/results.md, and puts the same tables in
+(bench/changes.py: parallel, recreate with hold, a restart by hand), and what a scrape of the
+router's one /metrics costs at 1 and 20 engines (bench/metrics.py). Prints markdown, writes bench/results.md, and puts the same tables in
 the README's Performance section (between its bench markers).
 
     python bench/run.py            # the full run (about 15 minutes on 2 cores)
@@ -87,6 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     import apply as apply_bench
     import changes as changes_bench
+    import metrics as metrics_bench
     import plan as plan_bench
     import real_engine as real_engine_bench
     import router as router_bench
@@ -106,6 +108,7 @@ def main() -> None:
     else:
         parts.append(f"({real_engine_bench.IMAGE} is not built: no real-engine tables; run scripts/setup)")
     parts.append(changes_bench.run(real_engine=not args.skip_real_engine and real_engine_bench.image_ready()))
+    parts.append(metrics_bench.run("1,20", 30 if not args.quick else 5))
     if args.skip_router:
         parts.append("(router table skipped: --skip-router)")
     elif shutil.which("wrk"):

@@ -1,5 +1,5 @@
 """A stalled engine, on the real Docker engine and HAProxy with the stub engine: it passes /health
-while it holds a request and makes no token (AIGO_STUB_REPLY_SECONDS holds it without generating),
+while it holds a request and makes no token (AIGO_STUB_HOLD_MAX_TOKENS holds one without generating),
 so once router.stall_seconds pass the router's /metrics says aigo_engine_stalled 1 and `status` says
 stalled; the other model, idle, is not stalled, and the stalled one is not once its request ends."""
 
@@ -34,7 +34,7 @@ def proj(tmp_path, project):
             source: {{path: m}}
             context_length: 4096
             gpus: none
-            env: {{AIGO_STUB_REPLY_SECONDS: "12"}}
+            env: {{AIGO_STUB_HOLD_MAX_TOKENS: "7:12"}}
           idle:
             source: {{path: m}}
             context_length: 4096
@@ -59,7 +59,7 @@ def stalled(url: str, project: str) -> dict[str, str]:
 def test_an_engine_holding_a_request_without_a_token_is_stalled(proj):
     path, env, url, project = proj
     assert stalled(url, project) == {"slow": "0", "idle": "0"}
-    body = {"model": "slow", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    body = {"model": "slow", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 7}  # held 12 s
     held = threading.Thread(target=lambda: httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60))
     held.start()
     try:

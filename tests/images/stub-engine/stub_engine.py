@@ -24,6 +24,7 @@ Behaviour for tests, through the container environment:
   AIGO_STUB_STREAM_DELAY   seconds between the events of a streamed reply (default 0)
   AIGO_STUB_REPLY_SECONDS  seconds each chat completion holds its request before answering, without
                            using the CPU, as a real engine's GPU time does (default 0: answer at once)
+  AIGO_STUB_HOLD_MAX_TOKENS N:S  a request asking max_tokens N is held S seconds before any token (a stall)
   AIGO_STUB_HEALTH_SECONDS seconds /health takes to answer once ready, as a busy engine's may (default 0)
   AIGO_STUB_METRICS_SECONDS seconds /metrics takes to answer (default 0)
   AIGO_STUB_MAX_MODEL_LEN_CAP  /v1/models reports at most this max_model_len (an engine that capped it)
@@ -427,6 +428,9 @@ class Handler(BaseHTTPRequestHandler):
     def _generate(self, body: dict, max_tokens: int) -> None:
         if REPLY_SECONDS:
             time.sleep(REPLY_SECONDS)
+        hold = os.environ.get("AIGO_STUB_HOLD_MAX_TOKENS", "").partition(":")
+        if hold[0] and int(max_tokens) == int(hold[0]):  # a request it holds without making a token
+            time.sleep(float(hold[2] or 12))
         words = ["stub", "reply", "from", self.names[0]][: max(1, min(int(max_tokens), 4))]
         with Sleep.lock:
             Sleep.counts["generation_tokens"] += len(words)
