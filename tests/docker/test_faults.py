@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from helpers.cli import run_cli
@@ -44,7 +45,7 @@ def converged(runtime, project, path, state) -> None:
             try:
                 assert chat(port, alias)["model"] == alias
                 break
-            except OSError:
+            except (OSError, httpx.HTTPError):  # refused on its socket (or port) while it loads
                 assert time.monotonic() < deadline, f"{alias} did not serve again within 30 s"
                 time.sleep(0.2)
 

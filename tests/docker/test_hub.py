@@ -89,10 +89,10 @@ def test_apply_downloads_on_the_host_and_the_engine_runs_offline_without_a_token
     ]  # no README, no original/
     inspected = runtime.api.inspect_container(f"aigo-{project}-tiny")
     sockets = tmp_path / "state" / project / "sockets" / "tiny"
-    assert [(m["Source"], m["Destination"], m["RW"]) for m in inspected["Mounts"] if m["Type"] == "bind"] == [
-        (str(folder), "/models/tiny", False),
+    assert sorted((m["Source"], m["Destination"], m["RW"]) for m in inspected["Mounts"] if m["Type"] == "bind") == [
         (str(sockets), "/run/aigo", True),  # its socket's folder: the only host folder it may write
-    ]
+        (str(folder), "/models/tiny", False),
+    ]  # (sorted: Docker lists a container's mounts in no fixed order)
     assert "HF_HUB_OFFLINE=1" in inspected["Config"]["Env"]
     assert not [e for e in inspected["Config"]["Env"] if e.startswith(("HF_TOKEN", "HUGGING_FACE"))]
     everything = json.dumps(inspected) + result.stdout + result.stderr + planned.stdout

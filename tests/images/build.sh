@@ -6,7 +6,7 @@
 #   aigo-haproxy:bookworm    the same root under a router name: Debian's haproxy, standing in for
 #                            the official haproxy image (no registry here)
 #   aigo-stub-engine:1       the stub engine (stub-engine/): answers like `vllm serve`, serves no model
-# Images are cached by tag (the stub by a hash of its sources): a second run takes seconds.
+# Images are cached by tag (the stub and the idle image by a hash of their sources): a second run takes seconds.
 # Set AIGO_REBUILD_IMAGES=1 to rebuild.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,8 +38,9 @@ fi
 
 docker tag "$base" aigo-haproxy:bookworm
 
-if ! have aigo-test-idle:1; then
-  docker build -q -t aigo-test-idle:1 -f "$here/idle.Dockerfile" "$here" >/tmp/aigo-build.log 2>&1 \
+idle_hash=$(sha256sum "$here/idle.Dockerfile" | cut -c1-16)
+if [ -n "${AIGO_REBUILD_IMAGES:-}" ] || [ "$(docker image inspect -f '{{ index .Config.Labels "io.aigo-apply.idle-hash" }}' aigo-test-idle:1 2>/dev/null)" != "$idle_hash" ]; then
+  docker build -q --label "io.aigo-apply.idle-hash=$idle_hash" -t aigo-test-idle:1 -f "$here/idle.Dockerfile" "$here" >/tmp/aigo-build.log 2>&1 \
     || { cat /tmp/aigo-build.log >&2; exit 1; }
 fi
 # The stub engine carries the vLLM facts file, so it refuses the same names v0.31.0 refuses.
