@@ -38,9 +38,10 @@ fi
 
 docker tag "$base" aigo-haproxy:bookworm
 
+# (a label outside io.aigo-apply.*: its containers stand in for foreign ones, which carry none of ours)
 idle_hash=$(sha256sum "$here/idle.Dockerfile" | cut -c1-16)
-if [ -n "${AIGO_REBUILD_IMAGES:-}" ] || [ "$(docker image inspect -f '{{ index .Config.Labels "io.aigo-apply.idle-hash" }}' aigo-test-idle:1 2>/dev/null)" != "$idle_hash" ]; then
-  docker build -q --label "io.aigo-apply.idle-hash=$idle_hash" -t aigo-test-idle:1 -f "$here/idle.Dockerfile" "$here" >/tmp/aigo-build.log 2>&1 \
+if [ -n "${AIGO_REBUILD_IMAGES:-}" ] || [ "$(docker image inspect -f '{{ index .Config.Labels "aigo-test.idle-hash" }}' aigo-test-idle:1 2>/dev/null)" != "$idle_hash" ]; then
+  docker build -q --label "aigo-test.idle-hash=$idle_hash" -t aigo-test-idle:1 -f "$here/idle.Dockerfile" "$here" >/tmp/aigo-build.log 2>&1 \
     || { cat /tmp/aigo-build.log >&2; exit 1; }
 fi
 # The stub engine carries the vLLM facts file, so it refuses the same names v0.31.0 refuses.
