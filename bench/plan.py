@@ -167,9 +167,11 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str], 
 
 
 class Compose:
-    """The same N containers declared for Docker Compose: image, command, 127.0.0.1 ports, ipc and
-    restart policy as aigo-apply makes them, on ports of their own. `v1`: Debian's docker-compose
-    1.29, which wants a `version` key and creates in batches (below)."""
+    """The same N containers declared for Docker Compose: image, entry point, command, ipc, shm,
+    network (none for an engine on its socket), the read-only model mounts and restart policy as
+    aigo-apply makes them (a published port on a port of its own, where the engine has one; its
+    socket folder left out: it is aigo-apply's). `v1`: Debian's docker-compose 1.29, which wants a
+    `version` key and creates in batches (below)."""
 
     def __init__(self, folder: Path, project: str, desired, binary: str, v1: bool = False):
         self.file, self.project, self.binary = folder / f"compose-{project}.yml", project, binary
@@ -177,13 +179,22 @@ class Compose:
         services = {}
         for i, model in enumerate(desired.models.values()):
             c = model.container
-            services[f"s{i:03d}"] = {
+            service: dict = {
                 "image": c.image,
                 "command": list(c.command),
-                "ipc": "host",
-                "restart": "unless-stopped",
-                "ports": [f"127.0.0.1:{base + i}:{c.container_port}"],
+                "ipc": c.ipc_mode,
+                "restart": c.restart_policy,
+                "volumes": [f"{m.source}:{m.target}:ro" for m in c.mounts if m.read_only and m.source.startswith("/")],
             }
+            if c.entrypoint:
+                service["entrypoint"] = list(c.entrypoint)
+            if c.shm_size:
+                service["shm_size"] = c.shm_size
+            if c.container_port:
+                service["ports"] = [f"127.0.0.1:{base + i}:{c.container_port}"]
+            else:
+                service["network_mode"] = c.network_mode
+            services[f"s{i:03d}"] = service
         self.file.write_text(json.dumps({"version": "2.4", "services": services} if v1 else {"services": services}))
         # docker-compose 1.x stalls creating a couple of hundred services in one `up` (its parallel
         # executor; docker/compose#8161, #7486): create them 40 at a time, each batch bounded. The timed
