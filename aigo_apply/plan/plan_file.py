@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, Literal, get_args
 
 from aigo_apply.config.engine_choice import ENGINE_NAMES
-from aigo_apply.config.rules import ALIAS_RE
+from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.facts import PULL_POLICIES
 from aigo_apply.resources import schema_data
