@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,18 @@ class HostContext:
 
 
 @dataclass(frozen=True)
+class AdapterFiles:
+    """What a LoRA adapter's folder holds, read before the desired state is built (observe/adapter_files.py):
+    its adapter_config.json's rank, target modules and base model, and whether the folder is one vLLM
+    can load (`problem`: why not, or why it could not be read; None when it is fine)."""
+
+    rank: int | None = None
+    target_modules: tuple[str, ...] = ()
+    base_model: str | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
 class DesiredModel:
     alias: str
     spec: dict[str, Any]
@@ -246,6 +259,7 @@ class DesiredState:
     models_dir: Any = None  # pathlib.Path of the model store (defaults.models_dir)
     disabled: tuple[str, ...] = ()  # aliases in the file with `enabled: false`: nothing of them runs
     swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models that take turns (config/swap_groups.py)
+    adapter_files: Mapping[str, AdapterFiles] = field(default_factory=dict)  # by adapter folder, as read
 
     def specs(self) -> dict[str, dict[str, Any]]:
         """alias -> canonical spec: what the model-store and lock helpers read."""
