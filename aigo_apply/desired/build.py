@@ -47,6 +47,7 @@ from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
 from aigo_apply.desired.types import (
     SOCKETS_FOLDER,
     AdapterFiles,
+    AdapterRoute,
     DesiredModel,
     DesiredRouter,
     DesiredState,
@@ -201,8 +202,16 @@ def desired_router(
     project = data["project"]
     spec = router_spec(project, data.get("router", {}), host)
     routes = tuple(Route.of(alias, m.spec) for alias, m in sorted(models.items()))
-    settings = replace(settings_of(project, spec), swap_groups=groups)  # groups change files, not the container
+    # swap groups and adapters change the router's files, not its container
+    settings = replace(settings_of(project, spec), swap_groups=groups, adapters=adapter_routes(models))
     return DesiredRouter(spec, router_container(project, spec), routes, settings)
+
+
+def adapter_routes(models: dict[str, DesiredModel]) -> tuple[AdapterRoute, ...]:
+    """One route per LoRA adapter of the desired models, to its base model's engine."""
+    return tuple(
+        sorted(AdapterRoute(name, alias) for alias, m in models.items() for name in m.spec.get("adapters") or {})
+    )
 
 
 def served_on_ports(desired: DesiredState) -> DesiredState:

@@ -135,6 +135,16 @@ class Route:
         return out | ({"slot": self.slot} if self.slot != "a" else {})
 
 
+@dataclass(frozen=True, order=True)
+class AdapterRoute:
+    """A LoRA adapter's alias, routed to its base model's engine: the router sends a request naming it
+    to the base's backend (the engine serves it by that name, --lora-modules), and lists it on
+    /v1/models with the base as its parent while the base's engine is healthy."""
+
+    alias: str
+    base: str
+
+
 @dataclass(frozen=True)
 class EngineAddress:
     """Where this machine reaches an engine: its Unix socket (a host path), or a port on 127.0.0.1.
@@ -174,6 +184,7 @@ class RouterSettings:
     metrics_without_key: bool = False  # with api_keys: /metrics answers without a key too (router.metrics_without_key)
     hold_s: int = 300  # router.hold_seconds: the longest a request waits while its model's engine is replaced
     stall_s: int = 120  # router.stall_seconds: running requests and no new token this long is a stall (0: off)
+    adapters: tuple[AdapterRoute, ...] = ()  # LoRA adapters routed to their base's engine (models.ALIAS.adapters)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from aigo_apply.config.load import load_config
 from aigo_apply.desired.adapters import lora_settings, rank_choice
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines import render
-from aigo_apply.desired.types import AdapterFiles, Mount
+from aigo_apply.desired.types import AdapterFiles, AdapterRoute, Mount
 from aigo_apply.errors import UnsafeSetting
 
 from helpers.configs import host_context, write_config
@@ -91,6 +91,7 @@ def test_a_model_without_adapters_keeps_its_spec_and_command_line(tmp_path):
     plain = desired.models["plain"]
     assert "adapters" not in plain.spec and "max_loras" not in plain.spec["vllm"]
     assert not any("lora" in word for word in plain.container.command)
+    assert desired.router.settings.adapters == (AdapterRoute("local", "base"), AdapterRoute("sql", "base"))
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,7 @@ def test_an_added_adapter_replaces_the_engine_and_names_it(tmp_path):
         "adapter 'chat' added (org/chat-lora@r1); vLLM loads adapters only at start",
     )
     assert [c.path for c in base.changes] == ["adapters.chat", "vllm.max_lora_rank", "vllm.max_loras"]
+    assert "route for adapter chat (on model base) to be added" in action(plan, "router").reasons
 
 
 def test_adapters_added_to_a_model_that_had_none(tmp_path):
@@ -80,6 +81,7 @@ def test_a_removed_adapter_replaces_the_engine_and_its_route_goes(tmp_path):
         "vllm.max_loras changed",
         "adapter 'chat' removed (org/chat-lora@r1)",
     )
+    assert "route for adapter chat (on model base) to be removed" in action(plan, "router").reasons
 
 
 def test_a_changed_adapter_says_what_it_was_and_is(tmp_path):
