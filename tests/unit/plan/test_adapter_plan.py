@@ -1,19 +1,23 @@
 """Plans with LoRA adapters: adding, removing or changing one replaces the engine (vLLM loads adapters
 only at start), each with a reason naming the adapter; the router routes each adapter alias; the GPU
-ledger adds the adapters' buffers as an estimate (the next commit); a folder vLLM cannot load
+ledger adds the adapters' buffers as an estimate, figured here by hand; a folder vLLM cannot load
 blocks the plan, and an adapter trained on another base is a warning."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import AdapterFiles
+from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.adapter_checks import adapter_checks
 from aigo_apply.plan.planner import build_plan
+from aigo_apply.plan.vram import lora_bytes
 
 from helpers.configs import host_context, write_config
+from helpers.paths import FIXTURES
 from helpers.planner_inputs import observed
 
 HEAD = """
@@ -87,6 +91,49 @@ def test_a_removed_adapter_replaces_the_engine_and_its_route_goes(tmp_path):
 def test_a_changed_adapter_says_what_it_was_and_is(tmp_path):
     plan = build_plan(desired(tmp_path, SQL.replace("r1", "r2")), observed(desired(tmp_path, SQL)))
     assert action(plan).reasons == ("adapter 'sql' changed: org/sql-lora@r1 -> org/sql-lora@r2",)
+
+
+def test_the_ledger_adds_the_adapters_buffers_as_an_estimate(tmp_path):
+    config = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "num_hidden_layers": 3,
+        "torch_dtype": "bfloat16",
+    }
+    d = desired(tmp_path, SQL + CHAT)
+    nvml = json.loads((FIXTURES / "hosts" / "rtx5090.json").read_text())["nvml"]
+    facts = {"base": {"config": config, "weights": 1000, "found": "test", "problem": None}}
+    (row,) = gpu_ledger.build(d, nvml, facts, set())
+    (m,) = row["models"]
+    # per layer and adapter slot: q (64 -> 64), k and v (64 -> 32), gate and up (64 -> 128) column-parallel,
+    # o (64 -> 64) and down (128 -> 64) row-parallel: rank x (in + out) each, at tp 1
+    per_slot = (64 + 64) + 2 * (64 + 32) + 2 * (64 + 128) + (64 + 64) + (128 + 64)
+    lora = 3 * 2 * 16 * per_slot * 2  # 3 layers, max_loras 2, max_lora_rank 16, bfloat16
+    assert m["estimate"]["lora"] == lora
+    assert (
+        m["estimate"]["total"]
+        == m["estimate"]["weights"] + m["estimate"]["kv_cache"] + m["estimate"]["overhead"] + lora
+    )
+    assert any(
+        n.startswith("LoRA adapters ~0.0 GiB: an estimate of vLLM's buffers for 2 adapter(s)")
+        for n in m["estimate"]["notes"]
+    )
+    assert "the adapters train o_proj, q_proj, v_proj" in m["estimate"]["notes"]
+    assert "+ LoRA adapters 0.0 GiB (an estimate)" in m["message"]
+    plain = gpu_ledger.build(desired(tmp_path), nvml, facts, set())[0]["models"][0]
+    assert "lora" not in plain["estimate"] and "LoRA" not in plain["message"]
+
+
+def test_lora_buffers_split_over_tensor_parallel_gpus_and_say_what_they_miss():
+    config = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "num_experts": 8}
+    size, note = lora_bytes(config, 1, 8, tp=2)
+    # attention only (no intermediate_size): q, k, v (64 -> 64, heads = kv heads) with B halved; o with A halved
+    assert size == 2 * 1 * 8 * (3 * (64 + 32) + (32 + 64)) * 2
+    assert "experts' LoRA buffers of this mixture of experts are not counted" in note
+    assert lora_bytes(None, 1, 8) == (None, "LoRA adapters' memory unknown: no config.json")
 
 
 def test_folders_vllm_cannot_load_block_and_another_base_warns(tmp_path):
