@@ -14,7 +14,10 @@ The stages are the ones `vllm serve` runs before it loads any weights, in its or
               these flags that need no model files: CacheConfig, ParallelConfig, SchedulerConfig,
               the Mamba backend enum, the quantization registry, and the declared type and bounds of
               ModelConfig's max_model_len, SchedulerConfig's max_num_seqs and SpeculativeConfig's
-              fields (their cross-field checks compare them with values derived from the model).
+              fields (their cross-field checks compare them with values derived from the model), and
+              with --enable-lora the LoRAConfig it builds from --max-loras and --max-lora-rank.
+Each accepted line also reports the LoRA modules vLLM parsed (`lora_modules`: [name, path] pairs, or
+null), so a test can see that every adapter arrived (a repeated --lora-modules keeps only the last).
 SpeculativeConfig's last check wants the target model's config (read from the weights folder); when
 that is the only complaint left, the line is accepted and the message is returned as `deferred`.
 """
@@ -93,6 +96,10 @@ def check_config(args: argparse.Namespace) -> str | None:
         MambaBackendEnum[engine.mamba_backend.upper()]
     if engine.quantization is not None:
         get_quantization_config(engine.quantization)
+    if engine.enable_lora:  # its own fields' checks (max_loras >= 1, the rank's choices); nothing reads a model
+        from vllm.config.lora import LoRAConfig
+
+        LoRAConfig(max_lora_rank=engine.max_lora_rank, max_loras=engine.max_loras)
     return check_speculative(engine, parallel)
 
 
@@ -153,7 +160,8 @@ def check(parser: argparse.ArgumentParser, argv: list[str]) -> dict[str, Any]:
         deferred = check_config(args)
     except Exception as exc:  # every refusal vLLM raises is a reason to report, whatever its type
         return {"accepted": False, "stage": stage, "error": f"{type(exc).__name__}: {exc}"}
-    return {"accepted": True, "stage": "done", "error": None, "deferred": deferred}
+    modules = [[m.name, m.path] for m in args.lora_modules] if args.lora_modules is not None else None
+    return {"accepted": True, "stage": "done", "error": None, "deferred": deferred, "lora_modules": modules}
 
 
 def main() -> int:

@@ -18,6 +18,7 @@ from aigo_apply.config.host_paths import (
     try_resolve,
     unsafe_mount,
 )
+from aigo_apply.desired.adapters import ADAPTER_MOUNT
 from aigo_apply.desired.engines.common import MODEL_MOUNT
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import UnsafeSetting
@@ -79,7 +80,8 @@ def check_mounts(spec: ContainerSpec) -> None:
     """The last check before Docker sees a mount, whatever the plan said: a host path must be
     absolute, plainly written, exist (Docker would create a missing folder, as root) and still be
     the path that was planned (resolving it gives itself: no symlink swapped in since); a model
-    mount must not be a system or private folder; anything else must be a plain volume name."""
+    mount (or a LoRA adapter's) must not be a system or private folder; anything else must be a plain
+    volume name."""
     for mount in spec.mounts:
         source, why = mount.source, None
         if not source.startswith("/"):
@@ -89,7 +91,7 @@ def check_mounts(spec: ContainerSpec) -> None:
         elif not os.path.lexists(source):
             why = "does not exist (Docker would create an empty folder in its place)"
         else:
-            why = _host_path_problem(source, mount.target.startswith(f"{MODEL_MOUNT}/"))
+            why = _host_path_problem(source, mount.target.startswith((f"{MODEL_MOUNT}/", f"{ADAPTER_MOUNT}/")))
         if why or path_text_problem(mount.target) or not mount.target.startswith("/"):
             raise UnsafeSetting(
                 f"refusing to mount {source!r} into {spec.name}: it {why or 'has an unsafe target'}; "

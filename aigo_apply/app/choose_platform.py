@@ -8,10 +8,9 @@ from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.docker_platform import DockerPlatform
-from aigo_apply.app.host_context import current_host
+from aigo_apply.app.host_context import current_host, desired_state
 from aigo_apply.app.platform import Platform
 from aigo_apply.config.load import choose_file, load_config
-from aigo_apply.desired.build import build_desired
 from aigo_apply.kube.settings import platform_of
 
 
@@ -27,5 +26,5 @@ def open_platform(
 
         return KubePlatform(config)
     host = current_host()
-    desired = build_desired(config, host)
+    desired = desired_state(config, host)
     return DockerPlatform(desired.project, desired.file, desired, runtime, plans, host.state_root)

@@ -239,8 +239,8 @@ def router_of(
             )
     keys = read_keys(spec)
     settings = settings_of(project, spec, digest_of(project, keys))
-    if desired is not None:  # swap groups shape the router's files, not its container (config/swap_groups.py)
-        settings = replace(settings, swap_groups=desired.swap_groups)
+    if desired is not None:  # swap groups and adapters shape the router's files, not its container
+        settings = replace(settings, swap_groups=desired.swap_groups, adapters=desired.router.settings.adapters)
     return Router(
         runtime,
         folder,

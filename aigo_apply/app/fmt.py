@@ -64,13 +64,15 @@ ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
             "models",
             "*",
         ): "source engine enabled on_demand swap_group max_awake context_length gpus port ready_timeout update "
-        "vllm sglang llama.cpp env kubernetes",
+        "vllm adapters sglang llama.cpp env kubernetes",
         ("models", "*", "source"): _SOURCE,
         ("models", "*", "vllm"): "tool_calling tool_call_parser reasoning_parser moe_backend mamba_backend "
         "tensor_parallel_size gpu_memory_utilization quantization kv_cache_dtype dtype max_num_seqs "
-        "enable_prefix_caching trust_remote_code enforce_eager speculative",
+        "enable_prefix_caching trust_remote_code enforce_eager max_loras max_lora_rank speculative",
         ("models", "*", "vllm", "speculative"): "method num_speculative_tokens draft",
         ("models", "*", "vllm", "speculative", "draft"): _SOURCE,
+        ("models", "*", "adapters", "*"): "source",
+        ("models", "*", "adapters", "*", "source"): _SOURCE,
         ("models", "*", "sglang"): "tensor_parallel_size gpu_memory_utilization trust_remote_code",
         ("models", "*", "llama.cpp"): "gpu_layers tensor_parallel_size",
         ("models", "*", "env", "*"): _SECRET,

@@ -1,5 +1,6 @@
 """Reads the host context the desired state depends on (user and group ids, home, the state and
-model-store folders) from this process, once, so that `desired/` reads nothing itself."""
+model-store folders) from this process, once, so that `desired/` reads nothing itself; and builds the
+desired state with the facts of the adapters' folders read before."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from pathlib import Path
 
 from aigo_apply.apply.state_dir import state_root
 from aigo_apply.config.host_paths import hf_home, models_dir_of
-from aigo_apply.desired.types import HostContext
+from aigo_apply.config.load import Config
+from aigo_apply.desired.adapters import adapter_folders
+from aigo_apply.desired.build import build_desired
+from aigo_apply.desired.types import DesiredState, HostContext
+from aigo_apply.observe.adapter_files import adapter_files
 
 
 def default_models_dir() -> Path:
@@ -19,3 +24,12 @@ def default_models_dir() -> Path:
 
 def current_host() -> HostContext:
     return HostContext(os.getuid(), os.getgid(), Path.home(), state_root(), default_models_dir(), hf_home())
+
+
+def desired_state(config: Config, host: HostContext) -> DesiredState:
+    """The desired state, with what each LoRA adapter's folder holds read first (its rank sizes the
+    engine's --max-lora-rank): built once to learn the adapters' folders, and again with their facts
+    only when the file has adapters."""
+    desired = build_desired(config, host)
+    folders = adapter_folders(desired.specs())
+    return build_desired(config, host, adapter_files(folders)) if folders else desired

@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
 from aigo_apply.adapters.runtime import Runtime
-from aigo_apply.app.host_context import current_host
+from aigo_apply.app.host_context import current_host, desired_state
 from aigo_apply.app.router_keys import router_checks
 from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file, load_config
-from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.model_store import downloads, is_commit, is_complete, label
 from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.errors import AigoError, HubError, OnKubernetes
@@ -26,6 +25,7 @@ from aigo_apply.observe.local_sources import local_source_problems
 from aigo_apply.observe.markers import read_markers
 from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
+from aigo_apply.plan.adapter_checks import adapter_checks
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks
 from aigo_apply.plan.lockfile import LockRestore, drift, restore_for
@@ -45,7 +45,7 @@ def load_desired(file: str | None, platform: str | None = None, host: HostContex
     config = load_config(choose_file(file))
     if (platform or config.data.get("platform", "docker")) == "kubernetes":
         raise OnKubernetes(config.file)
-    return build_desired(config, host or current_host())
+    return desired_state(config, host or current_host())
 
 
 def observe(
@@ -211,6 +211,7 @@ def host_checks(
         "nvml": nvml_facts() if wants_gpu else {"available": False, "gpus": []},
     }
     checks = run_checks(facts, desired, desired.vllm_image) + source_checks(local_source_problems(desired.specs()))
+    checks += adapter_checks(desired)
     if not facts["nvml"].get("available"):
         return checks, []
 

@@ -40,7 +40,7 @@ def _check_ids(ctx: click.Context, param: click.Parameter, values: tuple[str, ..
 
 def alias_values(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
     """--target and --replace name models: anything that is not an alias cannot be one."""
-    from aigo_apply.config.rules import ALIAS_RE
+    from aigo_apply.config.names import ALIAS_RE
 
     bad = next((v for v in values if not ALIAS_RE.match(v)), None)
     if bad is not None:

@@ -22,7 +22,7 @@ from aigo_apply.config.yaml_source import Path_
 
 
 def mount_places(data: dict[str, Any], models: dict[str, Any]) -> list[tuple[Path_, str]]:
-    """Every host path the file mounts (model sources, speculative drafts) and the model store."""
+    """Every host path the file mounts (model sources, speculative drafts, adapters) and the model store."""
     places: list[tuple[Path_, str]] = []
     for alias, model in models.items():
         if not isinstance(model, dict):
@@ -34,6 +34,11 @@ def mount_places(data: dict[str, Any], models: dict[str, Any]) -> list[tuple[Pat
         draft = spec.get("draft") if isinstance(spec, dict) else None
         if isinstance(draft, dict) and isinstance(draft.get("path"), str):
             places.append((("models", alias, "vllm", "speculative", "draft", "path"), draft["path"]))
+        adapters = model.get("adapters")
+        for name, adapter in (adapters if isinstance(adapters, dict) else {}).items():
+            source = adapter.get("source") if isinstance(adapter, dict) else None
+            if isinstance(source, dict) and isinstance(source.get("path"), str):
+                places.append((("models", alias, "adapters", name, "source", "path"), source["path"]))
     defaults = data.get("defaults")
     if isinstance(defaults, dict) and isinstance(defaults.get("models_dir"), str):
         places.append((("defaults", "models_dir"), defaults["models_dir"]))
@@ -76,6 +81,6 @@ def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, base: P
             fix = (
                 "downloads go there and are mounted into engines: choose a folder of their own"
                 if is_store
-                else "engines get this mounted, so it must be the model's own folder or file: point it there"
+                else "engines get this mounted, so it must be the model's (or adapter's) own folder or file: point it there"
             )
             f.at_value(where, f"{raw!r} is {why} ({resolved}); {fix}")

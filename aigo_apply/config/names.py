@@ -14,6 +14,10 @@ cache volume's name cannot meet a container's: volumes and containers are named 
 
 from __future__ import annotations
 
+import re
+
+# A model's or an adapter's alias: the name clients send as `model`.
+ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 PREFIX = "aigo-"
 ROUTER_WORD = "router"
 BACKUP_SUFFIX = "-aigo-previous"

@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from aigo_apply.config import env_rules, kube_rules, mount_rules, names, swap_groups, swap_rules
+from aigo_apply.config import adapter_rules, env_rules, kube_rules, mount_rules, names, swap_groups, swap_rules
 from aigo_apply.config.defaults import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_ROUTER_PORT,
@@ -22,12 +22,12 @@ from aigo_apply.config.defaults import (
 )
 from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.finder import Finder
+from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import config_release, deprecated_quantizations
 from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
 
-ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 MIN_CONTEXT, MAX_CONTEXT = 1, 16 * 1024 * 1024
 
 
@@ -47,6 +47,7 @@ def check(source: Source) -> list[Problem]:
         _split_gguf,
         kube_rules.check,
         swap_rules.check,
+        adapter_rules.check,
     ):
         rule(data, models, finder)
     mount_rules.check_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)

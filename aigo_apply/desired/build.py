@@ -7,6 +7,7 @@ Pure: it reads no files and calls no daemon, so the same config always gives the
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,14 +40,29 @@ from aigo_apply.config.vllm_facts import (
     tag_release,
 )
 from aigo_apply.desired import engines
+from aigo_apply.desired.adapters import adapter_folders, adapter_specs, lora_settings
 from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
-from aigo_apply.desired.types import SOCKETS_FOLDER, DesiredModel, DesiredRouter, DesiredState, HostContext, Route
+from aigo_apply.desired.types import (
+    SOCKETS_FOLDER,
+    AdapterFiles,
+    AdapterRoute,
+    DesiredModel,
+    DesiredRouter,
+    DesiredState,
+    HostContext,
+    Route,
+)
 from aigo_apply.errors import AigoError, UnsafeSetting
 
 
-def build_desired(config: Config, host: HostContext) -> DesiredState:
+def build_desired(
+    config: Config, host: HostContext, adapter_files: Mapping[str, AdapterFiles] | None = None
+) -> DesiredState:
+    """`adapter_files`: what each LoRA adapter's folder holds, read before (observe/adapter_files.py),
+    by folder; without it the adapters' ranks are unknown (app/host_context.desired_state reads them)."""
+    files = adapter_files or {}
     data = config.data
     defaults = data.get("defaults", {})
     router_port = data.get("router", {}).get("port", DEFAULT_ROUTER_PORT)
@@ -77,11 +93,23 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         )
         try:
             spec = model_spec(
-                models[alias], defaults, engine, image, ports[alias], config.base_dir, store, host, mounts, socket
+                models[alias],
+                defaults,
+                engine,
+                image,
+                ports[alias],
+                config.base_dir,
+                store,
+                host,
+                mounts,
+                socket,
+                files,
             )
         except UnsafeSetting as exc:  # a mount the host's own folders rule out (validation cannot see them all)
             raise UnsafeSetting(f"{config.file}: models.{alias}.{exc}; nothing was changed") from None
         notes = ignored_settings(models[alias], engine)
+        if spec.get("adapters"):
+            notes += lora_settings(models[alias].get("vllm", {}), spec["adapters"], files)[1]
         written = models[alias]["context_length"]
         if isinstance(written, str):
             notes += (f"context_length {written!r} means {spec['context_length']} tokens",)
@@ -109,6 +137,7 @@ def build_desired(config: Config, host: HostContext) -> DesiredState:
         store,
         disabled,
         groups,
+        {f: files[f] for f in adapter_folders({a: m.spec for a, m in desired.items()}) if f in files},
     )
 
 
@@ -173,8 +202,16 @@ def desired_router(
     project = data["project"]
     spec = router_spec(project, data.get("router", {}), host)
     routes = tuple(Route.of(alias, m.spec) for alias, m in sorted(models.items()))
-    settings = replace(settings_of(project, spec), swap_groups=groups)  # groups change files, not the container
+    # swap groups and adapters change the router's files, not its container
+    settings = replace(settings_of(project, spec), swap_groups=groups, adapters=adapter_routes(models))
     return DesiredRouter(spec, router_container(project, spec), routes, settings)
+
+
+def adapter_routes(models: dict[str, DesiredModel]) -> tuple[AdapterRoute, ...]:
+    """One route per LoRA adapter of the desired models, to its base model's engine."""
+    return tuple(
+        sorted(AdapterRoute(name, alias) for alias, m in models.items() for name in m.spec.get("adapters") or {})
+    )
 
 
 def served_on_ports(desired: DesiredState) -> DesiredState:
@@ -234,6 +271,7 @@ def model_spec(
     host: HostContext | None = None,
     mounts: Mounts | None = None,
     socket: str | None = None,
+    adapter_files: Mapping[str, AdapterFiles] | None = None,
 ) -> dict[str, Any]:
     """The canonical spec of one model: every value that shapes its container, defaults filled.
     `socket`: the host folder of its Unix socket, for an engine served on one (it then has no port).
@@ -270,6 +308,9 @@ def model_spec(
         settings = vllm_settings(model.get("vllm", {}), defaults)
         if "speculative" in settings:
             settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store, host, mounts)
+        if model.get("adapters"):  # only when set: the specs of models without adapters stay as they were
+            spec["adapters"] = adapter_specs(model["adapters"], base_dir, store, host, mounts)
+            settings = lora_settings(settings, spec["adapters"], adapter_files or {})[0]
         spec["vllm"] = settings
     elif engine == "sglang":
         settings = dict(model.get("sglang", {}))
@@ -283,7 +324,7 @@ def model_spec(
         spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
     order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", "socket"]
     order += ["on_demand"]
-    order += [engine, "env"]
+    order += [engine, "adapters", "env"]
     return {key: spec[key] for key in order if key in spec}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,16 @@ class Route:
         return out | ({"slot": self.slot} if self.slot != "a" else {})
 
 
+@dataclass(frozen=True, order=True)
+class AdapterRoute:
+    """A LoRA adapter's alias, routed to its base model's engine: the router sends a request naming it
+    to the base's backend (the engine serves it by that name, --lora-modules), and lists it on
+    /v1/models with the base as its parent while the base's engine is healthy."""
+
+    alias: str
+    base: str
+
+
 @dataclass(frozen=True)
 class EngineAddress:
     """Where this machine reaches an engine: its Unix socket (a host path), or a port on 127.0.0.1.
@@ -173,6 +184,7 @@ class RouterSettings:
     metrics_without_key: bool = False  # with api_keys: /metrics answers without a key too (router.metrics_without_key)
     hold_s: int = 300  # router.hold_seconds: the longest a request waits while its model's engine is replaced
     stall_s: int = 120  # router.stall_seconds: running requests and no new token this long is a stall (0: off)
+    adapters: tuple[AdapterRoute, ...] = ()  # LoRA adapters routed to their base's engine (models.ALIAS.adapters)
 
 
 @dataclass(frozen=True)
@@ -205,6 +217,18 @@ class HostContext:
         if path == "~" or path.startswith("~/"):
             return self.home / path[2:]
         return Path(path)
+
+
+@dataclass(frozen=True)
+class AdapterFiles:
+    """What a LoRA adapter's folder holds, read before the desired state is built (observe/adapter_files.py):
+    its adapter_config.json's rank, target modules and base model, and whether the folder is one vLLM
+    can load (`problem`: why not, or why it could not be read; None when it is fine)."""
+
+    rank: int | None = None
+    target_modules: tuple[str, ...] = ()
+    base_model: str | None = None
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -246,6 +270,7 @@ class DesiredState:
     models_dir: Any = None  # pathlib.Path of the model store (defaults.models_dir)
     disabled: tuple[str, ...] = ()  # aliases in the file with `enabled: false`: nothing of them runs
     swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models that take turns (config/swap_groups.py)
+    adapter_files: Mapping[str, AdapterFiles] = field(default_factory=dict)  # by adapter folder, as read
 
     def specs(self) -> dict[str, dict[str, Any]]:
         """alias -> canonical spec: what the model-store and lock helpers read."""

@@ -154,6 +154,11 @@ def pod_storage(project: str, model: DesiredModel, settings: KubeSettings) -> Po
     """The engine's mounts, from the Docker container's own: the downloaded folders as sub-paths of
     the model's volume, local folders and files as hostPath, the compile cache as an emptyDir."""
     spec, folder = model.spec, f"{MODEL_MOUNT}/{model.alias}"
+    if spec.get("adapters"):  # validation refuses them on a cluster; `render --as kubernetes` of a Docker file too
+        raise UnsafeSetting(
+            f"model '{model.alias}': LoRA adapters are not rendered for a cluster yet (the pod would not mount "
+            "them from the model's volume); render it without adapters, or serve it with platform: docker"
+        )
     downloaded = {}  # mount target -> the volume's sub-path (the spec's host folders are not needed)
     if "repo" in spec["source"]:
         downloaded[folder] = "model"

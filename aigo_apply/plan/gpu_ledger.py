@@ -15,10 +15,10 @@ import dataclasses
 from typing import Any
 
 from aigo_apply.config.swap_groups import membership
-from aigo_apply.desired.types import DesiredState
+from aigo_apply.desired.types import AdapterFiles, DesiredState
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.swap_ledger import count_groups
-from aigo_apply.plan.vram import TIGHT, Estimate, estimate, gib
+from aigo_apply.plan.vram import TIGHT, Estimate, estimate, gib, lora_bytes
 
 
 def model_gpus(spec: dict[str, Any], count: int) -> list[int]:
@@ -43,7 +43,7 @@ def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int) -> Es
         if facts.get("config") is None:
             return dataclasses.replace(est, kv_cache=0, notes=notes + ("KV cache of this GGUF model not estimated",))
         return dataclasses.replace(est, notes=est.notes + notes)
-    return estimate(
+    est = estimate(
         facts.get("config"),
         facts.get("weights"),
         spec["context_length"],
@@ -51,6 +51,27 @@ def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int) -> Es
         settings.get("kv_cache_dtype"),
         settings.get("dtype"),
     )
+    return with_adapters(est, spec, facts.get("config"), facts.get("adapters") or ())
+
+
+def with_adapters(
+    est: Estimate, spec: dict[str, Any], config: dict[str, Any] | None, adapters: tuple[AdapterFiles, ...]
+) -> Estimate:
+    """The estimate with the LoRA buffers of a model's adapters added (an estimate itself), and a note
+    naming the modules the adapters train (`adapters`: their files, as read before planning)."""
+    settings = _settings(spec)
+    if not spec.get("adapters") or "max_loras" not in settings or "max_lora_rank" not in settings:
+        return est
+    size, note = lora_bytes(
+        config,
+        settings["max_loras"],
+        settings["max_lora_rank"],
+        settings.get("tensor_parallel_size", 1),
+        settings.get("dtype"),
+    )
+    modules = sorted({m for a in adapters for m in a.target_modules})
+    notes = est.notes + (note,) + ((f"the adapters train {', '.join(modules)}",) if modules else ())
+    return dataclasses.replace(est, lora=size or 0, notes=notes)
 
 
 def build(
@@ -92,7 +113,13 @@ def build(
         if not on:
             continue
         fraction = _settings(spec).get("gpu_memory_utilization") if spec["engine"] != "llama.cpp" else None
-        est = model_estimate(spec, facts.get(alias, {}), len(on))
+        found = facts.get(alias, {})
+        adapters = tuple(
+            desired.adapter_files[a["adapter_dir"]]
+            for a in (spec.get("adapters") or {}).values()
+            if a["adapter_dir"] in desired.adapter_files
+        )
+        est = model_estimate(spec, {**found, "adapters": adapters}, len(on))
         for index in on:
             row = rows[index]
             budget = int(fraction * row["memory_total"]) if fraction is not None and row["memory_total"] else None
@@ -143,6 +170,7 @@ def _judge(row: dict[str, Any]) -> None:
                 f"model {m['alias']} needs ~{gib(need)} on {where} (weights {gib(est['weights'])} + KV cache "
                 f"{gib(est['kv_cache'])} for one {est['tokens']}-token sequence"
                 + (f" + Mamba state {gib(est['mamba_state'])}" if est["mamba_state"] else "")
+                + (f" + LoRA adapters {gib(est['lora'])} (an estimate)" if est.get("lora") else "")
                 + f" + overhead {gib(est['overhead'])}); its budget is {gib(m['budget'])} "
                 f"({m['fraction']:g} x {gib(row['memory_total'])})"
             )

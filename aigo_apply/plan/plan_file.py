@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, Literal, get_args
 
 from aigo_apply.config.engine_choice import ENGINE_NAMES
-from aigo_apply.config.rules import ALIAS_RE
+from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.facts import PULL_POLICIES
 from aigo_apply.resources import schema_data
@@ -34,7 +34,7 @@ READINESS_CHECK_IDS = (
     *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),
     "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "host.memory", "engine.moe_backend", "model.path",
     "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open", "router.port", "lock.image",
-    "lock.drift",
+    "lock.drift", "adapter.files", "adapter.base",
 )  # fmt: skip
 _CHANGE = {
     "path": "line", "before": "any", "after": "any", "effect": EFFECTS

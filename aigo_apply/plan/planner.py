@@ -19,7 +19,7 @@ from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_
 from aigo_apply.plan.lanes import start_lanes
 from aigo_apply.plan.replace_strategy import choose
 from aigo_apply.plan.router_plan import STOPPED, router_action
-from aigo_apply.plan.spec_diff import diff_specs, flatten, image_moved
+from aigo_apply.plan.spec_diff import adapter_reasons, diff_specs, flatten, image_moved, is_adapter_path
 from aigo_apply.plan.swap_ledger import plan_groups
 from aigo_apply.plan.types import Action, Blocker, Change, Plan, SpecPayload
 
@@ -170,7 +170,8 @@ def _differences(
     reasons, changes = [], []
     if before != model.spec:
         changes = diff_specs(before, model.spec)
-        reasons = [f"{c.path} changed" for c in changes]
+        reasons = [f"{c.path} changed" for c in changes if not is_adapter_path(c.path)]
+        reasons += adapter_reasons(before, model.spec)
         if before.get("port") and model.spec.get("socket") and {"port", "socket"} <= {c.path for c in changes}:
             reasons = [r for r in reasons if r not in ("port changed", "socket changed")] + [
                 f"the engine now serves on a Unix socket only the router reaches: 127.0.0.1:{before['port']}, "

@@ -13,6 +13,7 @@ from aigo_apply.plan.spec_diff import diff_specs, flatten, image_moved
 from aigo_apply.plan.types import Action, Change, SpecPayload
 from aigo_apply.router.haproxy import (
     KEYS_DIGEST_FILE,
+    adapters_from_models_json,
     render_files,
     render_key,
     routes_from_models_json,
@@ -78,6 +79,12 @@ def _route_reasons(desired: DesiredState, observed: ObservedState, model_actions
     for alias in sorted(set(deployed) & set(desired.models) - running):
         state = next((c.state for c in observed.engines if c.alias == alias), "absent")
         reasons.append(f"stale route: model {alias} has no running container ({state})")
+    deployed_adapters = adapters_from_models_json(observed.router_files.get("models.json", ""))
+    wanted = {a.alias: a.base for a in desired.router.settings.adapters}
+    for alias in sorted(set(wanted) - set(deployed_adapters)):
+        reasons.append(f"route for adapter {alias} (on model {wanted[alias]}) to be added")
+    for alias in sorted(set(deployed_adapters) - set(wanted)):
+        reasons.append(f"route for adapter {alias} (on model {deployed_adapters[alias]}) to be removed")
     return reasons
 
 

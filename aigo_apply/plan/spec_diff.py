@@ -42,6 +42,35 @@ def diff_specs(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
     return [Change(dotted(p), _get(before, p), _get(after, p), "recreate") for p in sorted(paths, key=dotted)]
 
 
+def adapter_reasons(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Which of a model's LoRA adapters were added, removed or changed, one reason each: vLLM loads
+    adapters only when it starts (aigo-apply never loads them at run time), so each replaces the engine."""
+    old, new = before.get("adapters") or {}, after.get("adapters") or {}
+    out = []
+    for name in sorted(set(old) | set(new)):
+        if name not in old:
+            out.append(f"adapter '{name}' added ({_where(new[name])}); vLLM loads adapters only at start")
+        elif name not in new:
+            out.append(f"adapter '{name}' removed ({_where(old[name])})")
+        elif old[name] != new[name]:
+            was, now = _where(old[name]), _where(new[name])
+            out.append(f"adapter '{name}' changed: {was} -> {now}" if was != now else f"adapter '{name}' changed")
+    return out
+
+
+def is_adapter_path(path: str) -> bool:
+    """Whether a change's path lies in the spec's adapters (adapter_reasons words those)."""
+    return path == "adapters" or path.startswith("adapters.")
+
+
+def _where(adapter: Any) -> str:
+    """An adapter's source as a plan shows it: repo@revision, or its folder."""
+    source = adapter.get("source", {}) if isinstance(adapter, dict) else {}
+    if "repo" in source:
+        return f"{source['repo']}@{source.get('revision', 'main')}"
+    return str(source.get("path", "?"))
+
+
 def _get(data: Any, path: tuple[Any, ...]) -> Any:
     for part in path:
         if not isinstance(data, dict) or part not in data:

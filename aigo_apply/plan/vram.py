@@ -13,6 +13,12 @@ Per GPU, for a model split over `tp` GPUs:
             layers add a fixed state per sequence (SSM state in float32 unless the config names another
             dtype, as vLLM v0.31.0 does for Nemotron-H, plus the convolution state in the model dtype).
   overhead  OVERHEAD_BYTES: CUDA context, activations and CUDA graphs, a round figure, not a measurement.
+  LoRA      with adapters (vLLM --enable-lora): the buffers vLLM v0.31.0 allocates at start for max_loras
+            adapters of rank max_lora_rank on every linear layer it can adapt (all of them: aigo-apply sets
+            no --lora-target-modules), whatever the adapters' own target modules: per layer, A and B of
+            q, k, v, o, gate, up and down, column-parallel ones with B split over the GPUs and row-parallel
+            ones (o, down) with A split, in the model's dtype. Dense layers only: a mixture of experts'
+            expert LoRA buffers are not counted (the notes say so). An estimate, not a measurement.
 """
 
 from __future__ import annotations
@@ -70,15 +76,19 @@ class Estimate:
     kv_bytes_per_token: float | None
     tokens: int
     notes: tuple[str, ...] = ()
+    lora: int = 0  # the LoRA adapters' buffers (models with adapters only)
 
     @property
     def total(self) -> int | None:
         if self.weights is None or self.kv_cache is None:
             return None
-        return self.weights + self.kv_cache + self.mamba_state + self.overhead
+        return self.weights + self.kv_cache + self.mamba_state + self.overhead + self.lora
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "notes": list(self.notes), "total": self.total}
+        out = {**asdict(self), "notes": list(self.notes), "total": self.total}
+        if not self.lora:  # the ledgers of models without adapters stay as they were
+            del out["lora"]
+        return out
 
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -197,6 +207,38 @@ def estimate(
     kv = math.ceil(per_layer * (attention * max_model_len + sliding * sliding_tokens))
     state = mamba_state_bytes(config, kinds.count("mamba"), tp, model_bytes)
     return Estimate(weights, kv, state, OVERHEAD_BYTES, per_token, max_model_len, tuple(notes))
+
+
+def lora_bytes(
+    config: dict[str, Any] | None, max_loras: int, max_rank: int, tp: int = 1, dtype: str | None = None
+) -> tuple[int | None, str]:
+    """The LoRA buffers on each GPU (None when config.json lacks the sizes) and a note saying how."""
+    if not config:
+        return None, "LoRA adapters' memory unknown: no config.json"
+    config = text_config(config)
+    layers = int(config.get("num_hidden_layers") or config.get("n_layer") or config.get("num_layers") or 0)
+    hidden, inter = config.get("hidden_size"), config.get("intermediate_size")
+    if not layers or not isinstance(hidden, int) or not hidden:
+        return None, "LoRA adapters' memory unknown: config.json names no layer count or hidden size"
+    tp = max(1, tp)
+    heads = config.get("num_attention_heads") or 1
+    kv_heads = config.get("num_key_value_heads") or config.get("num_kv_heads") or heads
+    head_dim = config.get("head_dim") or hidden // heads
+    q, kv = heads * head_dim, kv_heads * head_dim
+    column = [(hidden, q), (hidden, kv), (hidden, kv)]  # (in, out): A is whole, B split over the GPUs
+    row = [(q, hidden)]  # A split, B whole
+    if isinstance(inter, int) and inter:
+        column += [(hidden, inter), (hidden, inter)]
+        row.append((inter, hidden))
+    per_slot = sum(i + math.ceil(o / tp) for i, o in column) + sum(math.ceil(i / tp) + o for i, o in row)
+    total = layers * max_loras * max_rank * per_slot * model_dtype_bytes(config, dtype)
+    moe = any(config.get(k) for k in ("num_experts", "n_routed_experts", "num_local_experts"))
+    note = (
+        f"LoRA adapters ~{gib(total)}: an estimate of vLLM's buffers for {max_loras} adapter(s) of rank up to "
+        f"{max_rank} on every attention{' and MLP' if len(column) > 3 else ''} projection of {layers} layers"
+        + ("; the experts' LoRA buffers of this mixture of experts are not counted" if moe else "")
+    )
+    return total, note
 
 
 def gib(value: float | None) -> str:

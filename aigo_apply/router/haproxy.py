@@ -24,7 +24,14 @@ from aigo_apply.resources import data_dir
 from aigo_apply.router import haproxy_metrics as metrics
 from aigo_apply.router import haproxy_swap as swap
 from aigo_apply.router.haproxy_allowlist import FORM_PATHS, JSON_PATHS, acl_lines
-from aigo_apply.router.haproxy_safety import check_conf, check_keys, check_lua_value, check_routes, check_settings
+from aigo_apply.router.haproxy_safety import (
+    check_adapters,
+    check_conf,
+    check_keys,
+    check_lua_value,
+    check_routes,
+    check_settings,
+)
 
 if TYPE_CHECKING:
     import jinja2
@@ -65,6 +72,8 @@ def render_files(
     routes = sorted(routes)
     check_settings(settings)
     check_routes(routes)
+    check_adapters(settings.adapters, routes)
+    adapters = routed_adapters(settings, routes)
     check_conf(conf or LIVE)
     if addresses is not None:
         check_addresses(addresses, routes)
@@ -99,11 +108,13 @@ def render_files(
     )
     files = {
         "haproxy.cfg": config,
-        "models.lua": _render_lua(settings, routes),
+        "models.lua": _render_lua(settings, routes, adapters),
         **metrics_files,
-        "held.map": "".join(f"{r.alias} {r.backend}\n" for r in routes if r.alias in held),
+        "held.map": "".join(f"{alias} {r.backend}\n" for alias, r in adapters.items() if r.alias in held)
+        + "".join(f"{r.alias} {r.backend}\n" for r in routes if r.alias in held),
         **swap_files,
-        "models.map": "".join(f"{r.alias} {r.backend}\n" for r in routes),
+        "models.map": "".join(f"{r.alias} {r.backend}\n" for r in routes)
+        + "".join(f"{alias} {r.backend}\n" for alias, r in adapters.items()),
         "models.json": json.dumps(
             {
                 "object": "list",
@@ -118,6 +129,18 @@ def render_files(
                         "max_model_len": r.max_model_len,
                     }
                     for r in routes
+                ]
+                + [
+                    {
+                        "id": alias,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": r.owned_by,
+                        "root": alias,
+                        "parent": r.alias,
+                        "max_model_len": r.max_model_len,
+                    }
+                    for alias, r in adapters.items()
                 ],
             },
             indent=1,
@@ -190,6 +213,13 @@ def render_files(
     return files
 
 
+def routed_adapters(settings: RouterSettings, routes: list[Route]) -> dict[str, Route]:
+    """adapter alias -> its base's route, for the adapters whose base is routed (sorted by alias):
+    a request naming the adapter goes to the base's backend."""
+    by_alias = {r.alias: r for r in routes}
+    return {a.alias: by_alias[a.base] for a in sorted(settings.adapters) if a.base in by_alias}
+
+
 _ADDRESS = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?:[0-9]{1,5}")
 
 
@@ -217,25 +247,38 @@ def check_addresses(addresses: dict[str, str], routes: list[Route]) -> None:
             )
 
 
-def _render_lua(settings: RouterSettings, routes: list[Route]) -> str:
+def _render_lua(settings: RouterSettings, routes: list[Route], adapters: dict[str, Route] | None = None) -> str:
     """The Lua service behind GET /v1/models. Every value becomes part of a Lua string literal (or
-    a number), so each is checked again right here to be a plain word that cannot end the literal."""
+    a number), so each is checked again right here to be a plain word that cannot end the literal.
+    An adapter is listed with its base as parent, on its base's backend (up while the base is)."""
     models = [
         {
             "backend": check_lua_value("backend name", r.backend),
             "alias": check_lua_value("model alias", r.alias),
             "owned_by": check_lua_value("engine name", r.owned_by),
             "max_model_len": check_lua_value("context length", r.max_model_len),
+            "parent": "",
         }
         for r in routes
     ]
+    models += [
+        {
+            "backend": check_lua_value("backend name", r.backend),
+            "alias": check_lua_value("adapter alias", alias),
+            "owned_by": check_lua_value("engine name", r.owned_by),
+            "max_model_len": check_lua_value("context length", r.max_model_len),
+            "parent": check_lua_value("model alias", r.alias),
+        }
+        for alias, r in (adapters or {}).items()
+    ]
+    models_only = [m for m in models if not m["parent"]]
     return (
         _env()
         .get_template(LUA_TEMPLATE)
         .render(
             project=check_lua_value("project", settings.project),
             models=models,
-            routes=" ".join(m["alias"] for m in models),
+            routes=" ".join(m["alias"] for m in models_only),
             hold_dir=f"{swap.HOLD_DIR}/{MODEL_HOLDS}",
             hold_ms=check_lua_value("hold_seconds", settings.hold_s) * 1000,
         )
@@ -294,11 +337,19 @@ def keys_file(keys: list[str]) -> str:
 
 
 def routes_from_models_json(text: str) -> list[str]:
-    """The aliases a deployed /v1/models file lists (for drift checks)."""
+    """The models' aliases a deployed /v1/models file lists (for drift checks; adapters aside)."""
     try:
-        return sorted(m["id"] for m in json.loads(text).get("data", []))
+        return sorted(m["id"] for m in json.loads(text).get("data", []) if not m.get("parent"))
     except (ValueError, AttributeError, KeyError, TypeError):
         return []
+
+
+def adapters_from_models_json(text: str) -> dict[str, str]:
+    """adapter alias -> its base model's, as a deployed /v1/models file lists them."""
+    try:
+        return {m["id"]: m["parent"] for m in json.loads(text).get("data", []) if m.get("parent")}
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return {}
 
 
 def _error(message: str, kind: str, code: int, param: str | None = None) -> str:

@@ -97,6 +97,22 @@ def check_routes(routes: list[Any]) -> None:
             raise _refuse(f"the engine of model {alias}", route.owned_by, "an engine name such as vllm")
 
 
+def check_adapters(adapters: Any, routes: list[Any]) -> None:
+    """Each adapter route's alias and its base's (map keys, Lua and JSON words): an adapter never
+    shares a name with a model or another adapter. An adapter whose base is not routed right now (apply
+    adds the models' routes one by one) is left out of the files, not refused."""
+    models = {route.alias for route in routes}
+    seen: set[str] = set()
+    for adapter in adapters:
+        alias, base = adapter.alias, adapter.base
+        for what, name in (("the adapter alias", alias), (f"the base model of adapter {alias!r}", base)):
+            if not (isinstance(name, str) and _ALIAS.fullmatch(name)):
+                raise _refuse(what, name, "1-64 letters, digits, '.', '_' or '-', starting with one")
+        if alias in models or alias in seen:
+            raise _refuse("the adapter alias", alias, "unique among the routed models and adapters")
+        seen.add(alias)
+
+
 _LUA_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 

@@ -181,6 +181,7 @@ def verdicts(vllm_verdicts, base_command) -> dict[str, dict]:
     lines = {p.id: p.values[0] for p in golden_cases() if not p.marks}
     lines["(refusal base)"] = base_command
     lines |= {r.case: with_flags(base_command, r.flags) for r in REFUSALS}
+    lines |= {f"(lora) {case}": argv for case, argv in lora_lines(base_command).items()}
     return dict(zip(lines, vllm_verdicts(list(lines.values())), strict=True))
 
 
@@ -207,9 +208,41 @@ def test_schema_refusal_is_vllms_or_documented_as_stricter(refusal, verdicts, tm
         assert verdict["accepted"], f"vLLM 0.31.0 refuses {refusal.flags} too: {verdict['error']}"
 
 
+def lora_lines(base: list[str]) -> dict[str, list[str]]:
+    """The adapter flags as aigo-apply renders them, and the forms it must not write: a repeated
+    --lora-modules (vLLM keeps the last one only) and values vLLM refuses."""
+    lora = rendered(EVERY_SETTING)["lora"]
+    at = lora.index("--enable-lora")
+    flags = lora[at : lora.index("--uds")]
+    return {
+        "rendered": lora,
+        "one adapter, rank and loras by default": base[:-2] + ["--enable-lora", "--lora-modules", "a=/adapters/a"],
+        "repeated --lora-modules": base[:-2] + ["--enable-lora", "--lora-modules", "a=/a", "--lora-modules", "b=/b"],
+        "rank not a choice": base[:-2] + flags[:-1] + ["24"],
+        "zero loras": base[:-2] + [*flags[:-3], "0", *flags[-2:]],
+    }
+
+
+def test_vllm_parses_every_adapter_of_the_rendered_line(verdicts):
+    """All adapters under one --lora-modules reach vLLM, each NAME=/adapters/NAME, with the room set."""
+    verdict = verdicts["(lora) rendered"]
+    assert verdict["accepted"], verdict
+    assert verdict["lora_modules"] == [["local.v2", "/adapters/local.v2"], ["sql-helper", "/adapters/sql-helper"]]
+    assert verdicts["(lora) one adapter, rank and loras by default"]["lora_modules"] == [["a", "/adapters/a"]]
+
+
+def test_the_adapter_forms_aigo_apply_never_writes_lose_adapters_or_are_refused(verdicts):
+    # vLLM's LoRAParserAction replaces the list at each --lora-modules: only the last adapter survives
+    assert verdicts["(lora) repeated --lora-modules"]["lora_modules"] == [["b", "/b"]]
+    rank = verdicts["(lora) rank not a choice"]
+    assert not rank["accepted"] and rank["stage"] == "parse" and "--max-lora-rank" in rank["error"]
+    zero = verdicts["(lora) zero loras"]
+    assert not zero["accepted"] and zero["stage"] == "config" and "max_loras" in zero["error"]
+
+
 def test_every_setting_config_renders_its_golden():
     """Command lines and mounts (the draft model's included) as pinned in tests/golden/every-vllm-setting.json."""
-    golden = json.loads((GOLDEN / "every-vllm-setting.json").read_text())
+    golden = json.loads((GOLDEN / "every-vllm-setting.json").read_text().replace("<checkout>", str(ROOT)))
     for alias, actual in definitions(EVERY_SETTING).items():
         assert (actual["command"], actual["mounts"]) == (golden[alias]["command"], golden[alias]["mounts"]), alias
 

@@ -2,7 +2,7 @@
 
 Order of the command line (DESIGN.md section 3): model path (positional; the image's entrypoint is
 `vllm serve`), --served-model-name, --max-model-len, --gpu-memory-utilization, the tool-calling
-flags, then one flag per setting that is set (none for unset), then where it listens: its Unix socket
+flags, then one flag per setting that is set (none for unset), the LoRA adapters, then where it listens: its Unix socket
 (`--uds`, in a folder of the project's state that only it and the router mount), or the fixed
 in-container port for a model that asks for a port (and on a cluster).
 """
@@ -15,7 +15,9 @@ from typing import Any
 
 from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
 from aigo_apply.config.env_names import SLEEP_MODE_ENV, SLEEP_MODE_FLAG
+from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, checked_release, names, speculative_methods
+from aigo_apply.desired.adapters import ADAPTER_MOUNT, MAX_LORA_RANKS
 from aigo_apply.desired.engines.common import (
     ENGINE_SOCKET,
     MODEL_MOUNT,
@@ -28,6 +30,7 @@ from aigo_apply.desired.engines.common import number as _number
 from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import UnsafeSetting
 
+MAX_LORAS = 64  # the schema's bound on vllm.max_loras (and on a model's adapters)
 # Settings that map to a flag taking a value, in command-line order.
 VALUE_FLAGS = (
     ("reasoning_parser", "--reasoning-parser"),
@@ -56,6 +59,10 @@ FIXED_FLAGS = frozenset(
         "--speculative-config",
         "--uds",
         SLEEP_MODE_FLAG,
+        "--enable-lora",
+        "--lora-modules",
+        "--max-loras",
+        "--max-lora-rank",
     }
 )
 # The image's `vllm serve`, started so that its socket is one the router (another user) may connect to
@@ -101,6 +108,10 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         if key in settings:
             command.append(flag if settings[key] else "--no-" + flag[2:])
     mounts = [Mount(spec["model_dir"], model_path, True)]
+    if spec.get("adapters"):
+        lora_flags, lora_mounts = _adapters(alias, spec["adapters"], settings)
+        command += lora_flags
+        mounts += lora_mounts
     if "speculative" in settings:
         config, draft_mount = _speculative(alias, settings["speculative"])
         command += ["--speculative-config", config]
@@ -140,6 +151,27 @@ def _recheck(alias: str, settings: dict[str, Any], release: str) -> None:
             )
         if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 64:
             raise UnsafeSetting(f"model '{alias}': vllm.speculative.num_speculative_tokens {tokens!r} is not 1-64")
+
+
+def _adapters(alias: str, adapters: dict[str, Any], settings: dict[str, Any]) -> tuple[list[str], list[Mount]]:
+    """--enable-lora, one --lora-modules with every adapter as NAME=PATH (vLLM v0.31.0's LoRAParserAction
+    keeps only the last --lora-modules it is given: repeating the flag would drop adapters), --max-loras,
+    --max-lora-rank; each adapter's folder mounted read-only at /adapters/NAME. Checked again here: a
+    name with '=' or ',' would be read as another name and path, or as JSON."""
+    modules, mounts = [], []
+    for name, adapter in sorted(adapters.items()):
+        if not ALIAS_RE.match(name):
+            raise UnsafeSetting(f"model '{alias}': refusing the adapter name {name!r} on the vLLM command line")
+        target = f"{ADAPTER_MOUNT}/{name}"
+        modules.append(f"{name}={target}")
+        mounts.append(Mount(adapter["adapter_dir"], target, True))
+    loras, rank = settings.get("max_loras"), settings.get("max_lora_rank")
+    if not isinstance(loras, int) or isinstance(loras, bool) or not 1 <= loras <= MAX_LORAS:
+        raise UnsafeSetting(f"model '{alias}': vllm.max_loras {loras!r} is not 1-{MAX_LORAS}")
+    if rank not in MAX_LORA_RANKS or isinstance(rank, bool):
+        raise UnsafeSetting(f"model '{alias}': vllm.max_lora_rank {rank!r} is not a choice vLLM accepts")
+    flags = ["--enable-lora", "--lora-modules", *modules, "--max-loras", str(loras), "--max-lora-rank", str(rank)]
+    return flags, mounts
 
 
 def _speculative(alias: str, spec: dict[str, Any]) -> tuple[str, list[Mount]]:

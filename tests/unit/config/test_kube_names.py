@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from aigo_apply.config import kube_names
 from aigo_apply.config.load import load_config
-from aigo_apply.config.rules import ALIAS_RE
+from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.errors import ConfigInvalid
 
 MODEL = "{source: {repo: org/m}, context_length: 4096, gpus: none}"

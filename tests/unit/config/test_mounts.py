@@ -196,6 +196,8 @@ def test_the_adapter_refuses_what_docker_would_misread_or_create(tmp_path, sourc
 def test_the_adapter_refuses_a_system_folder_even_when_the_plan_was_bypassed():
     with pytest.raises(UnsafeSetting, match="the system folder /etc"):
         check_mounts(_spec(Mount("/etc", "/models/a", True)))
+    with pytest.raises(UnsafeSetting, match="the system folder /etc"):  # a LoRA adapter's mount too
+        check_mounts(_spec(Mount("/etc", "/adapters/sql", True)))
 
 
 def test_a_missing_or_wrong_local_source_blocks_the_plan(tmp_path):

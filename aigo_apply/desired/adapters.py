@@ -1,0 +1,74 @@
+"""A vLLM model's LoRA adapters in its canonical spec: each adapter's source and host folder (a repo
+adapter in the model store, laid out like a model; a local one resolved and judged by the mount
+rules like a local model), and the two settings that size the engine's room for them, filled in:
+`max_loras` (default: how many adapters it has) and `max_lora_rank` (default: the largest rank the
+adapters' adapter_config.json declare, rounded up to one of vLLM v0.31.0's choices; vLLM's own 16
+while one of them cannot be read). Pure: the adapters' files were read before (AdapterFiles, by
+folder), so the same file and the same facts always give the same spec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
+from aigo_apply.desired.types import AdapterFiles, HostContext
+
+ADAPTER_MOUNT = "/adapters"  # each adapter at /adapters/ALIAS in its engine's container, read-only
+# vLLM v0.31.0's --max-lora-rank choices (vllm/config/lora.py MaxLoRARanks) and its default.
+MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+VLLM_DEFAULT_RANK = 16
+
+
+def adapter_specs(
+    adapters: dict[str, Any], base_dir: Path, store: Path, host: HostContext | None, mounts: Mounts | None
+) -> dict[str, dict[str, Any]]:
+    """alias -> {source, adapter_dir}, sorted by alias: what the engine mounts and names."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(adapters):
+        source = adapters[name]["source"]
+        if "repo" in source:
+            canonical = {"repo": source["repo"], "revision": source.get("revision", "main")}
+            folder = repo_dir(store, canonical["repo"], canonical["revision"])
+        else:
+            folder = mountable(base_dir, source["path"], f"adapters.{name}.source.path", host, store, mounts)
+            canonical = {"path": str(folder)}
+        out[name] = {"source": canonical, "adapter_dir": str(folder)}
+    return out
+
+
+def rank_choice(rank: int) -> int | None:
+    """The smallest --max-lora-rank choice that holds `rank` (None: above vLLM's largest, 512)."""
+    return next((choice for choice in MAX_LORA_RANKS if choice >= rank), None)
+
+
+def lora_settings(
+    settings: dict[str, Any], adapters: dict[str, dict[str, Any]], files: Mapping[str, AdapterFiles]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The vLLM settings with max_loras and max_lora_rank filled for a model with adapters, and the
+    plan's notes on how the rank was chosen."""
+    out = dict(settings)
+    out.setdefault("max_loras", len(adapters))
+    if "max_lora_rank" in settings:
+        return dict(sorted(out.items())), ()
+    ranks = {name: files[a["adapter_dir"]].rank if a["adapter_dir"] in files else None for name, a in adapters.items()}
+    unread = sorted(name for name, rank in ranks.items() if rank is None)
+    known = [rank for rank in ranks.values() if rank is not None]
+    # a rank above vLLM's largest choice gets the largest (the plan's adapter.files check then blocks)
+    largest = max((rank_choice(r) or MAX_LORA_RANKS[-1] for r in known), default=None)
+    if unread:
+        out["max_lora_rank"] = max(VLLM_DEFAULT_RANK, largest or 0)
+        notes: tuple[str, ...] = (
+            f"max_lora_rank {out['max_lora_rank']}: the rank of adapter {', '.join(unread)} is not known "
+            "(its adapter_config.json is not on this machine or cannot be read); set vllm.max_lora_rank to choose",
+        )
+    else:
+        out["max_lora_rank"] = largest
+        notes = (f"max_lora_rank {out['max_lora_rank']}: the largest rank the adapters declare is {max(known)}",)
+    return dict(sorted(out.items())), notes
+
+
+def adapter_folders(specs: Mapping[str, dict[str, Any]]) -> list[str]:
+    """Every adapter folder the models' specs name (what observe/adapter_files.py reads), sorted."""
+    return sorted({a["adapter_dir"] for spec in specs.values() for a in spec.get("adapters", {}).values()})

@@ -1,0 +1,69 @@
+"""Readiness checks for each model's LoRA adapters, from what their folders hold (read before planning,
+DesiredState.adapter_files). Blocking, `adapter.files`: a folder that is missing or not an adapter vLLM
+can load (adapter_config.json and safetensors weights), a repo adapter not in the model store (aigo-apply
+does not download adapters yet), or a rank above the engine's --max-lora-rank (vLLM would refuse it at
+start). A warning, `adapter.base`: an adapter trained on another base model than the one it is served
+with (its `base_model_name_or_path` names another repo). Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aigo_apply.desired.types import AdapterFiles, DesiredState
+from aigo_apply.plan.host_checks import Check
+
+FILES_FIX = (
+    "point the adapter's source.path at its folder (adapter_config.json and adapter_model.safetensors); "
+    "for a repo adapter, put its files in the folder named (aigo-apply does not download adapters yet)"
+)
+RANK_FIX = "raise the model's vllm.max_lora_rank (or leave it unset: it then fits the largest adapter)"
+
+
+def adapter_checks(desired: DesiredState) -> list[Check]:
+    out = []
+    for alias, model in sorted(desired.models.items()):
+        adapters = model.spec.get("adapters") or {}
+        rank = model.spec.get("vllm", {}).get("max_lora_rank")
+        for name, adapter in sorted(adapters.items()):
+            files = desired.adapter_files.get(adapter["adapter_dir"]) or AdapterFiles(
+                problem=f"{adapter['adapter_dir']} was not read"
+            )
+            where = f"model '{alias}' adapter '{name}'"
+            if files.problem:
+                out.append(Check("adapter.files", "blocking", f"{where}: {files.problem}", FILES_FIX))
+            elif files.rank is not None and isinstance(rank, int) and files.rank > rank:
+                out.append(
+                    Check(
+                        "adapter.files",
+                        "blocking",
+                        f"{where}: its rank {files.rank} is above the engine's max_lora_rank {rank}, "
+                        "and vLLM refuses to load it",
+                        RANK_FIX,
+                    )
+                )
+            other = _other_base(model.spec, files)
+            if other:
+                out.append(
+                    Check(
+                        "adapter.base",
+                        "warning",
+                        f"{where} was trained on {other} (its base_model_name_or_path), but is served with "
+                        f"{_base_name(model.spec)}: its answers may make no sense",
+                        "serve it with the base model it was trained on, or check that the two share weights",
+                    )
+                )
+    return out
+
+
+def _base_name(spec: dict[str, Any]) -> str:
+    source = spec.get("source", {})
+    return str(source.get("repo") or source.get("path") or "?")
+
+
+def _other_base(spec: dict[str, Any], files: AdapterFiles) -> str | None:
+    """The repo the adapter names as its base when it is not the model's (compared as repo ids, case
+    aside: the Hub's ids are case-insensitive). A local path on either side says nothing either way."""
+    named, source = files.base_model, spec.get("source", {})
+    if not named or "repo" not in source or named.count("/") != 1 or named.startswith(("/", ".", "~")):
+        return None
+    return named if named.lower() != str(source["repo"]).lower() else None
