@@ -184,8 +184,13 @@ def test_failed_replace_keeps_the_previous_container(
 ):
     assert run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env=state).returncode == 0
     before = ids(runtime, project)
-    bad = config(tmp_path, project, chat_env=", " + behaviour, ready_timeout=3)
-    bad.write_text(bad.read_text().replace("ready_timeout: 3}", f"ready_timeout: 3, update: {update}}}"))
+    # an engine that exits is found out long before its timeout, however busy the machine; one that
+    # never serves is found out by it
+    timeout = 3 if "NEVER_READY" in behaviour else 60
+    bad = config(tmp_path, project, chat_env=", " + behaviour, ready_timeout=timeout)
+    bad.write_text(
+        bad.read_text().replace(f"ready_timeout: {timeout}}}", f"ready_timeout: {timeout}, update: {update}}}")
+    )
     result = run_cli("apply", "-f", str(bad), "-y", env=state)
     assert result.returncode == 1, result.stdout + result.stderr
     assert expected in result.stderr and kept.format(project=project) in result.stderr, result.stderr
