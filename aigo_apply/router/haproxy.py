@@ -91,6 +91,7 @@ def render_files(
             routes=routes,
             addresses=addresses or {},
             servers={r.alias: server_address(r, addresses) for r in routes},
+            held=held,
             # the buffer holds the whole body to route it by its "model", and a mebibyte more, so
             # that a body over the limit (chunked, with no length said) shows as more than it
             bufsize=(settings.max_body_mb + 1) * 1024 * 1024,
@@ -108,7 +109,7 @@ def render_files(
     )
     files = {
         "haproxy.cfg": config,
-        "models.lua": _render_lua(settings, routes, adapters),
+        "models.lua": _render_lua(settings, routes, adapters, held),
         **metrics_files,
         "held.map": "".join(f"{alias} {r.backend}\n" for alias, r in adapters.items() if r.alias in held)
         + "".join(f"{r.alias} {r.backend}\n" for r in routes if r.alias in held),
@@ -247,10 +248,16 @@ def check_addresses(addresses: dict[str, str], routes: list[Route]) -> None:
             )
 
 
-def _render_lua(settings: RouterSettings, routes: list[Route], adapters: dict[str, Route] | None = None) -> str:
+def _render_lua(
+    settings: RouterSettings,
+    routes: list[Route],
+    adapters: dict[str, Route] | None = None,
+    held: frozenset[str] = frozenset(),
+) -> str:
     """The Lua service behind GET /v1/models. Every value becomes part of a Lua string literal (or
     a number), so each is checked again right here to be a plain word that cannot end the literal.
-    An adapter is listed with its base as parent, on its base's backend (up while the base is)."""
+    An adapter is listed with its base as parent, on its base's backend (up while the base is).
+    A held model is listed: its requests wait for the engine apply is starting, then reach it."""
     models = [
         {
             "backend": check_lua_value("backend name", r.backend),
@@ -279,6 +286,7 @@ def _render_lua(settings: RouterSettings, routes: list[Route], adapters: dict[st
             project=check_lua_value("project", settings.project),
             models=models,
             routes=" ".join(m["alias"] for m in models_only),
+            held_backends=sorted(check_lua_value("backend name", r.backend) for r in routes if r.alias in held),
             hold_dir=f"{swap.HOLD_DIR}/{MODEL_HOLDS}",
             hold_ms=check_lua_value("hold_seconds", settings.hold_s) * 1000,
         )

@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from aigo_apply.adapters.engine_http import call
+from aigo_apply.app.docker_platform import router_of
+from aigo_apply.app.planning import load_desired
+from aigo_apply.desired.types import EngineAddress
 
 from helpers.cli import run_cli
 from helpers.configs import free_port, model_folder, write_config
@@ -141,3 +148,46 @@ def test_the_router_itself_is_replaced_without_refusing_a_connection(proj, runti
     assert len(change.during) >= 100
     assert runtime.api.inspect_container(router)["Id"] != old_id
     assert not [c for c in runtime.list_containers() if c["Names"][0] == f"/{router}-aigo-next"]
+
+
+def test_a_request_held_by_a_worker_that_a_reload_stops_is_served_once_the_hold_ends(proj, runtime, monkeypatch):
+    """HAProxy stops the health checks of a worker that a reload replaces: a request that worker holds
+    must not wait for a check it will never run again (the engine it last saw down stays down in its
+    eyes). Here the engine is down while the first holding worker is replaced, as it is when a recreate's
+    new engine comes up after a reload."""
+    path = proj.write(update="recreate")
+    proj.applied(path)
+    monkeypatch.setenv("AIGO_STATE_DIR", proj.env["AIGO_STATE_DIR"])
+    desired = load_desired(path)
+    router = router_of(proj.name, desired.router.spec, runtime, desired)
+    engine = f"aigo-{proj.name}-chat"
+    router.hold("chat", 120)  # worker A holds the model's requests
+    runtime.stop(engine)
+    answers: list[httpx.Response | Exception] = []
+
+    def chat() -> None:
+        try:
+            answers.append(
+                httpx.post(
+                    f"{proj.url}/v1/chat/completions",
+                    json={"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
+                    timeout=30,
+                )
+            )
+        except httpx.HTTPError as exc:
+            answers.append(exc)
+
+    client = threading.Thread(target=chat)
+    client.start()
+    time.sleep(3)  # held in worker A, whose checks (were there any) see the engine down by now
+    router.hold("chat", 120)  # a reload: worker A stops, still holding the request
+    runtime.start(engine)
+    address = EngineAddress.of_route(router.routes["chat"], router.sockets_dir)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and call(address, "GET", "/health", 2)[0] != 200:
+        time.sleep(0.2)  # the engine serves again (apply's own probe, not the router's view)
+    router.release("chat")
+    client.join(timeout=40)
+    assert answers and isinstance(answers[0], httpx.Response), answers
+    assert answers[0].status_code == 200, answers[0].text
+
