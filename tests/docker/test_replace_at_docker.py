@@ -190,4 +190,3 @@ def test_a_request_held_by_a_worker_that_a_reload_stops_is_served_once_the_hold_
     client.join(timeout=40)
     assert answers and isinstance(answers[0], httpx.Response), answers
     assert answers[0].status_code == 200, answers[0].text
-
