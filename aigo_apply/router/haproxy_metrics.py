@@ -22,16 +22,20 @@ HTTP_FILE = "engine_http.lua"
 OWN_SOCKET = "/tmp/aigo-own-metrics.sock"  # inside the router container only: HAProxy's own exporter
 TIMEOUT_S = 2  # the longest one engine's /metrics may take (a busy vLLM answers in milliseconds)
 MAX_BYTES = 4 * 1024 * 1024  # the most of one engine's answer read (vLLM's is some 100 KiB per model)
-# Engines whose /metrics is on by default as aigo-apply starts them. SGLang needs --enable-metrics and
-# llama.cpp --metrics, which aigo-apply does not pass (yet): their series are not gathered.
-WITH_METRICS = frozenset({"vllm"})
+# What the stall watch reads of each engine (aigo-apply starts SGLang with --enable-metrics and
+# llama.cpp with --metrics): the gauge of requests running and the counter of generated tokens.
+ACTIVITY = {
+    "vllm": ("vllm:num_requests_running", "vllm:generation_tokens_total"),
+    "sglang": ("sglang:num_running_reqs", "sglang:generation_tokens_total"),
+    "llamacpp": ("llamacpp:requests_processing", "llamacpp:tokens_predicted_total"),
+}
 
 
 def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route], kubernetes: bool) -> dict[str, str]:
     """engine_http.lua and metrics.lua for these routes. On Kubernetes an engine is reached at the
     address HAProxy resolved for its backend (Lua cannot resolve a Service's name itself)."""
     project = check_lua_value("project", settings.project)
-    engines = [_engine(r, kubernetes) for r in sorted(routes) if r.owned_by in WITH_METRICS]
+    engines = [_engine(r, kubernetes) for r in sorted(routes) if r.owned_by in ACTIVITY]
     return {
         HTTP_FILE: env.get_template(HTTP_TEMPLATE).render(project=project),
         METRICS_FILE: env.get_template(METRICS_TEMPLATE).render(
@@ -57,5 +61,7 @@ def _engine(route: Route, kubernetes: bool) -> dict[str, Any]:
         "alias": check_lua_value("model alias", route.alias),
         "engine": check_lua_value("engine name", route.owned_by),
         "backend": check_lua_value("backend name", route.backend),
+        "running": ACTIVITY[route.owned_by][0],
+        "tokens": ACTIVITY[route.owned_by][1],
         **where,
     }

@@ -1,7 +1,8 @@
 """A stalled engine, on the real Docker engine and HAProxy with the stub engine: it passes /health
 while it holds a request and makes no token (AIGO_STUB_HOLD_MAX_TOKENS holds one without generating),
 so once router.stall_seconds pass the router's /metrics says aigo_engine_stalled 1 and `status` says
-stalled; the other model, idle, is not stalled, and the stalled one is not once its request ends."""
+stalled; the other model, idle, is not stalled, and the stalled one is not once its request ends. The
+router reads each engine's own names (vLLM's, SGLang's and llama.cpp's running gauge and token counter)."""
 
 from __future__ import annotations
 
@@ -16,22 +17,29 @@ import pytest
 from helpers.cli import run_cli
 from helpers.configs import free_port, model_folder, write_config
 
+SOURCES = {"vllm": "{path: m}", "sglang": "{path: m}", "llama.cpp": "{path: gguf/tiny-Q4_K_M.gguf}"}
 
-@pytest.fixture
-def proj(tmp_path, project):
+
+@pytest.fixture(params=sorted(SOURCES))
+def proj(request, tmp_path, project):
+    engine = request.param
     model_folder(tmp_path / "m")
+    (tmp_path / "gguf").mkdir()
+    (tmp_path / "gguf" / "tiny-Q4_K_M.gguf").write_bytes(b"GGUF")
     port = free_port()
     env = {"AIGO_STATE_DIR": str(tmp_path / "state")}
+    stub = '{image: aigo-stub-engine, image_tag: "1"}'
     path = write_config(
         tmp_path,
         textwrap.dedent(f"""
         version: 1
         project: {project}
-        engines: {{vllm: {{image: aigo-stub-engine, image_tag: "1"}}}}
+        engines: {{vllm: {stub}, sglang: {stub}, llama.cpp: {stub}}}
         router: {{port: {port}, image: aigo-haproxy, image_tag: bookworm, stall_seconds: 3}}
         models:
           slow:
-            source: {{path: m}}
+            engine: {engine}
+            source: {SOURCES[engine]}
             context_length: 4096
             gpus: none
             env: {{AIGO_STUB_HOLD_MAX_TOKENS: "7:12"}}

@@ -2,7 +2,8 @@
 
 Order: --model (the .gguf file inside the mounted folder, so split files find their siblings),
 --alias, --ctx-size, --n-gpu-layers, --split-mode row when tensor parallelism is asked for, --jinja
-(tool calling through the model's chat template), then the fixed in-container host and port.
+(tool calling through the model's chat template), --metrics (the router's one /metrics gathers it),
+then the fixed in-container host and port.
 llama.cpp has no memory fraction: it takes what the layers it offloads and the context need.
 """
 
@@ -18,7 +19,17 @@ from aigo_apply.errors import UnsafeSetting
 
 ENTRYPOINT = ("/app/llama-server",)  # the official image's server binary
 ALL_LAYERS = 999  # more layers than any model has: "all" on every llama-server build
-FLAGS = ("--model", "--alias", "--ctx-size", "--n-gpu-layers", "--split-mode", "--jinja", "--host", "--port")
+FLAGS = (
+    "--model",
+    "--alias",
+    "--ctx-size",
+    "--n-gpu-layers",
+    "--split-mode",
+    "--jinja",
+    "--metrics",
+    "--host",
+    "--port",
+)
 
 
 def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
@@ -40,7 +51,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     ]
     if settings.get("tensor_parallel_size", 1) > 1:
         command += ["--split-mode", "row"]
-    command += ["--jinja", "--host", "0.0.0.0", "--port", str(LLAMACPP_CONTAINER_PORT)]
+    command += ["--jinja", "--metrics", "--host", "0.0.0.0", "--port", str(LLAMACPP_CONTAINER_PORT)]
     check_command("llama.cpp", alias, command, FLAGS)
     return engine_container(
         project, alias, spec, command, model_mounts(spec, folder), LLAMACPP_CONTAINER_PORT, ENTRYPOINT

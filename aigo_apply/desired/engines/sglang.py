@@ -1,7 +1,8 @@
 """SGLang: the `python3 -m sglang.launch_server` command line and container for one model.
 
 Order: --model-path, --served-model-name, --context-length, --mem-fraction-static, then one flag per
-setting that is set, then the fixed in-container host and port. SGLang listens on 127.0.0.1 unless
+setting that is set, --enable-metrics (the router's one /metrics gathers it), then the fixed in-container
+host and port. SGLang listens on 127.0.0.1 unless
 told otherwise, so --host 0.0.0.0 is fixed: the port is still published on the host's 127.0.0.1 only.
 """
 
@@ -28,6 +29,7 @@ FLAGS = (
     "--mem-fraction-static",
     "--tp-size",
     "--trust-remote-code",
+    "--enable-metrics",
     "--host",
     "--port",
 )
@@ -53,7 +55,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         command += ["--tp-size", number(settings["tensor_parallel_size"])]
     if settings.get("trust_remote_code"):
         command.append("--trust-remote-code")
-    command += ["--host", "0.0.0.0", "--port", str(SGLANG_CONTAINER_PORT)]
+    command += ["--enable-metrics", "--host", "0.0.0.0", "--port", str(SGLANG_CONTAINER_PORT)]
     check_command("SGLang", alias, command, FLAGS)
     return engine_container(
         project,

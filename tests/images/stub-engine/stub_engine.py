@@ -30,8 +30,14 @@ Behaviour for tests, through the container environment:
   AIGO_STUB_MAX_MODEL_LEN_CAP  /v1/models reports at most this max_model_len (an engine that capped it)
   AIGO_STUB_PRINT_ENV      names of variables whose values the stub prints at start (a careless engine)
   AIGO_STUB_METRICS_EXTRA  a JSON list of lines appended to /metrics as they are (a hostile engine's)
+  AIGO_STUB_TOKEN_SECONDS  seconds each token of a /v1/completions reply takes (default 0)
+  AIGO_STUB_OUTPUT_VARIANT a word mixed into what /v1/completions answers (another variant, other words)
+POST /v1/completions takes a prompt of token ids or text (ignore_eos: exactly max_tokens words), streamed
+with usage as vLLM streams it; at most --max-num-seqs requests generate at once, the rest queue (so a
+small batch makes a slower engine). POST /tokenize answers vLLM's shape, a word a token.
 GET /metrics: a few of vLLM's families (requests running and waiting, generation tokens, a latency
-histogram), counted from the stub's own requests.
+histogram), counted from the stub's own requests; in SGLang's and llama.cpp's names with --enable-metrics
+and --metrics (without them, SGLang answers 404 and llama-server 501, as they do).
 
 Sleep mode (vLLM dialect), as vLLM v0.31.0 serves it: with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1
 the development endpoints exist: POST /sleep?level=1&mode=abort|wait, POST /wake_up, GET /is_sleeping
@@ -61,6 +67,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 FACTS = json.load(open(os.environ.get("AIGO_STUB_FACTS", "/opt/aigo-stub/vllm-facts.json")))
@@ -88,6 +95,7 @@ def parse_sglang(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--mem-fraction-static", type=float)
     p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
     p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--enable-metrics", action="store_true")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     args = p.parse_args(argv)
@@ -97,7 +105,7 @@ def parse_sglang(argv: list[str]) -> argparse.Namespace:
         sys.exit(f"OSError: {args.model_path} is not a local folder and the hub is offline")
     return argparse.Namespace(model=args.model_path, served_model_name=[args.served_model_name or args.model_path],
                               max_model_len=args.context_length, host=args.host, port=args.port,
-                              enable_auto_tool_choice=True, owned_by="sglang")
+                              enable_auto_tool_choice=True, owned_by="sglang", metrics=args.enable_metrics)
 
 
 def parse_llamacpp(argv: list[str]) -> argparse.Namespace:
@@ -108,12 +116,13 @@ def parse_llamacpp(argv: list[str]) -> argparse.Namespace:
     p.add_argument("-ngl", "--n-gpu-layers", type=lambda v: v if v in ("auto", "all") else int(v), default="auto")
     p.add_argument("-sm", "--split-mode", choices=["none", "layer", "row"], default="layer")
     p.add_argument("--jinja", action="store_true")
+    p.add_argument("--metrics", action="store_true")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     args = p.parse_args(argv)
     return argparse.Namespace(model=args.model, served_model_name=[args.alias or args.model],
                               max_model_len=args.ctx_size or 4096, host=args.host, port=args.port,
-                              enable_auto_tool_choice=args.jinja, owned_by="llamacpp")
+                              enable_auto_tool_choice=args.jinja, owned_by="llamacpp", metrics=args.metrics)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -274,6 +283,38 @@ def metrics_text(name: str, memory_fraction: float) -> str:
     ])
 
 
+def sglang_metrics_text(name: str) -> str:
+    """A few of SGLang 0.5.6's families (sglang/srt/metrics/collector.py; label model_name)."""
+    with Sleep.lock:
+        running, tokens = Sleep.counts["inflight"], Sleep.counts["generation_tokens"]
+    labels = f'model_name="{name}",engine_type="unified",tp_rank="0",pp_rank="0"'
+    return "".join(f"{line}\n" for line in [
+        "# HELP sglang:num_running_reqs The number of running requests.",
+        "# TYPE sglang:num_running_reqs gauge",
+        f"sglang:num_running_reqs{{{labels}}} {float(running)}",
+        "# HELP sglang:token_usage The token usage.",
+        "# TYPE sglang:token_usage gauge",
+        f"sglang:token_usage{{{labels}}} {min(1.0, 0.25 * running)}",
+        "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
+        "# TYPE sglang:generation_tokens_total counter",
+        f"sglang:generation_tokens_total{{{labels}}} {float(tokens)}",
+    ])
+
+
+def llamacpp_metrics_text() -> str:
+    """A few of llama-server's families (its server README's list; no labels)."""
+    with Sleep.lock:
+        running, tokens = Sleep.counts["inflight"], Sleep.counts["generation_tokens"]
+    return "".join(f"{line}\n" for line in [
+        "# HELP llamacpp:requests_processing Number of requests processing.",
+        "# TYPE llamacpp:requests_processing gauge",
+        f"llamacpp:requests_processing {running}",
+        "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.",
+        "# TYPE llamacpp:tokens_predicted_total counter",
+        f"llamacpp:tokens_predicted_total {tokens}",
+    ])
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
@@ -378,10 +419,21 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/props" and self.args.owned_by == "llamacpp":
             self._send(200, {"default_generation_settings": {"n_ctx": self.args.max_model_len},
                              "model_path": self.args.model, "total_slots": 1})
+        elif self.path == "/metrics" and not getattr(self.args, "metrics", True):
+            if self.args.owned_by == "llamacpp":  # llama-server without --metrics
+                self._send(501, {"error": {"code": 501, "type": "not_supported_error", "message":
+                                           "This server does not support metrics endpoint. Start it with `--metrics`"}})
+            else:  # SGLang without --enable-metrics mounts no /metrics
+                self._send(404, {"detail": "Not Found"})
         elif self.path == "/metrics":
             time.sleep(float(os.environ.get("AIGO_STUB_METRICS_SECONDS") or 0))
             extra = json.loads(os.environ.get("AIGO_STUB_METRICS_EXTRA") or "[]")
-            data = (metrics_text(self.names[0], getattr(self.args, "gpu_memory_utilization", 0.9)) + "".join(f"{line}\n" for line in extra)).encode()
+            own = (
+                sglang_metrics_text(self.names[0]) if self.args.owned_by == "sglang"
+                else llamacpp_metrics_text() if self.args.owned_by == "llamacpp"
+                else metrics_text(self.names[0], getattr(self.args, "gpu_memory_utilization", 0.9))
+            )
+            data = (own + "".join(f"{line}\n" for line in extra)).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
@@ -400,7 +452,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.path == "/v1/audio/transcriptions":  # a multipart upload naming its model in a form field
             return self._transcribe(raw)
-        if self.path != "/v1/chat/completions":
+        if self.path not in ("/v1/chat/completions", "/v1/completions", "/tokenize"):
             return self._send(*error("Not Found", "NotFoundError", 404))
         if not (self.headers.get("Content-Type") or "").startswith("application/json"):
             return self._send(*error("Unsupported Media Type: Only 'application/json' is allowed", "BadRequestError", 400))
@@ -419,11 +471,57 @@ class Handler(BaseHTTPRequestHandler):
         if body.get("tools") and body.get("tool_choice", "auto") == "auto" and not self.args.enable_auto_tool_choice:
             return self._send(*error('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
                                      "BadRequestError", 400))
+        if self.path == "/tokenize":  # vLLM's shape; a word is a token here
+            text = body.get("prompt") or ""
+            tokens = [zlib.crc32(w.encode()) % VOCAB for w in text.split()]
+            return self._send(200, {"count": len(tokens), "max_model_len": limit, "tokens": tokens, "token_strs": None})
         Sleep.begin_generation()
         try:
-            self._generate(body, max_tokens)
+            with BATCH[0]:  # at most --max-num-seqs requests generate at once; the others queue, as in vLLM
+                if self.path == "/v1/completions":
+                    self._complete(body, max_tokens)
+                else:
+                    self._generate(body, max_tokens)
         finally:
             Sleep.end_generation()
+
+    def _complete(self, body: dict, max_tokens: int) -> None:
+        """/v1/completions with a prompt of token ids or text: max_tokens words with ignore_eos (else at
+        most 4), each taking AIGO_STUB_TOKEN_SECONDS; the words follow from the prompt (and
+        AIGO_STUB_OUTPUT_VARIANT, so a test can make the new engine answer otherwise)."""
+        prompt = body.get("prompt")
+        seed = zlib.crc32((json.dumps(prompt) + os.environ.get("AIGO_STUB_OUTPUT_VARIANT", "")).encode())
+        count = int(max_tokens) if body.get("ignore_eos") else max(1, min(int(max_tokens), 4))
+        words = [WORDS[(seed + 7 * i) % len(WORDS)] for i in range(count)]
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": count, "total_tokens": prompt_tokens + count}
+        rid, created = "cmpl-" + uuid.uuid4().hex, int(time.time())
+        if REPLY_SECONDS:
+            time.sleep(REPLY_SECONDS)
+        if not body.get("stream"):
+            time.sleep(TOKEN_SECONDS * count)
+            with Sleep.lock:
+                Sleep.counts["generation_tokens"] += count
+            return self._send(200, {"id": rid, "object": "text_completion", "created": created, "model": self.names[0],
+                                    "choices": [{"index": 0, "text": " " + " ".join(words), "finish_reason": "length"}],
+                                    "usage": usage})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for word in words:
+            time.sleep(TOKEN_SECONDS)
+            with Sleep.lock:
+                Sleep.counts["generation_tokens"] += 1
+            chunk = {"id": rid, "object": "text_completion", "created": created, "model": self.names[0],
+                     "choices": [{"index": 0, "text": " " + word, "finish_reason": None}]}
+            self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+        if (body.get("stream_options") or {}).get("include_usage"):
+            last = {"id": rid, "object": "text_completion", "created": created, "model": self.names[0],
+                    "choices": [], "usage": usage}
+            self._chunk(f"data: {json.dumps(last)}\n\n".encode())
+        self._chunk(b"data: [DONE]\n\n")
+        self._chunk(b"")
 
     def _generate(self, body: dict, max_tokens: int) -> None:
         if REPLY_SECONDS:
@@ -467,6 +565,10 @@ class Handler(BaseHTTPRequestHandler):
 
 START = time.time()
 REPLY_SECONDS = float(os.environ.get("AIGO_STUB_REPLY_SECONDS") or 0)
+TOKEN_SECONDS = float(os.environ.get("AIGO_STUB_TOKEN_SECONDS") or 0)
+VOCAB = 1000  # the stub's token ids: a word's CRC32 modulo this
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"]
+BATCH = [threading.BoundedSemaphore(256)]  # vLLM's --max-num-seqs (set from the command line in main)
 HEALTH_SECONDS = float(os.environ.get("AIGO_STUB_HEALTH_SECONDS") or 0)
 
 
@@ -480,6 +582,8 @@ def main(dialect: str = "vllm") -> None:
     for name in filter(None, os.environ.get("AIGO_STUB_PRINT_ENV", "").split(",")):
         print(f"stub engine: {name}={os.environ.get(name, '')}", flush=True)  # as a careless engine might
     Handler.args, Handler.names = args, names
+    if getattr(args, "max_num_seqs", None):
+        BATCH[0] = threading.BoundedSemaphore(args.max_num_seqs)
     ThreadingHTTPServer.request_queue_size = 1024  # many clients at once must not overflow the accept backlog
     server = None
     if dialect == "llama.cpp":  # llama-server listens first and answers 503 until the model is loaded
