@@ -126,6 +126,15 @@ class NotReady(AigoError):
         self.interrupted = interrupted
 
 
+class CanaryRefused(AigoError):
+    """The canary gate measured the new engine of a parallel replace and refused it: the route does
+    not move. `result`: both measurements and the reason, as the apply report shows them."""
+
+    def __init__(self, reason: str, result: dict[str, object]):
+        super().__init__(f"the canary gate refused the new engine: {reason}")
+        self.result = result
+
+
 class Interrupted(AigoError):
     """The user stopped an apply (Ctrl-C or SIGTERM) before a step could start."""
 

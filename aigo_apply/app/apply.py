@@ -55,6 +55,8 @@ def run_apply(
             frozenset(request.ignore),
             request.pull,
             request.locked,
+            request.skip_canary,
+            request.require_canary,
         )
     )
     target.admit(wanted, saved)

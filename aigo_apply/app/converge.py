@@ -83,6 +83,7 @@ def finish(report: ApplyReport, command: str, reporter: Console) -> int:
         failed=[
             {"address": o.address, "message": o.message, "restored": o.restored, "log_tail": o.log_tail} for o in failed
         ],
+        canaries=[o.canary for o in report.outcomes if o.canary is not None],
     )
     if report.interrupted:
         reporter.say(

@@ -45,6 +45,7 @@ _SECRET = "from_env from_file"
 # Key order per mapping, as the README's "Config reference" shows it ("*": any alias or name). Keys a
 # mapping does not list keep their written order after the listed ones; maps not listed (models, env)
 # keep theirs. tests/unit/app/test_repo_fmt.py holds this table to the README and to the schema.
+_CANARY = "max_slowdown requests concurrency prompt_tokens max_tokens compare_output seed"
 ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
     pattern: tuple(keys.split())
     for pattern, keys in {
@@ -52,7 +53,8 @@ ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
         ("kubernetes",): "context namespace gpu_resource gpus_per_node runtime_class_name node_selector tolerations "
         "storage cluster_domain download_image",
         ("kubernetes", "storage"): "storage_class size_gib node_local",
-        ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout update",
+        ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout update canary",
+        ("defaults", "canary"): _CANARY,
         ("defaults", "engine_by_format"): "safetensors-repo gguf",
         (
             "router",
@@ -64,7 +66,8 @@ ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
             "models",
             "*",
         ): "source engine enabled on_demand swap_group max_awake context_length gpus port ready_timeout update "
-        "vllm adapters sglang llama.cpp env kubernetes",
+        "canary vllm adapters sglang llama.cpp env kubernetes",
+        ("models", "*", "canary"): _CANARY,
         ("models", "*", "source"): _SOURCE,
         ("models", "*", "vllm"): "tool_calling tool_call_parser reasoning_parser moe_backend mamba_backend "
         "tensor_parallel_size gpu_memory_utilization quantization kv_cache_dtype dtype max_num_seqs "

@@ -81,6 +81,10 @@ class KubePlatform:
             )
         if request.pull == "never":
             raise UsageProblem("--pull never has no meaning on a cluster: its nodes pull the images")
+        if request.require_canary:
+            raise UsageProblem(
+                "--require-canary: the canary gate runs on Docker only for now (a cluster rolls its pods itself)"
+            )
 
     def lock(self, command: str, timeout: float) -> AbstractContextManager[object]:
         """The project's one lock (apply/project_lock.py), as on Docker: two runs from this machine never

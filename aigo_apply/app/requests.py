@@ -24,6 +24,8 @@ class ApplyRequest:
     locked: bool = False  # install exactly what aigo.lock records
     platform: str | None = None  # --platform; None: the file's own (Docker unless it says kubernetes)
     force_conflicts: bool = False  # Kubernetes: take over fields another field manager owns
+    skip_canary: bool = False  # move every replace's route without its canary gate
+    require_canary: bool = False  # refuse a replace that runs no canary gate
     project: str | None = None  # destroy --project NAME: on Docker, without a config file
 
 
@@ -39,6 +41,8 @@ class PlanCommand:
     target: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     platform: str | None = None
+    skip_canary: bool = False
+    require_canary: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,13 @@ from aigo_apply.plan.text import shown
 
 
 def run_plan(request: PlanCommand, view: PlanView) -> int:
-    wanted = PlanRequest(frozenset(request.replace), frozenset(request.target), frozenset(request.ignore))
+    wanted = PlanRequest(
+        frozenset(request.replace),
+        frozenset(request.target),
+        frozenset(request.ignore),
+        skip_canary=request.skip_canary,
+        require_canary=request.require_canary,
+    )
     where = open_platform(request.file, request.platform, plans=True)
     if request.out is not None and where.name == "kubernetes":
         raise UsageProblem("--out: a saved plan is for Docker only for now (nothing was saved)")

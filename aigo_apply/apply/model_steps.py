@@ -15,13 +15,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.apply.canary_run import run_gate
 from aigo_apply.apply.outcome import Outcome, StepLog
 from aigo_apply.apply.router_steps import RouterSteps
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
 from aigo_apply.config.names import NEXT_SUFFIX
 from aigo_apply.desired.types import ContainerSpec, EngineAddress, Route
-from aigo_apply.errors import AigoError, NotReady
+from aigo_apply.errors import AigoError, CanaryRefused, NotReady
 from aigo_apply.plan.types import Action
 
 BACKUP_SUFFIX = "-aigo-previous"
@@ -186,13 +187,18 @@ class ModelSteps:
             )
         self.log.step(action.address, "recreate", "", f"starting the new {name} beside the serving one")
         cid = None
+        gate = self._gate(action)
         try:
             cid = self.runtime.create(replace(container, name=temporary), item.env)
             self.runtime.start(cid)
-            outcome = self._await_and_route(item, cid, "replaced")
+            outcome = self._await_and_route(item, cid, "replaced", gate)
         except (NotReady, AigoError) as exc:
             if cid:
                 self.runtime.remove(cid)
+            if isinstance(exc, CanaryRefused):
+                message = f"{exc}; the new engine was removed, and the previous {name} served throughout"
+                self.log.step(action.address, "recreate", "restored", message)
+                return Outcome(action.address, "recreate", False, message, restored=True, canary=exc.result)
             tail = getattr(exc, "log_tail", [])
             if getattr(exc, "interrupted", False):
                 self.log.step(action.address, "recreate", "interrupted", f"interrupted; {name} kept serving")
@@ -212,7 +218,41 @@ class ModelSteps:
         self.log.step(
             action.address, action.kind, "ok", f"the previous {name} drained in {waited:.1f} s and was removed"
         )
-        return Outcome(action.address, action.kind, True, message)
+        return Outcome(action.address, action.kind, True, message, canary=outcome.canary)
+
+    def _gate(self, action: Action) -> Callable[[EngineAddress], dict[str, Any] | None] | None:
+        """The replace's canary gate as the plan decided it: run (between the new engine's readiness
+        and the route's move; refusing raises CanaryRefused), said to be skipped, or none."""
+        gate = action.canary
+        if gate is None:
+            return None
+        if not gate.runs:
+            self.log.step(action.address, "recreate", "", f"canary not run: {gate.why}")
+            return None
+        old_slot = "a" if action.slot == "b" else "b"
+        old = EngineAddress.of(_old_spec(action), old_slot)
+
+        def run(new: EngineAddress) -> dict[str, Any] | None:
+            self.log.step(
+                action.address,
+                "recreate",
+                "",
+                f"canary: measuring the old and the new engine ({gate.settings.describe()})",
+            )
+            result = run_gate(
+                action.model or "",
+                gate.settings,
+                old,
+                new,
+                (action.spec or {}).get("model_dir"),
+                self.interrupted.is_set,
+            )
+            self.log.reporter.event("canary", address=action.address, result=result.to_dict())
+            if not result.verdict.passed:
+                raise CanaryRefused(result.verdict.reason, result.to_dict())
+            return result.to_dict()
+
+        return run
 
     def _restore(self, action: Action, name: str, backup: str, exc: AigoError) -> Outcome:
         """The new container failed or was interrupted: the previous one takes its name back."""
@@ -277,7 +317,13 @@ class ModelSteps:
         except AigoError:
             return False
 
-    def _await_and_route(self, item: Prepared, container_id: str, verb: str) -> Outcome:
+    def _await_and_route(
+        self,
+        item: Prepared,
+        container_id: str,
+        verb: str,
+        gate: Callable[[EngineAddress], dict[str, Any] | None] | None = None,
+    ) -> Outcome:
         action, alias = item.action, item.action.model or ""
         address = EngineAddress.of(action.spec or {}, action.slot)
         route = Route.of(alias, action.spec or {}, action.slot)
@@ -297,13 +343,16 @@ class ModelSteps:
         finally:  # the staging never outlives its step (nor writes the router's folder after it)
             if stager is not None:
                 stager.join(timeout=STAGE_JOIN_TIMEOUT)
+        measured = gate(address) if gate is not None else None  # refuses by raising CanaryRefused
         if self.on_ready:
             self.on_ready(alias, action.spec, address)
         if self.router:
             self.router.route(route)
         message = f"{verb} {action.container}; ready after {seconds:.1f} s on {address}"
+        if measured is not None:
+            message += f"; canary passed: {measured['reason']}"
         self.log.step(action.address, action.kind, "ok", message)
-        return Outcome(action.address, action.kind, True, message)
+        return Outcome(action.address, action.kind, True, message, canary=measured)
 
     def _waiter(self, action: Action) -> Waiter:
         def progress(alias: str, elapsed: float, stage: str, log: str) -> None:

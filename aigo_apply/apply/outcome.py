@@ -24,6 +24,7 @@ class Outcome:
     message: str
     restored: bool = False
     log_tail: list[str] = field(default_factory=list)
+    canary: dict[str, Any] | None = None  # a replace's canary gate: what it measured and decided
 
 
 @dataclass

@@ -11,6 +11,7 @@ import click
 
 from aigo_apply.cli.group import (
     _confirm,
+    canary_options,
     cli,
     file_option,
     force_conflicts_option,
@@ -39,6 +40,7 @@ from aigo_apply.cli.group import (
 @click.option("--locked", is_flag=True, help="Install exactly the model commits and images aigo.lock records.")
 @platform_option
 @force_conflicts_option
+@canary_options
 def apply(
     planfile: Path | None,
     file: str | None,
@@ -52,6 +54,8 @@ def apply(
     locked: bool,
     platform: str | None,
     force_conflicts: bool,
+    skip_canary: bool,
+    require_canary: bool,
 ) -> int:
     """Converge this machine to the file (or to a saved PLANFILE): pull, start, create, recreate, remove.
     A successful apply writes aigo.lock next to the file."""
@@ -72,7 +76,11 @@ def apply(
         locked=locked,
         platform=platform,
         force_conflicts=force_conflicts,
+        skip_canary=skip_canary,
+        require_canary=require_canary,
     )
+    if skip_canary and require_canary:
+        raise click.UsageError("--skip-canary and --require-canary contradict each other: pass one")
     return run_apply(request, view_for(output, _confirm()))
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from aigo_apply.cli.group import (
+    canary_options,
     cli,
     file_option,
     ignore_option,
@@ -60,6 +61,7 @@ def validate(files: tuple[str, ...], file: str | None, output: str) -> int:
 @target_option("Plan")
 @ignore_option
 @platform_option
+@canary_options
 def plan(
     file: str | None,
     output: str,
@@ -70,6 +72,8 @@ def plan(
     target: tuple[str, ...],
     ignore: tuple[str, ...],
     platform: str | None,
+    skip_canary: bool,
+    require_canary: bool,
 ) -> int:
     """Show what apply would change on this machine, and why."""
     from aigo_apply.app.requests import PlanCommand
@@ -85,7 +89,11 @@ def plan(
         target=target,
         ignore=ignore,
         platform=platform,
+        skip_canary=skip_canary,
+        require_canary=require_canary,
     )
+    if skip_canary and require_canary:
+        raise click.UsageError("--skip-canary and --require-canary contradict each other: pass one")
     return run_plan(request, view_for(output))
 
 

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -77,6 +78,22 @@ def output_option_with(*extra: str, help: str = "Human text, or the versioned JS
 
 
 output_option = output_option_with()
+
+
+def canary_options(f: Any) -> Any:
+    """--skip-canary and --require-canary (plan and apply): the canary gates of the plan's replaces."""
+    f = click.option(
+        "--require-canary",
+        is_flag=True,
+        help="Refuse the plan if a replace of a running model would run no canary gate.",
+    )(f)
+    return click.option(
+        "--skip-canary",
+        is_flag=True,
+        help="Run no canary gate: each replace moves its route once the new engine is ready (said so).",
+    )(f)
+
+
 replace_option = click.option(
     "--replace",
     "replace",

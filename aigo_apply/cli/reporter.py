@@ -118,6 +118,12 @@ class TextReporter:
         for line in lines:
             _echo(f"    | {_plain(redact(line))}")
 
+    def _on_canary(self, address: str, result: dict[str, Any], **_: Any) -> None:
+        verdict = "passed" if result["passed"] else "refused the new engine"
+        self._line(address, f"canary {verdict}: {result['reason']}", "green" if result["passed"] else "red")
+        for line in canary_table(result):
+            _echo(f"    {line}")
+
     def _on_pull_start(self, address: str, image: str, **_: Any) -> None:
         if sys.stdout.isatty():
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
@@ -174,3 +180,31 @@ class TextReporter:
         self._line(
             address, f"pulled {image} in {time.monotonic() - state.get('start', time.monotonic()):.1f} s", "green"
         )
+
+
+def canary_table(result: dict[str, Any]) -> list[str]:
+    """The old and the new engine's figures side by side, and any output that differs."""
+
+    def cell(value: Any, unit: str = "") -> str:
+        return "-" if value is None else f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+    old, new = result["old"], result["new"]
+    rows = [
+        ("", "old", "new"),
+        ("output tokens/s", cell(old["output_tokens_per_second"]), cell(new["output_tokens_per_second"])),
+        ("time to first token p50", cell(old["ttft_p50_seconds"], " s"), cell(new["ttft_p50_seconds"], " s")),
+        ("time to first token p95", cell(old["ttft_p95_seconds"], " s"), cell(new["ttft_p95_seconds"], " s")),
+        ("errors", f"{old['errors']} of {old['requests']}", f"{new['errors']} of {new['requests']}"),
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}".rstrip() for r in rows]
+    if "output_differences" in result:
+        differing = result["output_differences"]
+        lines.append(
+            f"greedy outputs of {result['outputs_compared']} prompts: "
+            + (f"{len(differing)} differ" if differing else "all equal")
+        )
+        for d in differing:
+            lines.append(f"  prompt {d['prompt']}: old {_plain(d['old'])[:80]!r}")
+            lines.append(f"  prompt {d['prompt']}: new {_plain(d['new'])[:80]!r}")
+    return lines

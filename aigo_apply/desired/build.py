@@ -41,6 +41,7 @@ from aigo_apply.config.vllm_facts import (
 )
 from aigo_apply.desired import engines
 from aigo_apply.desired.adapters import adapter_folders, adapter_specs, lora_settings
+from aigo_apply.desired.canary import canary_of
 from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
@@ -123,7 +124,8 @@ def build_desired(
         update = models[alias].get("update", defaults.get("update", "auto"))
         notes += listen_notes(alias, spec)
         container = engines.render(data["project"], alias, spec)
-        desired[alias] = DesiredModel(alias, spec, container, notes, float(timeout), ports[alias], update)
+        canary = canary_of(models[alias], defaults)
+        desired[alias] = DesiredModel(alias, spec, container, notes, float(timeout), ports[alias], update, canary)
     uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
     groups = swap_groups(models)

@@ -16,6 +16,7 @@ from typing import Any
 
 from aigo_apply.config.host_paths import HF_CACHE, Protected, hf_home
 from aigo_apply.config.swap_groups import SwapGroup
+from aigo_apply.desired.canary import CanarySettings
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,7 @@ class DesiredModel:
     update: str = (
         "auto"  # how a running engine is replaced (plan/replace_strategy.py); apply-time only, like ready_timeout
     )
+    canary: CanarySettings | None = None  # the gate on a replace (desired/canary.py); apply-time only too
 
 
 @dataclass(frozen=True)

@@ -18,17 +18,22 @@ PULL_POLICIES = ("missing", "always", "never")
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """Options of `plan` and `apply`: --replace, --target, --ignore-readiness and --pull."""
+    """Options of `plan` and `apply`: --replace, --target, --ignore-readiness, --pull, --locked,
+    --skip-canary and --require-canary."""
 
     replace: frozenset[str] = frozenset()
     target: frozenset[str] = frozenset()
     ignore: frozenset[str] = frozenset()  # readiness check ids the user chose to ignore
     pull: str = "missing"  # missing | always | never
     locked: bool = False  # apply --locked: install what aigo.lock records
+    skip_canary: bool = False  # apply --skip-canary: no gate runs; each replace moves its route untested
+    require_canary: bool = False  # apply --require-canary: a replace that runs no gate blocks the plan
 
     def __post_init__(self) -> None:
         if self.pull not in PULL_POLICIES:
             raise ValueError(f"pull policy {self.pull!r} is not one of {', '.join(PULL_POLICIES)}")
+        if self.skip_canary and self.require_canary:
+            raise ValueError("--skip-canary and --require-canary contradict each other")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -37,6 +42,8 @@ class PlanRequest:
             "ignore": sorted(self.ignore),
             "pull": self.pull,
             "locked": self.locked,
+            "skip_canary": self.skip_canary,
+            "require_canary": self.require_canary,
         }
 
     @classmethod
@@ -50,11 +57,20 @@ class PlanRequest:
                 isinstance(data.get(k, []), list) and all(isinstance(x, str) for x in data.get(k, [])) for k in names
             )
             or data.get("pull", "missing") not in PULL_POLICIES
-            or not isinstance(data.get("locked", False), bool)
+            or not all(isinstance(data.get(k, False), bool) for k in ("locked", "skip_canary", "require_canary"))
+            or (data.get("skip_canary") and data.get("require_canary"))
         ):
             raise PlanFileError("the plan file's request (its plan options) is damaged or edited; make a new plan")
         sets = [frozenset(data.get(k, [])) for k in names]
-        return cls(sets[0], sets[1], sets[2], data.get("pull", "missing"), data.get("locked", False))
+        return cls(
+            sets[0],
+            sets[1],
+            sets[2],
+            data.get("pull", "missing"),
+            data.get("locked", False),
+            data.get("skip_canary", False),
+            data.get("require_canary", False),
+        )
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,8 @@ def _action(action: Action) -> list[str]:
             lines.append(f"  - <code>{md(change.path)}</code>: {_code(change.before)} &#8594; {_code(change.after)}")
     if action.strategy is not None:
         lines.append(f"  - how: {md(str(action.strategy))}")
+    if action.canary is not None:
+        lines.append(f"  - {md(str(action.canary))}")
     lines += [f"  - note: {md(note)}" for note in action.notes]
     return lines
 

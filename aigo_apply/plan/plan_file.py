@@ -43,12 +43,19 @@ _ACTION = {
     "address": "line", "kind": KINDS, "reasons": ["text"], "changes?": [_CHANGE], "model?": "line",
     "container?": "line", "image?": "line", "spec?": "object", "ready_timeout?": "seconds", "diff?": "text",
     "notes?": ["text"], "strategy?": {"name": ("parallel", "recreate"), "why": "text"}, "slot?": ("b",),
+    "canary?": {"settings": {
+        "max_slowdown": "fraction", "requests": "number", "concurrency": "number", "prompt_tokens": "number",
+        "max_tokens": "number", "compare_output": "bool", "seed": "number",
+    }, "runs": "bool", "why": "text"},
 }  # fmt: skip
 _BLOCKER = {"id": "line", "address?": "line", "message": "text", "remediation": "text"}
 _SWAP_GROUP = {
     "name": "line", "max_awake": "count", "members": ["alias"], "gpus": "any", "awake_after_apply": ["alias"]
 }  # fmt: skip
-_REQUEST = {"replace": ["alias"], "target": ["alias"], "ignore": ["check_id"], "pull": PULL_POLICIES, "locked": "bool"}
+_REQUEST = {
+    "replace": ["alias"], "target": ["alias"], "ignore": ["check_id"], "pull": PULL_POLICIES, "locked": "bool",
+    "skip_canary?": "bool", "require_canary?": "bool",
+}  # fmt: skip
 _PLAN = {
     "format_version": "version", "aigo_apply_version?": "line", "project": "project", "config_file": "path",
     "fingerprint": "fingerprint", "actions": [_ACTION], "blockers?": [_BLOCKER], "warnings?": ["text"],
@@ -68,6 +75,8 @@ _SCALARS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "bool": ("true or false", lambda v: isinstance(v, bool)),
     "version": (f"the integer {FORMAT_VERSION}", lambda v: type(v) is int and v == FORMAT_VERSION),
     "seconds": ("a number of seconds", lambda v: type(v) in (int, float) and 0 <= v <= 1e9),
+    "fraction": ("a number from 0 to 1", lambda v: type(v) in (int, float) and 0 <= v < 1),
+    "number": ("a whole number", lambda v: type(v) is int and 0 <= v <= 2**32),
     "count": ("an integer from 1 to 16", lambda v: type(v) is int and 1 <= v <= 16),
     "text": ("a string", lambda v: isinstance(v, str)),
     "line": ("one line of printable text", lambda v: isinstance(v, str) and len(v) <= 4096 and v.isprintable()),

@@ -14,6 +14,7 @@ from aigo_apply.desired.types import DesiredModel, DesiredState, Route
 from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.observe.label_checks import display_name, engine_names, next_name
+from aigo_apply.plan.canary import gate_for
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
@@ -66,7 +67,7 @@ def build_plan(
             )
             model_actions += [_remove(c, why) for c in containers]
 
-    model_actions = with_strategies(model_actions, desired, by_alias, facts.gpu_ledger)
+    model_actions = with_strategies(model_actions, desired, by_alias, facts.gpu_ledger, request.skip_canary)
     desired = placed(desired, model_actions)
     model_actions, quant_blockers = checkpoint_notes(desired, model_actions, facts.checkpoints)
     model_actions += [
@@ -81,6 +82,8 @@ def build_plan(
     model_actions += router_action(desired, observed, model_actions, targeted=bool(target), images=images)
     fetch = restore_actions + pulls(model_actions, images, restore_actions, request.pull)
     blockers = _conflicts(desired, observed, target) + quant_blockers
+    if request.require_canary:
+        blockers += ungated(model_actions)
     warnings = list(desired.warnings) + list(observed.damaged)
     model_actions = lock_moves(desired, observed, model_actions, facts.remote)
     downloads, hub_blockers, hub_warnings = download_actions(desired, observed, model_actions, facts.remote)
@@ -191,8 +194,10 @@ def with_strategies(
     desired: DesiredState,
     by_alias: dict[str, list[ObservedContainer]],
     ledger: tuple[dict[str, Any], ...],
+    skip_canary: bool = False,
 ) -> list[Action]:
-    """Each model's recreate with how its running engine is replaced (plan/replace_strategy.py)."""
+    """Each model's recreate with how its running engine is replaced (plan/replace_strategy.py),
+    and its canary gate if it declares one (plan/canary.py)."""
     out = []
     for action in actions:
         if action.kind == "recreate" and action.model in desired.models:
@@ -202,8 +207,35 @@ def with_strategies(
             slot = old.slot if old else "a"
             if strategy.name == "parallel" and "socket" in model.spec:  # the new engine takes the other socket
                 slot = "b" if slot == "a" else "a"
-            action = dataclasses.replace(action, strategy=strategy, slot=slot)
+            serving = old is not None and old.state == "running"
+            gate = gate_for(model.canary, strategy.name, strategy.why, skip_canary, serving)
+            action = dataclasses.replace(action, strategy=strategy, slot=slot, canary=gate)
         out.append(action)
+    return out
+
+
+def ungated(actions: list[Action]) -> list[Blocker]:
+    """apply --require-canary: every replace of a running model must run its gate."""
+    out = []
+    for action in actions:
+        if action.kind != "recreate" or not action.model or action.strategy is None:
+            continue
+        alias = action.model
+        if action.canary is None:
+            why = f"models.{alias} declares no canary gate"
+        elif not action.canary.runs:
+            why = f"its canary does not run: {action.canary.why}"
+        else:
+            continue
+        out.append(
+            Blocker(
+                "canary.required",
+                f"model '{alias}' would be replaced untested (--require-canary): {why}",
+                f"declare models.{alias}.canary (or defaults.canary) and let it be a parallel replace "
+                f"(models.{alias}.update: parallel, with room for both engines), or apply without --require-canary",
+                action.address,
+            )
+        )
     return out
 
 

@@ -157,6 +157,8 @@ def _block(action: Action) -> list[str]:
     lines += [f"    (because {_t(reason)})" for reason in action.reasons]
     if action.strategy is not None:
         lines.append(f"    (how: {_t(str(action.strategy))})")
+    if action.canary is not None:
+        lines.append(f"    ({_t(str(action.canary))})")
     head = f"  {_sym(action.kind)} {address}"
     if action.container:
         head += style(f"  [{_t(action.container)}]", dim=True)

@@ -15,6 +15,7 @@ from typing import Any
 from aigo_apply import __version__
 from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
+from aigo_apply.plan.canary import CanaryGate
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.plan_file import FORMAT_VERSION, KINDS, REMAKE, ActionKind, Effect, check_shape
@@ -141,6 +142,7 @@ class Action:
     diff: str | None = None  # router: unified diff of its config files (plan --diff)
     strategy: Strategy | None = None  # recreate of a model: parallel or recreate, and why (plan/replace_strategy.py)
     slot: str = "a"  # a model's engine: which of its two sockets it serves on once this action is done
+    canary: CanaryGate | None = None  # a replace's declared gate, and whether it runs (plan/canary.py)
 
     def __post_init__(self) -> None:
         kind, required = PAYLOADS[self.kind]
@@ -186,6 +188,7 @@ class Action:
                 out[key] = value
         out |= {"strategy": self.strategy.to_dict()} if self.strategy is not None else {}
         out |= {"slot": self.slot} if self.slot != "a" else {}
+        out |= {"canary": self.canary.to_dict()} if self.canary is not None else {}
         out["notes"] = list(self.notes)
         return out
 
@@ -301,7 +304,17 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
         diff=a.get("diff"),
         strategy=Strategy(a["strategy"]["name"], a["strategy"]["why"]) if a.get("strategy") else None,
         slot=a.get("slot", "a"),
+        canary=_canary_from(a.get("canary")),
     )
+
+
+def _canary_from(data: Any) -> CanaryGate | None:
+    if data is None:
+        return None
+    try:
+        return CanaryGate.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise PlanFileError(_DAMAGED) from None
 
 
 def _payload_from(a: dict[str, Any]) -> Payload | None:

@@ -265,6 +265,7 @@ READS_ALLOWED = {
     "aigo_apply.observe.local_sources": "observe's reader: whether a local model source is a regular file or folder",
     "aigo_apply.observe.markers": "observe's reader: the model store's download markers",
     "aigo_apply.observe.adapter_files": "observe's reader: a LoRA adapter folder's adapter_config.json and file names",
+    "aigo_apply.observe.tokenizer_vocab": "observe's reader: a model folder's tokenizer.json (the canary's prompts)",
     "aigo_apply.config.host_paths": "left of point 6: resolves paths, lists account homes, reads XDG_* and HOME",
     "aigo_apply.config.mount_rules": "left of point 6: resolves the mounts a file names against your home",
     "aigo_apply.config.rules": "left of point 6: the config file's folder, resolved, for relative mounts",
