@@ -27,7 +27,7 @@ MAX_BYTES = 4 * 1024 * 1024  # the most of one engine's answer read (vLLM's is s
 ACTIVITY = {
     "vllm": ("vllm:num_requests_running", "vllm:generation_tokens_total"),
     "sglang": ("sglang:num_running_reqs", "sglang:generation_tokens_total"),
-    "llamacpp": ("llamacpp:requests_processing", "llamacpp:tokens_predicted_total"),
+    "llama.cpp": ("llamacpp:requests_processing", "llamacpp:tokens_predicted_total"),
 }
 
 

@@ -502,13 +502,13 @@ def test_sglang_and_llamacpp_models_start_wait_and_route_beside_vllm(runtime, pr
     assert "stub engine (llama.cpp): serving ['g'] from /models/g/tiny-Q4_K_M.gguf" in logs
     # SGLang starts with --enable-metrics and llama.cpp with --metrics: the router's page has theirs
     page = httpx.get(f"http://127.0.0.1:{router_port}/metrics", timeout=10).text
-    for alias, engine in (("v", "vllm"), ("s", "sglang"), ("g", "llamacpp")):
+    for alias, engine in (("v", "vllm"), ("s", "sglang"), ("g", "llama.cpp")):
         assert f'aigo_engine_up{{project="{project}",model="{alias}",engine="{engine}"}} 1' in page, page[-3000:]
     assert re.search(
         rf'^sglang:generation_tokens_total\{{project="{project}",model="s",engine="sglang",.*\}} [1-9]', page, re.M
     )
     assert re.search(
-        rf'^llamacpp:tokens_predicted_total\{{project="{project}",model="g",engine="llamacpp"\}} [1-9]', page, re.M
+        rf'^llamacpp:tokens_predicted_total\{{project="{project}",model="g",engine="llama.cpp"\}} [1-9]', page, re.M
     )
     again = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
     assert again.returncode == 0, again.stdout
