@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.adapters.create_checks import check_mounts
-from aigo_apply.config import host_paths
 from aigo_apply.config.host_paths import Protected, path_text_problem, unsafe_mount
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import ConfigInvalid, UnsafeSetting
+from aigo_apply.observe import host_paths
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.local_sources import local_source_problems
 from aigo_apply.plan.host_checks import source_checks
 
