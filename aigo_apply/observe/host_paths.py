@@ -33,6 +33,7 @@ from aigo_apply.config.host_paths import (
 from aigo_apply.config.load import Config
 from aigo_apply.config.mount_rules import mount_places
 from aigo_apply.config.path_facts import HostPaths
+from aigo_apply.config.yaml_source import Path_
 
 Environ = dict[str, str] | os._Environ[str]
 
@@ -235,8 +236,13 @@ def file_facts(file: str, document: Any) -> HostPaths:
 
 
 def _mounted(
-    data: dict[str, Any], models: dict[str, Any], base: Path, home: Path, real: dict[Path, Path | str], writers: Any
-) -> list[Any]:
+    data: dict[str, Any],
+    models: dict[str, Any],
+    base: Path,
+    home: Path,
+    real: dict[Path, Path | str],
+    writers: dict[Path, str | None],
+) -> list[tuple[Path_, str]]:
     """Each path the file mounts (config/mount_rules.mount_places), `~` against `home`, resolved into `real`."""
     places = mount_places(data, models)
     for where, raw in places:
