@@ -11,17 +11,13 @@ import re
 from pathlib import Path
 
 from aigo_apply.config import env_names, invisible
-from aigo_apply.config.host_paths import (
-    env_protected,
-    path_text_problem,
-    resolve_or_why,
-    try_resolve,
-    unsafe_mount,
-)
+from aigo_apply.config.host_paths import path_text_problem, unsafe_mount
 from aigo_apply.desired.adapters import ADAPTER_MOUNT
 from aigo_apply.desired.engines.common import MODEL_MOUNT
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import UnsafeSetting
+from aigo_apply.observe import host_paths
+from aigo_apply.observe.host_paths import env_protected, own_homes, resolve_or_why, try_resolve
 
 _NAME = re.compile(r"aigo-[A-Za-z0-9][A-Za-z0-9._-]{0,150}\Z")
 # registry[:port]/path[:tag] or @sha256:digest; no whitespace, no leading '-', nothing a shell or the API would split
@@ -107,5 +103,8 @@ def _host_path_problem(source: str, model: bool) -> str | None:
         return f"cannot be resolved: {real}"
     if str(real) != source:
         return f"now leads to {real} (a symlink was put in its place since it was planned)"
-    reason = unsafe_mount(real, try_resolve(Path.home()), env_protected()) if model else None
+    if not model:
+        return None
+    home = try_resolve(Path.home())
+    reason = unsafe_mount(real, home, env_protected(), homes=host_paths.known_homes(), mine=own_homes(home))
     return f"is {reason}" if reason else None

@@ -8,9 +8,10 @@ from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.planning import host_checks, load_desired
 from aigo_apply.app.requests import ReadinessRequest, ValidateRequest
 from aigo_apply.app.views import Readiness, ReadinessView, ValidateView
-from aigo_apply.config.load import choose_file, load_config
+from aigo_apply.config.load import choose_file
 from aigo_apply.desired.images import image_object
 from aigo_apply.errors import EXIT_ERROR, EXIT_OK, ConfigFileError, ConfigInvalid
+from aigo_apply.observe.config_file import load_config
 
 
 def run_validate(request: ValidateRequest, view: ValidateView) -> int:

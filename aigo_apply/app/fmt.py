@@ -35,9 +35,9 @@ from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt_comments import attach, comments, detach, squeeze, token
 from aigo_apply.app.fmt_refusal import at_path, first_difference, lost_comment_line, refusal, yaml_mark
 from aigo_apply.config import scalars
-from aigo_apply.config.load import load_config
 from aigo_apply.config.yaml_source import Marks, _Builder, _compose
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, FormatUnkept
+from aigo_apply.observe.config_file import load_config
 
 INDENT = 2
 _SOURCE = "repo revision path file"

@@ -1,6 +1,7 @@
 """Reads the host context the desired state depends on (user and group ids, home, the state and
-model-store folders) from this process, once, so that `desired/` reads nothing itself; and builds the
-desired state with the facts of the adapters' folders read before."""
+model-store folders, and what the host says of them: observe/host_paths.host_facts) from this
+process, once, so that `desired/` reads nothing itself; and builds the desired state with the facts
+of the adapters' folders read before."""
 
 from __future__ import annotations
 
@@ -8,22 +9,23 @@ import os
 from pathlib import Path
 
 from aigo_apply.apply.state_dir import state_root
-from aigo_apply.config.host_paths import hf_home, models_dir_of
 from aigo_apply.config.load import Config
 from aigo_apply.desired.adapters import adapter_folders
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.observe.adapter_files import adapter_files
+from aigo_apply.observe.host_paths import hf_home, host_facts, models_dir_of
 
 
 def default_models_dir() -> Path:
     """Where downloaded models live unless defaults.models_dir says otherwise (one definition:
-    config/host_paths.models_dir_of, which the private-places policy also protects)."""
+    observe/host_paths.models_dir_of, which the private-places policy also protects)."""
     return models_dir_of()
 
 
 def current_host() -> HostContext:
-    return HostContext(os.getuid(), os.getgid(), Path.home(), state_root(), default_models_dir(), hf_home())
+    home, store = Path.home(), default_models_dir()
+    return HostContext(os.getuid(), os.getgid(), home, state_root(), store, hf_home(), host_facts(home, store))
 
 
 def desired_state(config: Config, host: HostContext) -> DesiredState:

@@ -20,9 +20,9 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScala
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from aigo_apply.app.config_write import read_config, replace_config
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.images import BUILT_IN
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, UsageProblem
+from aigo_apply.observe.config_file import load_config
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ from aigo_apply.app.host_context import current_host, desired_state
 from aigo_apply.app.router_keys import router_checks
 from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.state_dir import state_path
-from aigo_apply.config.load import choose_file, load_config
+from aigo_apply.config.load import choose_file
 from aigo_apply.desired.model_store import downloads, is_commit, is_complete, label
 from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.errors import AigoError, HubError, OnKubernetes
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
 from aigo_apply.observe.local_sources import local_source_problems

@@ -15,9 +15,10 @@ import yaml
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.config import rules, schema
 from aigo_apply.config.doc_path import dotted
-from aigo_apply.config.load import load_config
 from aigo_apply.config.yaml_source import Source, load, load_text
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem
+from aigo_apply.observe.config_file import load_config
+from aigo_apply.observe.host_paths import file_facts
 from aigo_apply.plan.text import shown
 
 FORMAT = "aigo-apply/model/1"
@@ -147,7 +148,7 @@ def _check_entry(
         raise AigoError(
             f"{shown(path)}: the model entry cannot be read back as YAML ({exc}); fix the definition"
         ) from None
-    found = probe.problems + schema.validate(probe) + rules.check(probe)
+    found = probe.problems + schema.validate(probe) + rules.check(probe, file_facts(probe.file, probe.data))
     if found:
         raise ConfigInvalid(path, [_in_definition(p, probe, source, alias, from_option, path) for p in found])
 

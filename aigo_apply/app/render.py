@@ -8,13 +8,14 @@ from aigo_apply.app.planning import load_desired
 from aigo_apply.app.requests import RenderRequest
 from aigo_apply.app.views import DocumentView
 from aigo_apply.config.kube_rules import placement_problems
-from aigo_apply.config.load import choose_file, load_config
+from aigo_apply.config.load import choose_file
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.docker_run import docker_run
 from aigo_apply.errors import EXIT_OK, AigoError, ConfigInvalid, UsageProblem
 from aigo_apply.kube.manifests import selected
 from aigo_apply.kube.render_yaml import to_yaml
 from aigo_apply.kube.settings import settings_of
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.local_sources import local_source_problems
 from aigo_apply.plan.text import shown
 

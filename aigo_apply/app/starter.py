@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 
 from aigo_apply import safe_write
-from aigo_apply.config.load import load_config
 from aigo_apply.config.schema import schema
 from aigo_apply.errors import AigoError, UsageProblem
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.resources import data_dir
 
 SCHEMA_COPY = "aigo.schema.json"  # beside the config; the reference is relative to the config's folder

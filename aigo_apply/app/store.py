@@ -9,9 +9,10 @@ from aigo_apply.app.planning import load_desired
 from aigo_apply.app.requests import ImageRequest, ModelsRequest
 from aigo_apply.app.views import Console, StoreView
 from aigo_apply.apply.fetch_steps import pull_image
-from aigo_apply.config.load import choose_file, load_config
+from aigo_apply.config.load import choose_file
 from aigo_apply.desired import images
 from aigo_apply.errors import EXIT_OK, AigoError
+from aigo_apply.observe.config_file import load_config
 
 
 def run_image_inspect(request: ImageRequest, view: StoreView) -> int:

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.config.env_rules import credential_kind, normal_path, unsafe_secret_file
-from aigo_apply.config.host_paths import env_protected, hf_home, resolve_or_why, short, try_resolve
+from aigo_apply.config.host_paths import short
 from aigo_apply.config.secret_names import hub_token_name
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import SecretUnavailable
+from aigo_apply.observe import host_paths
+from aigo_apply.observe.host_paths import env_protected, hf_home, own_homes, resolve_or_why, try_resolve
 from aigo_apply.safe_write import read_checked
 
 MAX_SECRET_BYTES = 64 * 1024
@@ -110,9 +112,9 @@ def _from_file(target: str, where: str) -> str:
     real = resolve_or_why(lexical)
     if isinstance(real, str):
         raise refused(where, f"the secret file {short(target)} cannot be resolved: {real}", FILE_FIX)
-    protected = env_protected()
+    protected, home = env_protected(), Path.home()
     for path in (lexical, real):
-        why = unsafe_secret_file(path, Path.home(), hub_token_files(), protected)
+        why = unsafe_secret_file(path, home, hub_token_files(), protected, host_paths.known_homes(), own_homes(home))
         if why:
             shown = target if path == lexical else f"{target} (a link to {real})"
             raise refused(where, f"the secret file {shown} is {why}; engines must never get it", FILE_FIX)

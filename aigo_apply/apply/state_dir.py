@@ -2,7 +2,7 @@
 $XDG_STATE_HOME/aigo-apply, else ~/.local/state/aigo-apply; one folder per project.
 It holds no desired or observed state: the labels on the containers are the state.
 
-One state root: `state_root` is its one rule (config/host_paths.state_root_of as written, resolved
+One state root: `state_root` is its one rule (observe/host_paths.state_root_of as written, resolved
 here), read once per run into the HostContext (app/host_context.current_host); the platforms, the
 watcher and the router's folder are given that root, so one run never sees two."""
 
@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from aigo_apply.config.host_paths import resolve_or_why, short, state_root_of
+from aigo_apply.config.host_paths import short
 from aigo_apply.errors import AigoError
+from aigo_apply.observe.host_paths import resolve_or_why, state_root_of
 
 
 def state_root() -> Path:
-    """The folder that holds one state folder per project (config/host_paths.state_root_of, the
+    """The folder that holds one state folder per project (observe/host_paths.state_root_of, the
     one definition the private-places policy also protects), resolved; one that cannot be
     resolved (a symlink loop, a name too long) is an error that says how to choose another."""
     root = Path(os.path.abspath(state_root_of()))

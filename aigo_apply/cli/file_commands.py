@@ -21,7 +21,8 @@ from aigo_apply.errors import EXIT_OK
 def init(file: str | None, project: str | None, force: bool) -> int:
     """Write a starter config file (./aigo.yaml unless -f/AIGO_FILE says otherwise)."""
     from aigo_apply.app.starter import project_name_for, write_starter
-    from aigo_apply.config.load import choose_file, load_config
+    from aigo_apply.config.load import choose_file
+    from aigo_apply.observe.config_file import load_config
 
     path = Path(choose_file(file))
     write_starter(path, project or project_name_for(Path.cwd()), force)

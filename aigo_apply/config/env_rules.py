@@ -16,15 +16,8 @@ from typing import Any
 
 from aigo_apply.config import env_names
 from aigo_apply.config.finder import Finder
-from aigo_apply.config.host_paths import (
-    Protected,
-    all_homes,
-    env_protected,
-    home_holding,
-    own_homes,
-    private_place,
-    system_folder,
-)
+from aigo_apply.config.host_paths import Protected, all_homes, expand_home, home_holding, private_place, system_folder
+from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.secret_names import hub_token_name, public_variable, secret_name, switch_value
 from aigo_apply.config.yaml_source import Path_
 
@@ -88,12 +81,14 @@ def unsafe_secret_file(
     home: Path,
     token_files: Iterable[Path] = (),
     protected: Iterable[Protected] = (),
-    homes: Iterable[Path] | None = None,
+    homes: Iterable[Path] = (),
+    mine: frozenset[Path] | None = None,
 ) -> str | None:
     """Why the secret file `path` (absolute, normalised or resolved) must not be read into a
     container, or None: the Hugging Face token, inside the tool's own folders (state, Hugging Face
     cache, model store), a credential folder or file at any depth, a system folder or /var/lib
-    (services' data), or another account's home. The same private places as a mount's."""
+    (services' data), or another account's home. The same private places as a mount's. `home` is
+    yours, `mine` it as written and resolved (just `home` when None), `homes` every other one."""
     parts = path.parts
     if path in set(token_files) or (len(parts) >= 2 and parts[-2] == "huggingface" and parts[-1] in HUB_TOKEN_FILES):
         return "the Hugging Face token file"
@@ -106,8 +101,9 @@ def unsafe_secret_file(
     system = system_folder(path) or (Path("/var/lib") if Path("/var/lib") in path.parents else None)
     if system:
         return f"inside the system folder {system}"
-    owner = home_holding(path, all_homes(home, homes))
-    if owner is not None and owner not in own_homes(home):
+    mine = frozenset({home}) if mine is None else mine
+    owner = home_holding(path, all_homes(mine, homes))
+    if owner is not None and owner not in mine:
         return f"inside the home folder {owner} of another account"
     return None
 
@@ -196,19 +192,20 @@ def _env_blocks(data: dict[str, Any], models: dict[str, Any]) -> Iterator[tuple[
         yield ("defaults", "env"), env
 
 
-def check_env(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def check_env(data: dict[str, Any], models: dict[str, Any], f: Finder, paths: HostPaths) -> None:
     """Each engine environment and the router's keys: no name that loads code or undoes what the
-    tool decides (env_names.py), no Hugging Face token, no credential in clear, safe references."""
+    tool decides (env_names.py), no Hugging Face token, no credential in clear, safe references.
+    `paths`: your home, every account's and the environment's folders, for a secret file's path."""
     kinds = _Kinds()
     check_clear_credentials(data, f, kinds)
     for where, env in _env_blocks(data, models):
         for name, value in env.items():
-            _check_entry((*where, name), name, value, f, kinds)
+            _check_entry((*where, name), name, value, f, kinds, paths)
     router = data.get("router")
     keys = router.get("api_keys") if isinstance(router, dict) else None
     if isinstance(keys, dict) and len(keys) == 1:  # the keys go into a file the router container reads
         kind, target = next(iter(keys.items()))
-        _check_reference(("router", "api_keys"), kind, target, f)
+        _check_reference(("router", "api_keys"), kind, target, f, paths)
         if kind == "from_env" and isinstance(target, str) and (why := public_variable(target)):
             f.at_value(
                 ("router", "api_keys", "from_env"),
@@ -217,7 +214,7 @@ def check_env(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
             )
 
 
-def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds) -> None:
+def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds, paths: HostPaths) -> None:
     if isinstance(name, str) and (why := env_names.refused_name(name)):
         f.at_key(where, f"an engine never gets {name} from aigo.yaml: {why}")
     elif isinstance(name, str) and hub_token_name(name):
@@ -228,7 +225,7 @@ def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds) 
             "(HF_HUB_OFFLINE=1); remove this entry",
         )
     elif isinstance(value, dict) and len(value) == 1:
-        _check_reference(where, *next(iter(value.items())), f)
+        _check_reference(where, *next(iter(value.items())), f, paths)
     elif isinstance(value, str) and (kind := kinds[value]):
         f.at_value(where, f"the value looks like {kind} written in clear; {REFERENCE_FIX}")
     elif isinstance(value, str) and isinstance(name, str) and secret_name(name) and not switch_value(value):
@@ -238,7 +235,7 @@ def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds) 
         )
 
 
-def _check_reference(where: Path_, kind: Any, target: Any, f: Finder) -> None:
+def _check_reference(where: Path_, kind: Any, target: Any, f: Finder, paths: HostPaths) -> None:
     """A reference names no Hugging Face token variable and no system or private file."""
     if not isinstance(target, str):
         return
@@ -255,7 +252,9 @@ def _check_reference(where: Path_, kind: Any, target: Any, f: Finder) -> None:
             "would depend on the folder aigo-apply is run from",
         )
     elif kind == "from_file" and "\x00" not in target:
-        why = unsafe_secret_file(Path(normal_path(str(Path(target).expanduser()))), Path.home(), (), env_protected())
+        lexical = Path(normal_path(str(expand_home(target, paths.home))))
+        mine = paths.mine(paths.home)
+        why = unsafe_secret_file(lexical, paths.home, (), paths.protected, paths.homes, mine)
         if why:
             f.at_value(
                 where,

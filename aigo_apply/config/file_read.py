@@ -6,8 +6,9 @@ anything that is not a regular file at most PIPE_DEADLINE_S seconds (a FIFO nobo
 otherwise wait forever). A pipe's bytes are kept for the rest of the process, so a command that
 needs the file twice (the validity cache, a second look) sees the same bytes both times.
 
-Also whether another account could change a folder the tool downloads into (`others_can_write`).
-(Files a command writes, and the config a command rewrites, go through aigo_apply/safe_write.py.)
+(Files a command writes, and the config a command rewrites, go through aigo_apply/safe_write.py;
+whether another account could change a folder the tool downloads into is a host fact, read by
+observe/host_paths.others_can_write.)
 """
 
 from __future__ import annotations
@@ -82,29 +83,3 @@ def _drain(fd: int, display: str) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
-
-
-def others_can_write(path: Path) -> str | None:
-    """Why another account could change what lands in the model store `path` (absolute, resolved),
-    or None. aigo-apply (often root) downloads into it and mounts what is there into engines, so a
-    folder someone else owns or may write (`/tmp`, `/var/tmp`, another account's home) would let
-    them plant a model, its remote code or a symlink for the download to follow. The store (or,
-    while it does not exist, the folder it will be made in) must be owned by root or you and
-    writable by nobody else; no folder above it may be owned by another account, or writable by
-    everyone without the sticky bit (then anyone could rename the store away)."""
-    mine = {0, os.geteuid()}
-    first = True
-    for folder in (path, *path.parents):
-        try:
-            info = os.stat(folder)
-        except OSError:
-            continue  # not made yet: the folder above is where it will be
-        if info.st_uid not in mine:
-            return f"a folder another account owns ({folder}: uid {info.st_uid}), which could plant files in it"
-        everyone = info.st_mode & stat.S_IWOTH
-        if first and everyone:
-            return f"a folder every account may write ({folder}), where anyone could plant files"
-        if everyone and not info.st_mode & stat.S_ISVTX:
-            return f"inside a folder every account may write ({folder}), where anyone could swap it"
-        first = False
-    return None

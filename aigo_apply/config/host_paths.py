@@ -11,9 +11,10 @@ home has a plain answer: copy it to ~/.aigo/secrets/NAME, mode 600).
 Applied three times to a mount: when the file is validated (located errors), when the desired
 state is built (with the host's real folders), and by the Docker adapter just before a container
 is made (the path must still be the one planned: no symlink swapped in since); and twice to a
-secret file (validation, then on the resolved path when it is read). Resolving a path the user
-wrote never raises: `resolve_or_why` answers why it cannot be (a symlink loop, a name too long, a
-folder that cannot be searched), for a located error.
+secret file (validation, then on the resolved path when it is read). Pure: what the host says of
+each path (where it leads, or why it cannot be followed: a symlink loop, a name too long, a folder
+that cannot be searched; who owns a store; every account's home) is read once by
+observe/host_paths.py and given here, through config/path_facts.HostPaths, as data.
 
 A config may come from a repository its user does not fully trust, and aigo-apply often runs as
 root: a mount or a secret file is the one way a config reaches the host's files, so each is held to
@@ -22,16 +23,12 @@ the model's own folder or a secret's own file."""
 from __future__ import annotations
 
 import errno
-import functools
-import os
-import pwd
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from aigo_apply.config import invisible
-from aigo_apply.config.file_read import others_can_write
 from aigo_apply.config.path_text import ancestors, at_or_below, below, home_rules
 
 # Never mounted, nor anything inside them: the system, the container engines' own state, logs.
@@ -137,124 +134,15 @@ class Protected:
     inside_too: bool = True
 
 
-def hf_home(environ: dict[str, str] | os._Environ[str] | None = None, home: Path | None = None) -> Path:
-    """The Hugging Face cache root (its `token` file is the Hub credential): $HF_HOME, else
-    $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface."""
-    env = os.environ if environ is None else environ
-    if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser()
-    cache = env.get("XDG_CACHE_HOME") or str((home or Path.home()) / ".cache")
-    return Path(cache) / "huggingface"
-
-
-def state_root_of(environ: dict[str, str] | os._Environ[str] | None = None, home: Path | None = None) -> Path:
-    """The tool's state root as written (not resolved): $AIGO_STATE_DIR, else
-    $XDG_STATE_HOME/aigo-apply, else ~/.local/state/aigo-apply."""
-    env = os.environ if environ is None else environ
-    root = env.get("AIGO_STATE_DIR") or os.path.join(
-        env.get("XDG_STATE_HOME") or str((home or Path.home()) / ".local" / "state"), "aigo-apply"
-    )
-    return Path(root).expanduser()
-
-
-def models_dir_of(environ: dict[str, str] | os._Environ[str] | None = None, home: Path | None = None) -> Path:
-    """The model store unless defaults.models_dir says otherwise: $XDG_CACHE_HOME/aigo-apply/models,
-    else ~/.cache/aigo-apply/models."""
-    env = os.environ if environ is None else environ
-    cache = env.get("XDG_CACHE_HOME") or str((home or Path.home()) / ".cache")
-    return Path(cache) / "aigo-apply" / "models"
-
-
-def resolve_or_why(path: Path) -> Path | str:
-    """`path` (absolute) with every symlink followed, or why it cannot be, in words: a symlink
-    loop, a name longer than NAME_MAX or a path longer than PATH_MAX, a folder that cannot be
-    searched or a link that cannot be read, a part that is a file, a character no name may hold.
-    Never raises (RuntimeError, OSError, ValueError are all answered)."""
-    try:
-        raw = os.fsencode(path)
-    except (UnicodeError, ValueError):
-        return "it holds a character no file name can hold"
-    if b"\x00" in raw:
-        return "it holds a NUL character"
-    try:
-        real = (path if isinstance(path, Path) else Path(path)).resolve() if not _too_long(raw) else None
-    except RuntimeError:  # how Python 3.11-3.12 report a symlink loop
-        return OS_WHY[errno.ELOOP]
-    except OSError as exc:
-        return OS_WHY.get(exc.errno or 0, exc.strerror or type(exc).__name__)
-    except ValueError:
-        return "it holds a character no file name can hold"
-    if real is None or _too_long(os.fsencode(real)):  # a link may lead to a name no folder can hold
-        return OS_WHY[errno.ENAMETOOLONG]
-    return real
-
-
-def _too_long(raw: bytes) -> bool:
-    """Longer than PATH_MAX, or a name in it longer than NAME_MAX (which a shorter whole cannot hold)."""
-    return len(raw) > PATH_MAX or (len(raw) > NAME_MAX and any(len(part) > NAME_MAX for part in raw.split(b"/")))
-
-
 def short(path: Path | str) -> str:
     """A path as shown in a message: at most 200 characters."""
     text = str(path)
     return text if len(text) <= 200 else text[:120] + "..." + text[-60:]
 
 
-def try_resolve(path: Path) -> Path:
-    """`resolve_or_why`, or the path as written when it cannot be resolved (for the host's own folders)."""
-    real = resolve_or_why(path)
-    return real if isinstance(real, Path) else Path(os.path.abspath(path))
-
-
-def usable_homes(found: Iterable[str | Path]) -> tuple[Path, ...]:
-    """The home folders the policy holds private, from what the system lists: each as written and
-    resolved; not "/" nor a system folder (accounts whose home is `/`, `/bin` or `/dev/null`
-    are covered by the system rule), nor a shared folder other than /root (`/tmp` as a home would
-    make every scratch folder someone's home)."""
-    out: set[Path] = set()
-    for text in found:
-        if not str(text).startswith("/"):
-            continue
-        for home in {Path(os.path.normpath(text)), try_resolve(Path(text))}:
-            if home == Path("/") or system_folder(home) or (str(home) in SHARED_DIRS and str(home) != "/root"):
-                continue
-            out.add(home)
-    return tuple(sorted(out))
-
-
-def listed_homes() -> list[str]:
-    """The home folders as the system lists them now: each account's in the password database,
-    /root, and each folder in /home (read afresh)."""
-    found: list[str] = ["/root"]
-    try:
-        found += [entry.pw_dir for entry in pwd.getpwall()]
-    except (OSError, KeyError):
-        pass
-    try:
-        with os.scandir("/home") as entries:
-            found += [entry.path for entry in entries]
-    except OSError:
-        pass
-    return found
-
-
-@functools.lru_cache(maxsize=1)
-def known_homes() -> tuple[Path, ...]:
-    """Every home folder this system knows (read once), as the policy holds them. Tests give
-    `homes=` instead."""
-    return usable_homes(listed_homes())
-
-
-@functools.lru_cache(maxsize=16)
-def own_homes(home: Path) -> frozenset[Path]:
-    """Your home as given and resolved (/home may be a link to /var/home); resolved once per process,
-    as known_homes() is read once."""
-    return frozenset({home, try_resolve(home)})
-
-
-def all_homes(home: Path, homes: Iterable[Path] | None) -> tuple[Path, ...]:
-    """Your home and every other one (`homes`, else known_homes())."""
-    return tuple(own_homes(home) | set(known_homes() if homes is None else homes))
+def all_homes(mine: frozenset[Path], homes: Iterable[Path]) -> tuple[Path, ...]:
+    """Your homes (`mine`: as written and resolved) and every other one (`homes`)."""
+    return tuple(mine | set(homes))
 
 
 _SYSTEM_PATHS = {text: (n, Path(text)) for n, text in enumerate(SYSTEM_DIRS)}
@@ -311,17 +199,20 @@ def unsafe_mount(
     home: Path,
     protected: Iterable[Protected] = (),
     store: bool = False,
-    homes: Iterable[Path] | None = None,
+    homes: Iterable[Path] = (),
+    mine: frozenset[Path] | None = None,
+    others: str | None = None,
 ) -> str | None:
     """Why mounting `path` (absolute, resolved) into an engine would expose the host, or None.
-    `home` is yours; `homes` every home folder of the host (known_homes() when None).
-    With `store` (the model store, never mounted itself: each download below it is) a shared
-    folder or a home folder is fine, a system or private one is not."""
+    `home` is yours and `mine` it as written and resolved (HostPaths.mine; just `home` when
+    None); `homes` every home folder of the host. With `store` (the model store, never mounted
+    itself: each download below it is) a shared folder or a home folder is fine, a system or
+    private one is not, and `others` is why another account could change it (HostPaths.others)."""
     if path == _ROOT:
         return "the whole filesystem"
-    if store and (others := others_can_write(path)):
+    if store and others:
         return others
-    mine = own_homes(home)
+    mine = frozenset({home}) if mine is None else mine
     if not store and path in mine:
         return "your whole home folder"
     places = tuple(protected)
@@ -338,8 +229,7 @@ def unsafe_mount(
         return f"the system folder {system}" if path == system else f"inside the system folder {system}"
     if not store and str(path) in _SHARED_SET:
         return f"the shared folder {path} (it holds far more than one model)"
-    listed = known_homes() if homes is None else homes
-    in_home = home_rules(mine, listed if isinstance(listed, tuple) else tuple(listed), SECRETS_FOLDER)
+    in_home = home_rules(mine, homes if isinstance(homes, tuple) else tuple(homes), SECRETS_FOLDER)
     found = in_home.first(str(path), store)
     if found:
         return found
@@ -347,19 +237,6 @@ def unsafe_mount(
         if not store and below(place.folder, path):
             return f"a folder that holds {place.name}"
     return None
-
-
-def env_protected(environ: dict[str, str] | os._Environ[str] | None = None) -> tuple[Protected, ...]:
-    """What validation, the Docker adapter and the secret reader know without the host context:
-    the Hugging Face cache, the tool's state root and the default model store (as written and
-    resolved: a link to one is the same place)."""
-    places = [(HF_CACHE, hf_home(environ), True), (STATE, state_root_of(environ), True)]
-    places.append((STORE, models_dir_of(environ), False))
-    return tuple(
-        Protected(name, folder, inside)
-        for name, written, inside in places
-        for folder in dict.fromkeys((Path(os.path.abspath(written)), try_resolve(written)))
-    )
 
 
 def expand_home(path: str, home: Path) -> Path:

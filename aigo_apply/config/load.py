@@ -1,10 +1,14 @@
 """Turns a path into a checked config: read YAML with positions, apply the schema and the
-cross-field rules, and raise one ConfigInvalid that carries every problem found."""
+cross-field rules, and raise one ConfigInvalid that carries every problem found. What the host
+says of the paths the file names is gathered by the caller's adapter (`gather`:
+observe/host_paths.file_facts, through observe/config_file.load_config), once, between reading and
+checking; the rules take it as data."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +17,7 @@ from aigo_apply import __version__
 from aigo_apply.config import rules as checks
 from aigo_apply.config import schema
 from aigo_apply.config.defaults import DEFAULT_FILE, FILE_ENV
+from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.vllm_facts import known_releases
 from aigo_apply.config.yaml_source import Marks, Source, load
 from aigo_apply.errors import ConfigInvalid, Problem, UsageProblem
@@ -21,12 +26,17 @@ from aigo_apply.resources import data_dir
 
 @dataclass(frozen=True)
 class Config:
-    """A file that passed validation: its data, where it lives, and where each value is written."""
+    """A file that passed validation: its data, where it lives, where each value is written, and
+    what the host said of the paths it names (the desired state looks them up there)."""
 
     file: str
     base_dir: Path
     data: dict[str, Any]
     marks: Marks
+    paths: HostPaths
+
+
+Gather = Callable[[str, Any], HostPaths]  # the host's facts for a file's paths (observe/host_paths.file_facts)
 
 
 def choose_file(option: str | None) -> str:
@@ -42,20 +52,22 @@ def choose_file(option: str | None) -> str:
     return named or DEFAULT_FILE
 
 
-def load_config(file: str) -> Config:
-    """The file is read once (a pipe can be read only once): the validity cache keys on those bytes."""
+def load_checked(file: str, gather: Gather) -> Config:
+    """The file is read once (a pipe can be read only once): the validity cache keys on those bytes.
+    `gather` reads what the host says of the paths it names, once, for the rules and the desired state."""
     path = Path(file).expanduser()
     source = load(path, file)
     _refuse_foreign(source)
     _refuse_oversized(source)
     key = _validated_key(source.digest)
     known_valid = key is not None and (cache := _cache_dir()) is not None and (cache / key).exists()
-    problems = source.problems + ([] if known_valid else schema.validate(source)) + checks.check(source)
+    paths = gather(source.file, source.data)
+    problems = source.problems + ([] if known_valid else schema.validate(source)) + checks.check(source, paths)
     if problems:
         raise ConfigInvalid(file, problems)
     if key is not None and not known_valid:
         _remember_valid(key)
-    return Config(file, path.resolve().parent, source.data, source.marks)
+    return Config(file, path.resolve().parent, source.data, source.marks, paths)
 
 
 # Schema validation depends only on the file's bytes and the schema, so a file this version has

@@ -1,6 +1,7 @@
 """The validation-time half of the mount policy (config/host_paths.py): every host path a file
 mounts, each checked where it is written, so a config from a shared repository that would mount
-~/.ssh or /etc, or a path that cannot be followed, is refused at its line before anything runs."""
+~/.ssh or /etc, or a path that cannot be followed, is refused at its line before anything runs.
+Pure: where each path leads, and who else could write a store, come gathered (config/path_facts)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.config.finder import Finder
-from aigo_apply.config.host_paths import (
-    UNRESOLVABLE_FIX,
-    env_protected,
-    expand_home,
-    path_text_problem,
-    resolve_or_why,
-    short,
-    try_resolve,
-    unsafe_mount,
-)
+from aigo_apply.config.host_paths import UNRESOLVABLE_FIX, expand_home, path_text_problem, short, unsafe_mount
+from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.yaml_source import Path_
 
 
@@ -45,21 +38,25 @@ def mount_places(data: dict[str, Any], models: dict[str, Any]) -> list[tuple[Pat
     return places
 
 
-def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, base: Path) -> None:
+def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, paths: HostPaths) -> None:
     """A model folder is mounted into a container: it must be a model's folder or file, not the
     host's secrets or system (a config from a shared repo must not mount ~/.ssh or /etc), and a
-    path that cannot be followed (a symlink loop, a name too long) is refused here, where it is written."""
-    written_home = Path.home()
-    home = try_resolve(written_home)
-    protected = env_protected()
+    path that cannot be followed (a symlink loop, a name too long) is refused here, where it is
+    written. `paths`: the host's facts for this file (observe/host_paths.file_facts)."""
+    assert paths.base_dir is not None, "the file's facts name its folder"
+    base, written_home, home = paths.base_dir, paths.home, paths.home_real
+    protected = paths.protected
     store_protected = tuple(p for p in protected if p.inside_too)
+    mine = paths.mine(home)
 
     def verdict(raw: str, is_store: bool) -> tuple[Path | str, str | None]:
         """The path resolved (or why it cannot be) and why it may not be mounted (or None)."""
-        resolved = resolve_or_why(base / expand_home(raw, written_home))
+        resolved = paths.real_of(base / expand_home(raw, written_home))
         if isinstance(resolved, str):
             return resolved, None
-        why = unsafe_mount(resolved, home, store_protected if is_store else protected, store=is_store) or (
+        places = store_protected if is_store else protected
+        others = paths.others(resolved) if is_store else None
+        why = unsafe_mount(resolved, home, places, store=is_store, homes=paths.homes, mine=mine, others=others) or (
             path_text_problem(str(resolved)) and f"a path that {path_text_problem(str(resolved))}"
         )
         return resolved, why

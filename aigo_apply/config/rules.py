@@ -7,10 +7,11 @@ reports every problem in the file at once.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections import defaultdict
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
 from aigo_apply.config import adapter_rules, env_rules, kube_rules, mount_rules, names, swap_groups, swap_rules
@@ -23,6 +24,7 @@ from aigo_apply.config.defaults import (
 from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.names import ALIAS_RE
+from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import config_release, deprecated_quantizations
 from aigo_apply.config.yaml_source import Path_, Source
@@ -31,26 +33,29 @@ from aigo_apply.errors import Problem
 MIN_CONTEXT, MAX_CONTEXT = 1, 16 * 1024 * 1024
 
 
-def check(source: Source) -> list[Problem]:
+def check(source: Source, paths: HostPaths) -> list[Problem]:
+    """Every cross-field problem of `source`; `paths`: what the host says of the paths it names
+    (observe/host_paths.file_facts), for the mount and secret-file rules."""
     data = _mapping(source.data)
     models = _mapping(data.get("models"))
     finder = Finder(source)
-    for rule in (
+    rules: tuple[Callable[[dict[str, Any], dict[str, Any], Finder], None], ...] = (
         _aliases,
         _context_lengths,
         _ports,
         _engines,
         _gpu_fractions,
         _tensor_parallel,
-        env_rules.check_env,
+        functools.partial(env_rules.check_env, paths=paths),
         _quantization,
         _split_gguf,
         kube_rules.check,
         swap_rules.check,
         adapter_rules.check,
-    ):
+    )
+    for rule in rules:
         rule(data, models, finder)
-    mount_rules.check_paths(data, models, finder, Path(source.file).expanduser().resolve().parent)
+    mount_rules.check_paths(data, models, finder, paths)
     _router_bind(data, finder)
     _router_hold(data, finder)
     return finder.problems

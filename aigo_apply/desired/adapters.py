@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
-from aigo_apply.desired.types import AdapterFiles, HostContext
+from aigo_apply.desired.types import AdapterFiles
 
 ADAPTER_MOUNT = "/adapters"  # each adapter at /adapters/ALIAS in its engine's container, read-only
 # vLLM v0.31.0's --max-lora-rank choices (vllm/config/lora.py MaxLoRARanks) and its default.
@@ -21,9 +21,7 @@ MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 VLLM_DEFAULT_RANK = 16
 
 
-def adapter_specs(
-    adapters: dict[str, Any], base_dir: Path, store: Path, host: HostContext | None, mounts: Mounts | None
-) -> dict[str, dict[str, Any]]:
+def adapter_specs(adapters: dict[str, Any], base_dir: Path, store: Path, mounts: Mounts) -> dict[str, dict[str, Any]]:
     """alias -> {source, adapter_dir}, sorted by alias: what the engine mounts and names."""
     out: dict[str, dict[str, Any]] = {}
     for name in sorted(adapters):
@@ -32,7 +30,7 @@ def adapter_specs(
             canonical = {"repo": source["repo"], "revision": source.get("revision", "main")}
             folder = repo_dir(store, canonical["repo"], canonical["revision"])
         else:
-            folder = mountable(base_dir, source["path"], f"adapters.{name}.source.path", host, store, mounts)
+            folder = mountable(base_dir, source["path"], f"adapters.{name}.source.path", mounts)
             canonical = {"path": str(folder)}
         out[name] = {"source": canonical, "adapter_dir": str(folder)}
     return out

@@ -2,6 +2,8 @@
 canonical spec and the exact container it needs.
 
 Pure: it reads no files and calls no daemon, so the same config always gives the same result.
+Where each path leads (the model store, local sources) is looked up in the host's facts, gathered
+before: the file's (Config.paths) and the host's own folders' (HostContext.paths).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from aigo_apply.config.defaults import (
     VLLM_DEFAULT_TAG,
 )
 from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_format
-from aigo_apply.config.host_paths import resolve_or_why, try_resolve, unsafe_mount
+from aigo_apply.config.host_paths import unsafe_mount
 from aigo_apply.config.load import Config
+from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.swap_groups import SwapGroup, is_on_demand, swap_groups
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import (
@@ -65,20 +68,21 @@ def build_desired(
     by folder; without it the adapters' ranks are unknown (app/host_context.desired_state reads them)."""
     files = adapter_files or {}
     data = config.data
+    paths = host.paths_with(config.paths)  # the host's own folders' facts and the file's
     defaults = data.get("defaults", {})
     router_port = data.get("router", {}).get("port", DEFAULT_ROUTER_PORT)
     store = host.expand_home(defaults["models_dir"]) if "models_dir" in defaults else host.models_dir
     if not store.is_absolute():
-        real = resolve_or_why(config.base_dir / store)
+        real = paths.real_of(config.base_dir / store)
         if isinstance(real, str):
             raise UnsafeSetting(f"{config.file}: defaults.models_dir: {store} cannot be resolved: {real}")
         store = real
-    _check_store(config.file, store, host)
+    _check_store(config.file, store, host, paths)
     models = data.get("models", {})
     ports = assign_ports(data["project"], models, router_port)
     release = config_release(data)
     desired = {}
-    mounts = Mounts(host, store)  # your home and the protected folders, for every model's mounts
+    mounts = Mounts(host, paths, store)  # your home and the protected folders, for every model's mounts
     # a disabled model keeps its port (assigned above over every model) so enabling it again changes nothing else
     disabled = tuple(sorted(a for a, m in models.items() if m.get("enabled") is False))
     for alias in sorted(set(models) - set(disabled)):
@@ -101,7 +105,6 @@ def build_desired(
                 ports[alias],
                 config.base_dir,
                 store,
-                host,
                 mounts,
                 socket,
                 files,
@@ -121,10 +124,9 @@ def build_desired(
                 "write method: mtp",
             )
         timeout = models[alias].get("ready_timeout", defaults.get("ready_timeout", DEFAULT_READY_TIMEOUT))
-        update = models[alias].get("update", defaults.get("update", "auto"))
+        update, canary = models[alias].get("update", defaults.get("update", "auto")), canary_of(models[alias], defaults)
         notes += listen_notes(alias, spec)
         container = engines.render(data["project"], alias, spec)
-        canary = canary_of(models[alias], defaults)
         desired[alias] = DesiredModel(alias, spec, container, notes, float(timeout), ports[alias], update, canary)
     uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
@@ -143,16 +145,18 @@ def build_desired(
     )
 
 
-def _check_store(file: str, store: Path, host: HostContext) -> None:
+def _check_store(file: str, store: Path, host: HostContext, paths: HostPaths) -> None:
     """The model store is never mounted itself, but every download below it is: not a system or
     private folder, nor inside the tool's state or the Hugging Face cache."""
     around = tuple(p for p in host.protected(store) if p.inside_too)
-    real = resolve_or_why(store)
+    real = paths.real_of(store)
     if isinstance(real, str):
         raise UnsafeSetting(
             f"{file}: defaults.models_dir: {store} cannot be resolved: {real}; choose a folder of its own"
         )
-    why = unsafe_mount(real, try_resolve(host.home), around, store=True)
+    home = paths.home_real
+    mine, others = paths.mine(home), paths.others(real)
+    why = unsafe_mount(real, home, around, store=True, homes=paths.homes, mine=mine, others=others)
     if why:
         raise UnsafeSetting(
             f"{file}: defaults.models_dir: {store} is {why}; downloads go there and are mounted into engines: "
@@ -270,15 +274,14 @@ def model_spec(
     port: int,
     base_dir: Path,
     store: Path,
-    host: HostContext | None = None,
-    mounts: Mounts | None = None,
+    mounts: Mounts,
     socket: str | None = None,
     adapter_files: Mapping[str, AdapterFiles] | None = None,
 ) -> dict[str, Any]:
     """The canonical spec of one model: every value that shapes its container, defaults filled.
     `socket`: the host folder of its Unix socket, for an engine served on one (it then has no port).
     Only the settings of the engine that runs it are part of it (others cannot cause a recreate).
-    `mounts`: the build's view of the host's folders (model_store.Mounts), else one per mount."""
+    `mounts`: the build's view of the host's folders (model_store.Mounts)."""
     source = model["source"]
     model_file = None
     if "repo" in source:
@@ -287,7 +290,7 @@ def model_spec(
         if "file" in source:
             canonical_source["file"] = model_file = source["file"]
     else:
-        model_dir = mountable(base_dir, source["path"], "source.path", host, store, mounts)
+        model_dir = mountable(base_dir, source["path"], "source.path", mounts)
         canonical_source = {"path": str(model_dir)}
         if weights_format(source) == "gguf":
             model_dir, model_file = model_dir.parent, model_dir.name
@@ -309,9 +312,9 @@ def model_spec(
     if engine == "vllm":
         settings = vllm_settings(model.get("vllm", {}), defaults)
         if "speculative" in settings:
-            settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store, host, mounts)
+            settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store, mounts)
         if model.get("adapters"):  # only when set: the specs of models without adapters stay as they were
-            spec["adapters"] = adapter_specs(model["adapters"], base_dir, store, host, mounts)
+            spec["adapters"] = adapter_specs(model["adapters"], base_dir, store, mounts)
             settings = lora_settings(settings, spec["adapters"], adapter_files or {})[0]
         spec["vllm"] = settings
     elif engine == "sglang":
@@ -330,9 +333,7 @@ def model_spec(
     return {key: spec[key] for key in order if key in spec}
 
 
-def speculative_spec(
-    spec: dict[str, Any], base_dir: Path, store: Path, host: HostContext | None = None, mounts: Mounts | None = None
-) -> dict[str, Any]:
+def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path, mounts: Mounts) -> dict[str, Any]:
     """The speculative settings with the draft model resolved to its host folder (mounted read-only)."""
     out = {k: v for k, v in spec.items() if k != "draft"}
     draft = spec.get("draft")
@@ -344,7 +345,7 @@ def speculative_spec(
             "model_dir": str(repo_dir(store, draft["repo"], revision)),
         }
     elif draft:
-        folder = str(mountable(base_dir, draft["path"], "vllm.speculative.draft.path", host, store, mounts))
+        folder = str(mountable(base_dir, draft["path"], "vllm.speculative.draft.path", mounts))
         out["draft"] = {"path": folder, "model_dir": folder}
     return dict(sorted(out.items()))
 

@@ -4,8 +4,8 @@ A repo source maps to one folder per repo and revision under the models director
 used as it is (relative to the config file). A downloaded folder holds a marker file written only
 after every selected file arrived and was verified: its presence is what "downloaded" means, so an
 interrupted download is never mistaken for a complete one. The marker's shape is here; it is read by
-observe/markers.py. Not yet pure: a path source and the models directory are resolved here (issue 28
-point 6 would take those facts gathered by an adapter).
+observe/markers.py. Pure: where a path source leads is looked up in the host's facts, gathered
+before (config/path_facts.HostPaths, read by observe/host_paths.py).
 """
 
 from __future__ import annotations
@@ -15,15 +15,8 @@ from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
 from aigo_apply.config.defaults import MAX_GGUF_PARTS
-from aigo_apply.config.host_paths import (
-    UNRESOLVABLE_FIX,
-    expand_home,
-    path_text_problem,
-    resolve_or_why,
-    short,
-    try_resolve,
-    unsafe_mount,
-)
+from aigo_apply.config.host_paths import UNRESOLVABLE_FIX, path_text_problem, short, unsafe_mount
+from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.desired.types import HostContext
 from aigo_apply.errors import UnsafeSetting, UnsupportedModel
 
@@ -65,13 +58,12 @@ def repo_dir(models_dir: _P, repo: str, revision: str) -> _P:
     return models_dir / f"{org}--{name}" / revision.replace("/", "--")
 
 
-def local_dir(base_dir: Path, path: str, host: HostContext | None = None) -> Path:
+def local_dir(base_dir: Path, path: str, host: HostContext, paths: HostPaths) -> Path:
     """A `source.path` as an absolute, resolved folder: relative to the config file's folder, `~`
-    against the desired state's HostContext (the process's own home when None). A path that
+    against the desired state's HostContext, looked up in the host's facts (`paths`). A path that
     cannot be followed (a symlink loop, a name too long, a folder that cannot be searched) is an
     UnsafeSetting that says why, never RuntimeError or OSError."""
-    expanded = host.expand_home(path) if host is not None else expand_home(path, Path.home())
-    resolved = resolve_or_why(base_dir / expanded)
+    resolved = paths.real_of(base_dir / host.expand_home(path))
     if isinstance(resolved, str):
         raise UnsafeSetting(f"{short(path)!r} cannot be resolved: {resolved}; {UNRESOLVABLE_FIX}")
     return resolved
@@ -79,14 +71,17 @@ def local_dir(base_dir: Path, path: str, host: HostContext | None = None) -> Pat
 
 class Mounts:
     """One build's view of the host for model mounts: your home resolved and the protected folders
-    (the same for every model), and each folder the file names resolved and judged once (models
+    (the same for every model), and each folder the file names looked up and judged once (models
     often share one, and a draft may be a model's own folder). Lives for one build only: the next
-    plan resolves every path again."""
+    plan gathers the host's facts again. `paths`: the host's facts for the build (its HostContext's
+    with the file's added)."""
 
-    def __init__(self, host: HostContext | None = None, store: Path | None = None):
+    def __init__(self, host: HostContext, paths: HostPaths, store: Path | None = None):
         self.host = host
-        self.home = try_resolve(host.home if host is not None else Path.home())
-        self.protected = host.protected(store) if host is not None else ()
+        self.paths = paths
+        self.home = paths.home_real
+        self.mine = paths.mine(self.home)
+        self.protected = host.protected(store)
         self.seen: dict[tuple[Path, str], tuple[Path | None, str | None]] = {}
 
     def check(self, base_dir: Path, path: str) -> tuple[Path | None, str | None]:
@@ -94,29 +89,22 @@ class Mounts:
         key = (base_dir, path)
         if key not in self.seen:
             try:
-                resolved = local_dir(base_dir, path, self.host)
+                resolved = local_dir(base_dir, path, self.host, self.paths)
             except UnsafeSetting as exc:
                 self.seen[key] = None, str(exc)
                 return self.seen[key]
-            why = unsafe_mount(resolved, self.home, self.protected)
+            why = unsafe_mount(resolved, self.home, self.protected, homes=self.paths.homes, mine=self.mine)
             text = path_text_problem(str(resolved))
             self.seen[key] = resolved, (why or "a path that " + str(text)) if why or text else None
         return self.seen[key]
 
 
-def mountable(
-    base_dir: Path,
-    path: str,
-    where: str,
-    host: HostContext | None = None,
-    store: Path | None = None,
-    mounts: Mounts | None = None,
-) -> Path:
+def mountable(base_dir: Path, path: str, where: str, mounts: Mounts) -> Path:
     """`local_dir`, refused (UnsafeSetting, naming `where`) when it is not a path a model mount may
-    take on this host: checked again here, with the host's own folders, because validation may be
-    cached and the folder may have become a symlink since. `mounts`: the build's (for `host` and
-    `store`), else one made for this call."""
-    resolved, why = (mounts or Mounts(host, store)).check(base_dir, path)
+    take on this host: checked again here, with the host's own folders (its HostContext's state
+    root, Hugging Face cache and model store), which validation knows only from the environment.
+    `mounts`: the build's (model_store.Mounts)."""
+    resolved, why = mounts.check(base_dir, path)
     if resolved is None:
         raise UnsafeSetting(f"{where}: {why}")
     if why:

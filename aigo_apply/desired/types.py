@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.config.host_paths import HF_CACHE, Protected, hf_home
+from aigo_apply.config.host_paths import HF_CACHE, Protected
+from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.swap_groups import SwapGroup
 from aigo_apply.desired.canary import CanarySettings
+from aigo_apply.errors import AigoError
 
 
 @dataclass(frozen=True)
@@ -200,15 +202,23 @@ class HostContext:
     state_root: Path  # one state folder per project below it (the router's files live there)
     models_dir: Path  # the model store unless defaults.models_dir names another
     hf_home: Path | None = None  # the Hugging Face cache root (holds the Hub token); ~/.cache/huggingface when None
+    # what the host says of `home` and `models_dir` and every account's home (observe/host_paths.host_facts)
+    paths: HostPaths | None = field(default=None, compare=False)
 
     def protected(self, store: Path | None = None) -> tuple[Protected, ...]:
         """This host's folders no model mount may expose: the Hugging Face cache, the tool's state
         (router files, locks, journals) and the model store as a whole (`store`: the file's own)."""
         return (
-            Protected(HF_CACHE, self.hf_home or hf_home({}, self.home)),  # no environment read: its default
+            Protected(HF_CACHE, self.hf_home or self.home / ".cache" / "huggingface"),  # no environment read
             Protected("aigo-apply's state folder", self.state_root),
             Protected("the whole model store", store or self.models_dir, inside_too=False),
         )
+
+    def paths_with(self, file: HostPaths) -> HostPaths:
+        """This host's facts with a file's (config/load.Config.paths) added: what a build looks up."""
+        if self.paths is None or self.paths.home != self.home:
+            raise AigoError("the host context carries no host facts for its home (observe/host_paths.host_facts)")
+        return self.paths.with_paths(file)
 
     def state_folder(self, project: str) -> Path:
         return self.state_root / project

@@ -12,8 +12,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.config.host_paths import OS_WHY, try_resolve
+from aigo_apply.config.host_paths import OS_WHY
 from aigo_apply.desired.model_store import gguf_parts
+from aigo_apply.observe.host_paths import try_resolve
 
 
 def local_source_problems(specs: dict[str, dict[str, Any]]) -> dict[str, list[str]]:

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from aigo_apply.config.engine_choice import engine_of
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.errors import ConfigInvalid
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import host_context
 from helpers.paths import EXAMPLES, GOLDEN, ROOT

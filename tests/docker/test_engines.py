@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from aigo_apply.adapters.engine_http import EngineClient
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines import render
 from aigo_apply.desired.types import EngineAddress
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import host_context
 from helpers.paths import EXAMPLES

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.model_store import downloads
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.router.haproxy import render_files
 

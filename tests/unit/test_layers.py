@@ -238,22 +238,24 @@ def test_test_modules_have_unique_basenames():
 
 
 # -- purity that the test holds, not only for imports (issue 28 point 6) ----------------------------------
-# What reads files, folders, the account database or the environment (and the helpers of
-# config/host_paths.py that do): none of it may be called in a pure layer, except where listed here.
+# What reads files, folders, the account database or the environment (and the readers of
+# observe/host_paths.py): none of it may be called in a pure layer, except where listed here.
 READ_CALLS = {
     "open", "read_text", "read_bytes", "write_text", "write_bytes", "resolve", "is_file", "is_dir", "exists",
     "glob", "rglob", "iterdir", "stat", "lstat", "listdir", "scandir", "readlink", "realpath", "expanduser",
     "home", "cwd", "getcwd", "getpwall", "getpwnam", "getpwuid", "getgrall", "getgrnam", "getuid", "getgid",
     "mkdir", "touch", "unlink", "rename", "is_symlink", "samefile", "access",
-    # config/host_paths.py's readers of the host
-    "resolve_or_why", "try_resolve", "listed_homes", "known_homes", "env_protected",
+    # observe/host_paths.py's readers of the host
+    "resolve_or_why", "try_resolve", "listed_homes", "known_homes", "usable_homes", "own_homes", "env_protected",
+    "others_can_write", "file_facts", "host_facts", "hf_home", "state_root_of", "models_dir_of",
 }  # fmt: skip
 READ_MODULES = {"pwd", "grp", "safe_write", "shutil", "tempfile"}  # any use of these
 # Each module of a pure layer that still reads, and why. Package data (the wheel's schemas and
 # templates) is the same on every host; the config file is the input itself; observe's readers read
-# model files by design (its parsers stay pure). The host-path ones are what is left of point 6: the
-# mount and model-store policies resolve the paths a file names and list the accounts' homes where
-# they judge them, instead of taking those facts gathered once by an adapter.
+# model files and the host's paths by design (its parsers and the policies stay pure). The mount,
+# secret-file and model-store policies (config/host_paths, mount_rules, env_rules, rules;
+# desired/build, model_store) take what the host says of each path as data (config/path_facts.HostPaths),
+# gathered once by observe/host_paths.py: they read nothing (issue 28 point 6).
 READS_ALLOWED = {
     "aigo_apply.config.file_read": "the config file itself, bounded, never through a FIFO: the input, not a host fact",
     "aigo_apply.config.load": "the config file named by -f or AIGO_FILE, and the cache of valid files' digests",
@@ -266,12 +268,8 @@ READS_ALLOWED = {
     "aigo_apply.observe.markers": "observe's reader: the model store's download markers",
     "aigo_apply.observe.adapter_files": "observe's reader: a LoRA adapter folder's adapter_config.json and file names",
     "aigo_apply.observe.tokenizer_vocab": "observe's reader: a model folder's tokenizer.json (the canary's prompts)",
-    "aigo_apply.config.host_paths": "left of point 6: resolves paths, lists account homes, reads XDG_* and HOME",
-    "aigo_apply.config.mount_rules": "left of point 6: resolves the mounts a file names against your home",
-    "aigo_apply.config.rules": "left of point 6: the config file's folder, resolved, for relative mounts",
-    "aigo_apply.config.env_rules": "left of point 6: a from_file secret's path against your home",
-    "aigo_apply.desired.build": "left of point 6: resolves the model store and local sources",
-    "aigo_apply.desired.model_store": "left of point 6: resolves a local source's path, your home when no HostContext",
+    "aigo_apply.observe.host_paths": "observe's reader: the host's path facts (each path a file names resolved or "
+    "why not, a store's owner and mode, your home, every account's, the environment's folders), gathered once a run",
 }
 
 

@@ -32,9 +32,9 @@ def test_one_lock_protocol():
 
 
 def test_one_state_root_read_once_per_run():
-    """The rule is config/host_paths.state_root_of, resolved by apply/state_dir.state_root; a run
+    """The rule is observe/host_paths.state_root_of, resolved by apply/state_dir.state_root; a run
     reads it once, into its HostContext, and hands that root on."""
-    assert set(_calls("state_root_of")) == {"apply/state_dir.py", "config/host_paths.py"}
+    assert set(_calls("state_root_of")) == {"apply/state_dir.py", "observe/host_paths.py"}
     assert set(_calls("state_root")) == {"app/host_context.py", "apply/state_dir.py"}
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.adapters.create_checks import check_container
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines.common import SOCKET_MOUNT
 from aigo_apply.errors import UnsafeSetting
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import host_context, model_folder, write_config
 

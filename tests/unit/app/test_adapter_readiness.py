@@ -8,7 +8,7 @@ import json
 
 from aigo_apply.app.host_context import desired_state
 from aigo_apply.app.planning import host_checks
-from aigo_apply.config.load import load_config
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import host_context, write_config
 from helpers.fakes import FakeRuntime

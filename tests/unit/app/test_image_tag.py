@@ -10,8 +10,8 @@ import stat
 import pytest
 
 from aigo_apply.app.image_tag import patch, set_tag
-from aigo_apply.config.load import load_config
 from aigo_apply.errors import AigoError, ConfigInvalid, UsageProblem
+from aigo_apply.observe.config_file import load_config
 
 from helpers.cli import run_cli
 from helpers.configs import write_config

@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 
 from aigo_apply.app.portable import HOST_FIELDS, HOST_VLLM_FIELDS
-from aigo_apply.config.load import load_config
+from aigo_apply.observe.config_file import load_config
 
 from helpers.cli import run_cli
 from helpers.configs import write_config

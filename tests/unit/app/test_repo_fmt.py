@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from aigo_apply.app.fmt import ORDER, comments, format_text
-from aigo_apply.config.load import load_config
 from aigo_apply.config.yaml_source import load
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.resources import schema_data
 
 from helpers.paths import EXAMPLES, ROOT

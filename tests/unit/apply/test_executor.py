@@ -13,10 +13,10 @@ import pytest
 
 from aigo_apply.apply.executor import Executor, Interrupted
 from aigo_apply.apply.journal import Journal
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError, DockerUnavailable
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.planner import build_plan

@@ -200,8 +200,8 @@ def test_a_model_store_another_account_owns_is_refused(tmp_path):
 
 
 def test_two_merge_keys_in_one_mapping_are_refused_at_the_second(tmp_path):
-    from aigo_apply.config.load import load_config
     from aigo_apply.errors import ConfigInvalid
+    from aigo_apply.observe.config_file import load_config
 
     text = (
         "version: 1\nproject: p\nmodels:\n  m1: &m {source: {repo: a/b}, context_length: 4096, gpus: none}\n"
@@ -229,8 +229,8 @@ def test_two_merge_keys_in_one_mapping_are_refused_at_the_second(tmp_path):
     ],
 )
 def test_a_split_gguf_name_no_split_has_is_refused_at_its_line(tmp_path, name, refused):
-    from aigo_apply.config.load import load_config
     from aigo_apply.errors import ConfigInvalid
+    from aigo_apply.observe.config_file import load_config
 
     path = tmp_path / "aigo.yaml"
     path.write_text(

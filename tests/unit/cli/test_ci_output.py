@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 import aigo_apply
 from aigo_apply.app.fmt import format_text
 from aigo_apply.cli.ci_output import CommandSafe
-from aigo_apply.config.load import load_config
 from aigo_apply.errors import AigoError, shown_path
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.markdown import md, plan_markdown
 from aigo_apply.plan.types import Action, Blocker, Change, Plan
 

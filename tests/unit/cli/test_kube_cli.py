@@ -214,8 +214,8 @@ def test_an_object_with_our_labels_but_another_projects_annotations_is_left_alon
 )
 def test_a_node_local_folder_is_never_a_nodes_own_state(tmp_path, path):
     """A node-local hostPath runs on a cluster node as root: its etcd, k3s certificates and CNI plugins are refused."""
-    from aigo_apply.config.load import load_config
     from aigo_apply.errors import ConfigInvalid
+    from aigo_apply.observe.config_file import load_config
 
     text = (
         "version: 1\nproject: lab\nplatform: kubernetes\n"

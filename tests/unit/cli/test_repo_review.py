@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from aigo_apply.config.annotations import command, escape_data, escape_property, file_error_line, problem_lines
-from aigo_apply.config.load import load_config
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, Problem
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.markdown import MAX_CHARS, md, plan_markdown
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.types import Action, Blocker, Change, Plan

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from aigo_apply.config.load import load_config
 from aigo_apply.errors import ConfigInvalid
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import write_config
 

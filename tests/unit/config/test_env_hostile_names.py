@@ -9,9 +9,9 @@ import json
 import pytest
 
 from aigo_apply.config import env_names
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.engines import common
 from aigo_apply.errors import ConfigInvalid, UnsafeSetting
+from aigo_apply.observe.config_file import load_config
 
 REFUSED = [
     # the dynamic linker: every LD_* name, and its tunables

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from aigo_apply.config.load import load_config
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.errors import ConfigInvalid
+from aigo_apply.observe.config_file import load_config
 
 HOSTILE = [
     ("４０９６", "U+FF14, a digit other than 0-9"),  # fullwidth

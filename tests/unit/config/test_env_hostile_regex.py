@@ -26,7 +26,9 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from aigo_apply.config.env_rules import CREDENTIAL_PATTERNS, check_env
+    from pathlib import Path
     from aigo_apply.config.finder import Finder
+    from aigo_apply.config.path_facts import HostPaths
     from aigo_apply.config.yaml_source import Marks, Source
 
     size = 512 * 1024
@@ -36,7 +38,7 @@ CHILD = textwrap.dedent(
             pattern.search(text)
     value = ("eyJ-" * 1000)[:4000]  # the same object 99,900 times, as YAML aliases give it
     data = {"version": 1, "project": "p", "models": {}, **{f"l{i}": [value] * 999 for i in range(100)}}
-    check_env(data, {}, Finder(Source("F", data, Marks(), [])))
+    check_env(data, {}, Finder(Source("F", data, Marks(), [])), HostPaths(Path("/h"), Path("/h")))
     print("done")
     """
 )

@@ -10,9 +10,9 @@ import re
 import pytest
 
 from aigo_apply.config import invisible
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.engines import common
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, UnsafeSetting
+from aigo_apply.observe.config_file import load_config
 
 HIDDEN = [
     ("\u202e", "U+202E (RIGHT-TO-LEFT OVERRIDE)"),

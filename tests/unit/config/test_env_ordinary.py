@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aigo_apply.config import env_names
-from aigo_apply.config.load import load_config
 from aigo_apply.config.secret_names import hub_token_name, public_variable, secret_name, switch_value, words
 from aigo_apply.errors import ConfigInvalid
+from aigo_apply.observe.config_file import load_config
 
 from helpers.paths import FIXTURES
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aigo_apply.config.host_paths import path_text_problem, unsafe_mount
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines.common import SOCKET_MOUNT
 from aigo_apply.errors import AigoError
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.planner import build_plan
 

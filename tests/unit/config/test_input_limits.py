@@ -15,10 +15,10 @@ import yaml
 
 from aigo_apply.config import file_read, yaml_source
 from aigo_apply.config.defaults import AUTO_PORT_SPAN
-from aigo_apply.config.load import load_config
 from aigo_apply.config.schema import schema
 from aigo_apply.desired.build import assign_ports
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid
+from aigo_apply.observe.config_file import load_config
 
 from helpers.paths import ROOT
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from aigo_apply.config.load import load_config
 from aigo_apply.errors import ConfigInvalid
 from aigo_apply.kube.settings import settings_of
+from aigo_apply.observe.config_file import load_config
 
 from helpers.cli import run_cli
 from helpers.configs import write_config

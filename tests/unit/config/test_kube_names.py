@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aigo_apply.config import kube_names
-from aigo_apply.config.load import load_config
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.errors import ConfigInvalid
+from aigo_apply.observe.config_file import load_config
 
 MODEL = "{source: {repo: org/m}, context_length: 4096, gpus: none}"
 HEX16 = r"[0-9a-f]{16}"

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.adapters.create_checks import check_mounts
-from aigo_apply.config import host_paths
 from aigo_apply.config.host_paths import Protected, path_text_problem, unsafe_mount
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import ConfigInvalid, UnsafeSetting
+from aigo_apply.observe import host_paths
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.local_sources import local_source_problems
 from aigo_apply.plan.host_checks import source_checks
 
@@ -223,3 +223,60 @@ def test_a_missing_or_wrong_local_source_blocks_the_plan(tmp_path):
     assert len(problems["split"]) == 2
     checks = source_checks(problems)
     assert {c.id for c in checks} == {"model.path"} and all(c.status == "blocking" for c in checks)
+
+
+# -- pure functions of data (issue 28 point 6): the host's facts come in, nothing is read ------------------
+def _count_reads(monkeypatch) -> list[str]:
+    """Each call of what resolves a path, finds a home or lists the accounts, while it is patched."""
+    calls: list[str] = []
+    for owner, name in [(Path, "resolve"), (Path, "home"), (Path, "expanduser"), (os, "scandir")]:
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    monkeypatch.setattr(host_paths.pwd, "getpwall", lambda: calls.append("getpwall") or [])
+    return calls
+
+
+def test_validation_judges_the_paths_by_the_facts_it_is_given(monkeypatch):
+    from aigo_apply.config import rules
+    from aigo_apply.config.path_facts import HostPaths
+    from aigo_apply.config.yaml_source import load_text
+
+    text = "version: 1\nproject: mnt\nmodels:\n  a: {source: {path: m}, context_length: 4096, gpus: none}\n"
+    source = load_text(text, "/nowhere/aigo.yaml")
+    facts = HostPaths(HOME, HOME, (), (), {Path("/nowhere/m"): Path("/etc/ssl")}, {}, Path("/nowhere"))
+    reads = _count_reads(monkeypatch)
+    problems = rules.check(source, facts)
+    monkeypatch.undo()
+    assert reads == []
+    assert [p.message for p in problems if p.path == "models.a.source.path"] == [
+        "'m' is inside the system folder /etc (/etc/ssl); engines get this mounted, so it must be the model's "
+        "(or adapter's) own folder or file: point it there"
+    ]
+
+
+def test_the_desired_state_takes_where_each_path_leads_from_the_facts(monkeypatch):
+    from aigo_apply.config.load import Config
+    from aigo_apply.config.path_facts import HostPaths
+    from aigo_apply.config.yaml_source import load_text
+    from aigo_apply.desired.types import HostContext
+
+    text = "version: 1\nproject: mnt\nmodels:\n  a: {source: {path: ~/m}, context_length: 4096, gpus: none}\n"
+    source = load_text(text, "/nowhere/aigo.yaml")
+    leads = {HOME / "m": Path("/data/models/m"), Path("/store"): Path("/store")}
+    config = Config("/nowhere/aigo.yaml", Path("/nowhere"), source.data, source.marks, HostPaths(HOME, HOME))
+    host = HostContext(
+        1000,
+        1000,
+        HOME,
+        Path("/state"),
+        Path("/store"),
+        paths=HostPaths(HOME, HOME, (), (), leads, {Path("/store"): None}),
+    )
+    reads = _count_reads(monkeypatch)
+    desired = build_desired(config, host)
+    monkeypatch.undo()
+    assert reads == []
+    assert desired.models["a"].spec["source"] == {"path": "/data/models/m"}
+    elsewhere = replace(host, paths=replace(host.paths, writers={Path("/store"): "a folder another account owns"}))
+    with pytest.raises(UnsafeSetting, match="defaults.models_dir: /store is a folder another account owns"):
+        build_desired(config, elsewhere)

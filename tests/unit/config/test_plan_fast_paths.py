@@ -12,12 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aigo_apply.config import host_paths
 from aigo_apply.config.env_rules import CREDENTIAL_PATTERNS, credential_kind
 from aigo_apply.config.host_paths import SECRETS_FOLDER, SYSTEM_DIRS, Protected, system_folder, unsafe_mount
 from aigo_apply.config.path_text import ancestors, at_or_below, below, home_rules
 from aigo_apply.desired import labels, model_store
 from aigo_apply.errors import UnsafeSetting
+from aigo_apply.observe.host_paths import own_homes
+
+from helpers.configs import host_context, with_paths
 
 ADA = Path("/home/ada")
 PARTS = ["home", "ada", "alice", "root", ".aigo", "secrets", "etc", "var", "lib", "docker", "run", "usr"]
@@ -37,7 +39,7 @@ def plain_system_folder(path: Path) -> Path | None:
 
 def plain_home_rule(path: Path, homes: tuple, store: bool) -> str | None:
     """The loop over every home that HomeRules replaces (yours first)."""
-    mine = host_paths.own_homes(ADA)
+    mine = own_homes(ADA)
     for each in sorted(mine | set(homes), key=lambda h: h not in mine):
         secrets = Path(f"{each}/{SECRETS_FOLDER}")
         if at_or_below(path, secrets):
@@ -69,7 +71,7 @@ def test_system_folder_by_lookup_is_the_first_system_folder_of_the_list(text):
 @settings(max_examples=300, deadline=None)
 @given(path=paths, store=st.booleans())
 def test_home_rules_give_the_message_the_loop_over_every_home_gave(homes, path, store):
-    rules = home_rules(host_paths.own_homes(ADA), homes, SECRETS_FOLDER)
+    rules = home_rules(own_homes(ADA), homes, SECRETS_FOLDER)
     assert rules.first(str(Path(path)), store) == plain_home_rule(Path(path), homes, store)
 
 
@@ -105,19 +107,20 @@ def test_the_label_check_names_the_first_place_as_before():
     labels.references_only({"env": {"A": "x"}, "gpus": [0, 1], "n": None})
 
 
-def test_a_build_resolves_each_folder_once_and_says_why_for_each_model(tmp_path, monkeypatch):
+def test_a_build_judges_each_folder_once_and_says_why_for_each_model(tmp_path, monkeypatch):
     (tmp_path / "m").mkdir()
+    host = host_context()
     calls = []
-    real = model_store.resolve_or_why
-    monkeypatch.setattr(model_store, "resolve_or_why", lambda p: calls.append(p) or real(p))
-    mounts = model_store.Mounts(None, None)
-    first = model_store.mountable(tmp_path, "m", "models.a.source.path", mounts=mounts)
-    assert model_store.mountable(tmp_path, "m", "models.b.source.path", mounts=mounts) == first
+    real = model_store.unsafe_mount
+    monkeypatch.setattr(model_store, "unsafe_mount", lambda p, *a, **k: calls.append(p) or real(p, *a, **k))
+    mounts = model_store.Mounts(host, with_paths(host, tmp_path / "m", Path("/etc")))
+    first = model_store.mountable(tmp_path, "m", "models.a.source.path", mounts)
+    assert model_store.mountable(tmp_path, "m", "models.b.source.path", mounts) == first
     assert len(calls) == 1
     with pytest.raises(UnsafeSetting, match=r"^models\.c\.source\.path: '/etc' is the system folder /etc"):
-        model_store.mountable(tmp_path, "/etc", "models.c.source.path", mounts=mounts)
+        model_store.mountable(tmp_path, "/etc", "models.c.source.path", mounts)
     with pytest.raises(UnsafeSetting, match=r"^models\.d\.source\.path: '/etc' is the system folder /etc"):
-        model_store.mountable(tmp_path, "/etc", "models.d.source.path", mounts=mounts)
+        model_store.mountable(tmp_path, "/etc", "models.d.source.path", mounts)
 
 
 def test_protected_places_still_come_first():

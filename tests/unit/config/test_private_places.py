@@ -8,7 +8,6 @@ mounts. The homes come from `homes=` or a patched `known_homes`: no test reads /
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,15 +15,16 @@ import pytest
 from aigo_apply.adapters.create_checks import check_mounts
 from aigo_apply.apply import secrets
 from aigo_apply.apply.secrets import resolve
-from aigo_apply.config import host_paths
 from aigo_apply.config.env_rules import unsafe_secret_file
-from aigo_apply.config.host_paths import PRIVATE_NAMES, Protected, known_homes, unsafe_mount, usable_homes
-from aigo_apply.config.load import load_config
+from aigo_apply.config.host_paths import PRIVATE_NAMES, Protected, unsafe_mount
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import ContainerSpec, Mount, SecretRef
 from aigo_apply.errors import ConfigInvalid, SecretUnavailable, UnsafeSetting
+from aigo_apply.observe import host_paths
+from aigo_apply.observe.config_file import load_config
+from aigo_apply.observe.host_paths import known_homes, usable_homes
 
-from helpers.configs import host_context, model_folder, write_config
+from helpers.configs import host_context, model_folder, regathered, write_config
 
 ADA = Path("/home/ada")  # you
 HOMES = (ADA, Path("/home/alice"), Path("/home/bob"), Path("/root"), Path("/var/lib/someuser-home"))
@@ -218,7 +218,7 @@ def test_validation_refuses_other_homes_private_places_where_written(tmp_path, h
 
 def test_a_model_folder_in_another_home_is_mounted_for_root(tmp_path, homes):
     folder = model_folder(homes["alice"] / "models" / "qwen")
-    host = replace(host_context(tmp_path / "store"), home=homes["ada"].parent.parent / "root", hf_home=tmp_path / "hf")
+    host = host_context(tmp_path / "store", home=homes["ada"].parent.parent / "root", hf_home=tmp_path / "hf")
     desired = build_desired(load_config(str(_config(tmp_path, str(folder)))), host)
     assert [m.source for m in desired.models["a"].container.mounts if m.target.startswith("/models")] == [str(folder)]
 
@@ -229,7 +229,7 @@ def test_the_desired_state_refuses_another_homes_credentials_even_past_validatio
     (homes["alice"] / "m").symlink_to(homes["alice"] / ".docker", target_is_directory=True)
     (homes["alice"] / ".docker").mkdir()
     with pytest.raises(UnsafeSetting, match=r"models\.a\.source\.path: .* the private folder .*\.docker"):
-        build_desired(config, replace(host_context(tmp_path / "store"), home=homes["ada"], hf_home=tmp_path / "hf"))
+        build_desired(regathered(config), host_context(tmp_path / "store", home=homes["ada"], hf_home=tmp_path / "hf"))
     assert folder.is_dir()
 
 

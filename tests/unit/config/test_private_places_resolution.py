@@ -17,16 +17,16 @@ from aigo_apply.adapters.create_checks import check_mounts
 from aigo_apply.apply import secrets
 from aigo_apply.apply.secrets import resolve
 from aigo_apply.apply.state_dir import state_root
-from aigo_apply.config.host_paths import resolve_or_why, try_resolve
-from aigo_apply.config.load import load_config
 from aigo_apply.desired import model_store
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import ContainerSpec, Mount, SecretRef
 from aigo_apply.errors import AigoError, ConfigInvalid, SecretUnavailable, UnsafeSetting
 from aigo_apply.observe import local_sources
+from aigo_apply.observe.config_file import load_config
+from aigo_apply.observe.host_paths import resolve_or_why, try_resolve
 
 from helpers.cli import run_cli
-from helpers.configs import host_context, model_folder, write_config
+from helpers.configs import host_context, model_folder, regathered, with_paths, write_config
 
 
 def _loop(tmp: Path) -> str:
@@ -112,10 +112,11 @@ def test_the_desired_state_names_the_field_when_a_path_broke_after_validation(tm
         os.symlink(hostile, folder)
     except OSError:  # a link cannot hold a target over PATH_MAX
         pytest.skip("no link can lead there")
+    host = host_context(tmp_path / "store")
     with pytest.raises(UnsafeSetting, match=r"models\.a\.source\.path: 'm' cannot be resolved"):
-        build_desired(config, host_context(tmp_path / "store"))
+        build_desired(regathered(config), host)
     with pytest.raises(UnsafeSetting, match="cannot be resolved"):
-        model_store.local_dir(tmp_path, hostile)
+        model_store.local_dir(tmp_path, hostile, host, with_paths(host, Path(hostile)))
 
 
 @pytest.mark.parametrize("make", [*HOSTILE.values(), _through_proc], ids=[*HOSTILE.keys(), "proc-1-root"])
@@ -162,14 +163,16 @@ def test_every_os_error_from_stat_is_words(tmp_path, monkeypatch, code):
 def test_every_error_from_resolve_is_words(tmp_path, monkeypatch, env, error):
     secret = tmp_path / "secret"
     secret.write_text("value-1234\n")
+    host = host_context()
 
     def failing(self, strict=False):
         raise error
 
     monkeypatch.setattr(Path, "resolve", failing)
     why = resolve_or_why(tmp_path / "m")
+    mounts = model_store.Mounts(host, with_paths(host, Path("/m")))  # what the host says of /m now
     with pytest.raises(UnsafeSetting, match=r"models\.a\.source\.path: '/m' cannot be resolved"):
-        model_store.mountable(tmp_path, "/m", "models.a.source.path")
+        model_store.mountable(tmp_path, "/m", "models.a.source.path", mounts)
     with pytest.raises(SecretUnavailable, match="cannot be resolved"):
         resolve(SecretRef("from_file", str(secret)), "models.a.env.S")
     with pytest.raises(AigoError, match="the state directory .* cannot be resolved"):

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from aigo_apply.config.load import load_config
 from aigo_apply.config.vllm_facts import VLLM_VERSION, checked_release, facts, known_releases, names
 from aigo_apply.desired.build import build_desired
 from aigo_apply.errors import ConfigInvalid
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import host_context, write_config
 from helpers.paths import ROOT

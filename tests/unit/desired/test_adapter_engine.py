@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.adapters import lora_settings, rank_choice
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines import render
 from aigo_apply.desired.types import AdapterFiles, AdapterRoute, Mount
 from aigo_apply.errors import UnsafeSetting
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import host_context, write_config
 

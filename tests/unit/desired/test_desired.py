@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply.config.load import load_config
 from aigo_apply.desired import labels
 from aigo_apply.desired.build import assign_ports, build_desired
 from aigo_apply.desired.engines import render
 from aigo_apply.desired.engines.vllm import UnsafeSetting
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import host_context, write_config
 from helpers.paths import EXAMPLES, GOLDEN, ROOT
@@ -379,7 +379,10 @@ def test_other_engines_recheck_values_before_any_container(tmp_path, engine, spe
 
 
 def test_the_desired_state_depends_on_the_host_context_alone(tmp_path, monkeypatch):
+    from dataclasses import replace
+
     from aigo_apply.desired.types import HostContext
+    from aigo_apply.observe.host_paths import host_facts
 
     text = (
         "version: 1\nproject: lab\ndefaults: {models_dir: ~/store}\nmodels:\n"
@@ -389,6 +392,9 @@ def test_the_desired_state_depends_on_the_host_context_alone(tmp_path, monkeypat
     config = load_config(str(write_config(tmp_path, text)))
     alice = HostContext(1000, 1000, tmp_path / "alice", tmp_path / "state-a", tmp_path / "cache-a")
     root = HostContext(0, 0, tmp_path / "root", tmp_path / "state-r", tmp_path / "cache-r")
+    # what each host says of its own folders and of the file's paths, `~` against its home
+    alice = replace(alice, paths=host_facts(alice.home, alice.models_dir, config))
+    root = replace(root, paths=host_facts(root.home, root.models_dir, config))
     # the process's own environment plays no part
     monkeypatch.setenv("HOME", "/nonexistent-home")
     monkeypatch.setenv("AIGO_STATE_DIR", "/nonexistent-state")

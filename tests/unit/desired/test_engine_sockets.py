@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.adapters.engine_sockets import prepare_socket_mounts
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired, served_on_ports
 from aigo_apply.desired.engines.common import SOCKET_MOUNT
 from aigo_apply.desired.types import ROUTER_SOCKETS, EngineAddress, Mount, Route
 from aigo_apply.errors import AigoError, ConfigInvalid, UnsafeSetting
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.planner import build_plan
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply.config.load import load_config
 from aigo_apply.desired import labels as state
 from aigo_apply.desired.build import build_desired, served_on_ports
 from aigo_apply.errors import UnsafeSetting, UsageProblem
 from aigo_apply.kube import manifests
 from aigo_apply.kube.settings import settings_of
 from aigo_apply.kube.specs import desired_for_kubernetes
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import host_context, write_config
 

@@ -18,11 +18,11 @@ import yaml
 
 from aigo_apply import __version__
 from aigo_apply.config.kube_rules import placement_problems
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.kube.manifests import objects
 from aigo_apply.kube.render_yaml import to_yaml
 from aigo_apply.kube.settings import settings_of
+from aigo_apply.observe.config_file import load_config
 
 from helpers.configs import host_context
 from helpers.paths import EXAMPLES, GOLDEN

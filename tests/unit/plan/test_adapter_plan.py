@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import AdapterFiles
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.adapter_checks import adapter_checks
 from aigo_apply.plan.planner import build_plan

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from aigo_apply.adapters.host import docker_facts_from_info
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import run_checks

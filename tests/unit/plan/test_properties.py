@@ -20,12 +20,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aigo_apply.config.load import load_config
 from aigo_apply.config.vllm_facts import names
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines import render
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.model_store import downloads
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.router.haproxy import render_files, render_key

@@ -11,9 +11,9 @@ import json
 import pytest
 
 from aigo_apply.adapters.host import docker_facts, docker_installed
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.errors import DockerUnavailable
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.host_checks import image_cuda, run_checks
 
 from helpers.configs import host_context, write_config

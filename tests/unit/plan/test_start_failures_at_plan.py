@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from aigo_apply.config.load import load_config
 from aigo_apply.config.vllm_facts import facts, speculative_methods
 from aigo_apply.desired.build import build_desired
 from aigo_apply.errors import ConfigInvalid
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.host_checks import run_checks
 
 from helpers.configs import host_context, write_config

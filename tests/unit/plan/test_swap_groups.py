@@ -15,11 +15,11 @@ import pytest
 
 from aigo_apply.adapters.create_checks import check_container
 from aigo_apply.apply.swap_steps import SwapSteps
-from aigo_apply.config.load import load_config
 from aigo_apply.config.swap_groups import SwapGroup, awake_sum, membership, swap_groups
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import ContainerSpec, EngineAddress, Route, RouterSettings
 from aigo_apply.errors import ConfigInvalid, RouterError, UnsafeSetting
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.facts import PlanFacts

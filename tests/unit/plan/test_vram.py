@@ -14,10 +14,10 @@ import pytest
 from safetensors.numpy import save_file
 
 from aigo_apply.adapters.host import container_id_from_cgroup
-from aigo_apply.config.load import load_config
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.model_store import repo_dir
 from aigo_apply.observe import gguf as gguf_reader
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.observe.model_files import model_facts
 from aigo_apply.plan import gpu_ledger

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.app.router_keys import exposure_checks, read_keys, router_checks
-from aigo_apply.config.load import load_config
 from aigo_apply.config.schema import schema
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import AigoError, ConfigInvalid, RouterError
+from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.router import haproxy_safety as safety
 from aigo_apply.router.deploy import Router, check_output, live_routes, local_host
