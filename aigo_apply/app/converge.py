@@ -43,6 +43,7 @@ def converge(
                 f"{'s' if len(plan.blockers) != 1 else ''} above); nothing was changed"
             )
         code = EXIT_OK
+        canaries: tuple[dict[str, Any], ...] = ()  # the canary gates' figures of the engines they let in
         if plan.has_changes:
             if ask and not request.yes:
                 if console.confirm is None:
@@ -59,8 +60,9 @@ def converge(
             with _interrupts(execution.interrupted, console):
                 report = execution.run()
             code = finish(report, command, console)
+            canaries = tuple(o.canary for o in report.outcomes if o.canary is not None)
         if code == EXIT_OK:
-            platform.settled(command, plan, request, console)
+            platform.settled(command, plan, request, console, canaries)
         return code
 
 

@@ -136,11 +136,19 @@ class DockerPlatform:
         executor = Executor(self.runtime, console, Journal(state_dir(self.project, self.state.parent)), routes=routes)
         return Run(executor.interrupted, lambda: executor.run(plan))
 
-    def settled(self, command: str, plan: Plan, request: ApplyRequest, console: Console) -> None:
+    def settled(
+        self,
+        command: str,
+        plan: Plan,
+        request: ApplyRequest,
+        console: Console,
+        canaries: tuple[dict[str, Any], ...] = (),
+    ) -> None:
         """After a run that ended well (nothing to do, or done): an apply of the whole file records
-        what is installed in aigo.lock; destroy removes the router's files and the cache volume."""
+        what is installed in aigo.lock (with the canary gates' figures of the engines they let in);
+        destroy removes the router's files and the cache volume."""
         if command == "apply" and self.desired is not None and not request.target:
-            record_lock(self.desired, self.runtime)
+            record_lock(self.desired, self.runtime, canaries, self.aigo_lock)
         elif command == "destroy":
             shutil.rmtree(self.state / "router", ignore_errors=True)
             _remove_cache_volume(self.project, self.runtime, console)
@@ -171,10 +179,17 @@ def _docker() -> Runtime:
     return DockerRuntime()
 
 
-def record_lock(desired: DesiredState, runtime: Runtime) -> None:
-    """After a successful apply: aigo.lock records the images and model commits now installed."""
+def record_lock(
+    desired: DesiredState,
+    runtime: Runtime,
+    canaries: tuple[dict[str, Any], ...] = (),
+    previous: dict[str, Any] | None = None,
+) -> None:
+    """After a successful apply: aigo.lock records the images and model commits now installed, and
+    the last canary measurement of each model (this run's, else the one the lock held)."""
 
     data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
+    data = lockfile.with_canaries(data, desired, canaries, (previous or {}).get("canary", {}))
     lock_file.write(lock_file.path_for(desired.file), data)
 
 

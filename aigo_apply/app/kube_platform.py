@@ -136,7 +136,14 @@ class KubePlatform:
         rendered = self._rendered
         return Run(run.interrupted, lambda: run.run(plan, rendered, observed))
 
-    def settled(self, command: str, plan: Plan, request: ApplyRequest, console: Console) -> None:
+    def settled(
+        self,
+        command: str,
+        plan: Plan,
+        request: ApplyRequest,
+        console: Console,
+        canaries: tuple[dict[str, Any], ...] = (),
+    ) -> None:
         pass  # nothing of the cluster's is kept on this machine
 
     def status(self) -> dict[str, Any]:

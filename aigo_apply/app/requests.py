@@ -81,6 +81,15 @@ class LogsRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BenchRequest:
+    """bench (app/bench.py): measure these models' engines (every enabled one when empty)."""
+
+    aliases: tuple[str, ...] = ()
+    file: str | None = None
+    platform: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class TopRequest:
     """top (app/top.py): a live view every `interval` seconds, or one view of two reads that far apart."""
 

@@ -80,6 +80,11 @@ class TopView(Protocol):
         """One view of `top`: {project, models: rows, gpus}; `live`: it replaces the view before."""
 
 
+class BenchView(Protocol):
+    def bench(self, report: dict[str, Any]) -> None:
+        """`bench`: {project, models: one row per model, its figures or why it has none}."""
+
+
 class StatusView(Protocol):
     def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
         """`text`: the platform's one-screen rendering of `report` (Docker's and a cluster's differ)."""

@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 from aigo_apply.adapters.engine_http import EngineClient
@@ -43,27 +44,11 @@ def run_gate(
 ) -> CanaryResult:
     """Measure both engines and decide; the result says whether the route may move."""
     with EngineClient(old, REQUEST_TIMEOUT) as old_client, EngineClient(new, REQUEST_TIMEOUT) as new_client:
-        ids = _vocabulary(alias, model_dir, old_client)
-        requests = prompts(ids, settings.requests, settings.prompt_tokens, settings.seed)
         clients = {"old": old_client, "new": new_client}
-        for (
-            client
-        ) in clients.values():  # one unmeasured request each: a first request's set-up is not the engine's speed
-            _completion(client, alias, requests[0], min(settings.max_tokens, 8))
-        measured = {name: Measurement(name) for name in clients}
-        rounds = [requests[i : i + settings.concurrency] for i in range(0, len(requests), settings.concurrency)]
-        with ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix=f"aigo-canary-{alias}") as pool:
-            for number, chunk in enumerate(rounds):
-                order = ("old", "new") if number % 2 == 0 else ("new", "old")
-                for name in order:
-                    if should_stop():
-                        raise NotReady("interrupted during the canary gate", interrupted=True)
-                    began = time.monotonic()
-                    samples = list(
-                        pool.map(lambda p, c=clients[name]: _completion(c, alias, p, settings.max_tokens), chunk)
-                    )
-                    measured[name].wall_seconds += time.monotonic() - began
-                    measured[name].samples += samples
+        requests = prompts(
+            _vocabulary(alias, model_dir, old_client), settings.requests, settings.prompt_tokens, settings.seed
+        )
+        measured = measure(alias, settings, clients, requests, should_stop)
         result = CanaryResult(
             alias,
             settings,
@@ -79,7 +64,52 @@ def run_gate(
             }
             result.compared = len(shown)
             result.output_differences = differences(outputs["old"], outputs["new"])
+        result.measured_at = datetime.now(UTC).isoformat(timespec="seconds")
         return result
+
+
+def bench_engine(
+    alias: str,
+    settings: CanarySettings,
+    address: EngineAddress,
+    model_dir: str | None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Measurement:
+    """`aigo-apply bench`: the gate's measurement of one running engine, as it serves now."""
+    with EngineClient(address, REQUEST_TIMEOUT) as client:
+        requests = prompts(
+            _vocabulary(alias, model_dir, client), settings.requests, settings.prompt_tokens, settings.seed
+        )
+        return measure(alias, settings, {"now": client}, requests, should_stop)["now"]
+
+
+def measure(
+    alias: str,
+    settings: CanarySettings,
+    clients: dict[str, EngineClient],
+    requests: list[list[int]],
+    should_stop: Callable[[], bool],
+) -> dict[str, Measurement]:
+    """Each engine's figures for the same requests: `concurrency` at a time, in rounds that take the
+    engines in turn (the order turning round each time), after one unmeasured request each (a first
+    request's set-up is not the engine's speed)."""
+    for client in clients.values():
+        _completion(client, alias, requests[0], min(settings.max_tokens, 8))
+    measured = {name: Measurement(name) for name in clients}
+    rounds = [requests[i : i + settings.concurrency] for i in range(0, len(requests), settings.concurrency)]
+    names = list(clients)
+    with ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix=f"aigo-canary-{alias}") as pool:
+        for number, chunk in enumerate(rounds):
+            for name in names if number % 2 == 0 else names[::-1]:
+                if should_stop():
+                    raise NotReady("interrupted while measuring", interrupted=True)
+                began = time.monotonic()
+                samples = list(
+                    pool.map(lambda p, c=clients[name]: _completion(c, alias, p, settings.max_tokens), chunk)
+                )
+                measured[name].wall_seconds += time.monotonic() - began
+                measured[name].samples += samples
+    return measured
 
 
 def _vocabulary(alias: str, model_dir: str | None, client: EngineClient) -> list[int]:

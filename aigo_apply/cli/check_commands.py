@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from aigo_apply.cli.group import (
+    alias_values,
     canary_options,
     cli,
     file_option,
@@ -201,3 +202,17 @@ def top(once: bool, interval: float, file: str | None, output: str, platform: st
     from aigo_apply.cli.views import view_for
 
     return run_top(TopRequest(once=once, interval=interval, file=file, platform=platform), view_for(output))
+
+
+@cli.command()
+@click.argument("aliases", nargs=-1, metavar="[ALIAS]...", callback=alias_values)
+@file_option
+@output_option
+@platform_option
+def bench(aliases: tuple[str, ...], file: str | None, output: str, platform: str | None) -> int:
+    """Measure each model's engine as it serves now (the canary gate's requests): tokens/s, time to first token."""
+    from aigo_apply.app.bench import run_bench
+    from aigo_apply.app.requests import BenchRequest
+    from aigo_apply.cli.views import view_for
+
+    return run_bench(BenchRequest(aliases=aliases, file=file, platform=platform), view_for(output))

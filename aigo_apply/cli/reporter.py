@@ -208,3 +208,28 @@ def canary_table(result: dict[str, Any]) -> list[str]:
             lines.append(f"  prompt {d['prompt']}: old {_plain(d['old'])[:80]!r}")
             lines.append(f"  prompt {d['prompt']}: new {_plain(d['new'])[:80]!r}")
     return lines
+
+
+def bench_lines(report: dict[str, Any]) -> list[str]:
+    """`bench`'s table: one row per model, its figures or why it has none."""
+    head = ("model", "output tokens/s", "TTFT p50", "TTFT p95", "errors", "requests")
+    rows: list[tuple[str, ...]] = [head]
+    notes = []
+    for r in report["models"]:
+        if "error" in r:
+            notes.append(f"{_plain(r['model'])}: not measured: {_plain(r['error'])}")
+            continue
+        ttft = [("-" if v is None else f"{v:g} s") for v in (r["ttft_p50_seconds"], r["ttft_p95_seconds"])]
+        rows.append(
+            (_plain(r["model"]), f"{r['output_tokens_per_second']:g}", *ttft, str(r["errors"]), str(r["requests"]))
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = [f"Project {_plain(report['project'])}: each engine measured on its own, as it serves now"]
+    if len(rows) > 1:
+        lines += [
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            ).rstrip()
+            for row in rows
+        ]
+    return lines + notes

@@ -94,6 +94,12 @@ class TextView(TextReporter):
             screen.clear()
         screen.print(render(printable(report["project"], keep=""), table, report["gpus"]))
 
+    def bench(self, report: dict[str, Any]) -> None:
+        from aigo_apply.cli.reporter import bench_lines
+
+        for line in bench_lines(report):
+            echo(line, colours=False)
+
     def image(self, info: dict[str, Any]) -> None:
         from aigo_apply.desired.images import render
 
@@ -139,6 +145,9 @@ class JsonView(JsonReporter):
 
     def top(self, report: dict[str, Any], live: bool) -> None:
         echo(json.dumps(report), colours=False)  # one object a line while it runs; one with --once
+
+    def bench(self, report: dict[str, Any]) -> None:
+        _json(report)
 
     def image(self, info: dict[str, Any]) -> None:
         _json(info)

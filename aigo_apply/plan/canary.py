@@ -174,10 +174,12 @@ class CanaryResult:
     verdict: Verdict
     compared: int = 0
     output_differences: list[OutputDifference] = field(default_factory=list)
+    measured_at: str = ""  # UTC, ISO 8601: when the measurement ended
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "model": self.alias,
+            "measured_at": self.measured_at,
             "passed": self.verdict.passed,
             "reason": self.verdict.reason,
             "slowdown": round(self.verdict.slowdown, 4),

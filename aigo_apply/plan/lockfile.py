@@ -1,6 +1,7 @@
 """`aigo.lock`, next to the config file: what a successful apply installed, so a config repo can
 reproduce a workstation exactly. It records each image the file uses (its local id and registry
-digest) and each Hugging Face repo@revision (the commit it resolved to). `plan` reports drift from
+digest) and each Hugging Face repo@revision (the commit it resolved to), and, for the record, the
+last canary gate each model passed (both engines' figures beside the image the new one ran). `plan` reports drift from
 it; `apply --locked` downloads exactly the recorded commits and puts the recorded images back
 (re-tagged when still on the machine, else pulled by digest).
 
@@ -69,7 +70,38 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
                 isinstance(entry.get("models", []), list) and all(isinstance(m, str) for m in entry.get("models", []))
             ):
                 return f"models.{key}.models is not a list of aliases"
+    canary = data.get("canary", {})
+    if not isinstance(canary, dict) or not all(isinstance(v, dict) for v in canary.values()):
+        return "canary is not a mapping of models to their last measurement"
     return None
+
+
+def with_canaries(
+    data: dict[str, Any],
+    desired: DesiredState,
+    measured: tuple[dict[str, Any], ...],
+    previous: dict[str, Any],
+) -> dict[str, Any]:
+    """`data` (build's) with each model's last passed canary gate: this run's, else the one the lock
+    held while the model is in the file. Each records the image the new engine ran (with its id as
+    the lock has it), when, the settings and both engines' figures."""
+    images = data["images"]
+    records = {alias: entry for alias, entry in previous.items() if alias in desired.models}
+    for result in measured:
+        alias = result.get("model")
+        if not result.get("passed") or alias not in desired.models:
+            continue
+        image = desired.models[alias].container.image
+        records[alias] = {
+            "image": image,
+            "image_id": (images.get(image) or {}).get("id"),
+            "measured_at": result.get("measured_at"),
+            "settings": result.get("settings"),
+            "old": result.get("old"),
+            "new": result.get("new"),
+            "slowdown": result.get("slowdown"),
+        }
+    return {**data, "canary": dict(sorted(records.items()))} if records else data
 
 
 def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str, dict[str, Any]]) -> dict[str, Any]:

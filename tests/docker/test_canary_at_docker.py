@@ -109,6 +109,9 @@ def test_an_equal_engine_passes_and_the_report_holds_both_measurements(proj, run
         assert gate[side]["output_tokens_per_second"] > 0 and gate[side]["ttft_p50_seconds"] is not None
     assert gate["outputs_compared"] == 3 and gate["output_differences"] == []  # the same settings, the same words
     assert proj.container_id(runtime) != old_id
+    locked = json.loads((proj.tmp / "aigo.lock").read_text())["canary"]["chat"]  # for the record, by the image
+    assert locked["image"] == "aigo-stub-engine:1" and locked["image_id"].startswith("sha256:")
+    assert locked["new"] == gate["new"] and locked["old"] == gate["old"] and locked["measured_at"]
 
 
 def test_a_changed_output_is_shown_and_does_not_refuse(proj):
@@ -130,3 +133,15 @@ def test_require_canary_blocks_a_replace_that_recreates_and_skip_canary_says_it_
     assert skipped.returncode == 0, skipped.stdout + skipped.stderr
     assert "canary not run: apply --skip-canary moves the route without measuring" in skipped.stdout
     assert proj.container_id(runtime) != old_id
+
+
+def test_bench_measures_what_runs_now_with_the_models_gate_settings(proj):
+    result = run_cli("bench", "-f", proj.write(), "-o", "json", env=proj.env, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = json.loads(result.stdout)["models"]
+    assert row["model"] == "chat" and row["requests"] == 16 and row["errors"] == 0
+    assert row["output_tokens_per_second"] > 0 and row["ttft_p95_seconds"] >= row["ttft_p50_seconds"] > 0
+    text = run_cli("bench", "chat", "-f", proj.write(), env=proj.env, timeout=120)
+    assert text.returncode == 0 and "output tokens/s" in text.stdout and "\nchat " in text.stdout, text.stdout
+    unknown = run_cli("bench", "nope", "-f", proj.write(), env=proj.env)
+    assert unknown.returncode != 0 and "no enabled model 'nope'" in unknown.stderr

@@ -68,6 +68,7 @@ LAZY_INTERNAL = {
     "aigo_apply.app.docker_platform": "the executor with its steps and waits (about 10 ms): only a plan with changes runs it; status's probes only status; logs' readers only logs",
     "aigo_apply.app.choose_platform": "the Kubernetes platform with lightkube's client: only a file for a cluster needs it",
     "aigo_apply.app.planning": "huggingface_hub's adapter: only a plan with a download missing, or a lock pinning a branch, asks the Hub",
+    "aigo_apply.app.bench": "the canary gate's runner (httpx, its threads): only `bench` needs it, not the commands beside it",
 }
 
 

@@ -60,7 +60,7 @@ class Platform:
         self.calls.append(f"executor {command} {observed}")
         return Run(threading.Event(), lambda: self.calls.append("run") or self._report)
 
-    def settled(self, command, plan, request, console) -> None:
+    def settled(self, command, plan, request, console, canaries=()) -> None:
         self.calls.append(f"settled {command}")
 
     def status(self):

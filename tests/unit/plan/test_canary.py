@@ -12,6 +12,7 @@ from aigo_apply.desired.canary import CanarySettings, canary_of
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.canary import Measurement, Sample, decide, differences, gate_for, prompts
 from aigo_apply.plan.facts import PlanRequest
+from aigo_apply.plan.lockfile import with_canaries
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.text import plan_text
 from aigo_apply.plan.types import Plan
@@ -136,3 +137,23 @@ def test_the_route_moves_only_within_max_slowdown_and_without_errors():
 def test_output_differences_name_the_prompts_that_differ():
     found = differences(["a", "b", "c"], ["a", "x", "c"])
     assert [(d.prompt, d.old, d.new) for d in found] == [(1, "b", "x")]
+
+
+def test_the_lock_keeps_each_models_last_passed_gate_beside_its_image(tmp_path):
+    state = desired(tmp_path, HEAD + "models:\n" + model("a") + model("b"))
+    data = {"version": 1, "project": "lab", "images": {"local/engine:1": {"id": "sha256:" + "1" * 64}}, "models": {}}
+    result = {
+        "model": "a",
+        "passed": True,
+        "measured_at": "2026-12-02T07:00:00+00:00",
+        "settings": {},
+        "old": {},
+        "new": {"output_tokens_per_second": 9.0},
+        "slowdown": 0.01,
+    }
+    earlier = {"b": {"image": "local/engine:0"}, "gone": {"image": "x"}}
+    out = with_canaries(data, state, (result, {**result, "model": "b", "passed": False}), earlier)
+    assert set(out["canary"]) == {"a", "b"}  # b's refused run does not replace its last record; gone's goes
+    assert out["canary"]["a"]["image"] == "local/engine:1" and out["canary"]["a"]["image_id"] == "sha256:" + "1" * 64
+    assert out["canary"]["b"] == {"image": "local/engine:0"}
+    assert with_canaries(data, state, (), {}) == data  # no gate ever ran: no canary section

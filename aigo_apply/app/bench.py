@@ -1,0 +1,55 @@
+"""`aigo-apply bench [ALIAS]...`: the canary gate's measurement of what runs now, one engine at a
+time (each on its own socket or port, beside the router's traffic), so a model's figures can be seen
+at any time and compared across machines or releases. Each model is measured with its own canary
+settings (models.ALIAS.canary over defaults.canary), or the gate's defaults where it declares none."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aigo_apply.app.choose_platform import open_platform
+from aigo_apply.app.docker_platform import DockerPlatform
+from aigo_apply.app.planning import observe
+from aigo_apply.app.requests import BenchRequest
+from aigo_apply.app.status import address_of
+from aigo_apply.app.views import BenchView
+from aigo_apply.desired.canary import CanarySettings
+from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError, UsageProblem
+
+
+def run_bench(request: BenchRequest, view: BenchView) -> int:
+    """Measure each asked model (every enabled one when none is named); exit 1 when one could not be
+    measured or failed a request."""
+    from aigo_apply.apply.canary_run import bench_engine  # with httpx and its threads: only bench needs it
+
+    where = open_platform(request.file, request.platform)
+    if not isinstance(where, DockerPlatform) or where.desired is None:
+        raise UsageProblem("bench: aigo-apply measures Docker's engines only for now")
+    desired = where.desired
+    unknown = sorted(set(request.aliases) - set(desired.models))
+    if unknown:
+        raise UsageProblem(f"bench: no enabled model {', '.join(repr(a) for a in unknown)} in {desired.file}")
+    observed = observe(desired.project, where.runtime, state_root=where.state.parent)
+    own = {a: m.container.name for a, m in desired.models.items()}
+    running = {c.alias: c for c in observed.ours if c.alias and c.name == own.get(c.alias)}
+    sockets = desired.router.spec.get("sockets_dir", "")
+    rows: list[dict[str, Any]] = []
+    for alias in request.aliases or tuple(sorted(desired.models)):
+        model = desired.models[alias]
+        settings = model.canary or CanarySettings()
+        address = address_of(running.get(alias), sockets, alias)
+        row: dict[str, Any] = {"model": alias, "image": model.container.image, "settings": settings.to_dict()}
+        if address is None:
+            rows.append({**row, "error": "its engine is not running"})
+            continue
+        if model.spec.get("engine") != "vllm":
+            rows.append({**row, "error": f"bench measures vLLM engines only (this one runs {model.spec['engine']})"})
+            continue
+        try:
+            measured = bench_engine(alias, settings, address, model.spec.get("model_dir"))
+        except AigoError as exc:
+            rows.append({**row, "error": str(exc)})
+            continue
+        rows.append({**row, **measured.to_dict()})
+    view.bench({"project": desired.project, "models": rows})
+    return EXIT_ERROR if any(r.get("error") or r.get("errors") for r in rows) else EXIT_OK
