@@ -11,7 +11,7 @@ from aigo_apply.app.docker_platform import DockerPlatform
 from aigo_apply.app.host_context import current_host, desired_state
 from aigo_apply.app.platform import Platform
 from aigo_apply.config.load import choose_file
-from aigo_apply.kube.settings import platform_of
+from aigo_apply.config.platforms import platform_of
 from aigo_apply.observe.config_file import load_config
 
 

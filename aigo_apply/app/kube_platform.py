@@ -25,6 +25,7 @@ from aigo_apply.apply.secrets import resolve as read_secret
 from aigo_apply.apply.state_dir import state_dir
 from aigo_apply.config import kube_rules
 from aigo_apply.config.load import Config
+from aigo_apply.config.platforms import platform_of
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import ConfigInvalid, UsageProblem
@@ -34,7 +35,7 @@ from aigo_apply.kube.observe import ClusterState, read_cluster
 from aigo_apply.kube.planning import plan_for_cluster
 from aigo_apply.kube.rollout import RolloutWait
 from aigo_apply.kube.secrets import API_KEYS_KEY, SecretSlot
-from aigo_apply.kube.settings import KubeSettings, platform_of, settings_of
+from aigo_apply.kube.settings import KubeSettings, settings_of
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Action, Plan
 from aigo_apply.router.haproxy import keys_file

@@ -7,7 +7,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,7 +45,7 @@ class ProjectLock:
                 time.sleep(0.1)
         info = {
             "pid": os.getpid(),
-            "host": socket.gethostname(),
+            "host": os.uname().nodename,
             "command": self.command,
             "started": datetime.now(UTC).isoformat(timespec="seconds"),
         }

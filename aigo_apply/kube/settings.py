@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aigo_apply.config.kube_rules import DEFAULT_GPUS_PER_NODE
+from aigo_apply.config.platforms import DEFAULT_PLATFORM, platform_of
 from aigo_apply.desired.images import image_reference
 
-PLATFORMS = ("docker", "kubernetes")
-DEFAULT_PLATFORM = "docker"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_SIZE_GIB = 100
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
@@ -78,11 +77,6 @@ class KubeSettings:
 def default_namespace(project: str) -> str:
     """The project as a namespace name: '_' (allowed in projects, not in namespaces) becomes '-'."""
     return re.sub(r"[^a-z0-9-]", "-", project.lower()).strip("-") or "default"
-
-
-def platform_of(data: dict[str, Any]) -> str:
-    platform = data.get("platform", DEFAULT_PLATFORM)
-    return platform if platform in PLATFORMS else DEFAULT_PLATFORM
 
 
 def settings_of(data: dict[str, Any]) -> KubeSettings:

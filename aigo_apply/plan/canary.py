@@ -7,7 +7,6 @@ plans every gate as skipped; `apply --require-canary` blocks a plan with a repla
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +58,8 @@ def gate_for(
 def prompts(vocabulary: Sequence[int], count: int, length: int, seed: int) -> list[list[int]]:
     """`count` prompts of `length` token ids drawn from `vocabulary` (the model's own ordinary tokens)
     with `seed`: the same seed and vocabulary, the same requests, for the old and the new engine."""
+    import random  # with hashlib and bisect: only a canary gate or bench draws prompts
+
     if not vocabulary:
         raise ValueError("no vocabulary to draw prompts from")
     pick = random.Random(seed)

@@ -60,6 +60,7 @@ LAZY_LIBRARIES = {
     "msgspec": "lightkube's decoder: its exceptions are mapped where lightkube is called",
     "traceback": "with linecache and tokenize: only an internal error prints one (cli/main.py)",
     "fractions": "with decimal: only a decimal token count such as 25.6k needs exact arithmetic",
+    "random": "about 2 ms (hashlib, bisect): only a canary gate or `bench` draws its seeded prompts",
 }
 LAZY_INTERNAL = {
     # importer prefix -> why it imports the package lazily

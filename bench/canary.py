@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The canary gate on the real engine (vLLM's CPU build, the tiny random-weight Llama of
+tests/helpers/tiny_model.py with its real tokenizer): one model applied with a gate, then two
+changes through it, each a parallel replace measured against the serving engine before the route
+moves:
+
+  slower   vllm.max_num_seqs 4 -> 1: the new engine runs one request at a time while the gate sends 4
+           at once; expected: refused (the old engine keeps serving, apply exits 1);
+  neutral  context_length 512 -> 640, same batch: expected: passed.
+
+Prints each apply's gate table as apply printed it, and the JSON figures.
+
+    python bench/canary.py
+
+Needs aigo-vllm-cpu:v0.32.0-cpu (tests/images/build-vllm-cpu.sh, run by scripts/setup).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+import common  # noqa: E402
+
+from aigo_apply.adapters.docker_engine import DockerRuntime  # noqa: E402
+
+IMAGE = "aigo-vllm-cpu:v0.32.0-cpu"
+ROUTER_PORT = 18997
+GATE = "{requests: 16, concurrency: 4, prompt_tokens: 32, max_tokens: 16, max_slowdown: 0.10}"
+
+
+def config(folder: Path, project: str, context_length: int, max_num_seqs: int) -> Path:
+    path = folder / "aigo.yaml"
+    path.write_text(
+        textwrap.dedent(f"""
+        version: 1
+        project: {project}
+        engines: {{vllm: {{image: aigo-vllm-cpu, image_tag: v0.32.0-cpu}}}}
+        router: {{port: {ROUTER_PORT}, image: aigo-haproxy, image_tag: bookworm}}
+        defaults: {{ready_timeout: 900}}
+        models:
+          chat:
+            source: {{path: tiny}}
+            context_length: {context_length}
+            gpus: none
+            update: parallel
+            canary: {GATE}
+            env: {{VLLM_CPU_KVCACHE_SPACE: "1"}}
+            vllm: {{enforce_eager: true, max_num_seqs: {max_num_seqs}}}
+        """).lstrip()
+    )
+    return path
+
+
+def apply(folder: Path, env: dict[str, str], path: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=HERE.parent,
+        timeout=1800,
+    )
+
+
+def gate_lines(output: str) -> str:
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines) if "canary passed" in line or "canary refused" in line), None)
+    return "\n".join(lines[start : start + 6]) if start is not None else "(no gate ran)\n" + output[-2000:]
+
+
+def main() -> None:
+    from helpers import tiny_model
+
+    runtime = DockerRuntime()
+    folder = Path(tempfile.mkdtemp(prefix="aigo-canary-"))
+    project = "canary" + uuid.uuid4().hex[:6]
+    env = common.cli_env(str(folder / "state"))
+    tiny_model.make(folder / "tiny", IMAGE)
+    try:
+        first = apply(folder, env, config(folder, project, 512, 4))
+        if first.returncode != 0:
+            sys.exit(first.stdout + first.stderr)
+        for name, change in (
+            ("slower (max_num_seqs 4 -> 1)", (512, 1)),
+            ("neutral (context_length 512 -> 640)", (640, 4)),
+        ):
+            result = apply(folder, env, config(folder, project, *change))
+            print(f"### {name}: apply exit {result.returncode}\n\n```\n{gate_lines(result.stdout)}\n```\n")
+            if result.returncode != 0:  # refused: the file goes back to what runs, for the next change
+                config(folder, project, 512, 4)
+        print(
+            "```\n" + json.dumps(json.loads((folder / "aigo.lock").read_text()).get("canary", {}), indent=2) + "\n```"
+        )
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "aigo_apply", "destroy", "-f", str(folder / "aigo.yaml"), "-y"],
+            capture_output=True,
+            env=env,
+            cwd=HERE.parent,
+            timeout=300,
+        )
+        common.remove_project(runtime, project)
+
+
+if __name__ == "__main__":
+    main()
