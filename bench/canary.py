@@ -8,7 +8,8 @@ moves:
            at once; expected: refused (the old engine keeps serving, apply exits 1);
   neutral  context_length 512 -> 640, same batch: expected: passed.
 
-Prints each apply's gate table as apply printed it, and the JSON figures.
+Prints each apply's gate table as apply printed it, and aigo.lock's record (markdown; bench/run.py
+runs it with the other real-engine tables).
 
     python bench/canary.py
 
@@ -77,7 +78,8 @@ def gate_lines(output: str) -> str:
     return "\n".join(lines[start : start + 6]) if start is not None else "(no gate ran)\n" + output[-2000:]
 
 
-def main() -> None:
+def run() -> str:
+    """The two changes through the gate, as markdown (bench/run.py puts it beside the other tables)."""
     from helpers import tiny_model
 
     runtime = DockerRuntime()
@@ -88,18 +90,19 @@ def main() -> None:
     try:
         first = apply(folder, env, config(folder, project, 512, 4))
         if first.returncode != 0:
-            sys.exit(first.stdout + first.stderr)
+            return f"(the canary run could not start its engine: {(first.stdout + first.stderr)[-500:]})"
+        out = [f"The canary gate on the real engine ({GATE}):\n"]
         for name, change in (
             ("slower (max_num_seqs 4 -> 1)", (512, 1)),
             ("neutral (context_length 512 -> 640)", (640, 4)),
         ):
             result = apply(folder, env, config(folder, project, *change))
-            print(f"### {name}: apply exit {result.returncode}\n\n```\n{gate_lines(result.stdout)}\n```\n")
+            out.append(f"{name}: apply exit {result.returncode}\n\n```\n{gate_lines(result.stdout)}\n```\n")
             if result.returncode != 0:  # refused: the file goes back to what runs, for the next change
                 config(folder, project, 512, 4)
-        print(
-            "```\n" + json.dumps(json.loads((folder / "aigo.lock").read_text()).get("canary", {}), indent=2) + "\n```"
-        )
+        lock = json.loads((folder / "aigo.lock").read_text()).get("canary", {})
+        out.append("aigo.lock's record:\n\n```\n" + json.dumps(lock, indent=2) + "\n```")
+        return "\n".join(out)
     finally:
         subprocess.run(
             [sys.executable, "-m", "aigo_apply", "destroy", "-f", str(folder / "aigo.yaml"), "-y"],
@@ -112,4 +115,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    print(run())

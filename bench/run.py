@@ -4,7 +4,8 @@
 (the stub's and the real vLLM CPU engine's, with its compile cache's first and second start), and the
 router vs direct (and under reloads), and what replacing a running model costs its clients under load
 (bench/changes.py: parallel, recreate with hold, a restart by hand), and what a scrape of the
-router's one /metrics costs at 1 and 20 engines (bench/metrics.py). Prints markdown, writes bench/results.md, and puts the same tables in
+router's one /metrics costs at 1 and 20 engines (bench/metrics.py), and the canary gate on the real engine
+(bench/canary.py). Prints markdown, writes bench/results.md, and puts the same tables in
 the README's Performance section (between its bench markers).
 
     python bench/run.py            # the full run (about 15 minutes on 2 cores)
@@ -87,6 +88,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     import apply as apply_bench
+    import canary as canary_bench
     import changes as changes_bench
     import metrics as metrics_bench
     import plan as plan_bench
@@ -105,6 +107,7 @@ def main() -> None:
         parts.append("(real-engine tables skipped: --skip-real-engine)")
     elif real_engine_bench.image_ready():
         parts.append(real_engine_bench.run(3 if not args.quick else 1))
+        parts.append(canary_bench.run())
     else:
         parts.append(f"({real_engine_bench.IMAGE} is not built: no real-engine tables; run scripts/setup)")
     parts.append(changes_bench.run(real_engine=not args.skip_real_engine and real_engine_bench.image_ready()))
