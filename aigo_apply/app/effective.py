@@ -9,18 +9,15 @@ its command line. Each read is bounded by a short timeout; what cannot be read i
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from aigo_apply.adapters.engine_http import EngineClient
+from aigo_apply.adapters.engine_metrics import fetch, samples
 from aigo_apply.desired.engines.common import with_slot
 from aigo_apply.desired.types import DesiredModel, EngineAddress
 from aigo_apply.observe.containers import ObservedContainer
 
 TIMEOUT = 1.0
-MAX_METRICS = 4 * 1024 * 1024  # the most of an engine's /metrics read for its cache config
-_CACHE_INFO = re.compile(r"^vllm:cache_config_info\{(.*)\} \S+$", re.M)
-LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 def read_engine(address: EngineAddress | None, engine: str, alias: str) -> dict[str, Any]:
@@ -39,21 +36,19 @@ def read_engine(address: EngineAddress | None, engine: str, alias: str) -> dict[
             card = next((c for c in cards if c.get("id") == alias), cards[0] if cards else {})
             length = card.get("max_model_len")
             found["max_model_len"] = length if isinstance(length, int) and not isinstance(length, bool) else None
-            if engine == "vllm":
-                reply = http.get("/metrics")
-                if reply.status_code == 200:
-                    found |= cache_config(reply.text[:MAX_METRICS])
     except (httpx.HTTPError, OSError, ValueError, AttributeError):
-        pass
+        return found
+    if engine == "vllm":
+        found |= cache_config(fetch(address, TIMEOUT) or "")
     return found
 
 
 def cache_config(metrics: str) -> dict[str, Any]:
     """The KV cache a vLLM engine settled on, from its cache_config_info labels (engine 0's)."""
-    line = _CACHE_INFO.search(metrics)
-    if not line:
+    found = samples(metrics, "vllm:cache_config_info")
+    if not found:
         return {}
-    labels = dict(LABEL.findall(line.group(1)))
+    labels = found[0][0]
     blocks, size = _number(labels.get("num_gpu_blocks"), int), _number(labels.get("block_size"), int)
     return {
         "kv_cache_blocks": blocks,

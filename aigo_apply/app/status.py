@@ -10,8 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aigo_apply.adapters.engine_http import EngineClient
+from aigo_apply.adapters.engine_metrics import fetch_url, samples
 from aigo_apply.adapters.runtime import Runtime
-from aigo_apply.app.effective import LABEL, compare, read_engine
+from aigo_apply.app.effective import compare, read_engine
 from aigo_apply.desired.types import DesiredState, EngineAddress, socket_file
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.plan.planner import build_plan
@@ -109,22 +110,14 @@ def collect(
 def router_stalls(desired: DesiredState, key: str | None) -> dict[str, bool]:
     """alias -> whether the router sees its engine stalled (aigo_engine_stalled on its /metrics); {}
     when the router does not answer."""
-    import httpx
-
     spec = desired.router.spec
     host = "127.0.0.1" if spec["bind"] in ("0.0.0.0", "::") else spec["bind"]
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    try:
-        text = httpx.get(f"http://{host}:{spec['port']}/metrics", headers=headers, timeout=5).text
-    except (httpx.HTTPError, OSError):
-        return {}
-    found = {}
-    for line in text.splitlines():
-        if line.startswith("aigo_engine_stalled{"):
-            marks = dict(LABEL.findall(line.partition("}")[0]))
-            if marks.get("project") == desired.project and "model" in marks:
-                found[marks["model"]] = line.rsplit(" ", 1)[-1] == "1"
-    return found
+    text = fetch_url(f"http://{host}:{spec['port']}/metrics", 5, key) or ""
+    return {
+        labels["model"]: value == "1"
+        for labels, value in samples(text, "aigo_engine_stalled")
+        if labels.get("project") == desired.project and "model" in labels
+    }
 
 
 def _engine_reads(alias: str, container: ObservedContainer | None, address: EngineAddress | None) -> dict[str, Any]:

@@ -10,58 +10,27 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from aigo_apply.adapters.engine_http import EngineClient
+from aigo_apply.adapters.engine_metrics import fetch, samples, total
 from aigo_apply.adapters.host import nvml_facts
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.docker_platform import DockerPlatform
-from aigo_apply.app.effective import LABEL
 from aigo_apply.app.planning import observe
 from aigo_apply.app.requests import TopRequest
 from aigo_apply.app.status import address_of
 from aigo_apply.app.views import TopView
-from aigo_apply.desired.types import DesiredState, EngineAddress
+from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import EXIT_OK, UsageProblem
 
 TIMEOUT = 1.0
-MAX_METRICS = 4 * 1024 * 1024
-
-
-def total(text: str, name: str) -> float | None:
-    """The sum of the values of every sample named `name` (any labels); None when there is none."""
-    found = None
-    for line in text.splitlines():
-        if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
-            try:
-                value = float(line.rpartition("}")[2].split()[0] if "{" in line else line.split()[1])
-            except (IndexError, ValueError):
-                continue
-            found = (found or 0.0) + value
-    return found
 
 
 def asleep(text: str) -> bool | None:
     """vLLM's engine_sleep_state: awake 0 is a sleeping engine; None when it does not say."""
-    for line in text.splitlines():
-        if (
-            line.startswith("vllm:engine_sleep_state{")
-            and dict(LABEL.findall(line.partition("}")[0])).get("sleep_state") == "awake"
-        ):
-            return line.rsplit(" ", 1)[-1].startswith("0")
+    for labels, value in samples(text, "vllm:engine_sleep_state"):
+        if labels.get("sleep_state") == "awake":
+            return value.startswith("0")
     return None
-
-
-def _metrics(address: EngineAddress | None) -> str | None:
-    if address is None:
-        return None
-    import httpx
-
-    try:
-        with EngineClient(address, TIMEOUT) as http:
-            reply = http.get("/metrics")
-            return reply.text[:MAX_METRICS] if reply.status_code == 200 else None
-    except (httpx.HTTPError, OSError):
-        return None
 
 
 def sample(desired: DesiredState, runtime: Runtime, state_root: Any) -> dict[str, Any]:
@@ -73,7 +42,7 @@ def sample(desired: DesiredState, runtime: Runtime, state_root: Any) -> dict[str
     sockets = desired.router.spec.get("sockets_dir", "")
     where = {a: address_of(containers.get(a), sockets, a) for a in aliases}
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
-        texts = dict(zip(aliases, pool.map(lambda a: _metrics(where[a]), aliases), strict=True))
+        texts = dict(zip(aliases, pool.map(lambda a: fetch(where[a], TIMEOUT), aliases), strict=True))
     at = time.monotonic()
     out: dict[str, Any] = {}
     for alias in aliases:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from aigo_apply.app.top import asleep, rows, total
+from aigo_apply.adapters.engine_metrics import total
+from aigo_apply.app.top import asleep, rows
 
 METRICS = """# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 2.0
