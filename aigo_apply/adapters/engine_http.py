@@ -59,15 +59,16 @@ def listening(address: EngineAddress, timeout: float = 0.5) -> bool:
 class EngineClient:
     """An httpx client bound to one engine; use as a context manager, paths relative (`/health`)."""
 
-    def __init__(self, address: EngineAddress, timeout: float):
+    def __init__(self, address: EngineAddress, timeout: float, connections: int = 100):
         import httpx
 
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=min(connections, 20))
         self._path = _short_path(address.socket) if address.socket else None
         if self._path is not None:
-            transport = httpx.HTTPTransport(uds=self._path.__enter__())
+            transport = httpx.HTTPTransport(uds=self._path.__enter__(), limits=limits)
             self.http = httpx.Client(base_url=BASE, transport=transport, timeout=timeout)
         else:
-            self.http = httpx.Client(base_url=f"http://127.0.0.1:{address.port}", timeout=timeout)
+            self.http = httpx.Client(base_url=f"http://127.0.0.1:{address.port}", timeout=timeout, limits=limits)
 
     def get(self, path: str) -> httpx.Response:
         return self.http.get(path)

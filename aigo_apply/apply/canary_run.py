@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -45,15 +45,19 @@ def run_gate(
     settings: CanarySettings,
     old: EngineAddress,
     new: EngineAddress,
-    model_dir: str | None,
+    model_dirs: tuple[str | None, str | None],
     should_stop: Callable[[], bool] = lambda: False,
 ) -> CanaryResult:
-    """Measure both engines and decide; the result says whether the route may move."""
-    with EngineClient(old, REQUEST_TIMEOUT) as old_client, EngineClient(new, REQUEST_TIMEOUT) as new_client:
+    """Measure both engines and decide; the result says whether the route may move. `model_dirs`:
+    the old and the new model's folders on this host (the prompts use the tokens both know)."""
+    connections = max(settings.concurrency, 1)
+    with (
+        EngineClient(old, REQUEST_TIMEOUT, connections) as old_client,
+        EngineClient(new, REQUEST_TIMEOUT, connections) as new_client,
+    ):
         clients = {"old": old_client, "new": new_client}
-        requests = prompts(
-            _vocabulary(alias, model_dir, old_client), settings.requests, settings.prompt_tokens, settings.seed
-        )
+        ids = _shared_vocabulary(alias, model_dirs, old_client)
+        requests = prompts(ids, settings.requests, settings.prompt_tokens, settings.seed)
         measured = measure(alias, settings, clients, requests, should_stop)
         result = CanaryResult(
             alias,
@@ -65,11 +69,13 @@ def run_gate(
         if settings.compare_output:
             shown = requests[:COMPARED_PROMPTS]
             outputs = {
-                name: [_completion(client, alias, p, settings.max_tokens, stream=False).text for p in shown]
+                name: [_completion(client, alias, p, settings.max_tokens, False, should_stop) for p in shown]
                 for name, client in clients.items()
             }
-            result.compared = len(shown)
-            result.output_differences = differences(outputs["old"], outputs["new"])
+            pairs = [(a, b) for a, b in zip(outputs["old"], outputs["new"], strict=True) if a.ok and b.ok]
+            result.compared = len(pairs)
+            result.compare_failed = len(shown) - len(pairs)
+            result.output_differences = differences([a.text for a, _ in pairs], [b.text for _, b in pairs])
         result.measured_at = datetime.now(UTC).isoformat(timespec="seconds")
         return result
 
@@ -82,7 +88,7 @@ def bench_engine(
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Measurement:
     """`aigo-apply bench`: the gate's measurement of one running engine, as it serves now."""
-    with EngineClient(address, REQUEST_TIMEOUT) as client:
+    with EngineClient(address, REQUEST_TIMEOUT, max(settings.concurrency, 1)) as client:
         requests = prompts(
             _vocabulary(alias, model_dir, client), settings.requests, settings.prompt_tokens, settings.seed
         )
@@ -113,11 +119,30 @@ def measure(
                     time.sleep(SETTLE_S)  # the engine that worked last (a warm-up too) goes quiet first
                 began = time.monotonic()
                 samples = list(
-                    pool.map(lambda p, c=clients[name]: _completion(c, alias, p, settings.max_tokens), chunk)
+                    pool.map(
+                        lambda p, c=clients[name]: _completion(c, alias, p, settings.max_tokens, True, should_stop),
+                        chunk,
+                    )
                 )
                 measured[name].wall_seconds += time.monotonic() - began
                 measured[name].samples += samples
     return measured
+
+
+def _shared_vocabulary(alias: str, model_dirs: tuple[str | None, str | None], client: EngineClient) -> list[int]:
+    """The tokens both the old and the new model know (a replace may change the model's source):
+    the old one's, less those the new one's tokenizer.json does not hold when it can be read."""
+    ids = _vocabulary(alias, model_dirs[0], client)
+    if model_dirs[1] and model_dirs[1] != model_dirs[0]:
+        other, _ = vocabulary(model_dirs[1])
+        if other:
+            both = sorted(set(ids) & set(other))
+            if not both:
+                raise AigoError(
+                    f"the canary gate cannot make its requests: the old and the new model '{alias}' share no token"
+                )
+            return both
+    return ids
 
 
 def _vocabulary(alias: str, model_dir: str | None, client: EngineClient) -> list[int]:
@@ -142,7 +167,17 @@ def _vocabulary(alias: str, model_dir: str | None, client: EngineClient) -> list
     raise AigoError(f"the canary gate cannot make its requests: no vocabulary of model '{alias}' ({why})")
 
 
-def _completion(client: EngineClient, alias: str, prompt: list[int], max_tokens: int, stream: bool = True) -> Sample:
+def _completion(
+    client: EngineClient,
+    alias: str,
+    prompt: list[int],
+    max_tokens: int,
+    stream: bool = True,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Sample:
+    """One completion, bounded: at most REQUEST_TIMEOUT in all (not only per read), at most
+    MAX_EVENTS events and MAX_BYTES of text; an engine's token count is believed up to max_tokens.
+    Whatever goes wrong is a failed sample, never an exception."""
     body: dict[str, Any] = {
         "model": alias,
         "prompt": prompt,
@@ -158,49 +193,81 @@ def _completion(client: EngineClient, alias: str, prompt: list[int], max_tokens:
     began = time.monotonic()
     try:
         if not stream:
-            reply = client.post("/v1/completions", json=body)
-            if reply.status_code != 200:
-                return Sample(False, time.monotonic() - began, error=_error_of(reply.status_code, reply.text))
-            data = reply.json()
-            text = "".join(c.get("text", "") for c in data.get("choices", []))
-            tokens = int((data.get("usage") or {}).get("completion_tokens") or 0)
-            return Sample(True, time.monotonic() - began, tokens=tokens, text=text)
-        return _streamed(client, body, began)
-    except (httpx.HTTPError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            with client.http.stream("POST", "/v1/completions", json=body) as reply:
+                raw = _bounded(reply, began)
+                if reply.status_code != 200:
+                    return Sample(False, time.monotonic() - began, error=_error_of(reply.status_code, raw))
+            data = json.loads(raw)
+            text = "".join(str(c.get("text", "")) for c in data.get("choices", []) if isinstance(c, dict))
+            tokens = _tokens((data.get("usage") or {}).get("completion_tokens"), max_tokens)
+            return Sample(True, time.monotonic() - began, tokens=tokens, text=text[:MAX_BYTES])
+        return _streamed(client, body, began, max_tokens, should_stop)
+    except (httpx.HTTPError, OSError, ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         # a reset, a timeout, a body that is not JSON: a failed request, never a crash
         return Sample(False, time.monotonic() - began, error=f"{type(exc).__name__}: {exc}"[:300])
 
 
-def _streamed(client: EngineClient, body: dict[str, Any], began: float) -> Sample:
+MAX_EVENTS_OVER = 16  # events beyond max_tokens a stream may send (role, usage, empty ones)
+MAX_BYTES = 64 * 1024  # the most of one answer's text (or error body) kept
+
+
+def _streamed(
+    client: EngineClient, body: dict[str, Any], began: float, max_tokens: int, should_stop: Callable[[], bool]
+) -> Sample:
     first: float | None = None
-    tokens, pieces, chunks = 0, [], 0
+    tokens, chunks, size, events, done = 0, 0, 0, 0, False
+    pieces: list[str] = []
     with client.http.stream("POST", "/v1/completions", json=body) as reply:
         if reply.status_code != 200:
-            return Sample(False, time.monotonic() - began, error=_error_of(reply.status_code, reply.read().decode()))
-        for event in _events(reply.iter_lines()):
+            return Sample(False, time.monotonic() - began, error=_error_of(reply.status_code, _bounded(reply, began)))
+        for line in reply.iter_lines():
+            if should_stop() or time.monotonic() - began > REQUEST_TIMEOUT:
+                return Sample(False, time.monotonic() - began, error="stopped: interrupted or past the time limit")
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            events += 1
+            if events > max_tokens + MAX_EVENTS_OVER:
+                return Sample(False, time.monotonic() - began, error=f"more than {max_tokens} tokens streamed")
+            event = json.loads(data)
+            if not isinstance(event, dict):
+                continue
             for choice in event.get("choices") or []:
-                text = choice.get("text") or ""
+                text = str(choice.get("text") or "") if isinstance(choice, dict) else ""
                 if text:
                     chunks += 1
-                    pieces.append(text)
+                    size += len(text)
+                    if size <= MAX_BYTES:
+                        pieces.append(text)
                     if first is None:
                         first = time.monotonic() - began
             usage = event.get("usage")
             if isinstance(usage, dict) and usage.get("completion_tokens"):
-                tokens = int(usage["completion_tokens"])
-    return Sample(True, time.monotonic() - began, ttft=first, tokens=tokens or chunks, text="".join(pieces))
+                tokens = _tokens(usage["completion_tokens"], max_tokens)
+    if not done:
+        return Sample(False, time.monotonic() - began, error="the stream ended before [DONE]")
+    return Sample(
+        True, time.monotonic() - began, ttft=first, tokens=tokens or min(chunks, max_tokens), text="".join(pieces)
+    )
 
 
-def _events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
-    for line in lines:
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return
-        event = json.loads(data)
-        if isinstance(event, dict):
-            yield event
+def _tokens(value: Any, most: int) -> int:
+    """An engine's count of its generated tokens, believed up to what was asked for."""
+    count = int(value or 0)
+    return max(0, min(count, most))
+
+
+def _bounded(reply: Any, began: float) -> str:
+    """At most MAX_BYTES of an answer's body, within the request's time limit."""
+    out = bytearray()
+    for chunk in reply.iter_bytes():
+        out += chunk
+        if len(out) > MAX_BYTES or time.monotonic() - began > REQUEST_TIMEOUT:
+            break
+    return out[:MAX_BYTES].decode("utf-8", errors="replace")
 
 
 def _error_of(status: int, text: str) -> str:
@@ -208,4 +275,4 @@ def _error_of(status: int, text: str) -> str:
         message = json.loads(text).get("error", {}).get("message")
     except (ValueError, AttributeError):
         message = None
-    return f"HTTP {status}: {message or text[:200]}"
+    return f"HTTP {status}: {str(message or text)[:200]}"

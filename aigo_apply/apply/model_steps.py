@@ -192,9 +192,11 @@ class ModelSteps:
             cid = self.runtime.create(replace(container, name=temporary), item.env)
             self.runtime.start(cid)
             outcome = self._await_and_route(item, cid, "replaced", gate)
-        except (NotReady, AigoError) as exc:
+        except BaseException as exc:  # the route did not move: the new engine goes, whatever stopped it
             if cid:
                 self.runtime.remove(cid)
+            if not isinstance(exc, AigoError):
+                raise
             if isinstance(exc, CanaryRefused):
                 message = f"{exc}; the new engine was removed, and the previous {name} served throughout"
                 self.log.step(action.address, "recreate", "restored", message)
@@ -239,14 +241,13 @@ class ModelSteps:
                 "",
                 f"canary: measuring the old and the new engine ({gate.settings.describe()})",
             )
-            result = run_gate(
-                action.model or "",
-                gate.settings,
-                old,
-                new,
-                (action.spec or {}).get("model_dir"),
-                self.interrupted.is_set,
-            )
+            dirs = (_old_spec(action).get("model_dir"), (action.spec or {}).get("model_dir"))
+            try:
+                result = run_gate(action.model or "", gate.settings, old, new, dirs, self.interrupted.is_set)
+            except AigoError:
+                raise
+            except Exception as exc:  # anything else a hostile or broken engine causes: the gate fails, apply goes on
+                raise AigoError(f"the canary gate could not measure: {type(exc).__name__}: {exc}"[:400]) from None
             self.log.reporter.event("canary", address=action.address, result=result.to_dict())
             if not result.verdict.passed:
                 raise CanaryRefused(result.verdict.reason, result.to_dict())

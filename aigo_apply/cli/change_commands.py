@@ -64,6 +64,10 @@ def apply(
 
     if locked and planfile:
         raise click.UsageError("--locked applies the file; a saved plan already says what it installs")
+    if (skip_canary or require_canary) and planfile:
+        raise click.UsageError(
+            "--skip-canary and --require-canary go with `plan --out`: a saved plan records its canary options"
+        )
     request = ApplyRequest(
         file=file,
         planfile=planfile,

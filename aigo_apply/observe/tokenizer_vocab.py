@@ -35,19 +35,22 @@ def vocabulary(folder: str | Path) -> tuple[list[int], str]:
         return [], f"{path}: {exc}"
     finally:
         os.close(fd)
-    ids = _ordinary_ids(data)
+    try:
+        ids = _ordinary_ids(data)
+    except (TypeError, AttributeError, ValueError):  # a file of another shape than a tokenizer's
+        ids = []
     return (ids, "") if ids else ([], f"{path} holds no vocabulary it understands")
 
 
 def _ordinary_ids(data: Any) -> list[int]:
     model = data.get("model") if isinstance(data, dict) else None
     vocab = model.get("vocab") if isinstance(model, dict) else None
-    added = {
-        t.get("id") for t in (data.get("added_tokens") or [] if isinstance(data, dict) else []) if isinstance(t, dict)
-    }
+    listed = data.get("added_tokens") if isinstance(data, dict) else None
+    tokens = listed if isinstance(listed, list) else []
+    added = {t["id"] for t in tokens if isinstance(t, dict) and type(t.get("id")) is int}
     pairs: list[tuple[str, int]] = []
     if isinstance(vocab, dict):  # BPE and WordPiece: token -> id
-        pairs = [(k, v) for k, v in vocab.items() if isinstance(k, str) and isinstance(v, int)]
+        pairs = [(k, v) for k, v in vocab.items() if isinstance(k, str) and type(v) is int]
     elif isinstance(vocab, list):  # Unigram: [token, score] by id
         pairs = [(e[0], i) for i, e in enumerate(vocab) if isinstance(e, list) and e and isinstance(e[0], str)]
     return sorted(i for token, i in pairs if i not in added and i >= 0 and not _BYTE_TOKEN.fullmatch(token))

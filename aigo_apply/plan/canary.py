@@ -35,17 +35,34 @@ class CanaryGate:
         return f"canary does not run: {self.why}"
 
 
+NOT_SERVING = "the old engine is not running, so there is nothing to compare with"
+
+
 def gate_for(
-    settings: CanarySettings | None, strategy: str, strategy_why: str, skip: bool, serving: bool = True
+    settings: CanarySettings | None,
+    strategy: str,
+    strategy_why: str,
+    skip: bool,
+    serving: bool = True,
+    context_length: int | None = None,
 ) -> CanaryGate | None:
     """The gate of one replace: none when the model declares none. `serving`: the old engine runs
-    (one that crashed or was stopped has no figures to compare with)."""
+    (one that crashed or was stopped has no figures to compare with). `context_length`: the shorter
+    of the old and the new engine's, which each request must fit."""
     if settings is None:
         return None
     if skip:
         return CanaryGate(settings, False, "apply --skip-canary moves the route without measuring")
     if not serving:
-        return CanaryGate(settings, False, "the old engine is not running, so there is nothing to compare with")
+        return CanaryGate(settings, False, NOT_SERVING)
+    need = settings.prompt_tokens + settings.max_tokens
+    if context_length is not None and need > context_length:
+        return CanaryGate(
+            settings,
+            False,
+            f"its requests take {need} tokens (prompt_tokens {settings.prompt_tokens} + max_tokens "
+            f"{settings.max_tokens}), more than context_length {context_length}: lower them in canary:",
+        )
     if strategy != "parallel":
         return CanaryGate(
             settings,
@@ -133,6 +150,21 @@ def decide(old: Measurement, new: Measurement, max_slowdown: float) -> Verdict:
     second are within max_slowdown of the old one's."""
     before, after = old.tokens_per_second, new.tokens_per_second
     slowdown = (before - after) / before if before > 0 else 0.0
+    if old.errors and new.errors:
+        return Verdict(
+            False,
+            f"the gate's requests failed on both engines (old {old.errors}, new {new.errors} of {len(new.samples)}: "
+            f"{new.first_error()}): the measurement compares nothing; fix the gate's settings or apply with "
+            "--skip-canary",
+            slowdown,
+        )
+    if old.errors:
+        return Verdict(
+            False,
+            f"the old engine failed {old.errors} of {len(old.samples)} requests ({old.first_error()}), so its "
+            "figures compare nothing; apply with --skip-canary to move the route without the gate",
+            slowdown,
+        )
     if new.errors:
         return Verdict(
             False, f"the new engine failed {new.errors} of {len(new.samples)} requests ({new.first_error()})", slowdown
@@ -174,6 +206,7 @@ class CanaryResult:
     new: Measurement
     verdict: Verdict
     compared: int = 0
+    compare_failed: int = 0  # compared prompts that failed on one engine or both (not counted as differences)
     output_differences: list[OutputDifference] = field(default_factory=list)
     measured_at: str = ""  # UTC, ISO 8601: when the measurement ended
 
@@ -190,6 +223,7 @@ class CanaryResult:
         }
         if self.settings.compare_output:
             out["outputs_compared"] = self.compared
+            out["outputs_not_compared"] = self.compare_failed
             out["output_differences"] = [
                 {"prompt": d.prompt, "old": d.old, "new": d.new} for d in self.output_differences
             ]

@@ -86,7 +86,11 @@ def with_canaries(
     held while the model is in the file. Each records the image the new engine ran (with its id as
     the lock has it), when, the settings and both engines' figures."""
     images = data["images"]
-    records = {alias: entry for alias, entry in previous.items() if alias in desired.models}
+    records = {  # a record holds while the model runs the image it measured (else it describes nothing here)
+        alias: entry
+        for alias, entry in previous.items()
+        if alias in desired.models and entry.get("image") == desired.models[alias].container.image
+    }
     for result in measured:
         alias = result.get("model")
         if not result.get("passed") or alias not in desired.models:

@@ -14,7 +14,7 @@ from aigo_apply.desired.types import DesiredModel, DesiredState, Route
 from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.observe.label_checks import display_name, engine_names, next_name
-from aigo_apply.plan.canary import gate_for
+from aigo_apply.plan.canary import NOT_SERVING, gate_for
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
@@ -208,7 +208,9 @@ def with_strategies(
             if strategy.name == "parallel" and "socket" in model.spec:  # the new engine takes the other socket
                 slot = "b" if slot == "a" else "a"
             serving = old is not None and old.state == "running"
-            gate = gate_for(model.canary, strategy.name, strategy.why, skip_canary, serving)
+            lengths = [model.spec.get("context_length"), (old.spec or {}).get("context_length") if old else None]
+            shortest = min((n for n in lengths if isinstance(n, int)), default=None)
+            gate = gate_for(model.canary, strategy.name, strategy.why, skip_canary, serving, shortest)
             action = dataclasses.replace(action, strategy=strategy, slot=slot, canary=gate)
         out.append(action)
     return out
@@ -220,6 +222,8 @@ def ungated(actions: list[Action]) -> list[Blocker]:
     for action in actions:
         if action.kind != "recreate" or not action.model or action.strategy is None:
             continue
+        if action.canary is not None and action.canary.why == NOT_SERVING:
+            continue  # a stopped or crashed engine: nothing runs to be replaced untested
         alias = action.model
         if action.canary is None:
             why = f"models.{alias} declares no canary gate"

@@ -151,9 +151,31 @@ def test_the_lock_keeps_each_models_last_passed_gate_beside_its_image(tmp_path):
         "new": {"output_tokens_per_second": 9.0},
         "slowdown": 0.01,
     }
-    earlier = {"b": {"image": "local/engine:0"}, "gone": {"image": "x"}}
+    earlier = {"b": {"image": "local/engine:1"}, "gone": {"image": "x"}}
     out = with_canaries(data, state, (result, {**result, "model": "b", "passed": False}), earlier)
     assert set(out["canary"]) == {"a", "b"}  # b's refused run does not replace its last record; gone's goes
     assert out["canary"]["a"]["image"] == "local/engine:1" and out["canary"]["a"]["image_id"] == "sha256:" + "1" * 64
-    assert out["canary"]["b"] == {"image": "local/engine:0"}
+    assert out["canary"]["b"] == {"image": "local/engine:1"}
+    stale = with_canaries(data, state, (), {"b": {"image": "local/engine:0"}})  # b runs another image now
+    assert "canary" not in stale
     assert with_canaries(data, state, (), {}) == data  # no gate ever ran: no canary section
+
+
+def test_errors_on_the_old_engine_or_on_both_never_let_the_new_one_in():
+    old_failing = decide(run("old", 100, 1.0, errors=2), run("new", 100, 2.0), 0.1)
+    assert not old_failing.passed and "the old engine failed 2 of 5 requests" in old_failing.reason
+    assert "--skip-canary" in old_failing.reason
+    both = decide(run("old", 100, 1.0, errors=1), run("new", 100, 1.0, errors=1), 0.1)
+    assert not both.passed and "failed on both engines" in both.reason
+
+
+def test_a_gate_whose_requests_do_not_fit_the_context_does_not_run(tmp_path):
+    gate = gate_for(CanarySettings(prompt_tokens=4000, max_tokens=200), "parallel", "", False, True, 4096)
+    assert gate is not None and not gate.runs and "4200 tokens" in gate.why and "context_length 4096" in gate.why
+    before = desired(tmp_path, HEAD + "models:\n" + model("a"))
+    observed = parse_state("lab", running(before), IMAGES, {}, {})
+    stopped = parse_state("lab", running(before, state="exited", status="Exited (1)"), IMAGES, {}, {})
+    after = desired(tmp_path, HEAD + "models:\n" + model("a", extra="    env: {X: '1'}\n    canary: {}\n"))
+    assert build_plan(after, observed, request=PlanRequest(require_canary=True)).blockers == ()
+    crashed = build_plan(after, stopped, request=PlanRequest(require_canary=True))
+    assert crashed.blockers == ()  # a stopped engine is repaired: nothing runs to be replaced untested
