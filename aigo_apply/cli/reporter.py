@@ -120,8 +120,8 @@ class TextReporter:
 
     def _on_canary(self, address: str, result: dict[str, Any], **_: Any) -> None:
         verdict = "passed" if result["passed"] else "refused the new engine"
-        self._line(address, f"canary {verdict}: {result['reason']}", "green" if result["passed"] else "red")
-        for line in canary_table(result):
+        self._line(address, f"canary {verdict}: {redact(result['reason'])}", "green" if result["passed"] else "red")
+        for line in canary_table(redact_data(result)):
             _echo(f"    {line}")
 
     def _on_pull_start(self, address: str, image: str, **_: Any) -> None:
