@@ -20,6 +20,7 @@ from aigo_apply.observe.containers import running_engines
 from aigo_apply.plan.types import Action, Plan
 
 GATE_TIMEOUT = 120.0  # seconds a route change waits for a starting router
+LISTED_TIMEOUT = 10.0  # the longest the last step waits for every routed model to be listed
 
 
 class Routes(Protocol):
@@ -34,6 +35,7 @@ class Routes(Protocol):
     def add(self, route: Route) -> None: ...
     def remove(self, alias: str) -> None: ...
     def converge(self, routes: dict[str, Route]) -> bool: ...
+    def wait_listed(self, aliases: set[str], timeout: float) -> set[str]: ...
     def prepare_first(self, routes: list[Route], check: bool = True) -> None: ...
     def drain(self) -> float: ...
     def hold(self, alias: str, seconds: float) -> None: ...
@@ -197,7 +199,19 @@ class RouterSteps:
         running = set(running_engines(plan.project, self.runtime.list_containers()))
         wanted = {a: r for a, r in self.routes.routes.items() if a in running}
         wanted.update({k: v for k, v in self.routes_to_keep(plan, running).items() if k not in wanted})
-        if not self.routes.converge(wanted):
+        reloaded = self.routes.converge(wanted)
+        # apply is done when every routed model is listed: the router's own health check sees its
+        # engine up in the worker that serves now (a worker a reload started checks afresh)
+        missing = self.routes.wait_listed(set(wanted), LISTED_TIMEOUT)
+        if missing:
+            self.log.step(
+                "router",
+                "reload_router",
+                "",
+                f"not yet passing the router's health check after {LISTED_TIMEOUT:.0f} s: {', '.join(sorted(missing))} "
+                "(/v1/models lists a model once it does)",
+            )
+        if not reloaded:
             return []
         message = f"router reloaded: routes {', '.join(sorted(wanted)) or '(none)'}"
         self.log.step("router", "reload_router", "ok", message)

@@ -242,6 +242,26 @@ class Router:
         os.symlink(gen, tmp)
         os.replace(tmp, self.folder / "live")
 
+    def wait_listed(self, aliases: set[str], timeout: float) -> set[str]:
+        """Wait until GET /v1/models lists every one of `aliases` (their engines pass the router's
+        health check); the ones it still does not list after `timeout`."""
+        import httpx
+
+        host = local_host(self.settings.bind)
+        headers = {"Authorization": f"Bearer {self.keys[0]}"} if self.settings.api_keys and self.keys else {}
+        deadline, missing = time.monotonic() + timeout, set(aliases)
+        while missing:
+            try:
+                reply = httpx.get(f"http://{host}:{self.settings.port}/v1/models", headers=headers, timeout=2)
+                cards = reply.json().get("data", []) if reply.status_code == 200 else []
+                missing = set(aliases) - {c.get("id") for c in cards if isinstance(c, dict)}
+            except (httpx.HTTPError, ValueError, AttributeError):
+                pass
+            if not missing or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        return missing
+
     def _verify(self, expected: list[str]) -> None:
         """Wait until the router serves exactly the new aliases: its /v1/models names every routed
         alias in a header (the body lists only those whose engine is healthy right now)."""

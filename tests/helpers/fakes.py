@@ -414,6 +414,9 @@ class FakeRoutes:
             self.routes = dict(routes)
             return changed
 
+    def wait_listed(self, aliases: set[str], timeout: float) -> set[str]:
+        return set()  # the in-memory router lists what it routes
+
     def prepare_first(self, routes: list[Route], check: bool = True) -> None:
         self.log.add("prepare_first", ",".join(sorted(r.alias for r in routes)))
 
