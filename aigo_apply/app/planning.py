@@ -212,7 +212,8 @@ def host_checks(
         "nvml": nvml_facts() if wants_gpu else {"available": False, "gpus": []},
     }
     checks = run_checks(facts, desired, desired.vllm_image) + source_checks(local_source_problems(desired.specs()))
-    checks += adapter_checks(desired)
+    markers = observed.model_files if observed is not None else read_markers(desired.specs())
+    checks += adapter_checks(desired, markers)
     if not facts["nvml"].get("available"):
         return checks, []
 
