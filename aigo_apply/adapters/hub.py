@@ -61,10 +61,16 @@ def _endpoint() -> str:
 
 
 def remote(
-    repo: str, revision: str, file: str | None = None, timeout: float = INFO_TIMEOUT, with_config: bool = False
+    repo: str,
+    revision: str,
+    file: str | None = None,
+    timeout: float = INFO_TIMEOUT,
+    with_config: bool = False,
+    kind: str = "model",
 ) -> Remote:
     """Resolve `revision` and list the files to download, with sizes (and config.json's content
-    with `with_config`). Raises HubError."""
+    with `with_config`): a model's, or a LoRA adapter's with `kind` "adapter" (model_store.select_files).
+    Raises HubError."""
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoFile
 
@@ -73,7 +79,7 @@ def remote(
         info = api.repo_info(repo, revision=revision, timeout=timeout)
         entries = [f for f in api.list_repo_tree(repo, revision=info.sha, recursive=True) if isinstance(f, RepoFile)]
     sizes = {f.path: int(f.size) for f in entries}
-    wanted = select_files(repo, sorted(sizes), file)
+    wanted = select_files(repo, sorted(sizes), file, kind)
     sha = {f.path: f.lfs.sha256 for f in entries if f.lfs is not None and f.path in wanted}
     config = None
     if with_config and "config.json" in wanted:
@@ -109,16 +115,19 @@ def download(
     file: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     pin: str | None = None,
+    kind: str = "model",
 ) -> dict[str, Any]:
-    """Download what the engine needs of repo@revision (at commit `pin` when given: aigo.lock) into
-    `dest` and mark it complete. Resumes a partial download (huggingface_hub keeps .incomplete
+    """Download what the engine needs of repo@revision (a model's files, or a LoRA adapter's with
+    `kind` "adapter"; at commit `pin` when given: aigo.lock) into `dest` and mark it complete. Resumes a partial download (huggingface_hub keeps .incomplete
     files under .cache/). When `dest` holds another commit, the new one is assembled beside it and
     swapped in whole, so no folder ever mixes two commits."""
 
     from huggingface_hub import snapshot_download
 
-    found = remote(repo, pin or revision, file)
+    found = remote(repo, pin or revision, file, kind=kind)
     previous = read_marker(dest) or {}
+    if previous.get("kind", "model") != kind:  # a model's selection is not an adapter's: none of it counts
+        previous = {}
     target = dest
     if previous.get("commit") and previous["commit"] != found.commit:
         target = dest.with_name(f"{dest.name}.{found.commit[:12]}.partial")
@@ -135,7 +144,7 @@ def download(
             endpoint=_endpoint(),
             tqdm_class=bar.factory,
         )
-    marker = _verify_and_mark(repo, revision, target, found, file, previous)
+    marker = _verify_and_mark(repo, revision, target, found, file, previous, kind)
     if target != dest:
         old = dest.with_name(f"{dest.name}.old")
         shutil.rmtree(old, ignore_errors=True)
@@ -146,7 +155,13 @@ def download(
 
 
 def _verify_and_mark(
-    repo: str, revision: str, dest: Path, found: Remote, file: str | None, previous: dict[str, Any]
+    repo: str,
+    revision: str,
+    dest: Path,
+    found: Remote,
+    file: str | None,
+    previous: dict[str, Any],
+    kind: str = "model",
 ) -> dict[str, Any]:
     for path, size in found.files.items():  # every file arrived whole, and the weights are the Hub's
         actual = (dest / path).stat().st_size if (dest / path).is_file() else None
@@ -175,6 +190,7 @@ def _verify_and_mark(
         "sha256": verified,
         "complete_repo": file is None or bool(previous.get("complete_repo") and previous.get("commit") == found.commit),
         "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **({"kind": kind} if kind != "model" else {}),  # a model's marker is as it always was
     }
     text = json.dumps(marker, indent=1) + "\n"  # the one safe way: never through a link the download left
     safe_write.write(dest / MARKER, text, expect=safe_write.ANY, new_mode=0o644, what="download marker")

@@ -1,5 +1,6 @@
 """The `aigo-apply models` commands: download the models a file names ahead of time (so an apply
-later downloads nothing), and list what the model store on this host holds."""
+later downloads nothing), and list what the model store on this host holds. A model's LoRA adapters
+given by repo are its downloads too: pulled with it, and listed as used by it (marked as adapters)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from aigo_apply.apply.fetch_steps import download_folder
 from aigo_apply.apply.outcome import Reporter
-from aigo_apply.desired.model_store import MARKER, downloads, label
+from aigo_apply.desired.model_store import MARKER, downloads, kind_of, label
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.markers import read_marker
@@ -36,8 +37,11 @@ def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) ->
 def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
     """What the store holds (every completed folder), and the file's models that are missing."""
     users: dict[str, list[str]] = {}
+    adapters: set[str] = set()
     for need in downloads(desired.specs()):
         users.setdefault(need["dest"], []).extend(need["models"])
+        if kind_of(need) == "adapter":
+            adapters.add(need["dest"])
     rows = []
     for marker_path in sorted(store.glob(f"*/*/{MARKER}")):
         marker = read_marker(marker_path.parent) or {}
@@ -52,6 +56,7 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
                 "folder": folder,
                 "downloaded_at": marker.get("downloaded_at"),
                 "used_by": sorted(users.pop(folder, [])),
+                **({"kind": "adapter"} if marker.get("kind") == "adapter" else {}),
             }
         )
     for folder, aliases in sorted(users.items()):
@@ -66,6 +71,7 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
                 "downloaded_at": None,
                 "used_by": sorted(aliases),
                 "missing": True,
+                **({"kind": "adapter"} if folder in adapters else {}),
             }
         )
     return rows
@@ -76,14 +82,15 @@ def render(rows: list[dict[str, Any]]) -> str:
         return "The model store is empty, and the file names no Hugging Face model."
     lines = []
     for row in rows:
+        adapter = "LoRA adapter " if row.get("kind") == "adapter" else ""
         if row.get("missing"):
             lines.append(
-                f"missing     {row['folder']}  (used by {', '.join(row['used_by'])}; `aigo-apply models pull`)"
+                f"missing     {adapter}{row['folder']}  (used by {', '.join(row['used_by'])}; `aigo-apply models pull`)"
             )
             continue
         used = f"used by {', '.join(row['used_by'])}" if row["used_by"] else "not used by this file"
         lines.append(
-            f"{row['repo']}@{row['revision']}  commit {str(row['commit'])[:12]}  {row['bytes'] / 1e9:.2f} GB "
+            f"{adapter}{row['repo']}@{row['revision']}  commit {str(row['commit'])[:12]}  {row['bytes'] / 1e9:.2f} GB "
             f"in {row['files']} files  {used}\n    {row['folder']}"
         )
     return "\n".join(lines)

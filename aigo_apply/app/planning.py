@@ -16,12 +16,12 @@ from aigo_apply.app.router_keys import router_checks
 from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file
-from aigo_apply.desired.model_store import downloads, is_commit, is_complete, label
+from aigo_apply.desired.model_store import downloads, is_commit, is_complete, kind_of, label
 from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.errors import AigoError, HubError, OnKubernetes
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import ObservedState, parse_state
-from aigo_apply.observe.hub_answer import HubAnswer, HubKey
+from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key, key_kind
 from aigo_apply.observe.local_sources import local_source_problems
 from aigo_apply.observe.markers import read_markers
 from aigo_apply.observe.model_files import model_facts, quant_method
@@ -78,7 +78,7 @@ def remote_info(
     out: dict[HubKey, HubAnswer] = {}
     for d in downloads(desired.specs()):
         marker = observed.model_files.get(d["dest"]) or {}
-        k = (d["repo"], d["revision"], d["file"])
+        k, kind = hub_key(d), kind_of(d)
         if lock is not None:
             entry = lock["models"].get(label(d))
             if entry is None:
@@ -90,10 +90,10 @@ def remote_info(
                 )
                 continue
             pins[k] = entry["commit"]
-            if is_complete(marker, d["file"], entry["commit"]):
+            if is_complete(marker, d["file"], entry["commit"], kind):
                 continue
             missing.add(k)
-        elif not is_complete(marker, d["file"]):
+        elif not is_complete(marker, d["file"], kind=kind):
             missing.add(k)
     if not missing:
         return out
@@ -103,9 +103,9 @@ def remote_info(
         return {**out, **{key: HubAnswer(error="HF_HUB_OFFLINE is set") for key in missing}}
 
     def ask(key: HubKey) -> tuple[HubKey, HubAnswer]:
-        repo, revision, file = key
+        repo, revision, file = key[:3]
         try:
-            found = remote(repo, pins.get(key, revision), file, with_config=True)
+            found = remote(repo, pins.get(key, revision), file, with_config=True, kind=key_kind(key))
             weights = sum(n for p, n in found.files.items() if p.endswith((".safetensors", ".bin", ".gguf")))
             return key, HubAnswer(
                 commit=found.commit,
@@ -212,7 +212,8 @@ def host_checks(
         "nvml": nvml_facts() if wants_gpu else {"available": False, "gpus": []},
     }
     checks = run_checks(facts, desired, desired.vllm_image) + source_checks(local_source_problems(desired.specs()))
-    checks += adapter_checks(desired)
+    markers = observed.model_files if observed is not None else read_markers(desired.specs())
+    checks += adapter_checks(desired, markers)
     if not facts["nvml"].get("available"):
         return checks, []
 

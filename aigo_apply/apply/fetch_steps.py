@@ -14,7 +14,7 @@ from aigo_apply.adapters.hub import download
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.outcome import Reporter
 from aigo_apply.config.schema import schema
-from aigo_apply.desired.model_store import is_complete, repo_dir
+from aigo_apply.desired.model_store import KINDS, is_complete, repo_dir
 from aigo_apply.errors import PlanFileError
 from aigo_apply.observe.markers import read_marker
 from aigo_apply.plan.types import Action
@@ -28,10 +28,12 @@ def download_folder(
     clock: Callable[[], float] = time.monotonic,
     begin: Callable[[], None] | None = None,
 ) -> dict[str, Any] | None:
-    """One model folder from the Hub with progress (`apply` and `models pull` alike): None when the
-    folder is complete already (at `pin`, when aigo.lock pins it), else the new completion marker."""
+    """One model (or LoRA adapter: `kind` "adapter") folder from the Hub with progress (`apply` and
+    `models pull` alike): None when the folder is complete already (at `pin`, when aigo.lock pins
+    it), else the new completion marker."""
     dest = Path(spec["dest"])
-    if is_complete(read_marker(dest), spec.get("file"), spec.get("pin")):
+    kind = str(spec.get("kind", "model"))
+    if is_complete(read_marker(dest), spec.get("file"), spec.get("pin"), kind):
         reporter.event(
             "step", address=address, step="download", outcome="ok", message=f"already on this machine ({dest})"
         )
@@ -48,7 +50,9 @@ def download_folder(
             last[0] = now
             reporter.event("download_progress", address=address, done=done, total=total)
 
-    marker = (fetch or _hub_download)(spec["repo"], spec["revision"], dest, spec.get("file"), progress, spec.get("pin"))
+    marker = (fetch or _hub_download)(
+        spec["repo"], spec["revision"], dest, spec.get("file"), progress, spec.get("pin"), kind
+    )
     reporter.event(
         "download_done",
         address=address,
@@ -58,9 +62,15 @@ def download_folder(
 
 
 def _hub_download(
-    repo: str, revision: str, dest: Path, file: str | None, progress: Callable[..., Any], pin: str | None = None
+    repo: str,
+    revision: str,
+    dest: Path,
+    file: str | None,
+    progress: Callable[..., Any],
+    pin: str | None = None,
+    kind: str = "model",
 ) -> dict[str, Any]:
-    return download(repo, revision, dest, file, progress, pin)
+    return download(repo, revision, dest, file, progress, pin, kind)
 
 
 def check_download(action: Action) -> dict[str, Any]:
@@ -73,7 +83,7 @@ def check_download(action: Action) -> dict[str, Any]:
         raise PlanFileError(f"{action.address}: the plan's download names nothing to fetch; make a new plan")
     spec = action.download.to_spec()
     repo, revision, file, dest = spec.get("repo"), spec.get("revision"), spec.get("file"), spec.get("dest")
-    pin = spec.get("pin")
+    pin, kind = spec.get("pin"), spec.get("kind", "model")
 
     def fits(value: Any, key: str) -> TypeGuard[str]:
         return isinstance(value, str) and re.search(allowed[key]["pattern"], value) is not None
@@ -85,6 +95,8 @@ def check_download(action: Action) -> dict[str, Any]:
         and (file is None or fits(file, "file"))
         and isinstance(dest, str)
         and (pin is None or (isinstance(pin, str) and re.fullmatch(r"[0-9a-f]{40}", pin) is not None))
+        and kind in KINDS
+        and (kind == "model" or file is None)  # an adapter is a whole folder, never one file
     )
     if ok and isinstance(repo, str) and isinstance(revision, str) and isinstance(dest, str):  # as `ok` says
         layout = repo_dir(PurePosixPath("/"), repo, revision)  # the folder must end as the store lays it out

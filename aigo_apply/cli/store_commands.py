@@ -68,7 +68,7 @@ def models() -> None:
 @file_option
 @output_option
 def models_pull(aliases: tuple[str, ...], file: str | None, output: str) -> int:
-    """Download the files of the named models (default: all) from Hugging Face, resumably."""
+    """Download the files of the named models (default: all) and their repo LoRA adapters, resumably."""
     from aigo_apply.app.requests import ModelsRequest
     from aigo_apply.app.store import run_models_pull
     from aigo_apply.cli.views import view_for

@@ -46,6 +46,14 @@ ENGINE_FILES = frozenset(
     }
 )
 ENGINE_SUFFIXES = (".jinja", ".tiktoken", ".py")  # chat templates, tiktoken vocabularies, trust_remote_code modules
+# A LoRA adapter (kind "adapter"): what vLLM's LoRA loader reads, and the tokenizer files some carry.
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_FILES = (
+    ENGINE_FILES
+    - {"config.json", "generation_config.json", "params.json"}
+    - {"model.safetensors.index.json", "pytorch_model.bin.index.json"}
+) | {ADAPTER_CONFIG}
+KINDS = ("model", "adapter")  # what a download is: a model's folder, or a LoRA adapter's
 _P = TypeVar("_P", bound=PurePath)  # repo_dir lays out a real folder, or a pure path to compare with
 _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf\Z")
 # llama.cpp's gguf-split writes a few dozen parts for the largest models; a name claiming more (up to
@@ -125,10 +133,13 @@ def classify(paths: list[str]) -> str:
     return "unsupported"
 
 
-def select_files(repo: str, paths: list[str], file: str | None = None) -> list[str]:
+def select_files(repo: str, paths: list[str], file: str | None = None, kind: str = "model") -> list[str]:
     """The files of a repo an engine needs. A GGUF `file`: that file (all parts of a split file).
     Else the top-level weights (the shards the index names, safetensors preferred over .bin), the
-    config, tokenizer and chat template files. Raises UnsupportedModel naming what was found."""
+    config, tokenizer and chat template files. An adapter (`kind` "adapter"): select_adapter_files.
+    Raises UnsupportedModel naming what was found."""
+    if kind == "adapter":
+        return select_adapter_files(repo, paths)
     if file is not None:
         split = _SPLIT_GGUF.match(file)
         wanted = [
@@ -162,6 +173,22 @@ def select_files(repo: str, paths: list[str], file: str | None = None) -> list[s
     return sorted(set(weights) | set(extras))
 
 
+def select_adapter_files(repo: str, paths: list[str]) -> list[str]:
+    """The files of a LoRA adapter's repo vLLM loads: adapter_config.json, the top-level weights
+    (.safetensors, else .bin), and the tokenizer and chat template files it may carry. Raises
+    UnsupportedModel naming what was found when it has no adapter_config.json or no weights."""
+    top = [p for p in paths if "/" not in p]
+    weights = [p for p in top if p.endswith(".safetensors")] or [p for p in top if p.endswith(".bin")]
+    if ADAPTER_CONFIG not in top or not weights:
+        found = ", ".join(sorted(paths)[:8]) or "no files"
+        raise UnsupportedModel(
+            f"{repo} is not a LoRA adapter vLLM can load: it needs adapter_config.json and .safetensors "
+            f"(or .bin) weights at its top level; found {found}"
+        )
+    extras = [p for p in top if p in ADAPTER_FILES or p.endswith((".jinja", ".tiktoken"))]
+    return sorted(set(weights) | set(extras))
+
+
 def gguf_parts(name: str) -> list[str]:
     """The file names of a split GGUF file (`x-00001-of-00003.gguf` -> all three), or the name alone
     (also for a name that is not part i of n, or claims more than MAX_GGUF_PARTS parts)."""
@@ -182,7 +209,7 @@ def marker_shape(data: Any) -> dict[str, Any] | None:
     if not all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in files.items()):
         return None
     out: dict[str, Any] = {"files": dict(files)}
-    for key in ("repo", "revision", "downloaded_at"):
+    for key in ("repo", "revision", "downloaded_at", "kind"):
         if isinstance(data.get(key), str):
             out[key] = data[key]
     if isinstance(data.get("commit"), str) and is_commit(data["commit"]):
@@ -199,10 +226,13 @@ def is_commit(revision: str) -> bool:
     return re.fullmatch(r"[0-9a-f]{40}", revision) is not None
 
 
-def is_complete(marker: dict[str, Any] | None, file: str | None = None, commit: str | None = None) -> bool:
-    """Whether a folder's marker says it holds what a model needs (`file`, for a GGUF model), and,
+def is_complete(
+    marker: dict[str, Any] | None, file: str | None = None, commit: str | None = None, kind: str = "model"
+) -> bool:
+    """Whether a folder's marker says it holds what a model needs (`file`, for a GGUF model), or an
+    adapter (`kind` "adapter": the marker says so, a model's selection is not an adapter's), and,
     when `commit` is given (aigo.lock's pin), at that commit."""
-    if not marker or not isinstance(marker.get("files"), dict):
+    if not marker or not isinstance(marker.get("files"), dict) or marker.get("kind", "model") != kind:
         return False
     if commit is not None and marker.get("commit") != commit:
         return False
@@ -210,23 +240,37 @@ def is_complete(marker: dict[str, Any] | None, file: str | None = None, commit: 
 
 
 def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every Hub download the models' specs name (weights and speculative draft models), one per
-    repo, revision, file and folder, with the aliases that need it. Pure."""
+    """Every Hub download the models' specs name (weights, speculative draft models and LoRA
+    adapters given by repo), one per repo, revision, file and folder, with the aliases of the models
+    that need it (an adapter's: the models it is served with, so a model's plan, lock entry and
+    `models pull` name it like the model's own files). An adapter's has `kind` "adapter" and an
+    `adapters` list of its aliases; a model's has no `kind` (it is "model"). Pure."""
     found: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
     for alias, spec in sorted(specs.items()):
-        sources = [(spec.get("source", {}), spec.get("model_dir"))]
+        sources = [(spec.get("source", {}), spec.get("model_dir"), None)]
         draft = spec.get("vllm", {}).get("speculative", {}).get("draft")
         if draft:
-            sources.append((draft, draft.get("model_dir")))
-        for source, dest in sources:
+            sources.append((draft, draft.get("model_dir"), None))
+        for name, adapter in sorted((spec.get("adapters") or {}).items()):
+            sources.append((adapter.get("source", {}), adapter.get("adapter_dir"), name))
+        for source, dest, adapter_alias in sources:
             if "repo" not in source or not dest:
                 continue
             key = (source["repo"], source.get("revision", "main"), source.get("file"), dest)
             entry = found.setdefault(
                 key, {"repo": key[0], "revision": key[1], "file": key[2], "dest": dest, "models": []}
             )
-            entry["models"].append(alias)
+            if adapter_alias is None or alias not in entry["models"]:
+                entry["models"].append(alias)
+            if adapter_alias is not None:
+                entry["kind"] = "adapter"
+                entry.setdefault("adapters", []).append(adapter_alias)
     return list(found.values())
+
+
+def kind_of(need: dict[str, Any]) -> str:
+    """What a download (from `downloads`) is: "model" or "adapter"."""
+    return str(need.get("kind", "model"))
 
 
 def label(need: dict[str, Any]) -> str:

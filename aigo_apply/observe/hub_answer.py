@@ -8,7 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-HubKey = tuple[str, str, str | None]  # (repo, revision, file)
+# (repo, revision, file) for a model's download; (repo, revision, None, "adapter") for a LoRA adapter's
+HubKey = tuple[str, str, str | None] | tuple[str, str, str | None, str]
+
+
+def hub_key(need: dict[str, Any]) -> HubKey:
+    """The key of a download (desired/model_store.downloads) in what the Hub said."""
+    base = (str(need["repo"]), str(need["revision"]), need.get("file"))
+    kind = str(need.get("kind", "model"))
+    return base if kind == "model" else (*base, kind)
+
+
+def key_kind(key: HubKey) -> str:
+    """What a key's download is: "model" or "adapter"."""
+    return key[3] if len(key) == 4 else "model"
 
 
 @dataclass(frozen=True)

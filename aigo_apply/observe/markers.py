@@ -26,5 +26,6 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
 
 
 def read_markers(specs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The markers of every folder the models download into ({} where there is none)."""
+    """The markers of every folder the models download into, their repo LoRA adapters' too ({} where
+    there is none)."""
     return {d["dest"]: read_marker(Path(d["dest"])) or {} for d in downloads(specs)}

@@ -1,25 +1,30 @@
 """Readiness checks for each model's LoRA adapters, from what their folders hold (read before planning,
 DesiredState.adapter_files). Blocking, `adapter.files`: a folder that is missing or not an adapter vLLM
-can load (adapter_config.json and safetensors weights), a repo adapter not in the model store (aigo-apply
-does not download adapters yet), or a rank above the engine's --max-lora-rank (vLLM would refuse it at
-start). A warning, `adapter.base`: an adapter trained on another base model than the one it is served
+can load (adapter_config.json and safetensors weights), or a rank above the engine's --max-lora-rank
+(vLLM would refuse it at start). A repo adapter whose folder is not complete in the model store (its
+download marker, as for a model) is not judged: apply downloads it (only an adapter's files:
+model_store.select_adapter_files, which refuses a repo without adapter_config.json) and its rank is
+vLLM's default until it is read (desired/adapters.lora_settings notes so); it is `ok`, saying so. A warning, `adapter.base`: an adapter trained on another base model than the one it is served
 with (its `base_model_name_or_path` names another repo). Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from aigo_apply.desired.model_store import is_complete
 from aigo_apply.desired.types import AdapterFiles, DesiredState
 from aigo_apply.plan.host_checks import Check
 
 FILES_FIX = (
     "point the adapter's source.path at its folder (adapter_config.json and adapter_model.safetensors); "
-    "for a repo adapter, put its files in the folder named (aigo-apply does not download adapters yet)"
+    "for a repo adapter, delete its folder in the model store so apply downloads it again"
 )
 RANK_FIX = "raise the model's vllm.max_lora_rank (or leave it unset: it then fits the largest adapter)"
 
 
-def adapter_checks(desired: DesiredState) -> list[Check]:
+def adapter_checks(desired: DesiredState, markers: Mapping[str, dict[str, Any]] | None = None) -> list[Check]:
+    """`markers`: the model store's download markers by folder (observe/markers.read_markers)."""
     out = []
     for alias, model in sorted(desired.models.items()):
         adapters = model.spec.get("adapters") or {}
@@ -29,6 +34,17 @@ def adapter_checks(desired: DesiredState) -> list[Check]:
                 problem=f"{adapter['adapter_dir']} was not read"
             )
             where = f"model '{alias}' adapter '{name}'"
+            source = adapter["source"]
+            if "repo" in source and not is_complete((markers or {}).get(adapter["adapter_dir"]), kind="adapter"):
+                out.append(
+                    Check(
+                        "adapter.files",
+                        "ok",
+                        f"{where}: {source['repo']}@{source['revision']} is not in the model store yet: apply "
+                        "downloads it (or `aigo-apply models pull`), and its files are checked then",
+                    )
+                )
+                continue
             if files.problem:
                 out.append(Check("adapter.files", "blocking", f"{where}: {files.problem}", FILES_FIX))
             elif files.rank is not None and isinstance(rank, int) and files.rank > rank:

@@ -8,11 +8,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from aigo_apply.desired.model_store import downloads, is_complete, label
+from aigo_apply.desired.model_store import downloads, is_complete, kind_of, label
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import ObservedState
-from aigo_apply.observe.hub_answer import HubAnswer, HubKey
+from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key
 from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.types import Action, Blocker, DownloadSpec
 
@@ -73,13 +73,15 @@ def pulls(actions: list[Action], local: dict[str, str], restores: list[Action], 
 def download_actions(
     desired: DesiredState, observed: ObservedState, model_actions: list[Action], remote: Mapping[HubKey, HubAnswer]
 ) -> tuple[list[Action], list[Blocker], list[str]]:
-    """A `download` for every model folder that is not complete on this machine and that a model
-    being created, replaced or started needs; it runs before any container is stopped."""
+    """A `download` for every model (or repo LoRA adapter) folder that is not complete on this
+    machine and that a model being created, replaced or started needs; it runs before any container
+    is stopped."""
     acting = {a.model for a in model_actions if a.kind in ("create", "recreate", "start") and a.model}
     actions, blockers, warnings = [], [], []
     for need in downloads(desired.specs()):
-        info = remote.get((need["repo"], need["revision"], need["file"])) or HubAnswer()
-        if is_complete(observed.model_files.get(need["dest"]), need["file"], info.pin) or not acting & set(
+        info = remote.get(hub_key(need)) or HubAnswer()
+        kind = kind_of(need)
+        if is_complete(observed.model_files.get(need["dest"]), need["file"], info.pin, kind) or not acting & set(
             need["models"]
         ):
             continue
@@ -101,6 +103,8 @@ def download_actions(
             reason = f"{what} is not on this machine"
         if info.pin:
             reason += " (the commit aigo.lock records)"
+        if kind == "adapter":
+            reason = f"LoRA adapter {', '.join(need['adapters'])} of model {', '.join(need['models'])}: " + reason
         fetch = DownloadSpec(
             need["repo"],
             need["revision"],
@@ -110,6 +114,7 @@ def download_actions(
             info.commit,
             info.bytes,
             info.pin,
+            kind,
         )
         actions.append(Action(f"download.{what}", "download", (reason,), payload=fetch))
     return actions, blockers, warnings
@@ -118,11 +123,11 @@ def download_actions(
 def lock_moves(
     desired: DesiredState, observed: ObservedState, actions: list[Action], remote: Mapping[HubKey, HubAnswer]
 ) -> list[Action]:
-    """With `apply --locked`, a model whose folder holds another commit than aigo.lock records is
-    replaced once the recorded commit is downloaded (its files change under it)."""
+    """With `apply --locked`, a model whose folder (or a repo adapter's) holds another commit than
+    aigo.lock records is replaced once the recorded commit is downloaded (its files change under it)."""
     moving: dict[str, str] = {}
     for need in downloads(desired.specs()):
-        pin = (remote.get((need["repo"], need["revision"], need["file"])) or HubAnswer()).pin
+        pin = (remote.get(hub_key(need)) or HubAnswer()).pin
         here = (observed.model_files.get(need["dest"]) or {}).get("commit")
         if pin and here and here != pin:
             moving.update(dict.fromkeys(need["models"], pin))

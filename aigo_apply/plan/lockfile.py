@@ -1,6 +1,7 @@
 """`aigo.lock`, next to the config file: what a successful apply installed, so a config repo can
 reproduce a workstation exactly. It records each image the file uses (its local id and registry
-digest) and each Hugging Face repo@revision (the commit it resolved to), and, for the record, the
+digest) and each Hugging Face repo@revision (the commit it resolved to; a model's LoRA adapter given
+by repo too, under `models` like a model's files, with the models that serve it and its `adapters`), and, for the record, the
 last canary gate each model passed (both engines' figures beside the image the new one ran). `plan` reports drift from
 it; `apply --locked` downloads exactly the recorded commits and puts the recorded images back
 (re-tagged when still on the machine, else pulled by digest).
@@ -123,7 +124,10 @@ def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str
     for need in downloads(desired.specs()):
         marker = markers.get(need["dest"]) or {}
         if marker.get("commit"):
-            locked_models[label(need)] = {"commit": marker["commit"], "models": sorted(need["models"])}
+            entry = {"commit": marker["commit"], "models": sorted(need["models"])}
+            if need.get("adapters"):  # a LoRA adapter's download: the adapters' aliases beside their models'
+                entry["adapters"] = sorted(need["adapters"])
+            locked_models[label(need)] = entry
     return {"version": FORMAT, "project": desired.project, "images": locked_images, "models": locked_models}
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aigo_apply import __version__
+from aigo_apply.desired.model_store import KINDS as DOWNLOAD_KINDS
 from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.canary import CanaryGate
@@ -39,7 +40,8 @@ class Change:
 
 @dataclass(frozen=True)
 class DownloadSpec:
-    """A download action's payload: one model folder from the Hub, and the models that need it."""
+    """A download action's payload: one model (or LoRA adapter: `kind` "adapter") folder from the
+    Hub, and the models that need it. A model's spec has no `kind` key (saved plans as before)."""
 
     repo: str
     revision: str
@@ -49,6 +51,7 @@ class DownloadSpec:
     commit: str | None = None  # what the Hub resolved the revision to
     bytes: int | None = None
     pin: str | None = None  # the commit aigo.lock records (apply --locked)
+    kind: str = "model"  # "model" | "adapter" (desired/model_store.KINDS)
 
     def to_spec(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -61,6 +64,8 @@ class DownloadSpec:
         out.update(
             {k: v for k, v in (("commit", self.commit), ("bytes", self.bytes), ("pin", self.pin)) if v is not None}
         )
+        if self.kind != "model":
+            out["kind"] = self.kind
         return out
 
     @classmethod
@@ -75,6 +80,7 @@ class DownloadSpec:
             or not isinstance(data.get("bytes"), (int, type(None)))
             or not isinstance(data.get("models"), list)
             or not all(isinstance(m, str) for m in data["models"])
+            or data.get("kind", "model") not in DOWNLOAD_KINDS
         ):
             raise PlanFileError("a download's spec in the plan file is damaged or edited; make a new plan")
         return cls(
@@ -86,6 +92,7 @@ class DownloadSpec:
             data.get("commit"),
             data.get("bytes"),
             data.get("pin"),
+            str(data.get("kind", "model")),
         )
 
 

@@ -210,3 +210,104 @@ def test_lock_records_the_commit_plan_reports_a_moved_branch_and_locked_apply_in
     assert json.loads((folder / ".aigo-download.json").read_text())["commit"] == moved
     assert not list(folder.parent.glob("main.*"))  # no staging or old folder left behind
     assert runtime.api.inspect_container(f"aigo-{project}-tiny")["Id"] != old_id
+
+
+def adapter_files(seed: int = 1) -> dict[str, bytes]:
+    """A LoRA adapter's repo as the Hub holds it: its config and weights, and files vLLM never reads."""
+    config = {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"], "base_model_name_or_path": "org/tiny"}
+    weights = save({"base_model.model.lora_A.weight": np.full((8, 64), seed, dtype=np.float32)}, {"format": "pt"})
+    return {
+        "adapter_config.json": json.dumps(config).encode(),
+        "adapter_model.safetensors": weights,
+        "README.md": b"# a tiny adapter",
+        "training_args.bin": b"x" * 100,
+        "checkpoint-10/adapter_model.safetensors": weights,
+    }
+
+
+def test_a_repo_adapter_is_downloaded_on_the_host_recorded_in_the_lock_and_reinstalled_by_locked_apply(
+    runtime, project, tmp_path, hub, env
+):
+    """Issue 31 point 3 (needs the stub image rebuilt with its --enable-lora/--lora-modules flags:
+    tests/images/build.sh)."""
+    hub.add("org/tiny", tiny_files())
+    first = hub.add("org/sql-lora", adapter_files(1))
+    path = config(tmp_path, project, "{repo: org/tiny}", free_port())
+    text = (
+        open(path)
+        .read()
+        .replace(
+            '    env: {AIGO_STUB_LOAD_SECONDS: "0.2"}\n',
+            '    env: {AIGO_STUB_LOAD_SECONDS: "0.2"}\n    adapters:\n      sql: {source: {repo: org/sql-lora}}\n',
+        )
+    )
+    assert "adapters:" in text
+    open(path, "w").write(text)
+    planned = run_cli("plan", "-f", path, env=env)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert "LoRA adapter sql of model tiny: org/sql-lora@main is not on this machine: 2 files, " in planned.stdout
+    assert f"commit {first[:12]}" in planned.stdout
+    result = run_cli("apply", "-f", path, "-y", env={**env, "HF_TOKEN": "hf_never_shown"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = tmp_path / "store" / "org--sql-lora" / "main"
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ]  # no README, no training args, no checkpoint folder
+    marker = json.loads((folder / ".aigo-download.json").read_text())
+    assert (marker["commit"], marker["kind"]) == (first, "adapter")
+    inspected = runtime.api.inspect_container(f"aigo-{project}-tiny")
+    assert (str(folder), "/adapters/sql", False) in {
+        (m["Source"], m["Destination"], m["RW"]) for m in inspected["Mounts"] if m["Type"] == "bind"
+    }
+    assert "hf_never_shown" not in json.dumps(inspected) + result.stdout + result.stderr
+    lock_text = (tmp_path / "aigo.lock").read_text()
+    assert json.loads(lock_text)["models"]["org/sql-lora@main"] == {
+        "commit": first,
+        "models": ["tiny"],
+        "adapters": ["sql"],
+    }
+    listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)
+    assert [(r["repo"], r.get("kind"), r["used_by"]) for r in listed] == [
+        ("org/sql-lora", "adapter", ["tiny"]),
+        ("org/tiny", None, ["tiny"]),
+    ]
+
+    moved = hub.add("org/sql-lora", adapter_files(2))  # someone pushes to the adapter's main
+    planned = run_cli("plan", "-f", path, env=env)
+    assert (
+        f"aigo.lock: org/sql-lora@main now points to commit {moved[:12]} on the Hub; aigo.lock records {first[:12]}"
+    ) in planned.stdout
+
+    # a fresh machine set up from the config repo: the locked apply fetches the recorded adapter commit
+    runtime.api.remove_container(f"aigo-{project}-tiny", force=True)
+    import shutil
+
+    shutil.rmtree(tmp_path / "store")
+    hub.requests.clear()
+    locked = run_cli("apply", "-f", path, "-y", "--locked", env=env)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    assert (folder / "adapter_model.safetensors").read_bytes() == adapter_files(1)["adapter_model.safetensors"]
+    assert all(f"/resolve/{first}/" in p for p, _ in hub.file_gets() if "/org/sql-lora/" in p)
+    assert (tmp_path / "aigo.lock").read_text() == lock_text  # nothing new to record
+
+
+def test_an_adapter_repo_without_adapter_config_is_refused_with_what_was_found(tmp_path, hub, env, project):
+    hub.add("org/tiny", tiny_files())
+    hub.add("org/not-lora", {"README.md": b"hi", "adapter_model.safetensors": b"x"})
+    path = config(tmp_path, project, "{repo: org/tiny}", free_port())
+    text = (
+        open(path)
+        .read()
+        .replace(
+            '    env: {AIGO_STUB_LOAD_SECONDS: "0.2"}\n',
+            '    env: {AIGO_STUB_LOAD_SECONDS: "0.2"}\n    adapters:\n      x: {source: {repo: org/not-lora}}\n',
+        )
+    )
+    open(path, "w").write(text)
+    result = run_cli("models", "pull", "-f", path, env=env)
+    assert result.returncode == 1
+    assert (
+        "org/not-lora is not a LoRA adapter vLLM can load: it needs adapter_config.json and .safetensors (or .bin) "
+        "weights at its top level; found README.md, adapter_model.safetensors" in result.stderr
+    )

@@ -81,7 +81,12 @@ def observed(d, entries=None, files=None, images=IMAGES, downloaded=True):
     (with `downloaded`) every model folder the file names is complete."""
     markers = (
         {
-            n["dest"]: {"commit": "c0ffee", "files": {n["file"] or "config.json": 1}, "complete_repo": True}
+            n["dest"]: {
+                "commit": "c0ffee",
+                "files": {n["file"] or "config.json": 1},
+                "complete_repo": True,
+                **({"kind": n["kind"]} if "kind" in n else {}),
+            }
             for n in downloads({a: m.spec for a, m in d.models.items()})
         }
         if downloaded

@@ -151,7 +151,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--host", default="")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--uds")
+    p.add_argument("--enable-lora", action="store_true")  # LoRA adapters: each NAME=PATH must hold an adapter
+    p.add_argument("--lora-modules", nargs="+", default=[])
+    p.add_argument("--max-loras", type=int, default=1)
+    p.add_argument("--max-lora-rank", type=int, default=16)
     args = p.parse_args(argv)
+    for module in args.lora_modules:
+        name, _, folder = module.partition("=")
+        if not args.enable_lora or not os.path.isfile(os.path.join(folder, "adapter_config.json")):
+            sys.exit(f"ValueError: LoRA adapter {name}: no adapter_config.json in {folder} (or --enable-lora unset)")
     if not 0 < args.gpu_memory_utilization <= 1:
         sys.exit("ValueError: gpu_memory_utilization must be in (0, 1]")
     if args.enable_auto_tool_choice:

@@ -136,12 +136,21 @@ def test_lora_buffers_split_over_tensor_parallel_gpus_and_say_what_they_miss():
     assert lora_bytes(None, 1, 8) == (None, "LoRA adapters' memory unknown: no config.json")
 
 
+def downloaded(*folders):
+    """The model store's markers when each of `folders` holds a downloaded adapter."""
+    return {
+        f: {"commit": "c0ffee", "files": {"adapter_config.json": 1}, "complete_repo": True, "kind": "adapter"}
+        for f in folders
+    }
+
+
 def test_folders_vllm_cannot_load_block_and_another_base_warns(tmp_path):
     files = {
-        "/store/org--sql-lora/r1": AdapterFiles(problem="/store/org--sql-lora/r1 does not exist on this machine"),
+        "/store/org--sql-lora/r1": AdapterFiles(problem="/store/org--sql-lora/r1 holds no adapter_config.json"),
         "/store/org--chat-lora/r1": AdapterFiles(64, ("q_proj",), "Org/Other-Base"),
     }
-    checks = adapter_checks(desired(tmp_path, SQL + CHAT, files, "    vllm: {max_lora_rank: 32}\n"))
+    store = downloaded("/store/org--sql-lora/r1", "/store/org--chat-lora/r1")
+    checks = adapter_checks(desired(tmp_path, SQL + CHAT, files, "    vllm: {max_lora_rank: 32}\n"), store)
     assert [(c.id, c.status) for c in checks] == [
         ("adapter.files", "blocking"),
         ("adapter.base", "warning"),
@@ -152,6 +161,32 @@ def test_folders_vllm_cannot_load_block_and_another_base_warns(tmp_path):
         == "model 'base' adapter 'chat': its rank 64 is above the engine's max_lora_rank 32, and vLLM refuses to load it"
     )
     assert checks[1].message.startswith("model 'base' adapter 'chat' was trained on Org/Other-Base")
-    assert checks[2].message == "model 'base' adapter 'sql': /store/org--sql-lora/r1 does not exist on this machine"
+    assert checks[2].message == "model 'base' adapter 'sql': /store/org--sql-lora/r1 holds no adapter_config.json"
     same_base = {**FILES, "/store/org--sql-lora/r1": AdapterFiles(8, (), "ORG/base")}
-    assert adapter_checks(desired(tmp_path, SQL, same_base)) == []
+    assert adapter_checks(desired(tmp_path, SQL, same_base), store) == []
+
+
+def test_a_repo_adapter_not_in_the_store_is_not_blocked_apply_downloads_it(tmp_path):
+    files = {"/store/org--sql-lora/r1": AdapterFiles(problem="/store/org--sql-lora/r1 does not exist on this machine")}
+    d = desired(tmp_path, SQL, files)
+    assert d.models["base"].spec["vllm"]["max_lora_rank"] == 16  # vLLM's own while the rank is unread
+    # a model's marker in the folder is not an adapter's: still downloaded
+    model_marker = {"/store/org--sql-lora/r1": {"files": {"config.json": 1}, "complete_repo": True}}
+    for markers in (None, {}, model_marker):
+        checks = adapter_checks(d, markers)
+        assert [(c.id, c.status) for c in checks] == [("adapter.files", "ok")]
+        assert checks[0].message == (
+            "model 'base' adapter 'sql': org/sql-lora@r1 is not in the model store yet: apply downloads it "
+            "(or `aigo-apply models pull`), and its files are checked then"
+        )
+    # once downloaded, its files are judged like a local adapter's
+    assert [c.status for c in adapter_checks(d, downloaded("/store/org--sql-lora/r1"))] == ["blocking"]
+
+
+def test_a_local_adapter_keeps_its_check_whatever_the_store_holds(tmp_path):
+    (tmp_path / "empty").mkdir()
+    local = "      mine: {source: {path: ./empty}}\n"
+    files = {str(tmp_path / "empty"): AdapterFiles(problem="it holds no adapter_config.json")}
+    d = desired(tmp_path, local, files)
+    checks = adapter_checks(d, downloaded(str(tmp_path / "empty")))
+    assert [(c.id, c.status) for c in checks] == [("adapter.files", "blocking")]
