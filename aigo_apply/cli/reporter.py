@@ -189,15 +189,14 @@ def canary_table(result: dict[str, Any]) -> list[str]:
         return "-" if value is None else f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
 
     old, new = result["old"], result["new"]
-    rows = [
+    rows: list[tuple[str, ...]] = [
         ("", "old", "new"),
         ("output tokens/s", cell(old["output_tokens_per_second"]), cell(new["output_tokens_per_second"])),
         ("time to first token p50", cell(old["ttft_p50_seconds"], " s"), cell(new["ttft_p50_seconds"], " s")),
         ("time to first token p95", cell(old["ttft_p95_seconds"], " s"), cell(new["ttft_p95_seconds"], " s")),
         ("errors", f"{old['errors']} of {old['requests']}", f"{new['errors']} of {new['requests']}"),
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}".rstrip() for r in rows]
+    lines = _columns(rows)
     if "output_differences" in result:
         differing = result["output_differences"]
         lines.append(
@@ -223,13 +222,16 @@ def bench_lines(report: dict[str, Any]) -> list[str]:
         rows.append(
             (_plain(r["model"]), f"{r['output_tokens_per_second']:g}", *ttft, str(r["errors"]), str(r["requests"]))
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [f"Project {_plain(report['project'])}: each engine measured on its own, as it serves now"]
-    if len(rows) > 1:
-        lines += [
-            "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            ).rstrip()
-            for row in rows
-        ]
-    return lines + notes
+    return lines + (_columns(rows) if len(rows) > 1 else []) + notes
+
+
+def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as aligned columns: the first (a name) to the left, the figures to the right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]

@@ -23,6 +23,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.desired.engines.router import ROUTER_MOUNT
@@ -39,6 +40,9 @@ from aigo_apply.router.haproxy import (
 )
 from aigo_apply.router.haproxy_safety import check_routes
 from aigo_apply.router.haproxy_swap import HOLDS
+
+if TYPE_CHECKING:
+    import httpx
 
 RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
 VERIFY_TIMEOUT = 10.0
@@ -242,17 +246,23 @@ class Router:
         os.symlink(gen, tmp)
         os.replace(tmp, self.folder / "live")
 
+    def _models_reply(self) -> httpx.Response:
+        """One GET /v1/models of the serving router, with the API key when it has one."""
+        import httpx
+
+        host = local_host(self.settings.bind)
+        headers = {"Authorization": f"Bearer {self.keys[0]}"} if self.settings.api_keys and self.keys else {}
+        return httpx.get(f"http://{host}:{self.settings.port}/v1/models", headers=headers, timeout=2)
+
     def wait_listed(self, aliases: set[str], timeout: float) -> set[str]:
         """Wait until GET /v1/models lists every one of `aliases` (their engines pass the router's
         health check); the ones it still does not list after `timeout`."""
         import httpx
 
-        host = local_host(self.settings.bind)
-        headers = {"Authorization": f"Bearer {self.keys[0]}"} if self.settings.api_keys and self.keys else {}
         deadline, missing = time.monotonic() + timeout, set(aliases)
         while missing:
             try:
-                reply = httpx.get(f"http://{host}:{self.settings.port}/v1/models", headers=headers, timeout=2)
+                reply = self._models_reply()
                 cards = reply.json().get("data", []) if reply.status_code == 200 else []
                 missing = set(aliases) - {c.get("id") for c in cards if isinstance(c, dict)}
             except (httpx.HTTPError, ValueError, AttributeError):
@@ -267,12 +277,10 @@ class Router:
         alias in a header (the body lists only those whose engine is healthy right now)."""
         import httpx
 
-        host = local_host(self.settings.bind)
-        headers = {"Authorization": f"Bearer {self.keys[0]}"} if self.settings.api_keys and self.keys else {}
         deadline, last = time.monotonic() + VERIFY_TIMEOUT, "no answer"
         while time.monotonic() < deadline:
             try:
-                reply = httpx.get(f"http://{host}:{self.settings.port}/v1/models", headers=headers, timeout=2)
+                reply = self._models_reply()
                 routed = reply.headers.get(ROUTES_HEADER)
                 listed = sorted(routed.split()) if routed is not None else None
                 if reply.status_code == 200 and listed == expected:
