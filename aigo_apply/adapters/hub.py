@@ -68,8 +68,9 @@ def remote(
     with_config: bool = False,
     kind: str = "model",
 ) -> Remote:
-    """Resolve `revision` and list the files to download, with sizes (and config.json's content
-    with `with_config`): a model's, or a LoRA adapter's with `kind` "adapter" (model_store.select_files).
+    """Resolve `revision` and list the files to download, with sizes (and, with `with_config`, the
+    content of config.json, or of adapter_config.json for a LoRA adapter, whose rank sizes its
+    engine): a model's, or a LoRA adapter's with `kind` "adapter" (model_store.select_files).
     Raises HubError."""
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoFile
@@ -82,12 +83,13 @@ def remote(
     wanted = select_files(repo, sorted(sizes), file, kind)
     sha = {f.path: f.lfs.sha256 for f in entries if f.lfs is not None and f.path in wanted}
     config = None
-    if with_config and "config.json" in wanted:
+    config_name = "adapter_config.json" if kind == "adapter" else "config.json"
+    if with_config and config_name in wanted:
         from huggingface_hub.utils import build_hf_headers, get_session
 
         with _errors(repo, revision):
             reply = get_session().get(
-                f"{_endpoint()}/{repo}/resolve/{info.sha}/config.json",
+                f"{_endpoint()}/{repo}/resolve/{info.sha}/{config_name}",
                 timeout=timeout,
                 headers=build_hf_headers(token=token()),
                 follow_redirects=True,

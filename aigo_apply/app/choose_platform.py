@@ -28,4 +28,12 @@ def open_platform(
         return KubePlatform(config)
     host = current_host()
     desired = desired_state(config, host)
-    return DockerPlatform(desired.project, desired.file, desired, runtime, plans, host.state_root)
+    return DockerPlatform(
+        desired.project,
+        desired.file,
+        desired,
+        runtime,
+        plans,
+        host.state_root,
+        lambda hub: desired_state(config, host, hub),
+    )

@@ -7,6 +7,7 @@ and after a good run aigo.lock written (apply) or the router's files and the cac
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app import lock_file
-from aigo_apply.app.planning import observe, plan_for
+from aigo_apply.app.planning import hub_adapters, observe, plan_for, remote_info
 from aigo_apply.app.platform import LogStream, Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.project_lock import ProjectLock
@@ -23,7 +24,7 @@ from aigo_apply.apply.state_dir import state_dir, state_path
 from aigo_apply.desired import labels
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
-from aigo_apply.desired.types import SOCKETS_FOLDER, DesiredState
+from aigo_apply.desired.types import SOCKETS_FOLDER, AdapterFiles, DesiredState
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.observe.containers import ObservedState
 from aigo_apply.observe.markers import read_markers
@@ -54,15 +55,19 @@ class DockerPlatform:
         runtime: Runtime | None = None,
         plans: bool = False,
         state_root: Path | None = None,
+        rebuild: Callable[[Mapping[str, AdapterFiles]], DesiredState] | None = None,
     ):
         """`desired` None: destroy --project, which reads no file. `plans`: this run makes a plan from
         the file, so observe reads the model folders' download markers too, and asks GET /info on a
         connection of its own while the lists are read (the plan's host checks read it after them).
-        `state_root`: the run's (its HostContext's; None: read now, for destroy --project)."""
+        `state_root`: the run's (its HostContext's; None: read now, for destroy --project).
+        `rebuild`: the desired state made again with what the Hub says of LoRA adapters not
+        downloaded yet (app/host_context.desired_state's `hub`)."""
         self.project, self.file, self.desired = project, file, desired
         self.state = state_path(project, state_root)  # the project's state folder, for the whole run
         self._runtime = runtime
         self._plans = plans
+        self._rebuild = rebuild
         self._lock_data: dict[str, Any] | None = _UNREAD
 
     @property
@@ -116,7 +121,12 @@ class DockerPlatform:
         return observe(self.project, self.runtime, self.desired, self.state.parent)
 
     def plan(self, observed: ObservedState, request: PlanRequest) -> Plan:
-        return plan_for(self._desired(), observed, self.runtime, request, self.aigo_lock)
+        desired, lock = self._desired(), self.aigo_lock
+        remote = remote_info(desired, observed, lock if request.locked else None)
+        hub = hub_adapters(desired, remote)
+        if hub and self._rebuild is not None:  # a repo adapter's rank, from the Hub before its download
+            desired = self.desired = self._rebuild(hub)
+        return plan_for(desired, observed, self.runtime, request, lock, remote)
 
     def destroy_plan(self, observed: ObservedState) -> Plan:
         return destroy_plan(self.project, self.file, observed)

@@ -6,13 +6,14 @@ of the adapters' folders read before."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from aigo_apply.apply.state_dir import state_root
 from aigo_apply.config.load import Config
 from aigo_apply.desired.adapters import adapter_folders
 from aigo_apply.desired.build import build_desired
-from aigo_apply.desired.types import DesiredState, HostContext
+from aigo_apply.desired.types import AdapterFiles, DesiredState, HostContext
 from aigo_apply.observe.adapter_files import adapter_files
 from aigo_apply.observe.host_paths import hf_home, host_facts, models_dir_of
 
@@ -28,10 +29,11 @@ def current_host() -> HostContext:
     return HostContext(os.getuid(), os.getgid(), home, state_root(), store, hf_home(), host_facts(home, store))
 
 
-def desired_state(config: Config, host: HostContext) -> DesiredState:
+def desired_state(config: Config, host: HostContext, hub: Mapping[str, AdapterFiles] | None = None) -> DesiredState:
     """The desired state, with what each LoRA adapter's folder holds read first (its rank sizes the
     engine's --max-lora-rank): built once to learn the adapters' folders, and again with their facts
-    only when the file has adapters."""
+    only when the file has adapters. `hub`: by folder, what the Hub says of repo adapters not
+    downloaded yet (app/planning.hub_adapters), over what their folders hold now."""
     desired = build_desired(config, host)
     folders = adapter_folders(desired.specs())
-    return build_desired(config, host, adapter_files(folders)) if folders else desired
+    return build_desired(config, host, {**adapter_files(folders), **(hub or {})}) if folders else desired

@@ -17,8 +17,9 @@ from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file
 from aigo_apply.desired.model_store import downloads, is_commit, is_complete, kind_of, label
-from aigo_apply.desired.types import DesiredState, HostContext
+from aigo_apply.desired.types import AdapterFiles, DesiredState, HostContext
 from aigo_apply.errors import AigoError, HubError, OnKubernetes
+from aigo_apply.observe.adapter_files import hub_adapter
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key, key_kind
@@ -124,6 +125,18 @@ def remote_info(
 
     with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
         return {**out, **dict(pool.map(ask, sorted(missing, key=repr)))}
+
+
+def hub_adapters(desired: DesiredState, remote: dict[HubKey, HubAnswer]) -> dict[str, AdapterFiles]:
+    """By folder, what the Hub's adapter_config.json says of each repo adapter it was asked about (one
+    not complete in the model store): the plan sizes the engine's --max-lora-rank by it and checks it
+    before anything is downloaded, instead of vLLM's default rank until the next plan."""
+    out: dict[str, AdapterFiles] = {}
+    for d in downloads(desired.specs()):
+        answer = remote.get(hub_key(d))
+        if kind_of(d) == "adapter" and answer is not None and answer.known:
+            out[d["dest"]] = hub_adapter(f"{d['repo']}@{str(answer.commit)[:12]}", answer.config)
+    return out
 
 
 def lock_checks(
@@ -262,11 +275,14 @@ def plan_for(
     runtime: Runtime,
     request: PlanRequest,
     lock: dict[str, Any] | None = None,
+    remote: dict[HubKey, HubAnswer] | None = None,
 ) -> Plan:
     """Everything a plan is made of, gathered in one order for `plan` and `apply` alike: the Hub
-    (for missing or, with `locked`, pinned downloads), host checks and the GPU ledger, drift from
-    aigo.lock, what the checkpoints' configs say; then the pure planner."""
-    remote = remote_info(desired, observed, lock if request.locked else None)
+    (for missing or, with `locked`, pinned downloads; `remote`: its answers, asked before), host
+    checks and the GPU ledger, drift from aigo.lock, what the checkpoints' configs say; then the pure
+    planner."""
+    if remote is None:
+        remote = remote_info(desired, observed, lock if request.locked else None)
     checks, ledger = host_checks(desired, runtime, observed, remote)
     # the keys' digest, read now: a changed key is a reload (unreadable here: the deployed digest stands)
     desired, router_found = router_checks(desired, observed.router_files)

@@ -59,7 +59,7 @@ def lora_settings(
         out["max_lora_rank"] = max(VLLM_DEFAULT_RANK, largest or 0)
         notes: tuple[str, ...] = (
             f"max_lora_rank {out['max_lora_rank']}: the rank of adapter {', '.join(unread)} is not known "
-            "(its adapter_config.json is not on this machine or cannot be read); set vllm.max_lora_rank to choose",
+            "(its adapter_config.json is neither on this machine nor given by the Hub); set vllm.max_lora_rank to choose",
         )
     else:
         out["max_lora_rank"] = largest

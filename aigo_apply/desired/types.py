@@ -232,14 +232,16 @@ class HostContext:
 
 @dataclass(frozen=True)
 class AdapterFiles:
-    """What a LoRA adapter's folder holds, read before the desired state is built (observe/adapter_files.py):
-    its adapter_config.json's rank, target modules and base model, and whether the folder is one vLLM
-    can load (`problem`: why not, or why it could not be read; None when it is fine)."""
+    """What a LoRA adapter's folder holds, read before the desired state is built (observe/adapter_files.py),
+    or, for a repo adapter not downloaded yet, what its adapter_config.json on the Hub says: its rank,
+    target modules and base model, and whether it is one vLLM can load (`problem`: why not, or why it
+    could not be read; None when it is fine)."""
 
     rank: int | None = None
     target_modules: tuple[str, ...] = ()
     base_model: str | None = None
     problem: str | None = None
+    hub: bool = False  # read from the Hub's adapter_config.json: a repo adapter not downloaded yet
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,21 @@ def _config(path: Path) -> tuple[int, tuple[str, ...], str | None] | str:
         data: Any = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return "is not JSON"
+    return config_facts(data)
+
+
+def hub_adapter(where: str, data: Any) -> AdapterFiles:
+    """What a repo adapter's adapter_config.json on the Hub says (`data`: the parsed JSON, None when
+    the repo has none or it is not JSON), before any of it is downloaded: its rank sizes the engine's
+    --max-lora-rank in the plan, and a config vLLM cannot load blocks the plan before the download."""
+    parsed = config_facts(data) if data is not None else "is not JSON or cannot be read"
+    if isinstance(parsed, str):
+        return AdapterFiles(problem=f"{where}: {CONFIG} on the Hub {parsed}", hub=True)
+    return AdapterFiles(*parsed, hub=True)
+
+
+def config_facts(data: Any) -> tuple[int, tuple[str, ...], str | None] | str:
+    """(r, target modules, base model) from a parsed adapter_config.json, or what is wrong with it."""
     if not isinstance(data, dict):
         return "is not a JSON object"
     rank = data.get("r")

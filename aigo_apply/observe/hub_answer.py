@@ -30,7 +30,7 @@ class HubAnswer:
     bytes: int | None = None
     files: tuple[str, ...] = ()
     weights: int | None = None  # bytes of the weight files among `files`
-    config: dict[str, Any] | None = None  # the repo's config.json, when it has one
+    config: dict[str, Any] | None = None  # the repo's config.json (an adapter's adapter_config.json), if any
     pin: str | None = None  # the commit aigo.lock records (apply --locked)
     error: str | None = None  # why the Hub could not say
     fix: str = ""

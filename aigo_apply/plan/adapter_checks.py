@@ -2,9 +2,11 @@
 DesiredState.adapter_files). Blocking, `adapter.files`: a folder that is missing or not an adapter vLLM
 can load (adapter_config.json and safetensors weights), or a rank above the engine's --max-lora-rank
 (vLLM would refuse it at start). A repo adapter whose folder is not complete in the model store (its
-download marker, as for a model) is not judged: apply downloads it (only an adapter's files:
-model_store.select_adapter_files, which refuses a repo without adapter_config.json) and its rank is
-vLLM's default until it is read (desired/adapters.lora_settings notes so); it is `ok`, saying so. A warning, `adapter.base`: an adapter trained on another base model than the one it is served
+download marker, as for a model) is `ok`, saying so: apply downloads it (only an adapter's files:
+model_store.select_adapter_files, which refuses a repo without adapter_config.json); what its
+adapter_config.json on the Hub says was read by the plan (app/planning.hub_adapters) and is judged as
+a folder's is (a config vLLM cannot load, a rank above max_lora_rank); asked nothing (offline), its
+rank is vLLM's default until it is read (desired/adapters.lora_settings notes so). A warning, `adapter.base`: an adapter trained on another base model than the one it is served
 with (its `base_model_name_or_path` names another repo). Pure."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ FILES_FIX = (
     "point the adapter's source.path at its folder (adapter_config.json and adapter_model.safetensors); "
     "for a repo adapter, delete its folder in the model store so apply downloads it again"
 )
+HUB_FIX = "pin the adapter's source.revision to a commit whose adapter_config.json vLLM can load"
 RANK_FIX = "raise the model's vllm.max_lora_rank (or leave it unset: it then fits the largest adapter)"
 
 
@@ -35,18 +38,22 @@ def adapter_checks(desired: DesiredState, markers: Mapping[str, dict[str, Any]] 
             )
             where = f"model '{alias}' adapter '{name}'"
             source = adapter["source"]
-            if "repo" in source and not is_complete((markers or {}).get(adapter["adapter_dir"]), kind="adapter"):
+            pending = "repo" in source and not is_complete((markers or {}).get(adapter["adapter_dir"]), kind="adapter")
+            if pending and not (files.hub and files.problem):
+                said = f", rank {files.rank} by its adapter_config.json on the Hub" if files.hub else ""
                 out.append(
                     Check(
                         "adapter.files",
                         "ok",
-                        f"{where}: {source['repo']}@{source['revision']} is not in the model store yet: apply "
-                        "downloads it (or `aigo-apply models pull`), and its files are checked then",
+                        f"{where}: {source['repo']}@{source['revision']} is not in the model store yet{said}: "
+                        "apply downloads it (or `aigo-apply models pull`), and its files are checked then",
                     )
                 )
+            if pending and not files.hub:
                 continue
             if files.problem:
-                out.append(Check("adapter.files", "blocking", f"{where}: {files.problem}", FILES_FIX))
+                fix = HUB_FIX if files.hub else FILES_FIX
+                out.append(Check("adapter.files", "blocking", f"{where}: {files.problem}", fix))
             elif files.rank is not None and isinstance(rank, int) and files.rank > rank:
                 out.append(
                     Check(

@@ -261,6 +261,10 @@ def test_a_repo_adapter_is_downloaded_on_the_host_recorded_in_the_lock_and_reins
         (m["Source"], m["Destination"], m["RW"]) for m in inspected["Mounts"] if m["Type"] == "bind"
     }
     assert "hf_never_shown" not in json.dumps(inspected) + result.stdout + result.stderr
+    # sized by the rank the Hub's adapter_config.json declares from the first plan: no replace follows
+    assert "--max-lora-rank 8" in " ".join(inspected["Config"]["Cmd"])
+    again = run_cli("plan", "-f", path, "--detailed-exitcode", env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
     lock_text = (tmp_path / "aigo.lock").read_text()
     assert json.loads(lock_text)["models"]["org/sql-lora@main"] == {
         "commit": first,
