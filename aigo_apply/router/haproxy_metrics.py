@@ -1,5 +1,6 @@
 """The router's one /metrics, rendered beside haproxy.cfg: metrics.lua (gathers every routed engine's
-/metrics at once on each scrape, labels each series with its model, engine and project, and adds
+/metrics at once on each scrape, labels each series with its model, engine and project, writes each
+LoRA adapter's activity under the adapter's own alias (from what vLLM reports of it), and adds
 HAProxy's own exporter, bound on a socket inside the router) and engine_http.lua (the bounded HTTP
 exchange with an engine that metrics.lua and swap.lua share). Pure, like the rest of router/: every
 value is checked right before it becomes part of a Lua literal."""
@@ -31,11 +32,21 @@ ACTIVITY = {
 }
 
 
+# vLLM v0.31.0's only series that names adapters (vllm/v1/metrics/loggers.py): a gauge set to the
+# time of each scheduler step, labelled with the adapters that had requests running and waiting then
+# (comma-separated); each label set stays in the page, so the newest (largest) value is the present.
+# Its request and token counters are labelled with the base model's name only.
+LORA_INFO = "vllm:lora_requests_info"
+
+
 def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route], kubernetes: bool) -> dict[str, str]:
     """engine_http.lua and metrics.lua for these routes. On Kubernetes an engine is reached at the
     address HAProxy resolved for its backend (Lua cannot resolve a Service's name itself)."""
     project = check_lua_value("project", settings.project)
-    engines = [_engine(r, kubernetes) for r in sorted(routes) if r.owned_by in ACTIVITY]
+    adapters: dict[str, list[str]] = {}
+    for adapter in sorted(settings.adapters):
+        adapters.setdefault(adapter.base, []).append(check_lua_value("adapter alias", adapter.alias))
+    engines = [_engine(r, kubernetes, adapters.get(r.alias, [])) for r in sorted(routes) if r.owned_by in ACTIVITY]
     return {
         HTTP_FILE: env.get_template(HTTP_TEMPLATE).render(project=project),
         METRICS_FILE: env.get_template(METRICS_TEMPLATE).render(
@@ -44,6 +55,7 @@ def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route
             own_socket=f"unix@{OWN_SOCKET}",
             timeout_s=TIMEOUT_S,
             max_bytes=MAX_BYTES,
+            lora_info=LORA_INFO,
             stall_s=check_lua_value("router.stall_seconds", settings.stall_s),
             watch_s=watch_interval(settings.stall_s),
         ),
@@ -55,9 +67,12 @@ def watch_interval(stall_s: int) -> int:
     return max(1, min(15, stall_s // 4))
 
 
-def _engine(route: Route, kubernetes: bool) -> dict[str, Any]:
+def _engine(route: Route, kubernetes: bool, adapters: list[str]) -> dict[str, Any]:
+    """What metrics.lua knows of one engine; `adapters`: the LoRA adapters it serves (vLLM only), whose
+    activity the router reads from vLLM's LORA_INFO gauge and writes under each adapter's own alias."""
     where: dict[str, Any] = {"addr": None, "port": None} if kubernetes else lua_address(route)
     return {
+        "adapters": adapters if route.owned_by == "vllm" else [],
         "alias": check_lua_value("model alias", route.alias),
         "engine": check_lua_value("engine name", route.owned_by),
         "backend": check_lua_value("backend name", route.backend),

@@ -73,6 +73,43 @@ def make(folder: Path, image: str = IMAGE, timeout: float = 300) -> Path:
     return folder
 
 
+def make_adapter(folder: Path, seed: int, rank: int = 8, base: str = "tiny") -> Path:
+    """A LoRA adapter for the tiny model in peft's file layout (adapter_config.json and
+    adapter_model.safetensors), made on the host with numpy: rank `rank` on every layer's q_proj and
+    v_proj (q: 2 heads x 64 out, v: 1 KV head x 64 out, both 128 in), random weights from `seed`
+    (different seeds, different answers). Returns the folder."""
+    import json
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for layer in range(2):
+        for proj, out_features in (("q_proj", 128), ("v_proj", 64)):
+            prefix = f"base_model.model.model.layers.{layer}.self_attn.{proj}"
+            tensors[f"{prefix}.lora_A.weight"] = rng.normal(0, 0.02, (rank, 128)).astype(np.float16)
+            tensors[f"{prefix}.lora_B.weight"] = rng.normal(0, 0.02, (out_features, rank)).astype(np.float16)
+    save_file(tensors, str(folder / "adapter_model.safetensors"))
+    os.chmod(folder / "adapter_model.safetensors", 0o644)  # as peft leaves it (save_file makes it 0600)
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": rank,
+        "lora_alpha": 2 * rank,
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "target_modules": ["q_proj", "v_proj"],
+        "base_model_name_or_path": base,
+        "fan_in_fan_out": False,
+        "modules_to_save": None,
+    }
+    (folder / "adapter_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return folder
+
+
 def generate(out: Path) -> None:
     """Inside the image: write the tokenizer, config and weights into `out`."""
     import torch

@@ -86,3 +86,16 @@ def test_adapters_are_part_of_the_render_key():
 def test_every_adapter_value_is_checked_before_it_is_written(adapters, words):
     with pytest.raises(RouterError, match=re.escape(words)):
         render_files(replace(SETTINGS, adapters=adapters), ROUTES)
+
+
+def test_the_merged_metrics_know_each_vllm_engines_adapters_by_alias():
+    """metrics.lua writes aigo_adapter_requests_active under each adapter's own alias, from vLLM's
+    vllm:lora_requests_info of the base's engine (a Docker test reads it from the real engine)."""
+    files = render_files(SETTINGS, ROUTES)
+    engines = re.findall(
+        r'^    \{alias = "([^"]+)", engine = "([^"]+)".*adapters = \{([^}]*)\}', files["metrics.lua"], re.M
+    )
+    assert engines == [("base", "vllm", '"a.b", "sql"'), ("other", "sglang", "")]
+    assert 'local LORA_INFO = "vllm:lora_requests_info"' in files["metrics.lua"]
+    alone = render_files(replace(SETTINGS, adapters=(AdapterRoute("sql", "missing"),)), ROUTES)  # base not routed
+    assert re.findall(r"adapters = \{([^}]*)\}", alone["metrics.lua"]) == ["", ""]
