@@ -19,8 +19,10 @@ from aigo_apply.config.yaml_source import Path_
 ADAPTER_SETTINGS = ("max_loras", "max_lora_rank")
 ENGINE_REASONS = {
     "sglang": (
-        "SGLang models cannot serve adapters yet: SGLang 0.5.6 has --enable-lora and --lora-paths, but "
-        "aigo-apply renders and checks adapters for vLLM only; serve the base with engine: vllm, or remove adapters"
+        "SGLang models cannot serve adapters here: SGLang 0.5.6's parser takes --enable-lora and "
+        "--lora-paths NAME=PATH, but its OpenAI API serves an adapter only to a request whose model is "
+        "'BASE:NAME' (serving_base._parse_model_parameter) and answers one naming the adapter alone with the "
+        "base model, and the router does not rewrite request bodies; serve the base with engine: vllm, or remove adapters"
     ),
     "llama.cpp": (
         "llama.cpp models cannot serve adapters here: llama-server takes GGUF LoRA files (--lora), not the "

@@ -208,3 +208,29 @@ def test_every_setting_config_sets_every_sglang_setting():
     for key, prop in properties.items():
         if prop.get("type") == "boolean":
             assert {True, False} <= {u[key] for u in used if key in u}, key
+
+
+def test_the_adapter_refusals_premise_holds_in_sglang(sglang_verdicts, base_command):
+    """Why `adapters:` on an SGLang model is refused (config/adapter_rules.py): SGLang 0.5.6's parser
+    takes the flags, but its OpenAI API picks an adapter only from a `model` of the form BASE:NAME, so
+    a request naming the adapter's alias alone (what the router forwards) would get the base."""
+    import ast
+
+    from aigo_apply.config.adapter_rules import ENGINE_REASONS
+
+    (verdict,) = sglang_verdicts([base_command + ["--enable-lora", "--lora-paths", "sql=/adapters/sql"]])
+    assert verdict["accepted"], verdict
+    source = next(
+        (ROOT / ".venv-sglang" / "lib").glob("python3*/site-packages/sglang/srt/entrypoints/openai/serving_base.py")
+    )
+    tree = ast.parse(source.read_text())
+    (function,) = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_parse_model_parameter"]
+    function.returns = None  # its annotations name typing's names: not needed to run it
+    for arg in function.args.args:
+        arg.annotation = None
+    namespace: dict = {}
+    exec(compile(ast.fix_missing_locations(ast.Module([function], [])), str(source), "exec"), {}, namespace)
+    parse = namespace["_parse_model_parameter"]
+    assert parse(None, "sql") == ("sql", None)  # the alias alone names no adapter
+    assert parse(None, "base:sql") == ("base", "sql")
+    assert "'BASE:NAME' (serving_base._parse_model_parameter)" in ENGINE_REASONS["sglang"]

@@ -123,7 +123,7 @@ def test_unsafe_names_sources_and_ranks_are_refused_at_their_lines(tmp_path):
 @pytest.mark.parametrize(
     ("engine", "source", "words"),
     [
-        ("sglang", "{repo: org/base}", "SGLang 0.5.6 has --enable-lora and --lora-paths, but aigo-apply renders"),
+        ("sglang", "{repo: org/base}", "its OpenAI API serves an adapter only to a request whose model is 'BASE:NAME'"),
         ("llama.cpp", "{repo: org/base-GGUF, file: base.gguf}", "llama-server takes GGUF LoRA files (--lora)"),
     ],
 )
