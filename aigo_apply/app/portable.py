@@ -1,7 +1,10 @@
 """Portable model definitions (`.baimodel`): `aigo-apply export ALIAS` writes one model as the file
 has it, minus the settings that belong to a machine (GPU memory fraction, tensor parallelism, MoE
-and Mamba kernels, llama.cpp's GPU layers, GPU selection, port); `aigo-apply import` prints the YAML entry for another file,
-or adds it there with --write (refusing an alias that exists, and writing only a file that validates)."""
+and Mamba kernels, llama.cpp's GPU layers, GPU selection, port); its LoRA adapters (`adapters:`, and
+`vllm.max_loras` / `vllm.max_lora_rank`, which size the engine for them) travel with it. `aigo-apply
+import` prints the YAML entry for another file, or adds it there with --write (refusing an alias,
+the model's or one of its adapters', that the file already has, and writing only a file that
+validates)."""
 
 from __future__ import annotations
 
@@ -53,15 +56,44 @@ def host_settings(model: dict[str, Any]) -> list[str]:
 
 
 def local_paths(model: dict[str, Any]) -> list[tuple[str, str]]:
-    """(dotted setting, path) for each file the model reads from this machine's disk: its source and
-    a speculative draft given as `path:`; another machine will not have them."""
+    """(dotted setting, path) for each file the model reads from this machine's disk: its source, a
+    speculative draft and each LoRA adapter given as `path:`; another machine will not have them."""
     places = [("source", model.get("source"))]
     places += [
         (f"{engine}.speculative.draft", model[engine].get("speculative", {}).get("draft"))
         for engine in HOST_ENGINE_FIELDS
         if isinstance(model.get(engine), dict) and isinstance(model[engine].get("speculative"), dict)
     ]
+    places += [(f"adapters.{name}.source", _mapping(a).get("source")) for name, a in adapters_of(model).items()]
     return [(f"{where}.path", str(p["path"])) for where, p in places if isinstance(p, dict) and "path" in p]
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def adapters_of(model: Any) -> dict[str, Any]:
+    """The model entry's LoRA adapters by alias (none when it has no `adapters:` mapping)."""
+    return _mapping(_mapping(model).get("adapters"))
+
+
+def alias_clash(models: dict[str, Any], alias: str, model: dict[str, Any]) -> str | None:
+    """Why adding `model` as `alias` to a file's `models` would reuse a name it already has (None when
+    it would not): the model's alias or one of its adapters' against every model and adapter there,
+    ignoring case, as validation compares them (clients send either as `model`)."""
+    taken: dict[str, str] = {}
+    for other, entry in models.items():
+        if isinstance(other, str):
+            taken.setdefault(other.lower(), f"model '{other}'")
+        for name in adapters_of(entry):
+            if isinstance(name, str):
+                taken.setdefault(name.lower(), f"adapter '{name}' of model '{other}'")
+    if alias.lower() in taken:
+        return f"the alias '{alias}' is taken by {taken[alias.lower()]}"
+    for name in adapters_of(model):
+        if isinstance(name, str) and name.lower() in taken:
+            return f"its adapter '{name}' has the alias of {taken[name.lower()]}"
+    return None
 
 
 def export_model(config_file: str, alias: str) -> tuple[str, list[str]]:
@@ -208,6 +240,15 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
         raise AigoError(f"{config_file}: has no `models:` mapping to add to")
     if alias in models:
         raise UsageProblem(f"model '{alias}' already exists in {config_file}; import it --as another alias")
+    clash = alias_clash(models, alias, model)
+    if clash is not None:
+        fix = (
+            "import it --as another alias"
+            if clash.startswith("the alias")
+            else "rename the adapter in the definition (or the one in the file): every model and adapter needs "
+            "a name of its own"
+        )
+        raise UsageProblem(f"model '{alias}' cannot be added to {config_file}: {clash} there; {fix}")
     lines = raw.decode("utf-8").splitlines(keepends=True)  # the bytes read_config found valid UTF-8
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"

@@ -1,9 +1,9 @@
 """Rules for a model's LoRA adapters (`models.ALIAS.adapters`) that JSON Schema cannot say: each
 adapter's alias is a safe name and no other model or adapter of the file answers to it (clients
 send either as `model`, so one name must mean one thing), only vLLM serves them here, and the
-adapter settings (`vllm.max_loras`, `vllm.max_lora_rank`) come with adapters; not yet on a cluster or
-for an on-demand model. Like the other rules,
-each skips what failed the schema."""
+adapter settings (`vllm.max_loras`, `vllm.max_lora_rank`) come with adapters; not yet for an
+on-demand model (on a cluster, a local adapter folder follows the node-local rules of a local model:
+config/kube_rules.local_paths). Like the other rules, each skips what failed the schema."""
 
 from __future__ import annotations
 
@@ -34,10 +34,6 @@ ON_DEMAND_REASON = (
     "an on-demand model cannot serve adapters yet: the router wakes a sleeping engine for its model's own "
     "alias only, so a request naming an adapter would reach it asleep; remove on_demand/swap_group or adapters"
 )
-KUBERNETES_REASON = (
-    "adapters are not rendered for a cluster yet (the pod would not mount them): "
-    "serve this model with platform: docker, or remove adapters"
-)
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -58,8 +54,6 @@ def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
         engine = engine_of(model, data.get("defaults"))
         if "adapters" in model and engine in ENGINE_REASONS:
             f.at_key(("models", alias, "adapters"), ENGINE_REASONS[engine])
-        elif adapters and data.get("platform") == "kubernetes":
-            f.at_key(("models", alias, "adapters"), KUBERNETES_REASON)
         elif adapters and is_on_demand(model):
             f.at_key(("models", alias, "adapters"), ON_DEMAND_REASON)
         settings = _mapping(model.get("vllm"))

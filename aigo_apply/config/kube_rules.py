@@ -1,6 +1,7 @@
 """Rules for the `kubernetes:` section that JSON Schema cannot say, and the Kubernetes limits of a
 model: label keys (prefix and name lengths), tolerations that the API server would refuse, a
-`source.path` that a cluster's nodes cannot see unless the model is pinned to the node holding it,
+`source.path` (a model's, a draft's or a LoRA adapter's) that a cluster's nodes cannot see unless
+the model is pinned to the node holding it,
 and a model needing more GPUs than one node has (multi-node serving is LeaderWorkerSet's job).
 
 The syntax rules hold whenever the section is written; the placement rules when the file says
@@ -121,7 +122,8 @@ def check_placement(data: dict[str, Any], models: dict[str, Any], f: Finder) -> 
 
 def local_paths(model: dict[str, Any], engine: str) -> list[tuple[Path_, str]]:
     """(place in the model, path) of each local folder or file the model reads on `engine`: its
-    source, and a vLLM draft model (the blocks of other engines are ignored, as everywhere)."""
+    source, a vLLM draft model and vLLM LoRA adapters (the blocks of other engines are ignored, as
+    everywhere)."""
     out: list[tuple[Path_, str]] = []
     path = _mapping(model.get("source")).get("path")
     if isinstance(path, str):
@@ -129,6 +131,11 @@ def local_paths(model: dict[str, Any], engine: str) -> list[tuple[Path_, str]]:
     draft = _mapping(_mapping(_mapping(model.get(engine)).get("speculative")).get("draft"))
     if engine == "vllm" and isinstance(draft.get("path"), str):
         out.append(((engine, "speculative", "draft", "path"), draft["path"]))
+    adapters = _mapping(model.get("adapters")) if engine == "vllm" else {}
+    for name, adapter in adapters.items():
+        adapter_path = _mapping(_mapping(adapter).get("source")).get("path")
+        if isinstance(adapter_path, str):
+            out.append((("adapters", name, "source", "path"), adapter_path))
     return out
 
 

@@ -19,8 +19,8 @@ _ROUTER_HOST_KEYS = ("bind", "config_dir", "sockets_dir", "user")  # where and a
 
 
 def model_spec(model: DesiredModel) -> dict[str, Any]:
-    """The model's canonical spec without the host folders of downloaded weights (a local
-    `source.path` keeps its folder: on a cluster it is the node's folder the pod mounts)."""
+    """The model's canonical spec without the host folders of downloaded weights and adapters (a
+    local `source.path` keeps its folder: on a cluster it is the node's folder the pod mounts)."""
     spec = dict(model.spec)
     if "socket" in spec:  # on a cluster every engine listens on its port (desired/build.served_on_ports)
         del spec["socket"]
@@ -33,6 +33,11 @@ def model_spec(model: DesiredModel) -> dict[str, Any]:
     if "repo" in draft:
         draft = {k: v for k, v in draft.items() if k != "model_dir"}
         spec["vllm"] = {**settings, "speculative": {**speculative, "draft": draft}}
+    if spec.get("adapters"):
+        spec["adapters"] = {
+            name: {k: v for k, v in adapter.items() if k != "adapter_dir" or "repo" not in adapter["source"]}
+            for name, adapter in spec["adapters"].items()
+        }
     return spec
 
 

@@ -1,11 +1,12 @@
 """Where a model's weights live on a cluster, and how the engine pod sees them at the very paths the
-Docker container uses (`/models/ALIAS`, `/models/ALIAS.draft`, read-only).
+Docker container uses (`/models/ALIAS`, `/models/ALIAS.draft`, `/adapters/ADAPTER`, read-only).
 
 A model from Hugging Face gets its own PersistentVolumeClaim, filled by a Job that downloads the repo
-(and a draft model's repo) with huggingface_hub, pinned to the commit the revision names when it
-runs; the Hugging Face token reaches that Job only, from a Secret, never an engine. The volume's name
-carries a hash of what it holds, so other weights download into a new volume while the old one still
-serves. A `source.path` model reads a hostPath folder (or file) on the node it is pinned to.
+(and a draft model's repo, and each LoRA adapter's repo) with huggingface_hub, pinned to the commit
+the revision names when it runs; the Hugging Face token reaches that Job only, from a Secret, never an
+engine. The volume's name carries a hash of what it holds, so other weights (or another adapter)
+download into a new volume while the old one still serves. A `source.path` model (or adapter) reads a
+hostPath folder (or file) on the node it is pinned to.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 from aigo_apply.config import kube_names as names
 from aigo_apply.config.host_paths import path_text_problem
 from aigo_apply.config.kube_rules import HOSTNAME_LABEL
+from aigo_apply.desired.adapters import ADAPTER_MOUNT
 from aigo_apply.desired.engines.common import CACHE_DIR, MODEL_MOUNT
-from aigo_apply.desired.model_store import ENGINE_FILES, ENGINE_SUFFIXES, gguf_parts
+from aigo_apply.desired.model_store import ADAPTER_FILES, ENGINE_FILES, ENGINE_SUFFIXES, gguf_parts
 from aigo_apply.desired.types import DesiredModel, canonical_json
 from aigo_apply.errors import UnsafeSetting
 from aigo_apply.kube.secrets import HUB_TOKEN_KEY
@@ -50,23 +52,40 @@ class PodStorage:
 
 
 def downloads(model: DesiredModel) -> list[dict[str, Any]]:
-    """What the model's volume holds: the weights' repo in `model/`, a draft model's repo in `draft/`."""
+    """What the model's volume holds: the weights' repo in `model/`, a draft model's repo in `draft/`,
+    each LoRA adapter's repo in `adapters/ADAPTER/` (by alias: two adapters never share a folder)."""
     out = []
     source = model.spec["source"]
     if "repo" in source:
-        out.append({"folder": "model", **_repo(source, source.get("file"))})
+        out.append({"folder": "model", **_repo(source, _model_patterns(source.get("file")))})
     draft = model.spec.get("vllm", {}).get("speculative", {}).get("draft", {})
     if "repo" in draft:
-        out.append({"folder": "draft", **_repo(draft, None)})
+        out.append({"folder": "draft", **_repo(draft, _model_patterns(None))})
+    for name, adapter in sorted((model.spec.get("adapters") or {}).items()):
+        if "repo" in adapter["source"]:
+            out.append({"folder": adapter_folder(name), **_repo(adapter["source"], ADAPTER_PATTERNS)})
     return out
 
 
-def _repo(source: dict[str, Any], file: str | None) -> dict[str, Any]:
+def adapter_folder(name: str) -> str:
+    """The volume's sub-path holding LoRA adapter `name` (an alias: a safe name, no '/' or '..')."""
+    return f"adapters/{name}"
+
+
+# What model_store.select_adapter_files keeps, as the model's patterns follow select_files: the
+# adapter's config, its .safetensors weights, the tokenizer and chat template files it may carry.
+ADAPTER_PATTERNS = ["*.safetensors", *sorted(ADAPTER_FILES), "*.jinja", "*.tiktoken"]
+
+
+def _model_patterns(file: str | None) -> list[str]:
     if file is not None:
-        patterns = gguf_parts(file)
-    else:  # what model_store.select_files keeps: safetensors weights, config, tokenizer, templates
-        patterns = ["*.safetensors", *sorted(ENGINE_FILES), *(f"*{suffix}" for suffix in ENGINE_SUFFIXES)]
-    return {"repo": source["repo"], "revision": source.get("revision", "main"), "patterns": patterns}
+        return gguf_parts(file)
+    # what model_store.select_files keeps: safetensors weights, config, tokenizer, templates
+    return ["*.safetensors", *sorted(ENGINE_FILES), *(f"*{suffix}" for suffix in ENGINE_SUFFIXES)]
+
+
+def _repo(source: dict[str, Any], patterns: list[str]) -> dict[str, Any]:
+    return {"repo": source["repo"], "revision": source.get("revision", "main"), "patterns": list(patterns)}
 
 
 def storage_key(model: DesiredModel, settings: KubeSettings) -> str:
@@ -154,16 +173,14 @@ def pod_storage(project: str, model: DesiredModel, settings: KubeSettings) -> Po
     """The engine's mounts, from the Docker container's own: the downloaded folders as sub-paths of
     the model's volume, local folders and files as hostPath, the compile cache as an emptyDir."""
     spec, folder = model.spec, f"{MODEL_MOUNT}/{model.alias}"
-    if spec.get("adapters"):  # validation refuses them on a cluster; `render --as kubernetes` of a Docker file too
-        raise UnsafeSetting(
-            f"model '{model.alias}': LoRA adapters are not rendered for a cluster yet (the pod would not mount "
-            "them from the model's volume); render it without adapters, or serve it with platform: docker"
-        )
     downloaded = {}  # mount target -> the volume's sub-path (the spec's host folders are not needed)
     if "repo" in spec["source"]:
         downloaded[folder] = "model"
     if "repo" in spec.get("vllm", {}).get("speculative", {}).get("draft", {}):
         downloaded[f"{folder}.draft"] = "draft"
+    for name, adapter in (spec.get("adapters") or {}).items():
+        if "repo" in adapter["source"]:
+            downloaded[f"{ADAPTER_MOUNT}/{name}"] = adapter_folder(name)
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     if downloaded:

@@ -3,6 +3,7 @@ file that still validates and never replaces an existing alias."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from aigo_apply.app.portable import HOST_FIELDS, HOST_VLLM_FIELDS
@@ -132,3 +133,84 @@ def test_import_of_a_missing_definition_names_the_argument_not_the_config_option
     assert result.returncode == 1
     assert f"{missing}: no such file" in result.stderr
     assert "the first argument of import" in result.stderr and "AIGO_FILE" not in result.stderr
+
+
+def adapter_source(tmp_path):
+    """A file whose model `base` serves a repo adapter and a local one (an existing folder)."""
+    (tmp_path / "notes").mkdir()
+    return write_config(
+        tmp_path,
+        "version: 1\nproject: src\nmodels:\n  base:\n    source: {repo: org/base}\n    context_length: 4096\n"
+        "    gpus: [0]\n    vllm: {gpu_memory_utilization: 0.5, max_loras: 2, max_lora_rank: 64}\n"
+        "    adapters:\n      sql: {source: {repo: org/sql-lora, revision: a1}}\n"
+        f"      notes: {{source: {{path: {tmp_path / 'notes'}}}}}\n",
+        name="src.yaml",
+    )
+
+
+def test_export_carries_adapters_and_warns_about_a_local_one(tmp_path):
+    exported = tmp_path / "b.baimodel"
+    result = run_cli("export", "base", "-f", str(adapter_source(tmp_path)), "-o", str(exported))
+    assert result.returncode == 0, result.stderr
+    notes = tmp_path / "notes"
+    assert (
+        f"warning: model 'base': adapters.notes.source.path is a local path ({notes}), so this definition is not "
+        "portable" in result.stderr
+    )
+    assert "source.path is a local path" not in result.stderr.replace("adapters.notes.source.path", "")
+    text = exported.read_text()
+    assert "# Not portable: adapters.notes.source.path is a folder or file on the machine it came from." in text
+    model = yaml.safe_load(text)["model"]
+    assert model["adapters"] == {
+        "sql": {"source": {"repo": "org/sql-lora", "revision": "a1"}},
+        "notes": {"source": {"path": str(notes)}},
+    }
+    assert model["vllm"] == {"max_loras": 2, "max_lora_rank": 64}  # they size the engine: not host settings
+    assert "gpus" not in model
+
+
+def test_import_brings_the_adapters_back_into_a_file_that_validates(tmp_path):
+    exported = tmp_path / "b.baimodel"
+    run_cli("export", "base", "-f", str(adapter_source(tmp_path)), "-o", str(exported))
+    target = write_config(
+        tmp_path,
+        "version: 1\nproject: other\nmodels:\n  chat: {source: {repo: org/chat}, context_length: 4096, gpus: none}\n",
+    )
+    result = run_cli("import", str(exported), "-f", str(target), "--write", "--as", "base2")
+    assert result.returncode == 0, result.stderr
+    assert f"note: adapters.notes.source.path is a local path ({tmp_path / 'notes'})" in result.stderr
+    imported = load_config(str(target)).data["models"]["base2"]  # loads: the file validates
+    assert set(imported["adapters"]) == {"sql", "notes"}
+    assert imported["adapters"]["sql"] == {"source": {"repo": "org/sql-lora", "revision": "a1"}}
+    assert imported["vllm"] == {"max_loras": 2, "max_lora_rank": 64}
+
+
+@pytest.mark.parametrize(
+    ("models", "alias", "says"),
+    [
+        (
+            "  sql: {source: {repo: org/x}, context_length: 4096}\n",
+            "base",
+            "its adapter 'sql' has the alias of model 'sql'",
+        ),
+        (
+            "  x:\n    source: {repo: org/x}\n    context_length: 4096\n    adapters: {Notes: {source: {repo: org/n}}}\n",
+            "base",
+            "its adapter 'notes' has the alias of adapter 'Notes' of model 'x'",
+        ),
+        (
+            "  x:\n    source: {repo: org/x}\n    context_length: 4096\n    adapters: {b2: {source: {repo: org/n}}}\n",
+            "b2",
+            "the alias 'b2' is taken by adapter 'b2' of model 'x' there; import it --as another alias",
+        ),
+    ],
+)
+def test_import_refuses_an_adapter_alias_the_file_already_has_and_writes_nothing(tmp_path, models, alias, says):
+    exported = tmp_path / "b.baimodel"
+    run_cli("export", "base", "-f", str(adapter_source(tmp_path)), "-o", str(exported))
+    target = write_config(tmp_path, "version: 1\nproject: other\nmodels:\n" + models)
+    before = target.read_text()
+    result = run_cli("import", str(exported), "-f", str(target), "--write", "--as", alias)
+    assert result.returncode == 64, result.stderr
+    assert f"model '{alias}' cannot be added to {target}: {says}" in result.stderr
+    assert target.read_text() == before

@@ -294,3 +294,18 @@ def test_logs_on_a_cluster_read_each_models_pod_and_the_routers_redacted(tmp_pat
     )
     code, out, err = cli(capsys, "logs", "nope", "-f", path)
     assert code == 64 and "no model 'nope'" in err and out == ""
+
+
+def test_an_adapter_serves_on_a_cluster_and_its_new_revision_replaces_its_model(tmp_path, fake, capsys):
+    adapter = "    adapters: {sql: {source: {repo: org/sql-lora, revision: a1}}}\n"
+    text = KUBE.replace("    env: {MY_KEY: {from_env: MY_KEY}}\n", "    env: {MY_KEY: {from_env: MY_KEY}}\n" + adapter)
+    path = str(write_config(tmp_path, text))
+    code, out, err = cli(capsys, "apply", "-f", path, "-y")
+    assert code == 0, out + err
+    assert "note: max_lora_rank 16: the rank of adapter sql is not known" in out  # nothing reads the volume
+    code, out, _ = cli(capsys, "plan", "-f", path, "--detailed-exitcode")
+    assert code == 0 and out.startswith("No changes."), out
+    moved = str(write_config(tmp_path, text.replace("revision: a1", "revision: a2")))
+    code, out, _ = cli(capsys, "plan", "-f", moved, "--detailed-exitcode")
+    assert code == 2 and "model.beta will be replaced" in out and "model.gamma will be" not in out, out
+    assert "(because adapter 'sql' changed: org/sql-lora@a1 -> org/sql-lora@a2)" in out

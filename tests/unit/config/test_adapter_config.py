@@ -164,10 +164,8 @@ def test_adapter_settings_without_adapters_are_refused(tmp_path):
     ]
 
 
-def test_a_cluster_file_refuses_adapters_until_pods_mount_them(tmp_path):
-    found = problems(
-        tmp_path,
-        """
+def test_a_cluster_file_serves_adapters_and_holds_a_local_one_to_the_node_local_rules(tmp_path):
+    text = """
         version: 1
         project: lab
         platform: kubernetes
@@ -176,9 +174,13 @@ def test_a_cluster_file_refuses_adapters_until_pods_mount_them(tmp_path):
             source: {repo: org/base}
             context_length: 4096
             adapters: {sql: {source: {repo: org/sql}}}
-        """,
-    )
-    assert any("models.base.adapters: adapters are not rendered for a cluster yet" in p for p in found), found
+        """
+    assert set(load_config(str(write_config(tmp_path, text))).data["models"]["base"]["adapters"]) == {"sql"}
+    (tmp_path / "notes").mkdir()
+    found = problems(tmp_path, text.replace("{sql: {source: {repo: org/sql}}}", "{notes: {source: {path: ./notes}}}"))
+    assert len(found) == 1 and found[0].startswith(
+        "F:8:39: models.base.adapters.notes.source.path: a local path is a "
+    ), found
 
 
 def test_a_local_adapter_path_follows_the_mount_rules(tmp_path):

@@ -110,3 +110,23 @@ def test_destroy_leaves_nothing_of_the_project(tmp_path, fake, client):
     report = destroy(client, read_cluster(client, "lab"), StepLog(Journal(tmp_path), Reporter()))
     assert all(o.ok for o in report.outcomes)
     assert read_cluster(client, "lab").objects == ()
+
+
+def test_a_changed_adapter_is_a_change_of_its_model_downloaded_into_a_new_volume(tmp_path, fake, client):
+    with_adapter = CONFIG.replace(
+        "    env: {MY_KEY: {from_env: MY_KEY}}\n",
+        "    env: {MY_KEY: {from_env: MY_KEY}}\n    adapters: {sql: {source: {repo: org/sql-lora, revision: a1}}}\n",
+    )
+    plan, report = converge(tmp_path, client, with_adapter)
+    assert all(o.ok for o in report.outcomes), report.outcomes
+    assert set(kinds(again(tmp_path, client, with_adapter)).values()) == {"noop"}
+    volumes = lambda: {o.name for o in read_cluster(client, "lab").objects if o.kind == "PersistentVolumeClaim"}
+    before = volumes()
+    moved = with_adapter.replace("revision: a1", "revision: a2")
+    plan, report = converge(tmp_path, client, moved)
+    assert kinds(plan) == {"model.beta": "recreate", "model.gamma": "noop", "router": "noop"}
+    beta = next(a for a in plan.actions if a.address == "model.beta")
+    assert beta.reasons == ("adapter 'sql' changed: org/sql-lora@a1 -> org/sql-lora@a2",)
+    assert all(o.ok for o in report.outcomes), report.outcomes
+    assert len(volumes() - before) == 1 and len(before - volumes()) == 1  # a new volume for beta, the old pruned
+    assert set(kinds(again(tmp_path, client, moved)).values()) == {"noop"}

@@ -114,15 +114,23 @@ def test_a_docker_file_renders_with_the_kubernetes_defaults(tmp_path):
     assert resources == {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
 
 
-def test_a_docker_file_with_adapters_is_refused_on_a_cluster_with_the_reason(tmp_path):
+def test_a_docker_file_with_adapters_renders_them_for_a_cluster(tmp_path):
     path = write_config(
         tmp_path,
         "version: 1\nproject: lab\nmodels:\n  m:\n    source: {repo: a/b}\n    context_length: 64\n"
         "    adapters: {sql: {source: {repo: a/sql}}}\n",
     )
     result = run_cli("render", "--as", "kubernetes", "-f", str(path))
-    assert result.returncode == 1 and "LoRA adapters are not rendered for a cluster yet" in result.stderr
-    assert run_cli("render", "-f", str(path), "m").stdout.startswith("docker run -d")  # Docker serves them
+    assert result.returncode == 0, result.stderr
+    (deployment,) = [
+        d for d in documents(result.stdout) if d["kind"] == "Deployment" and d["metadata"]["name"].count("-m-")
+    ]
+    (engine,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "sql=/adapters/sql" in engine["args"]
+    assert {"name": "weights", "mountPath": "/adapters/sql", "subPath": "adapters/sql", "readOnly": True} in engine[
+        "volumeMounts"
+    ]
+    assert run_cli("render", "-f", str(path), "m").stdout.startswith("docker run -d")  # and Docker serves them
 
 
 def test_a_secret_with_values_is_never_printed_and_values_go_only_where_asked(tmp_path):
