@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.hub import token
 from aigo_apply.adapters.kube_client import KubeClient
-from aigo_apply.app.host_context import current_host
+from aigo_apply.app.host_context import current_host, desired_state
 from aigo_apply.app.kube_logs import log_stream
+from aigo_apply.app.planning import cluster_adapters
 from aigo_apply.app.platform import LogStream, Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.journal import Journal
@@ -26,7 +27,6 @@ from aigo_apply.apply.state_dir import state_dir
 from aigo_apply.config import kube_rules
 from aigo_apply.config.load import Config
 from aigo_apply.config.platforms import platform_of
-from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import ConfigInvalid, UsageProblem
 from aigo_apply.kube.apply import KubeApply, destroy
@@ -59,7 +59,8 @@ class KubePlatform:
     def __init__(self, config: Config):
         _check_placement(config)
         host = current_host()
-        self.desired: DesiredState = build_desired(config, host)
+        self.desired: DesiredState = desired_state(config, host)  # a node-local adapter's rank read here too
+        self._config, self._host = config, host
         self.state_root = host.state_root
         self.project, self.file = self.desired.project, self.desired.file
         self.settings = settings_of(config.data)
@@ -96,7 +97,11 @@ class KubePlatform:
         return read_cluster(self.client, self.project)
 
     def plan(self, observed: ClusterState, request: PlanRequest) -> Plan:
-        """The digest of the router's keys rolls its pod when a key changes (never the keys themselves)."""
+        """The digest of the router's keys rolls its pod when a key changes (never the keys themselves);
+        repo adapters are sized by what the Hub says of them (app/planning.cluster_adapters)."""
+        hub = cluster_adapters(self.desired)
+        if hub:
+            self.desired = desired_state(self._config, self._host, hub)
         digest = digest_of(self.project, read_keys(self.desired.router.spec))
         router = dataclasses.replace(self.desired.router.settings, keys_digest=digest)
         keyed = dataclasses.replace(self.desired, router=dataclasses.replace(self.desired.router, settings=router))

@@ -68,16 +68,22 @@ def observe(
 
 
 def remote_info(
-    desired: DesiredState, observed: ObservedState, lock: dict[str, Any] | None = None
+    desired: DesiredState,
+    observed: ObservedState,
+    lock: dict[str, Any] | None = None,
+    kinds: frozenset[str] = frozenset({"model", "adapter"}),
 ) -> dict[HubKey, HubAnswer]:
     """What the Hub says about each download the plan may need (commit, files, bytes, or the
     error), asked in parallel only for folders that are not complete here. With `lock` (apply
-    --locked) every download is pinned to the commit aigo.lock records. Never raises."""
+    --locked) every download is pinned to the commit aigo.lock records. `kinds`: only the downloads
+    of these kinds. Never raises."""
 
     missing: set[HubKey] = set()
     pins: dict[HubKey, str] = {}
     out: dict[HubKey, HubAnswer] = {}
     for d in downloads(desired.specs()):
+        if kind_of(d) not in kinds:
+            continue
         marker = observed.model_files.get(d["dest"]) or {}
         k, kind = hub_key(d), kind_of(d)
         if lock is not None:
@@ -137,6 +143,16 @@ def hub_adapters(desired: DesiredState, remote: dict[HubKey, HubAnswer]) -> dict
         if kind_of(d) == "adapter" and answer is not None and answer.known:
             out[d["dest"]] = hub_adapter(f"{d['repo']}@{str(answer.commit)[:12]}", answer.config)
     return out
+
+
+def cluster_adapters(desired: DesiredState) -> dict[str, AdapterFiles]:
+    """On a cluster, whose download Job fetches the adapters (nothing of them is in this machine's
+    store): what the Hub's adapter_config.json says of each repo adapter, by folder, so the engine's
+    --max-lora-rank is the adapters' there too (asked nothing offline: vLLM's default, noted)."""
+    if not any(kind_of(d) == "adapter" for d in downloads(desired.specs())):
+        return {}
+    nothing_here = parse_state(desired.project, [], [])
+    return hub_adapters(desired, remote_info(desired, nothing_here, kinds=frozenset({"adapter"})))
 
 
 def lock_checks(

@@ -309,3 +309,25 @@ def test_an_adapter_serves_on_a_cluster_and_its_new_revision_replaces_its_model(
     code, out, _ = cli(capsys, "plan", "-f", moved, "--detailed-exitcode")
     assert code == 2 and "model.beta will be replaced" in out and "model.gamma will be" not in out, out
     assert "(because adapter 'sql' changed: org/sql-lora@a1 -> org/sql-lora@a2)" in out
+
+
+def test_on_a_cluster_a_repo_adapter_is_sized_by_its_adapter_config_on_the_hub(tmp_path, fake, capsys, monkeypatch):
+    """Nothing of the adapter is on this machine (the cluster's Job fetches it): the plan asks the Hub
+    for its adapter_config.json, so the engine's --max-lora-rank is the adapter's rank there too."""
+    from helpers.hub import Hub
+
+    adapter = "    adapters: {sql: {source: {repo: org/sql-lora, revision: main}}}\n"
+    text = KUBE.replace("    env: {MY_KEY: {from_env: MY_KEY}}\n", "    env: {MY_KEY: {from_env: MY_KEY}}\n" + adapter)
+    path = str(write_config(tmp_path, text))
+    with Hub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        config = {"r": 64, "target_modules": ["q_proj"], "base_model_name_or_path": "org/beta"}
+        hub.add("org/sql-lora", {"adapter_config.json": json.dumps(config).encode(), "adapter_model.safetensors": b"a"})
+        code, out, err = cli(capsys, "apply", "-f", path, "-y")
+        assert code == 0, out + err
+        assert "is not known" not in out
+        assert not [p for p, _ in hub.file_gets() if not p.endswith("/adapter_config.json")]  # no model asked
+    args = fake.get("Deployment", next(n for (k, _, n) in fake.objects if k == "Deployment" and "beta" in n))
+    command = args["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert command[command.index("--max-lora-rank") + 1] == "64"
