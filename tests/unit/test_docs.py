@@ -187,6 +187,14 @@ def test_the_configuration_reference_names_every_key_of_the_schema():
     assert not missing, f"keys of schemas/aigo.schema.json that no reference block in docs/ names: {missing}"
 
 
+def test_the_plan_page_names_every_action_kind_and_change_effect():
+    from aigo_apply.plan.plan_file import EFFECTS, KINDS
+
+    page = (ROOT / "docs" / "plan-and-state.md").read_text(encoding="utf-8")
+    for word in [*KINDS, *EFFECTS]:
+        assert f"`{word}`" in page, f"docs/plan-and-state.md does not name `{word}`"
+
+
 # -- command lines ------------------------------------------------------------------------------------------
 
 

@@ -169,7 +169,7 @@ def test_crlf_and_byte_order_mark_are_kept(tmp_path):
 def _reference_order() -> dict[tuple[str, ...], list[str]]:
     """Key order per mapping in the reference block of docs/configuration.md (commented alternatives aside)."""
     page = (ROOT / "docs" / "configuration.md").read_text()
-    block = page.split("```yaml", 1)[1].split("```", 1)[0]
+    block = page.split("```yaml\n# aigo.yaml: reference\n", 1)[1].split("```", 1)[0]
     found: dict[tuple[str, ...], list[str]] = {}
 
     def walk(node, path):
