@@ -195,6 +195,14 @@ def test_the_plan_page_names_every_action_kind_and_change_effect():
         assert f"`{word}`" in page, f"docs/plan-and-state.md does not name `{word}`"
 
 
+def test_the_readiness_page_names_every_check_id():
+    from aigo_apply.plan.plan_file import READINESS_CHECK_IDS
+
+    page = (ROOT / "docs" / "readiness.md").read_text(encoding="utf-8")
+    missing = [check for check in READINESS_CHECK_IDS if f"`{check}`" not in page]
+    assert not missing, f"docs/readiness.md does not name these checks: {missing}"
+
+
 # -- command lines ------------------------------------------------------------------------------------------
 
 
