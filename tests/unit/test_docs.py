@@ -5,7 +5,8 @@
   into a minimal file, a project and a source for each model that names none, and must validate),
   `# aigo.yaml: reference` (the configuration reference: every key at once, so it must pass the JSON
   Schema, and together the reference blocks must name every key the schema defines), or
-  `# not aigo.yaml: WHAT` (another file, e.g. a pre-commit config). An unmarked block fails.
+  `# not aigo.yaml: WHAT` (another file: it must still be YAML, and a `.pre-commit-config.yaml` may
+  name only the hooks of this repository's .pre-commit-hooks.yaml). An unmarked block fails.
 - Every `aigo-apply ...` line in a shell block (```sh, ```bash, ```console) parses with the real
   command line: click's own parser for that subcommand, so an unknown option, a bad choice or a missing
   argument fails. Every inline `aigo-apply ...` code span names a real command, and every option it shows
@@ -119,7 +120,11 @@ def test_every_yaml_block_is_marked_and_each_aigo_yaml_validates(block, tmp_path
         "`# aigo.yaml: reference` or `# not aigo.yaml: WHAT`"
     )
     if which == "other":
-        yaml.safe_load(block.body)  # still YAML
+        data = yaml.safe_load(block.body)  # still YAML
+        if ".pre-commit-config.yaml" in block.body.split("\n", 1)[0]:  # the hooks it names are ours
+            ours = {hook["id"] for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+            named = {hook["id"] for repo in data["repos"] for hook in repo["hooks"]}
+            assert named <= ours, f"{block.where}: no such hook: {sorted(named - ours)}"
         return
     if which == "reference":
         whole = yaml.safe_dump(complete(yaml.safe_load(block.body)), sort_keys=False)
