@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -342,6 +343,17 @@ ALLOWED = {
 
 
 def repository_files() -> Iterator[Path]:
+    """The repository's own files: what git tracks or would add (not what it ignores: venvs, builds,
+    caches); every file but those folders where this is no git checkout."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True
+    )
+    if listed.returncode == 0 and listed.stdout:
+        for name in sorted(set(listed.stdout.decode("utf-8", "replace").split("\0")) - {""}):
+            path = ROOT / name
+            if path.suffix in TEXT_SUFFIXES and path.is_file() and path.stat().st_size < 2_000_000:
+                yield path
+        return
     for folder, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".venv") and not d.endswith(".egg-info")]
         for name in files:
