@@ -193,6 +193,26 @@ def test_the_configuration_reference_names_every_key_of_the_schema():
     assert not missing, f"keys of schemas/aigo.schema.json that no reference block in docs/ names: {missing}"
 
 
+def test_the_reference_shows_the_code_s_defaults():
+    """Where the reference sets a key to its default (its comment says so), the value is the code's."""
+    from aigo_apply.config import defaults as d
+    from aigo_apply.desired.canary import CanarySettings
+
+    block = next(b for b in YAML_BLOCKS if kind(b) == "reference" and b.page.name == "configuration.md")
+    data = yaml.safe_load(block.body)
+    router, engines = data["router"], data["engines"]
+    model = next(iter(data["models"].values()))
+    assert data["defaults"]["gpu_memory_utilization"] == d.DEFAULT_GPU_MEMORY_UTILIZATION
+    assert (router["port"], router["bind"]) == (d.DEFAULT_ROUTER_PORT, d.DEFAULT_ROUTER_BIND)
+    assert (router["image"], router["image_tag"]) == (d.ROUTER_IMAGE, d.ROUTER_DEFAULT_TAG)
+    assert (router["max_body_mb"], router["timeout"]) == (d.ROUTER_MAX_BODY_MB, d.ROUTER_TIMEOUT)
+    assert (router["hold_seconds"], router["stall_seconds"]) == (d.ROUTER_HOLD_SECONDS, d.ROUTER_STALL_SECONDS)
+    assert (engines["vllm"]["image"], engines["vllm"]["image_tag"]) == (d.VLLM_IMAGE, d.VLLM_DEFAULT_TAG)
+    assert (engines["sglang"]["image"], engines["llama.cpp"]["image"]) == (d.SGLANG_IMAGE, d.LLAMACPP_IMAGE)
+    assert model["ready_timeout"] == d.DEFAULT_READY_TIMEOUT
+    assert model["canary"] == CanarySettings().to_dict()
+
+
 def test_the_plan_page_names_every_action_kind_and_change_effect():
     from aigo_apply.plan.plan_file import EFFECTS, KINDS
 
