@@ -13,8 +13,8 @@ nothing to change, their ratios, and the Docker API calls per plan, which must n
 order, so the tools share whatever else the machine is doing; the 1-minute load average is shown.
 With `--baseline DIR` (another checkout of aigo-apply, e.g. `git worktree add DIR main`), its plan and
 no-op apply are timed in the same repetitions, on the same containers, for a before/after that holds
-on a noisy machine; its `plan` is also timed with AIGO_NO_MEMO=1 (checkouts from before issue 28
-replay a no-op run from a memo unless it is set).
+on a noisy machine; its `plan` is also timed with AIGO_NO_MEMO=1 (checkouts from before the
+no-op memo was removed replay a no-op run from a memo unless it is set).
 
     python bench/plan.py                 # N = 1, 10, 50, 5 runs each
     python bench/plan.py --sizes 1,50,200 --repeat 9
@@ -57,7 +57,7 @@ def write_config(folder: Path, project: str, n: int) -> Path:
     )
 
 
-# the targets of issue 28, for plan and a no-op apply: at most this many times compose v2's no-op `up -d`
+# the targets for plan and a no-op apply: at most this many times compose v2's no-op `up -d`
 # (N = 50, 200), and at most this many seconds at N = 1 (on a quiet machine)
 TARGET = {50: 1.5, 200: 0.6}
 TARGET_SECONDS = {1: 0.15}
@@ -197,8 +197,8 @@ class Compose:
             services[f"s{i:03d}"] = service
         self.file.write_text(json.dumps({"version": "2.4", "services": services} if v1 else {"services": services}))
         # docker-compose 1.x stalls creating a couple of hundred services in one `up` (its parallel
-        # executor; docker/compose#8161, #7486): create them 40 at a time, each batch bounded. The timed
-        # `up -d` that follows covers every service at once, with nothing left to create.
+        # executor, https://github.com/docker/compose/issues/8161): create them 40 at a time, each batch
+        # bounded. The timed `up -d` that follows covers every service at once, with nothing left to create.
         names, self.ready = sorted(services), True
         step = 40 if v1 else len(names)
         for start in range(0, len(names), step):

@@ -8,7 +8,7 @@ overhead (--enforce-eager, as the tests run it), each repetition taking both, al
            50 ms until it answers 200: the engine's own time to ready, with no tool in the way;
   apply    `aigo-apply apply -y` from nothing (a fresh process, as a user runs it) until it reports
            the model serving: the router's container and reload, the probes and a real completion;
-  the overhead is (apply - direct) / direct; target at most 5% (issue 18).
+  the overhead is (apply - direct) / direct; target at most 5%.
 
 compile cache (torch.compile on: no --enforce-eager), per repetition:
   first    apply with the project's cache volume empty: inductor compiles the graphs;

@@ -6,7 +6,7 @@ router vs direct (and under reloads), and what replacing a running model costs i
 (bench/changes.py: parallel, recreate with hold, a restart by hand), and what a scrape of the
 router's one /metrics costs at 1 and 20 engines (bench/metrics.py), and the canary gate on the real engine
 (bench/canary.py). Prints markdown, writes bench/results.md, and puts the same tables in
-the README's Performance section (between its bench markers).
+docs/performance.md (between its bench markers).
 
     python bench/run.py            # the full run (about 15 minutes on 2 cores)
     python bench/run.py --quick    # fewer sizes and repeats, for a smoke test: prints, writes nothing
@@ -81,7 +81,7 @@ def startup(repeat: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--no-readme", action="store_true", help="do not update the README")
+    parser.add_argument("--no-readme", action="store_true", help="do not update docs/performance.md")
     parser.add_argument("--skip-router", action="store_true", help="leave the router table out (it needs wrk)")
     parser.add_argument(
         "--skip-real-engine", action="store_true", help="leave the real vLLM CPU engine's tables out (about 8 minutes)"
@@ -128,11 +128,11 @@ def main() -> None:
     if args.quick:  # a smoke test's figures never replace the published ones
         return
     (HERE / "results.md").write_text("# Benchmark results\n\n" + text)
-    readme = ROOT / "README.md"
-    content = readme.read_text()
+    page = ROOT / "docs" / "performance.md"
+    content = page.read_text()
     if not args.no_readme and START in content and END in content:
         head, rest = content.split(START, 1)
-        readme.write_text(head + START + "\n" + text + END + rest.split(END, 1)[1])
+        page.write_text(head + START + "\n" + text + END + rest.split(END, 1)[1])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time to first token of a model in a swap group (issue 19) that sleeps, against a cold start, on
+"""Time to first token of a model in a swap group that sleeps, against a cold start, on
 the stub engine, through the real router (HAProxy 2.6 and its Lua), side by side in one run.
 
 Two on-demand stub models `alpha` and `beta` in one swap group (max_awake 1, `gpus: none`). The stub's

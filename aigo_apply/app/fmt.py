@@ -1,5 +1,5 @@
 """`aigo-apply fmt`: rewrite a config file into its one canonical layout, so that a config repo's diffs
-show changes of meaning only. Keys in the order of the README's "Config reference", two spaces per
+show changes of meaning only. Keys in the order of docs/configuration.md's reference, two spaces per
 level, every comment kept next to the key it was written beside or above, strings quoted exactly
 where a YAML reader (the project's YAML 1.1 or an editor's 1.2) would otherwise read another value
 (`off`, `0123`, `1e3`, `null`, a date), booleans as true/false, numbers as written.
@@ -42,9 +42,9 @@ from aigo_apply.observe.config_file import load_config
 INDENT = 2
 _SOURCE = "repo revision path file"
 _SECRET = "from_env from_file"
-# Key order per mapping, as the README's "Config reference" shows it ("*": any alias or name). Keys a
+# Key order per mapping, as docs/configuration.md's reference shows it ("*": any alias or name). Keys a
 # mapping does not list keep their written order after the listed ones; maps not listed (models, env)
-# keep theirs. tests/unit/app/test_repo_fmt.py holds this table to the README and to the schema.
+# keep theirs. tests/unit/app/test_repo_fmt.py holds this table to that page and to the schema.
 _CANARY = "max_slowdown requests concurrency prompt_tokens max_tokens compare_output seed"
 ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
     pattern: tuple(keys.split())

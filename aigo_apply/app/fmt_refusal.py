@@ -1,4 +1,4 @@
-"""Why `fmt` cannot keep a valid file, said at the line it is about (issue 27 point 8): a file that
+"""Why `fmt` cannot keep a valid file, said at the line it is about: a file that
 validates is the user's, and one fmt cannot rewrite faithfully is fmt's limit, not a bug to report.
 Each refusal names the file and, where the cause has a place, its line and column, what fmt could
 not keep there, and how to write that line so fmt can; nothing is written."""

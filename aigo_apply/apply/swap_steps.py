@@ -1,4 +1,4 @@
-"""Apply's part of swap groups (issue 19; config/swap_groups.py): an on-demand model is started and
+"""Apply's part of swap groups (config/swap_groups.py): an on-demand model is started and
 proven ready like any other (a one-token completion), then put to sleep unless it is one of its
 group's first `max_awake` models. Before one of a group's models starts, the group's awake models
 are put to sleep (a starting vLLM needs its memory fraction free), and the group is *held*: a file

@@ -1,4 +1,4 @@
-"""No line aigo-apply prints is a CI runner's command unless it means to be one (issue 27 point 8).
+"""No line aigo-apply prints is a CI runner's command unless it means to be one.
 
 GitHub Actions reads every line of a step's output whose text, after leading white space, begins
 with `::` as a workflow command (`::error ...::`, `::add-mask::`, `::stop-commands::`), and a line

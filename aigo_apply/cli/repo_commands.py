@@ -28,7 +28,7 @@ def _paths(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 def fmt_cmd(files: tuple[str, ...], check: bool) -> int:
     """Rewrite config files into the canonical layout (default: $AIGO_FILE, else ./aigo.yaml).
 
-    Key order of the README's reference, two-space indent, comments kept, quotes where YAML would read
+    Key order of the configuration reference (docs/configuration.md), two-space indent, comments kept, quotes where YAML would read
     another value. A file that does not validate is refused and left as it is."""
     from aigo_apply.app.fmt import format_file
     from aigo_apply.cli.reporter import echo

@@ -1,4 +1,4 @@
-"""What the host says of the paths one run names, as plain data (issue 28 point 6): read once by
+"""What the host says of the paths one run names, as plain data: read once by
 observe/host_paths.py and passed in, so that the mount and secret-file policies (config/) and the
 desired state (desired/) look paths up here and read nothing themselves. The same file and the
 same facts always give the same verdicts.

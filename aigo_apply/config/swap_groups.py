@@ -1,4 +1,4 @@
-"""Swap groups: which on-demand models take turns on the same GPUs (issue 19). Read from the file's
+"""Swap groups: which on-demand models take turns on the same GPUs. Read from the file's
 data alone (tolerant of data that failed the schema), so validation, the desired state, the GPU
 ledger and the router agree on the same groups.
 

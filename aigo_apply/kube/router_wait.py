@@ -7,9 +7,9 @@ to.
 
 A router with API keys refuses `/v1/models` without `Authorization: Bearer KEY`, and the API server
 cannot carry that header: it authenticates the caller with Authorization and removes the header
-before proxying (kubernetes/kubernetes#38775), and a router key sent there would be handed to the
-API server as a credential. So for such a router the check reads HAProxy's Prometheus `/metrics`
-instead (served before the key check, as on Docker): `haproxy_backend_active_servers` of the model's
+before proxying (https://github.com/kubernetes/kubernetes/issues/38775), and a router key sent there
+would be handed to the API server as a credential. So for such a router the check reads HAProxy's
+Prometheus `/metrics` instead (served before the key check, as on Docker): `haproxy_backend_active_servers` of the model's
 backend, the same health check's verdict, and no key travels anywhere.
 
 One GET per poll whatever the number of models awaited, with a capped backoff; each model has its

@@ -1,5 +1,5 @@
 """Reads what the host says of the paths a run names, once, so that config/ and desired/ judge them
-as data (config/path_facts.HostPaths; issue 28 point 6): each path the file mounts resolved, or why
+as data (config/path_facts.HostPaths): each path the file mounts resolved, or why
 it cannot be; your home resolved; the folders the environment names (the Hugging Face cache, the
 state root, the model store); every account's home; and for a model store, whether another
 account owns or may write a folder on its way. The policy itself is config/host_paths.py.

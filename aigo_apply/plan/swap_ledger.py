@@ -1,4 +1,4 @@
-"""The GPU ledger's rules for swap groups (issue 19; config/swap_groups.py). On each GPU a group counts:
+"""The GPU ledger's rules for swap groups (config/swap_groups.py). On each GPU a group counts:
   - awake: the `max_awake` largest memory fractions (and budgets) of its models on that GPU, the
     most that can be awake at once, whichever the router wakes;
   - asleep: each other model keeps ASLEEP_BYTES on the GPU (vLLM sleep level 1 frees its weights and

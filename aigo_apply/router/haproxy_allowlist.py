@@ -10,7 +10,7 @@ not serve gets that engine's own 404. Pure data."""
 
 from __future__ import annotations
 
-# path -> what it is for (the README and `docs/` list these)
+# path -> what it is for (docs/router-and-security.md lists these)
 JSON_PATHS: dict[str, str] = {
     "/v1/chat/completions": "generation: chat completions (OpenAI)",
     "/v1/chat/completions/batch": "generation: a batch of chat completions in one request (vLLM)",

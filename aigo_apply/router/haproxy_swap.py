@@ -1,4 +1,4 @@
-"""The router's part of swap groups (issue 19), rendered beside haproxy.cfg: swap.lua (the action
+"""The router's part of swap groups, rendered beside haproxy.cfg: swap.lua (the action
 that wakes a sleeping on-demand model before its request is forwarded, and /metrics/swaps) and
 on-demand.map (alias -> group: the ACL that sends only those requests through Lua). The engines'
 control endpoints (/sleep, /wake_up, /is_sleeping) are reached by this Lua only: the router forwards

@@ -228,8 +228,8 @@ def adapter_files(seed: int = 1) -> dict[str, bytes]:
 def test_a_repo_adapter_is_downloaded_on_the_host_recorded_in_the_lock_and_reinstalled_by_locked_apply(
     runtime, project, tmp_path, hub, env
 ):
-    """Issue 31 point 3 (needs the stub image rebuilt with its --enable-lora/--lora-modules flags:
-    tests/images/build.sh)."""
+    """A repo adapter from the local Hub stand-in (needs the stub image rebuilt with its
+    --enable-lora/--lora-modules flags: tests/images/build.sh)."""
     hub.add("org/tiny", tiny_files())
     first = hub.add("org/sql-lora", adapter_files(1))
     path = config(tmp_path, project, "{repo: org/tiny}", free_port())

@@ -1,4 +1,4 @@
-"""Mounts at the real Docker daemon (issue 14, class 4): a model folder swapped for a symlink to
+"""Mounts at the real Docker daemon: a model folder swapped for a symlink to
 /etc after `plan --out` is refused at apply with nothing created; a missing local source blocks the
 plan and Docker never creates the folder."""
 

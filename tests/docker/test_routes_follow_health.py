@@ -1,4 +1,4 @@
-"""Issue 16, item 1: the router's routes follow engine health by themselves. HAProxy's own health
+"""The router's routes follow engine health by themselves. HAProxy's own health
 checks decide: GET /v1/models (a Lua service in HAProxy) lists only the models whose engine is up
 now, a request to a model whose engine is down gets an OpenAI-shaped 503, and a model whose engine
 comes back (started again, or restarted by Docker after a crash) returns only once its /health

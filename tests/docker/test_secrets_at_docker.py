@@ -1,4 +1,4 @@
-"""Secrets against the real daemon (issue 14, class 5): a reference that cannot or must not be read
+"""Secrets against the real daemon: a reference that cannot or must not be read
 (a FIFO, a NUL byte, an oversized file, a link to /etc/shadow, the Hugging Face token under another
 name) is a plan blocker: apply refuses in bounded time, before any change, never prints a value,
 and leaves the project's lock free."""

@@ -1,4 +1,4 @@
-"""Issue 19: many models, one GPU. On-demand models in a swap group through the real router (Debian's
+"""Many models, one GPU. On-demand models in a swap group through the real router (Debian's
 HAProxy 2.6 with its Lua) and the real apply, on the stub engine, which serves vLLM's sleep endpoints
 (/sleep, /wake_up, /is_sleeping with VLLM_SERVER_DEV_MODE=1) and, as vLLM does, holds a generation
 request that reaches it asleep until it is woken (counted in its /stub/stats as `arrived_asleep`).

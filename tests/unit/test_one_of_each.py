@@ -1,4 +1,4 @@
-"""One of each (issue 28 point 5): one state root, read once per run; one lock protocol, which the
+"""One of each: one state root, read once per run; one lock protocol, which the
 Docker platform, the watcher and the Kubernetes platform all take; one atomic write; one route naming."""
 
 from __future__ import annotations

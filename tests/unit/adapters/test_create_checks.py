@@ -1,4 +1,4 @@
-"""The Docker adapter's last check on a container definition (issue 14, class 2): whatever reaches
+"""The Docker adapter's last check on a container definition: whatever reaches
 `create` (a bug, a plan edited by hand) is refused unless it is a container aigo-apply makes."""
 
 from __future__ import annotations

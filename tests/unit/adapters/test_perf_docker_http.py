@@ -1,7 +1,7 @@
 """The plan's reads over a bare socket (adapters/docker_http.py), against a fake Docker engine on a
 Unix socket: answers decoded as the SDK decoded them, every failure a DockerUnavailable with the
 same wording, the plan path never importing the docker SDK or requests, and the number of API
-calls per plan the same for 1 model and for 30 (issue 18)."""
+calls per plan the same for 1 model and for 30."""
 
 from __future__ import annotations
 

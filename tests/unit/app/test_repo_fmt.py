@@ -1,5 +1,5 @@
-"""`aigo-apply fmt`: the canonical layout (README key order, two-space indent, comments kept beside
-their keys, quotes exactly where a YAML reader would read another value), idempotent and meaning-
+"""`aigo-apply fmt`: the canonical layout (the key order of docs/configuration.md's reference, two-space
+indent, comments kept beside their keys, quotes exactly where a YAML reader would read another value), idempotent and meaning-
 preserving (a hypothesis property), `--check` with a diff and exit 1, refusal of invalid files,
 symlinks and non-regular files (nothing written), atomic replacement keeping the file mode."""
 
@@ -167,9 +167,9 @@ def test_crlf_and_byte_order_mark_are_kept(tmp_path):
 
 
 def _reference_order() -> dict[tuple[str, ...], list[str]]:
-    """Key order per mapping in the README's "Config reference" block (commented alternatives aside)."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("## Config reference", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    """Key order per mapping in the reference block of docs/configuration.md (commented alternatives aside)."""
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    block = page.split("```yaml\n# aigo.yaml: reference\n", 1)[1].split("```", 1)[0]
     found: dict[tuple[str, ...], list[str]] = {}
 
     def walk(node, path):
@@ -189,10 +189,10 @@ def _reference_order() -> dict[tuple[str, ...], list[str]]:
     return found
 
 
-def test_order_table_follows_the_readme_reference_and_covers_the_schema():
+def test_order_table_follows_the_configuration_reference_and_covers_the_schema():
     for pattern, keys in _reference_order().items():
         table = [k for k in ORDER[pattern] if k in keys]
-        assert table == keys, f"{pattern}: README order {keys}, fmt order {table}"
+        assert table == keys, f"{pattern}: reference order {keys}, fmt order {table}"
     schema = schema_data("aigo.schema.json")
     defs = schema["$defs"]
 

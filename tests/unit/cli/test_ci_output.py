@@ -1,4 +1,4 @@
-"""CI output (issue 27 point 8): `plan -o markdown` lets no autolink form (`www.`, `http(s)://`, e-mail,
+"""CI output: `plan -o markdown` lets no autolink form (`www.`, `http(s)://`, e-mail,
 @mentions, #refs) in any value or blocker line; no line the command line prints is a GitHub Actions
 workflow command (`::` after white space at a line's start, or `##[` anywhere) except the annotations
 `validate -o github` builds, whatever file name or value a line starts with (a path shows as

@@ -1,4 +1,4 @@
-"""Commands as requests, one view per output format (issue 28 point 4): every request is a frozen
+"""Commands as requests, one view per output format: every request is a frozen
 keyword-only value, every -o value has its one view, and no use case (app/) nor command (cli/)
 asks which format it prints: only cli/views.view_for reads the format, once."""
 

@@ -1,4 +1,4 @@
-"""No refusal of what users ordinarily write (issue 27 point 7). Every variable vLLM 0.31.0's envs.py
+"""No refusal of what users ordinarily write. Every variable vLLM 0.31.0's envs.py
 reads (tests/fixtures/vllm-v0.31.0-env.json, held to the package by tests/contract/test_vllm_env_names.py),
 and the common Hugging Face, PyTorch, CUDA and NCCL switches, each with an ordinary value, validate in
 a model's `env:` unless aigo-apply refuses the name on purpose, with its own reason (env_names.py: code

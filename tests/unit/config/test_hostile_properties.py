@@ -1,4 +1,4 @@
-"""A property over hostile config files (issue 14): a valid file with one value replaced, one key
+"""A property over hostile config files: a valid file with one value replaced, one key
 added, or its bytes damaged, is either a clear refusal (an AigoError: the CLI prints it and exits
 1) or a plan that touches nothing outside the project, mounts only what the mount policy allows and
 puts only checked words on a command line. Never a traceback.

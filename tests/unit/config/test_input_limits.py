@@ -1,4 +1,4 @@
-"""Every input finishes in seconds (issue 14, class 7: stated limits instead of hangs and
+"""Every input finishes in seconds (stated limits instead of hangs and
 RecursionErrors) and a config file is read once, quoting at most the offending line (class 8)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kubernetes object names are unique by construction (issue 27 point 5): every name carries a hash of
+"""Kubernetes object names are unique by construction: every name carries a hash of
 64 bits of what it names (a 24-bit one let two valid aliases meet, found in under a second), and
 validation refuses two models whose names or name labels would still meet (a hash collision, or an
 alias written as another's shortened label), naming both aliases."""

@@ -1,4 +1,4 @@
-"""Mounts and paths (issue 14, class 4): only a model's own folder or file is ever mounted; system,
+"""Mounts and paths: only a model's own folder or file is ever mounted; system,
 home, private and the tool's own folders are refused with the reason, at validation, again when the
 desired state is built with the host's folders, and a last time by the Docker adapter (a symlink
 swapped in since the plan, a missing path Docker would create, a ':' in a path). A missing or
@@ -225,7 +225,7 @@ def test_a_missing_or_wrong_local_source_blocks_the_plan(tmp_path):
     assert {c.id for c in checks} == {"model.path"} and all(c.status == "blocking" for c in checks)
 
 
-# -- pure functions of data (issue 28 point 6): the host's facts come in, nothing is read ------------------
+# -- pure functions of data: the host's facts come in, nothing is read ------------------
 def _count_reads(monkeypatch) -> list[str]:
     """Each call of what resolves a path, finds a home or lists the accounts, while it is patched."""
     calls: list[str] = []

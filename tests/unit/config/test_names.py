@@ -1,4 +1,4 @@
-"""Names the tool derives never meet, and nothing YAML rewrites passes silently (issue 14, class 3):
+"""Names the tool derives never meet, and nothing YAML rewrites passes silently:
 reserved container-name endings, keys YAML reads as numbers, booleans, dates or null ("quote it"),
 numbers in forms YAML 1.1 reinterprets, and environment values kept exactly as written."""
 

@@ -1,4 +1,4 @@
-"""The quick paths a plan of many models takes (issue 18: in-process plan work at N = 200) give
+"""The quick paths a plan of many models takes (in-process plan work at N = 200) give
 exactly what the plain definitions they replace give: the system and home folder rules by text
 lookups (config/path_text.py), the credential search's quick "no", the label check that spells
 out places only when something is found, and one resolution per folder in a build."""

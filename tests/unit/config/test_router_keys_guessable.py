@@ -1,5 +1,5 @@
-"""The router's keys must not be guessable, and development endpoints must not be open (issue 27 point 3,
-the config's part): `router.api_keys: {from_env: NAME}` is refused at validation when NAME is a
+"""The router's keys must not be guessable, and development endpoints must not be open
+(the config's part): `router.api_keys: {from_env: NAME}` is refused at validation when NAME is a
 variable anyone on the machine can know (HOME, PATH, USER, ... the whole class: what the system, the
 login, the shell and CI set); a key shorter than 16 characters, or shaped like a path, blocks the plan
 (said without the key); and on-demand models behind a router bound beyond loopback without keys are

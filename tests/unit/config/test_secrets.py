@@ -1,4 +1,4 @@
-"""Secrets (issue 14, class 5): references resolve only from regular, small, UTF-8 files outside the
+"""Secrets: references resolve only from regular, small, UTF-8 files outside the
 host's system and private folders, without ever blocking; values hold no control characters; the
 Hugging Face token never reaches a container under any name; credentials in clear are refused where
 they are written; nothing prints a value (messages, journal, reporters and the error boundary)."""

@@ -1,5 +1,5 @@
-"""Setting names are checked against the vLLM release the image tag names, when its facts are here
-(issue 15 point 7): schemas/vllm-vX.Y.Z.json for v0.31.0 (the default), v0.32.0 and v0.33.0, each made
+"""Setting names are checked against the vLLM release the image tag names, when its facts are here:
+schemas/vllm-vX.Y.Z.json for v0.31.0 (the default), v0.32.0 and v0.33.0, each made
 by scripts/vllm_facts.py from that release's package. Another release, or a moving tag, keeps the
 warning that names were checked against v0.31.0."""
 

@@ -1,4 +1,4 @@
-"""Issue 14, class 9: labels read back from Docker are input. A container with this project's labels
+"""Labels read back from Docker are input. A container with this project's labels
 that the tool could not have written is damaged: never ours, named with its bad label in the plan,
 never a traceback, and nothing it says is used for a file or a Docker call."""
 

@@ -1,4 +1,4 @@
-"""No traceback from outside answers (issue 27 point 6): every reader of something the tool does not
+"""No traceback from outside answers: every reader of something the tool does not
 write itself takes any shape and answers with a safe reading or the product's own error (an
 AigoError naming the source), never another exception. One property per reader, over arbitrary
 JSON/YAML (biased towards the keys each reader looks at):

@@ -1,4 +1,4 @@
-"""LoRA adapters given by repo are fetched and locked like a model's files (issue 31): the model store
+"""LoRA adapters given by repo are fetched and locked like a model's files: the model store
 lists each as a download of kind "adapter" (for the models that serve it), only an adapter's files are
 selected (a repo without adapter_config.json is refused), the plan downloads it before any container
 changes with a reason naming the adapter, a saved plan keeps its kind, aigo.lock records its commit

@@ -1,4 +1,4 @@
-"""`enabled: false` keeps a model in the file but not running (issue 16 item 2): its container is
+"""`enabled: false` keeps a model in the file but not running: its container is
 removed with a reason that says so, its route goes, the GPU ledger and the readiness checks do not
 count it, status lists it as disabled, and the other models' ports and specs do not move."""
 

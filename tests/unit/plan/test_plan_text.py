@@ -1,5 +1,5 @@
 """The plan's two views: text in Terraform's shape, and JSON that follows schemas/plan.schema.json
-(the contract the README documents). Colours on a real terminal: tests/docker/test_plan.py."""
+(the contract docs/plan-and-state.md documents). Colours on a real terminal: tests/docker/test_plan.py."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_no_secret_values_in_plan(tmp_path, monkeypatch):
     assert "very-secret-value" not in plan_json(mixed_plan(tmp_path))
 
 
-def test_readme_documents_every_top_level_plan_field():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_document_every_top_level_plan_field():
+    page = (ROOT / "docs" / "plan-and-state.md").read_text()
     for field in PLAN_SCHEMA["required"] + PLAN_SCHEMA["$defs"]["action"]["required"]:
-        assert f"`{field}`" in readme, field
+        assert f"`{field}`" in page, field

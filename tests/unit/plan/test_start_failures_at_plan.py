@@ -1,5 +1,5 @@
 """Settings vLLM takes on its command line but fails on at start, minutes later, are caught by
-validate or plan instead (issue 16 item 5): a speculative method that needs a draft checkpoint
+validate or plan instead: a speculative method that needs a draft checkpoint
 without one (the list is read from vLLM's own SpeculativeConfig by scripts/vllm_facts.py),
 `gpus: all` with a tensor_parallel_size above this machine's GPUs, and a ROCm-only MoE kernel on an
 NVIDIA host (a warning)."""

@@ -1,4 +1,4 @@
-"""Issue 19, without Docker: swap groups declared (on_demand, swap_group, max_awake) and validated, the
+"""Swap groups without Docker: declared (on_demand, swap_group, max_awake) and validated, the
 vLLM command line and environment of an on-demand model, the GPU ledger's group rules and the host
 memory check, the plan's groups and lanes, the router's files (the swap Lua only for on-demand
 models, engine control paths blocked for every model), and apply's sleep/wake steps on a fake engine.

@@ -1,4 +1,4 @@
-"""Issue 14, classes 2 (router) and 6: the router's values are checked again where they become words
+"""The router's values are checked again where they become words
 of HAProxy's files, the schema allows only what HAProxy takes, and API keys are checked, digested
 (never stored) and a changed key is a planned reload."""
 

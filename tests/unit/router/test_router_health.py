@@ -1,4 +1,4 @@
-"""Issue 16, item 1, without Docker: the rendered router follows engine health by itself. HAProxy's
+"""Without Docker: the rendered router follows engine health by itself. HAProxy's
 health checks decide; GET /v1/models is a Lua service (models.lua) that lists the routed models
 whose server is up; every value rendered into the Lua file is checked again; and a reload is
 verified by the routes the router names (the x-aigo-routes header), not by which engines are
