@@ -155,13 +155,13 @@ class KubeClient:
             )
             yield from lines
 
-    def proxy_get(self, service: str, port: str, path: str) -> tuple[int, str]:
+    def proxy_get(self, service: str, port: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
         """GET `path` of a Service of the namespace through the API server's service proxy
         (`/api/v1/namespaces/NS/services/NAME:PORT/proxy/PATH`; RBAC: get services/proxy): the
         answer's status code and text. A refused credential or permission raises; any other answer
         (a 503 while the Service has no ready endpoint) is returned for the caller to judge. No
         Authorization header of the caller's own goes along: the API server would take it for a
-        credential and strip it before proxying."""
+        credential and strip it before proxying; `headers` go to the Service as they are."""
         import httpx2
         from lightkube.core.exceptions import ConfigError
 
@@ -170,7 +170,7 @@ class KubeClient:
         try:
             # lightkube has no raw request: its httpx2 client (base URL, TLS and credentials of the
             # kubeconfig) sends this one; lightkube.Client._client is its GenericSyncClient
-            response = self._client._client._client.get(url)
+            response = self._client._client._client.get(url, headers=headers or {})
         except httpx2.TransportError as exc:
             raise KubeUnavailable(
                 f"cannot reach the Kubernetes API server {self.server} (context {self.context!r}): "
@@ -180,7 +180,9 @@ class KubeClient:
             raise KubeUnavailable(
                 f"cannot get credentials for context {self.context!r}: {exc}; check the kubeconfig's user entry"
             ) from None
-        if response.status_code == 401:
+        if (
+            response.status_code == 401 and _json(response).get("kind") == "Status"
+        ):  # the API server's, not the router's
             raise self._api_error("get", "Service", what, 401, _json(response))
         if response.status_code == 403:
             message = str(_json(response).get("message") or "").strip()[:1000]

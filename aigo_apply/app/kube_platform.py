@@ -136,6 +136,7 @@ class KubePlatform:
             resolve=_resolver(self.desired, self.settings, console),
             force_conflicts=request.force_conflicts,
             wait=RolloutWait(self.client, gpu_resource=self.settings.gpu_resource),
+            router_key=None if command == "destroy" else next(iter(read_keys(self.desired.router.spec) or []), None),
         )
         if command == "destroy":
             return Run(run.interrupted, lambda: destroy(self.client, observed, run.log))

@@ -60,7 +60,9 @@ class KubeWriter(RolloutClient, Protocol):
 
     def apply(self, obj: dict[str, Any], force: bool = False) -> dict[str, Any]: ...
     def delete(self, kind: str, name: str) -> bool: ...
-    def proxy_get(self, service: str, port: str, path: str) -> tuple[int, str]: ...
+    def proxy_get(
+        self, service: str, port: str, path: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, str]: ...
 
 
 @dataclass
@@ -75,6 +77,7 @@ class KubeApply:
     download_timeout: float = DOWNLOAD_TIMEOUT
     clock: Callable[[], float] = time.monotonic
     route_grace: float = ROUTE_GRACE
+    router_key: str | None = None  # one of the router's API keys: the route wait reads its /metrics with it
     _deadlines: dict[str, float] = field(default_factory=dict, init=False, repr=False)
     _filled: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict, init=False, repr=False)
 
@@ -247,6 +250,7 @@ class KubeApply:
             project,
             table,
             api_keys=any(o["kind"] == "Secret" for o in objs),
+            key=self.router_key,
             clock=template.clock,
             sleep=template.sleep,
             interrupted=self.interrupted,

@@ -9,8 +9,10 @@ A router with API keys refuses `/v1/models` without `Authorization: Bearer KEY`,
 cannot carry that header: it authenticates the caller with Authorization and removes the header
 before proxying (https://github.com/kubernetes/kubernetes/issues/38775), and a router key sent there
 would be handed to the API server as a credential. So for such a router the check reads HAProxy's
-Prometheus `/metrics` instead (served before the key check, as on Docker): `haproxy_backend_active_servers` of the model's
-backend, the same health check's verdict, and no key travels anywhere.
+Prometheus `/metrics` instead: `haproxy_backend_active_servers` of the model's backend, the same
+health check's verdict. Unless `router.metrics_without_key`, that page needs a key too: the wait sends
+it as `X-Aigo-Router-Key` (a header the service proxy passes on; the API server already holds the key,
+in the router's Secret), which the router takes for `GET /metrics` only and never forwards.
 
 One GET per poll whatever the number of models awaited, with a capped backoff; each model has its
 own deadline; the clock and sleep are passed in, so tests run in no time."""
@@ -31,6 +33,7 @@ FIRST_DELAY, MAX_DELAY, BACKOFF = 0.25, 2.0, 1.5  # HAProxy checks every 500 ms:
 PROGRESS_EVERY = 5.0
 MODELS_PATH = "/v1/models"
 METRICS_PATH = "/metrics"
+PROBE_HEADER = "X-Aigo-Router-Key"  # the router takes a key in it for GET /metrics only (templates/haproxy.cfg.j2)
 ROUTED, TIMED_OUT, INTERRUPTED = "routed", "timed out", "interrupted"
 MAP_KEY = "models.map"  # the router ConfigMap's key of the alias -> backend map (router/haproxy.py)
 _ACTIVE = re.compile(r'haproxy_backend_active_servers\{[^}]*\bproxy="([^"]+)"[^}]*\}\s+([0-9.eE+-]+)')
@@ -39,7 +42,9 @@ _ACTIVE = re.compile(r'haproxy_backend_active_servers\{[^}]*\bproxy="([^"]+)"[^}
 class ProxyClient(Protocol):
     namespace: str
 
-    def proxy_get(self, service: str, port: str, path: str) -> tuple[int, str]: ...
+    def proxy_get(
+        self, service: str, port: str, path: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, str]: ...
 
 
 def routes(config_map_data: dict[str, str]) -> dict[str, str]:
@@ -94,6 +99,7 @@ class RouterWait:
     project: str
     routes: dict[str, str]  # alias -> backend, as the router's ConfigMap has them
     api_keys: bool = False  # the router refuses /v1/models without a key: read /metrics instead
+    key: str | None = None  # one of the router's keys, for its /metrics (sent as PROBE_HEADER)
     port: str = "http"  # the router Service's port name
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
@@ -111,7 +117,8 @@ class RouterWait:
     def seen(self) -> tuple[set[str], str]:
         """(the aliases the router routes now, what it answered): one GET through the service proxy.
         A refused permission (403) raises the client's error."""
-        code, text = self.client.proxy_get(self.service, self.port, self.path)
+        headers = {PROBE_HEADER: f"Bearer {self.key}"} if self.api_keys and self.key else None
+        code, text = self.client.proxy_get(self.service, self.port, self.path, headers)
         if code != 200:
             return set(), _answer(code, text)
         if self.api_keys:

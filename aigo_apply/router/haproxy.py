@@ -103,6 +103,7 @@ def render_files(
             json_paths=acl_lines(sorted(JSON_PATHS)),
             form_paths=acl_lines(sorted(FORM_PATHS)),
             metrics_need_key=settings.api_keys and not settings.metrics_without_key,
+            kubernetes=addresses is not None,
             own_metrics=metrics.OWN_SOCKET,
             loopback=ipaddress.ip_address(settings.bind).is_loopback,
         )

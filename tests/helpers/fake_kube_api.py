@@ -19,7 +19,8 @@ What it does like the real one, closely enough to matter:
   model Deployment is available, except those in `router_down` (a model the router's health checks
   never pass); with the router's key Secret present, `/v1/models` is HAProxy's 401 (the API server
   strips the caller's Authorization header) and `/metrics` gives `haproxy_backend_active_servers`
-  per backend.
+  per backend, with a key in X-Aigo-Router-Key unless the router's haproxy.cfg serves /metrics before
+  its key check (router.metrics_without_key).
 
 A small controller plays the rest of the cluster: after each apply that changes a Deployment's
 spec it rolls out as `script(name, outcome)` says (ready, progressing for a few GETs, Pending
@@ -69,6 +70,7 @@ class Recorded:
     query: dict[str, str]
     content_type: str | None
     body: Any
+    probe: str | None = None  # the X-Aigo-Router-Key header, as the service proxy passed it on
 
 
 @dataclass
@@ -181,7 +183,9 @@ class FakeKubeAPI(httpx2.BaseTransport):
         query = dict(
             parse_qsl(request.url.query.decode() if isinstance(request.url.query, bytes) else request.url.query)
         )
-        self.requests.append(Recorded(request.method, request.url.path, query, ctype, body))
+        self.requests.append(
+            Recorded(request.method, request.url.path, query, ctype, body, request.headers.get("x-aigo-router-key"))
+        )
         if self.unreachable:
             raise httpx2.ConnectError("[Errno 111] Connection refused", request=request)
         if self.unauthorized:
@@ -190,7 +194,8 @@ class FakeKubeAPI(httpx2.BaseTransport):
         if proxied:
             if ("get", "services/proxy") in self.deny:
                 return self._forbidden("get", "services/proxy", "", proxied.group("ns"), proxied.group("svc"))
-            return self._proxy(proxied.group("ns"), proxied.group("svc"), proxied.group("rest") or "/")
+            probe = request.headers.get("x-aigo-router-key")  # passed on, as the API server does
+            return self._proxy(proxied.group("ns"), proxied.group("svc"), proxied.group("rest") or "/", probe)
         match = _PATH.match(request.url.path)
         if not match or match.group("plural") not in KINDS:
             return status(404, "NotFound", "the server could not find the requested resource")
@@ -226,7 +231,7 @@ class FakeKubeAPI(httpx2.BaseTransport):
             {"name": name or "", "group": group, "kind": plural},
         )
 
-    def _proxy(self, ns: str, target: str, path: str) -> httpx2.Response:
+    def _proxy(self, ns: str, target: str, path: str, probe: str | None = None) -> httpx2.Response:
         """The router, as the API server's service proxy reaches it (see the module's docstring)."""
         from aigo_apply.config import kube_names as names
 
@@ -261,6 +266,15 @@ class FakeKubeAPI(httpx2.BaseTransport):
             return alias not in self.router_down and int((model.get("status") or {}).get("availableReplicas") or 0) > 0
 
         keys = ("Secret", ns, name) in self.objects
+        cfg = str(data.get("haproxy.cfg") or "")
+        metrics_first = "use-service lua.aigo_metrics" in cfg.split("errors/401.json", 1)[0]
+        if (
+            path == "/metrics"
+            and keys
+            and not metrics_first
+            and probe not in router_keys(self.objects[("Secret", ns, name)])
+        ):
+            return httpx2.Response(401, json={"error": {"message": "Missing or invalid API key", "code": 401}})
         if path == "/metrics":
             text = "".join(
                 f'haproxy_backend_active_servers{{proxy="{backend}"}} {1 if up(alias) else 0}\n'
@@ -893,3 +907,14 @@ class Clock:
 
     def sleep(self, seconds: float) -> None:
         self.now += max(seconds, 0.01)
+
+
+def router_keys(secret: dict) -> set[str]:
+    """The "Bearer KEY" lines of the router's key Secret (its data, base64; or stringData)."""
+    import base64
+
+    text = (secret.get("stringData") or {}).get("api-keys")
+    if text is None:
+        raw = (secret.get("data") or {}).get("api-keys") or ""
+        text = base64.b64decode(raw).decode("utf-8", "replace")
+    return {line for line in str(text).splitlines() if line}

@@ -14,7 +14,9 @@ from aigo_apply.kube.manifests import objects
 from aigo_apply.kube.observe import read_cluster
 from aigo_apply.kube.planning import plan_for_cluster
 from aigo_apply.kube.rollout import RolloutWait
+from aigo_apply.kube.secrets import API_KEYS_KEY
 from aigo_apply.kube.settings import KubeSettings
+from aigo_apply.router.haproxy import keys_file
 
 from helpers.fake_kube_api import FakeKubeAPI, Reporter
 from helpers.planner_inputs import desired
@@ -37,6 +39,7 @@ models:
     gpus: [1]
 """
 SETTINGS = KubeSettings(namespace="lab")
+KEY = "sk-router-0123456789abcdef"  # the router key apply reads its /metrics with
 
 
 @pytest.fixture
@@ -58,8 +61,11 @@ def converge(tmp_path, client, text):
     run = KubeApply(
         client,
         StepLog(Journal(tmp_path), Reporter()),
-        resolve=lambda slot: "value" if slot.ref is not None else None,
+        resolve=lambda slot: (
+            keys_file([KEY]) if slot.key == API_KEYS_KEY else "value" if slot.ref is not None else None
+        ),
         wait=RolloutWait(client, sleep=lambda s: None),
+        router_key=KEY,
     )
     return plan, run.run(plan, rendered, cluster)
 

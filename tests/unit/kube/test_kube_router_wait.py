@@ -14,6 +14,7 @@ from aigo_apply.desired.types import SecretRef
 from aigo_apply.kube.observe import read_cluster
 from aigo_apply.kube.router_wait import healthy_backends, listed_models, routes
 from aigo_apply.kube.secrets import API_KEYS_KEY, secret_object
+from aigo_apply.router.haproxy import keys_file
 
 from helpers.fake_kube_api import FakeKubeAPI, Reporter, model_objects, router_objects
 
@@ -117,11 +118,25 @@ def test_forbidden_services_proxy_says_how_to_grant_it(tmp_path, fake, client, r
     assert 'resources: ["services/proxy"], verbs: ["get"]' in failed.message
 
 
-def test_a_router_with_api_keys_is_asked_through_metrics_and_no_key_is_sent(tmp_path, fake, client, reporter):
-    _, report = run(tmp_path, fake, client, reporter, keys=True, resolve=lambda slot: SECRET)
+def test_a_router_with_api_keys_is_asked_through_metrics_with_its_key_in_the_probe_header(
+    tmp_path, fake, client, reporter
+):
+    """The router's /metrics needs a key (unless router.metrics_without_key): the wait sends one as
+    X-Aigo-Router-Key, which the service proxy passes on (Authorization it would take for itself)."""
+    _, report = run(
+        tmp_path, fake, client, reporter, keys=True, resolve=lambda slot: keys_file([SECRET]), router_key=SECRET
+    )
     assert all(o.ok for o in report.outcomes), report.outcomes
     assert {r.path for r in proxied(fake)} == {f"{PROXY}/metrics"}
+    assert {r.probe for r in proxied(fake)} == {f"Bearer {SECRET}"}
     assert not any(SECRET in str(r.body) or SECRET in r.path for r in proxied(fake))
+
+
+def test_without_the_routers_key_the_wait_says_the_router_answered_401(tmp_path, fake, client, reporter):
+    _, report = run(tmp_path, fake, client, reporter, keys=True, resolve=lambda slot: keys_file([SECRET]))
+    failed = {o.address: o for o in report.outcomes}["model.a"]
+    assert not failed.ok and "the router's Service answered 401" in failed.message, failed.message
+    assert "log in again" not in failed.message  # the router's 401 is not the API server's
 
 
 def test_a_model_without_a_route_is_not_awaited(tmp_path, fake, client, reporter):
