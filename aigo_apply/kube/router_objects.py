@@ -5,7 +5,7 @@ A route change must drop no request. The files come as one ConfigMap whose conte
 annotation of the pod template, so changed files roll a new router pod; the rolling update keeps
 maxUnavailable 0, so the new pod is ready before the old one is told to go; the old one first
 pauses (the Service stops sending it connections), then soft-stops (SIGUSR1: it finishes what it
-serves, bounded by hard-stop-after), as a reload does on Docker.
+serves, until the pod's grace period ends), as a reload does on Docker.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from aigo_apply.router.haproxy import RENDER_KEY_FILE, render_files
 
 POD_PORT = 8000  # the router listens here in its pod; the Service publishes router.port
 CONFIG_HASH = "aigo-apply.io/config-hash"
-SOFT_STOP = "sleep 5; kill -USR1 1; sleep 65"  # pause, then HAProxy's soft stop (hard-stop-after 60s)
+SOFT_STOP = "sleep 5; kill -USR1 1; sleep 65"  # pause, then HAProxy's soft stop; the grace period ends it
 GRACE_SECONDS = 75
 
 
