@@ -22,7 +22,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import textwrap
 import uuid
 from pathlib import Path
 
@@ -33,30 +32,18 @@ import common  # noqa: E402
 
 from aigo_apply.adapters.docker_engine import DockerRuntime  # noqa: E402
 
-IMAGE = "aigo-vllm-cpu:v0.32.0-cpu"
+from helpers.real_engine import IMAGE, config_yaml, model_yaml  # noqa: E402
+
 ROUTER_PORT = 18997
 GATE = "{requests: 16, concurrency: 4, prompt_tokens: 32, max_tokens: 16, max_slowdown: 0.10}"
 
 
 def config(folder: Path, project: str, context_length: int, max_num_seqs: int) -> Path:
+    """The model as the canary test has it (tests/helpers/real_engine.py), with this benchmark's gate."""
     path = folder / "aigo.yaml"
+    model = model_yaml("chat", context_length, max_num_seqs, more=f"update: parallel\ncanary: {GATE}")
     path.write_text(
-        textwrap.dedent(f"""
-        version: 1
-        project: {project}
-        engines: {{vllm: {{image: aigo-vllm-cpu, image_tag: v0.32.0-cpu}}}}
-        router: {{port: {ROUTER_PORT}, image: aigo-haproxy, image_tag: bookworm}}
-        defaults: {{ready_timeout: 900}}
-        models:
-          chat:
-            source: {{path: tiny}}
-            context_length: {context_length}
-            gpus: none
-            update: parallel
-            canary: {GATE}
-            env: {{VLLM_CPU_KVCACHE_SPACE: "1"}}
-            vllm: {{enforce_eager: true, max_num_seqs: {max_num_seqs}}}
-        """).lstrip()
+        config_yaml(project, f"router: {{port: {ROUTER_PORT}, image: aigo-haproxy, image_tag: bookworm}}", model)
     )
     return path
 

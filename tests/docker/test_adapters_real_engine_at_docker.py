@@ -11,7 +11,6 @@ in file order, each from the state the one before left."""
 from __future__ import annotations
 
 import json
-import textwrap
 import threading
 import time
 import urllib.error
@@ -27,11 +26,10 @@ from aigo_apply.desired.types import EngineAddress
 
 from helpers import tiny_model
 from helpers.configs import free_port, router_yaml
-from helpers.real_engine import ENGINES_YAML, cli, remove_project, require_image
+from helpers.real_engine import cli, config_yaml, model_yaml, remove_project, require_image
 from helpers.stub_project import engine_addresses
 
 pytestmark = pytest.mark.slow
-ADAPTER = "      {alias}: {{source: {{path: {alias}}}}}\n"
 
 
 @dataclass
@@ -46,25 +44,9 @@ class Served:
         return self.root / "aigo.yaml"
 
     def write(self, adapters: tuple[str, ...]) -> None:
-        self.path.write_text(
-            textwrap.dedent(f"""
-            version: 1
-            project: {self.project}
-            {ENGINES_YAML}
-            {router_yaml(self.port)}
-            defaults: {{ready_timeout: 900}}
-            models:
-              chat:
-                source: {{path: tiny}}
-                context_length: 512
-                gpus: none
-                env: {{VLLM_CPU_KVCACHE_SPACE: "1"}}
-                vllm: {{enforce_eager: true, max_num_seqs: 4}}
-                adapters:
-            """).lstrip()
-            + "".join(ADAPTER.format(alias=a) for a in adapters),
-            encoding="utf-8",
-        )
+        listed = "".join(f"\n  {a}: {{source: {{path: {a}}}}}" for a in adapters)
+        model = model_yaml("chat", more="adapters:" + listed)
+        self.path.write_text(config_yaml(self.project, router_yaml(self.port), model), encoding="utf-8")
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"

@@ -7,21 +7,16 @@ real vLLM answered every request, and `bench` measures what runs afterwards."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import textwrap
 import uuid
 from pathlib import Path
 
 import pytest
 
-from aigo_apply.desired import labels
-from aigo_apply.desired.engines.common import cache_volume
-
 from helpers import tiny_model
 from helpers.configs import free_port, router_yaml
-from helpers.paths import ROOT
+from helpers.real_engine import cli as real_cli
+from helpers.real_engine import config_yaml, model_yaml, remove_project, require_image
 
 pytestmark = pytest.mark.slow
 IMAGE = tiny_model.IMAGE
@@ -30,37 +25,17 @@ GATE = "{requests: 8, concurrency: 4, prompt_tokens: 16, max_tokens: 8, max_slow
 
 def config(root: Path, project: str, port: int, context_length: int) -> Path:
     path = root / "aigo.yaml"
-    path.write_text(
-        textwrap.dedent(f"""
-        version: 1
-        project: {project}
-        engines: {{vllm: {{image: {IMAGE.partition(":")[0]}, image_tag: "{IMAGE.partition(":")[2]}"}}}}
-        {router_yaml(port)}
-        defaults: {{ready_timeout: 600}}
-        models:
-          chat:
-            source: {{path: tiny}}
-            context_length: {context_length}
-            gpus: none
-            update: parallel
-            canary: {GATE}
-            env: {{VLLM_CPU_KVCACHE_SPACE: "1"}}
-            vllm: {{enforce_eager: true, max_num_seqs: 4}}
-        """).lstrip()
-    )
+    model = model_yaml(context_length=context_length, more=f"update: parallel\ncanary: {GATE}")
+    path.write_text(config_yaml(project, router_yaml(port), model, ready_timeout=600))
     return path
 
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "AIGO_FILE"} | {"AIGO_STATE_DIR": str(root / "state")}
-    return subprocess.run(
-        [sys.executable, "-m", "aigo_apply", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200
-    )
+    return real_cli({"AIGO_STATE_DIR": str(root / "state")}, *args)
 
 
 def test_the_gate_measures_two_real_engines_and_lets_the_new_one_in(runtime, docker_missing, tmp_path):
-    if IMAGE not in {tag for image in runtime.list_images() for tag in image.get("RepoTags") or []}:
-        docker_missing(f"real-engine image {IMAGE} missing; run tests/images/build-vllm-cpu.sh")
+    require_image(runtime, docker_missing)
     tiny_model.make(tmp_path / "tiny", IMAGE)
     project, port = "test_canary_real-" + uuid.uuid4().hex[:6], free_port()
     try:
@@ -80,7 +55,4 @@ def test_the_gate_measures_two_real_engines_and_lets_the_new_one_in(runtime, doc
         (row,) = json.loads(measured.stdout)["models"]
         assert row["errors"] == 0 and row["output_tokens_per_second"] > 0
     finally:
-        cli(tmp_path, "destroy", "-f", str(tmp_path / "aigo.yaml"), "-y")
-        for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
-            runtime.api.remove_container(c["Id"], force=True)
-        runtime.remove_volume(cache_volume(project))
+        remove_project(runtime, project, {"AIGO_STATE_DIR": str(tmp_path / "state")}, tmp_path / "aigo.yaml")

@@ -8,11 +8,8 @@ engine starts (about 25 s each alone; slower on a 2-core CI)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
-import textwrap
 import time
 import urllib.parse
 import urllib.request
@@ -20,12 +17,9 @@ import uuid
 
 import pytest
 
-from aigo_apply.desired import labels
-from aigo_apply.desired.engines.common import cache_volume
-
 from helpers import tiny_model
 from helpers.configs import free_port, router_yaml
-from helpers.paths import ROOT
+from helpers.real_engine import cli, config_yaml, model_yaml, remove_project, require_image
 
 pytestmark = [
     pytest.mark.slow,
@@ -34,51 +28,22 @@ pytestmark = [
     ),
 ]
 IMAGE = tiny_model.IMAGE
-MODEL = """
-  {alias}:
-    source: {{path: tiny}}
-    context_length: 512
-    gpus: none
-    env: {{VLLM_CPU_KVCACHE_SPACE: "1"}}
-    vllm: {{enforce_eager: true, max_num_seqs: 2}}
-"""
-
-
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if k != "AIGO_FILE"} | env
-    return subprocess.run(
-        [sys.executable, "-m", "aigo_apply", *args], capture_output=True, text=True, env=full, cwd=ROOT, timeout=900
-    )
 
 
 @pytest.fixture(scope="module")
 def two(runtime, docker_missing, tmp_path_factory):
-    if IMAGE not in {tag for image in runtime.list_images() for tag in image.get("RepoTags") or []}:
-        docker_missing(f"real-engine image {IMAGE} missing; run tests/images/build-vllm-cpu.sh")
+    require_image(runtime, docker_missing)
     root = tmp_path_factory.mktemp("metrics_real")
     tiny_model.make(root / "tiny", IMAGE)
     project, port = "metrics-real-" + uuid.uuid4().hex[:6], free_port()
     env = {"AIGO_STATE_DIR": str(root / "state")}
     path = root / "aigo.yaml"
-    path.write_text(
-        textwrap.dedent(f"""
-        version: 1
-        project: {project}
-        engines: {{vllm: {{image: {IMAGE.partition(":")[0]}, image_tag: "{IMAGE.partition(":")[2]}"}}}}
-        {router_yaml(port)}
-        defaults: {{ready_timeout: 900}}
-        models:""").lstrip()
-        + MODEL.format(alias="first")
-        + MODEL.format(alias="second"),
-        encoding="utf-8",
-    )
+    models = model_yaml("first", max_num_seqs=2) + model_yaml("second", max_num_seqs=2)
+    path.write_text(config_yaml(project, router_yaml(port), models), encoding="utf-8")
     applied = cli(env, "apply", "-f", str(path), "-y")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     yield project, port, env, path, root
-    cli(env, "destroy", "-f", str(path), "-y")
-    for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
-        runtime.api.remove_container(c["Id"], force=True)
-    runtime.remove_volume(cache_volume(project))
+    remove_project(runtime, project, env, path)
 
 
 def test_status_reads_each_real_engines_kv_cache_from_its_own_gauge(two):

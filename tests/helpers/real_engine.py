@@ -21,6 +21,27 @@ CLI_TIMEOUT = 900  # an apply waits for a real engine start (about 25 s alone; s
 ENGINES_YAML = f'engines: {{vllm: {{image: {IMAGE.partition(":")[0]}, image_tag: "{IMAGE.partition(":")[2]}"}}}}'
 
 
+def model_yaml(alias: str = "chat", context_length: int = 512, max_num_seqs: int = 4, more: str = "") -> str:
+    """One model on the real engine, as a `models:` entry (two spaces in): the tiny generated model in
+    the folder `tiny` beside the file, no GPU, a 1 GiB KV cache, eager mode (no compile on 2 cores);
+    `more`: further keys of the model, one per line at the model's indentation ("update: parallel")."""
+    extra = "".join(f"    {line}\n" for line in more.splitlines() if line.strip())
+    return (
+        f"  {alias}:\n    source: {{path: tiny}}\n    context_length: {context_length}\n    gpus: none\n{extra}"
+        f'    env: {{VLLM_CPU_KVCACHE_SPACE: "1"}}\n'
+        f"    vllm: {{enforce_eager: true, max_num_seqs: {max_num_seqs}}}\n"
+    )
+
+
+def config_yaml(project: str, router: str, models: str, ready_timeout: int = 900) -> str:
+    """A whole aigo.yaml on the real engine: `router` is its `router:` line (configs.router_yaml),
+    `models` the entries (model_yaml)."""
+    return (
+        f"version: 1\nproject: {project}\n{ENGINES_YAML}\n{router}\n"
+        f"defaults: {{ready_timeout: {ready_timeout}}}\nmodels:\n{models}"
+    )
+
+
 def require_image(runtime: Any, docker_missing: Any) -> None:
     """Skip (or, where the real engine is required, fail) when the real-engine image is not built."""
     if IMAGE not in {tag for image in runtime.list_images() for tag in image.get("RepoTags") or []}:
