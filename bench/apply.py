@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
-from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.app.planning import load_desired
 from aigo_apply.desired.types import EngineAddress
 
@@ -50,17 +49,7 @@ def write_config(folder: Path, project: str, n: int, warmup: float) -> Path:
 
 
 def wait_health(address: EngineAddress) -> None:
-    """Poll the engine's /health at its address (its Unix socket) every 10 ms until it answers 200."""
-    import httpx
-
-    with EngineClient(address, 1) as engine:
-        while True:
-            try:
-                if engine.get("/health").status_code == 200:
-                    return
-            except (httpx.HTTPError, OSError):
-                pass
-            time.sleep(0.01)
+    common.wait_health(address)
 
 
 def direct(runtime: DockerRuntime, path: Path) -> float:

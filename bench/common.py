@@ -118,3 +118,24 @@ def load() -> float:
     import os
 
     return os.getloadavg()[0]
+
+
+def wait_health(address, deadline: float = float("inf"), interval: float = 0.01) -> None:
+    """Poll an engine's /health at its address (its Unix socket, or 127.0.0.1:PORT) until it answers
+    200; the socket appears only once the engine binds it, so the client opens it anew each time.
+    Raises TimeoutError at `deadline` (a time.monotonic() value)."""
+    import time
+
+    import httpx
+
+    from aigo_apply.adapters.engine_http import EngineClient
+
+    while time.monotonic() < deadline:
+        try:
+            with EngineClient(address, 1) as engine:
+                if engine.get("/health").status_code == 200:
+                    return
+        except (httpx.HTTPError, OSError):
+            pass
+        time.sleep(interval)
+    raise TimeoutError(f"the engine at {address} did not answer /health in time")

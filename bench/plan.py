@@ -130,7 +130,7 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str], 
                 times["engine"].append(runtime.waited - waited)
                 times["own"].append(times["core"][-1] - times["engine"][-1])
                 calls.append(runtime.calls - before)
-                assert not plan.has_changes
+                assert not plan.has_changes, [(a.address, a.kind, a.reasons) for a in plan.actions if a.kind != "noop"]
 
             for warm in (apply_once, plan_once):  # bytecode compiled, files in the page cache
                 warm()

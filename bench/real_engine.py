@@ -39,7 +39,6 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import common  # noqa: E402
 
 from aigo_apply.adapters.docker_engine import DockerRuntime  # noqa: E402
-from aigo_apply.adapters.engine_http import EngineClient  # noqa: E402
 from aigo_apply.app.planning import load_desired  # noqa: E402
 from aigo_apply.desired.engines.common import cache_volume  # noqa: E402
 from aigo_apply.desired.types import EngineAddress  # noqa: E402
@@ -73,18 +72,7 @@ models:
 
 
 def wait_health(address: EngineAddress, deadline: float) -> None:
-    """Poll the engine's /health at its address (its Unix socket) until it answers 200."""
-    import httpx
-
-    with EngineClient(address, 1) as engine:
-        while time.monotonic() < deadline:
-            try:
-                if engine.get("/health").status_code == 200:
-                    return
-            except (httpx.HTTPError, OSError):
-                pass
-            time.sleep(0.05)
-    raise TimeoutError(f"the engine at {address} did not answer /health in time")
+    common.wait_health(address, deadline, 0.05)
 
 
 def direct(runtime: DockerRuntime, path: Path) -> float:
