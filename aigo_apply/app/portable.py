@@ -17,6 +17,7 @@ import yaml
 
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.config import rules, schema
+from aigo_apply.config.adapter_rules import adapters_of
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.yaml_source import Source, load, load_text
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem
@@ -64,17 +65,11 @@ def local_paths(model: dict[str, Any]) -> list[tuple[str, str]]:
         for engine in HOST_ENGINE_FIELDS
         if isinstance(model.get(engine), dict) and isinstance(model[engine].get("speculative"), dict)
     ]
-    places += [(f"adapters.{name}.source", _mapping(a).get("source")) for name, a in adapters_of(model).items()]
+    places += [
+        (f"adapters.{name}.source", a.get("source") if isinstance(a, dict) else None)
+        for name, a in adapters_of(model).items()
+    ]
     return [(f"{where}.path", str(p["path"])) for where, p in places if isinstance(p, dict) and "path" in p]
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def adapters_of(model: Any) -> dict[str, Any]:
-    """The model entry's LoRA adapters by alias (none when it has no `adapters:` mapping)."""
-    return _mapping(_mapping(model).get("adapters"))
 
 
 def alias_clash(models: dict[str, Any], alias: str, model: dict[str, Any]) -> str | None:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from aigo_apply.config import kube_names
+from aigo_apply.config.adapter_rules import adapters_of
 from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.swap_groups import is_on_demand
@@ -131,7 +132,7 @@ def local_paths(model: dict[str, Any], engine: str) -> list[tuple[Path_, str]]:
     draft = _mapping(_mapping(_mapping(model.get(engine)).get("speculative")).get("draft"))
     if engine == "vllm" and isinstance(draft.get("path"), str):
         out.append(((engine, "speculative", "draft", "path"), draft["path"]))
-    adapters = _mapping(model.get("adapters")) if engine == "vllm" else {}
+    adapters = adapters_of(model) if engine == "vllm" else {}
     for name, adapter in adapters.items():
         adapter_path = _mapping(_mapping(adapter).get("source")).get("path")
         if isinstance(adapter_path, str):
