@@ -11,9 +11,7 @@ HAProxy, a no-op apply, a changed setting, a start vLLM itself refuses (rolled b
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 import urllib.error
 import urllib.request
@@ -24,16 +22,13 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.desired import labels
-from aigo_apply.desired.engines.common import cache_volume
 
-from helpers import tiny_model
+from helpers import real_engine, tiny_model
 from helpers.configs import free_port, router_yaml
 from helpers.load import Load
-from helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
 IMAGE = tiny_model.IMAGE
-CLI_TIMEOUT = 900  # an apply waits for a real engine start (about 25 s alone; slower on a busy 2-core CI)
 TOOLS = [
     {
         "type": "function",
@@ -91,15 +86,7 @@ class RealProject:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         """The real `aigo-apply` in a child process, with time for a real engine to start."""
-        env = {k: v for k, v in os.environ.items() if k != "AIGO_FILE"} | self.env
-        return subprocess.run(
-            [sys.executable, "-m", "aigo_apply", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            timeout=CLI_TIMEOUT,
-        )
+        return real_engine.cli(self.env, *args)
 
     def post(self, body: dict, path: str = "/v1/chat/completions") -> urllib.request.Request:
         return urllib.request.Request(
@@ -133,16 +120,12 @@ def engine_ids(runtime, project: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def real(runtime, docker_missing, tmp_path_factory):
     """The project, its generated model and config; everything of it is removed afterwards."""
-    if IMAGE not in {tag for image in runtime.list_images() for tag in image.get("RepoTags") or []}:
-        docker_missing(f"real-engine image {IMAGE} missing; run tests/images/build-vllm-cpu.sh")
+    real_engine.require_image(runtime, docker_missing)
     root = tmp_path_factory.mktemp("test_real_engine")
     tiny_model.make(root / "tiny", IMAGE)
     project = RealProject("test_real_engine-" + uuid.uuid4().hex[:6], root)
     yield project
-    project.cli("destroy", "-f", str(root / "aigo.yaml"), "-y")
-    for c in runtime.api.containers(all=True, filters=labels.project_filter(project.name)):
-        runtime.api.remove_container(c["Id"], force=True)
-    runtime.remove_volume(cache_volume(project.name))
+    real_engine.remove_project(runtime, project.name, project.env, root / "aigo.yaml")
 
 
 def test_the_plan_says_which_release_the_names_were_checked_against(real):
