@@ -4,7 +4,8 @@
 (the stub's and the real vLLM CPU engine's, with its compile cache's first and second start), and the
 router vs direct (and under reloads), and what replacing a running model costs its clients under load
 (bench/changes.py: parallel, recreate with hold, a restart by hand), and what a scrape of the
-router's one /metrics costs at 1 and 20 engines (bench/metrics.py), and the canary gate on the real engine
+router's one /metrics costs at 1 and 20 engines (bench/metrics.py), what the router's CPU weight does while
+the real engine keeps the cores busy (bench/router_contention.py), and the canary gate on the real engine
 (bench/canary.py). Prints markdown, writes bench/results.md, and puts the same tables in
 docs/performance.md (between its bench markers).
 
@@ -94,6 +95,7 @@ def main() -> None:
     import plan as plan_bench
     import real_engine as real_engine_bench
     import router as router_bench
+    import router_contention as contention_bench
 
     sizes, repeat = ("1,10", 3) if args.quick else ("1,10,50,200", 5)
     command = "python bench/run.py" + (" --quick" if args.quick else "")
@@ -112,6 +114,8 @@ def main() -> None:
         parts.append(f"({real_engine_bench.IMAGE} is not built: no real-engine tables; run scripts/setup)")
     parts.append(changes_bench.run(real_engine=not args.skip_real_engine and real_engine_bench.image_ready()))
     parts.append(metrics_bench.run("1,20", 30 if not args.quick else 5))
+    if not args.skip_real_engine and real_engine_bench.image_ready():
+        parts.append(contention_bench.run(*((6, 10) if not args.quick else (1, 3))))
     if args.skip_router:
         parts.append("(router table skipped: --skip-router)")
     elif shutil.which("wrk"):

@@ -58,6 +58,8 @@ def _definition_problem(spec: ContainerSpec) -> str | None:
         return f"network mode {spec.network_mode!r} is not one aigo-apply uses"
     if spec.user is not None and not _USER.match(spec.user):
         return f"user {spec.user!r} is not UID:GID"
+    if spec.cpu_shares is not None and not (type(spec.cpu_shares) is int and 2 <= spec.cpu_shares <= 262144):
+        return f"CPU shares {spec.cpu_shares!r} are not an integer from 2 to 262144 (the kernel's range)"
     return None
 
 

@@ -240,6 +240,7 @@ class DockerRuntime:
                 network_mode=spec.network_mode,
                 restart_policy={"Name": spec.restart_policy},
                 device_requests=_device_requests(spec.gpus),
+                cpu_shares=spec.cpu_shares,
             )
             created = self.api.create_container(
                 image=spec.image,

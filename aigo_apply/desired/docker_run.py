@@ -19,6 +19,8 @@ def docker_run(container: ContainerSpec) -> str:
         args.append(f"--ipc {q(container.ipc_mode)}")
     if container.shm_size is not None:
         args.append(f"--shm-size {container.shm_size}")
+    if container.cpu_shares is not None:
+        args.append(f"--cpu-shares {container.cpu_shares}")
     if container.user:
         args.append(f"--user {q(container.user)}")
     if container.gpus == "all":

@@ -65,6 +65,7 @@ class ContainerSpec:
     entrypoint: tuple[str, ...] | None = None  # None keeps the image's own
     network_mode: str = "bridge"  # "host": the router (it binds itself); "none": an engine on its socket
     user: str | None = None  # None keeps the image's own user
+    cpu_shares: int | None = None  # its CPU weight when the CPUs are contended (Docker's --cpu-shares); None: 1024
 
     def definition(self) -> dict[str, Any]:
         """Everything that defines the container except its labels, as JSON-ready data."""
@@ -83,6 +84,7 @@ class ContainerSpec:
             **({"entrypoint": list(self.entrypoint)} if self.entrypoint is not None else {}),
             **({"network_mode": self.network_mode} if self.network_mode != "bridge" else {}),
             **({"user": self.user} if self.user is not None else {}),
+            **({"cpu_shares": self.cpu_shares} if self.cpu_shares is not None else {}),
         }
 
     def definition_hash(self) -> str:

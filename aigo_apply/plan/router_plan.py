@@ -43,7 +43,13 @@ def router_action(
     if before != want.spec or have.spec_hash != want.container.definition_hash() or have.state in ("dead", "removing"):
         changes = diff_specs(before, want.spec) if before else []
         changes = [Change(c.path, c.before, c.after, "router") for c in changes]
-        reasons = [f"{c.path} changed" for c in changes] or ["the router container is defined differently"]
+        reasons = [f"{c.path} changed" for c in changes]
+        if have.state in ("dead", "removing"):
+            reasons.append(f"router container is {have.state}")
+        elif not reasons:  # the same settings made into another container: another version of this tool
+            reasons.append(
+                "the router container is defined differently by this aigo-apply version, from the same settings"
+            )
         return [Action("router", "recreate", tuple(reasons + moved_reasons), tuple(changes + moved), **base)]
     if moved:
         return [Action("router", "recreate", tuple(moved_reasons), tuple(moved), **base)]

@@ -264,6 +264,18 @@ def test_watch_removes_a_killed_engines_route_within_two_seconds(proj, runtime):
     assert watch.returncode == 0 and "watch stopped" in out and "Traceback" not in out
 
 
+def test_the_router_is_weighted_ahead_of_the_engines_for_the_cpu(proj, runtime):
+    """When an engine keeps every core busy the router still gets one first: its container carries
+    8x Docker's CPU weight (bench/router_contention.py measures what that does); an engine keeps the
+    default."""
+    proj.apply({"alpha": ""})
+    router = runtime.api.inspect_container(f"aigo-{proj.name}-router")["HostConfig"]
+    engine = runtime.api.inspect_container(f"aigo-{proj.name}-alpha")["HostConfig"]
+    assert router["CpuShares"] == 8192 and engine["CpuShares"] in (0, 1024)
+    again = run_cli("plan", "-f", str(proj.tmp / "aigo.yaml"), env=proj.env)
+    assert again.returncode == 0 and "No changes." in again.stdout, again.stdout + again.stderr
+
+
 def test_api_keys_by_reference(proj, runtime):
     keys = {"AIGO_TEST_KEYS": "sk-one-0123456789abcdef, sk-two-0123456789abcdef"}
     result = proj.apply({"alpha": ""}, router_extra=", api_keys: {from_env: AIGO_TEST_KEYS}", extra_env=keys)

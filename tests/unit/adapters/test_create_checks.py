@@ -55,6 +55,10 @@ def test_what_the_tool_makes_passes(containers):
         ({"network_mode": "container:other"}, "is not one aigo-apply uses"),
         ({"ipc_mode": "host"}, "would share another namespace's memory"),
         ({"user": "0:0 --privileged"}, "is not UID:GID"),
+        ({"cpu_shares": 1}, "are not an integer from 2 to 262144"),
+        ({"cpu_shares": 262145}, "are not an integer from 2 to 262144"),
+        ({"cpu_shares": True}, "are not an integer from 2 to 262144"),
+        ({"cpu_shares": "8192"}, "are not an integer from 2 to 262144"),
     ],
 )
 def test_a_forged_definition_is_refused_before_docker_sees_it(containers, change, why):

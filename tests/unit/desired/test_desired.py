@@ -55,6 +55,9 @@ def test_router_container_shape():
         ["/state/demo/sockets", "/run/aigo-engines", True],  # the engines' sockets: connecting needs no write
     ]
     assert router["user"] == "<uid>:<gid>" and router["image"] == "aigo-haproxy:bookworm"
+    # scheduled ahead of a busy engine (desired/engines/router.py); an engine keeps Docker's weight
+    assert router["cpu_shares"] == 8192
+    assert all("cpu_shares" not in d for name, d in definition_of("demo.yaml").items() if name != "(router)")
 
 
 def test_nemotron_command_line_maps_each_recipe_setting():

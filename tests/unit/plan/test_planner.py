@@ -249,6 +249,28 @@ def test_router_create_recreate_start_and_noop(tmp_path):
     assert kinds(build_plan(d, observed(d)))["router"] == "noop"
 
 
+def test_a_router_an_earlier_version_defined_otherwise_is_recreated_with_that_reason(tmp_path):
+    """Same settings, another definition (the CPU weight this version adds): the plan says so, and a
+    dead router says it is dead, rather than that it is defined differently."""
+    from dataclasses import replace
+
+    from aigo_apply.desired import labels
+
+    d = desired(tmp_path)
+    containers = running(d)
+    earlier = replace(d.router.container, cpu_shares=None).definition_hash()
+    containers[0]["Labels"] = dict(containers[0]["Labels"], **{labels.SPEC_HASH: earlier})
+    router = build_plan(d, observed(d, containers)).actions[-1]
+    assert router.kind == "recreate" and router.changes == ()
+    assert router.reasons == (
+        "the router container is defined differently by this aigo-apply version, from the same settings",
+    )
+    dead = running(d)
+    dead[0]["State"] = "dead"
+    router = build_plan(d, observed(d, dead)).actions[-1]
+    assert router.kind == "recreate" and router.reasons == ("router container is dead",)
+
+
 def test_router_files_that_differ_plan_a_reload(tmp_path):
     d = desired(tmp_path)
     files = dict(render_files(d.router.settings, list(d.router.routes)), **{"haproxy.cfg": "# an older template\n"})
