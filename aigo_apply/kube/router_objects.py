@@ -26,6 +26,10 @@ POD_PORT = 8000  # the router listens here in its pod; the Service publishes rou
 CONFIG_HASH = "aigo-apply.io/config-hash"
 SOFT_STOP = "sleep 5; kill -USR1 1; sleep 65"  # pause, then HAProxy's soft stop; the grace period ends it
 GRACE_SECONDS = 75
+# A CPU request is the router's weight on its node (the kubelet sets the cgroup's CPU weight from it), as
+# ROUTER_CPU_SHARES is on Docker: engine pods request GPUs only and run at the lowest weight, so when they
+# keep the node's CPUs busy the router is still scheduled first. It also reserves that much for the router.
+CPU_REQUEST = "100m"
 
 
 def addresses(desired: DesiredState, settings: KubeSettings) -> dict[str, str]:
@@ -95,6 +99,7 @@ def objects(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any
             "failureThreshold": 2,
         },
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", SOFT_STOP]}}},
+        "resources": {"requests": {"cpu": CPU_REQUEST}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "config", "mountPath": LIVE, "readOnly": True}],
     }

@@ -238,6 +238,8 @@ def test_labels_and_annotations_carry_the_state(rendered):
         assert "model_dir" not in json.dumps(state.read_spec(annotations))  # no host folder of this machine
     router = [o for o in of(objs, "Deployment") if o["metadata"]["labels"]["app.kubernetes.io/component"] == "router"]
     assert state.read_spec(router[0]["metadata"]["annotations"]) == kube_desired.router.spec
+    # weighted ahead of the engine pods for the node's CPUs (they request GPUs only): kube/router_objects.py
+    assert router[0]["spec"]["template"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}
     assert not {"config_dir", "user", "bind"} & set(kube_desired.router.spec)
 
 
