@@ -270,11 +270,23 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
     and start it again around it), the router's. Apply never touches such a container."""
     blockers = []
     models = [m for a, m in sorted(desired.models.items()) if not target or a in target]
+    # the others by name and by published port, read once: each model then looks only at the few
+    # that can conflict with it (in their order), not at every other container (N x M at scale)
+    by_name: dict[str, list[int]] = {}
+    by_port: dict[int, list[int]] = {}
+    for n, other in enumerate(observed.others):
+        by_name.setdefault(other.name, []).append(n)
+        for published in other.host_ports:
+            by_port.setdefault(published, []).append(n)
     for model in models:
         own, kept = engine_names(desired.project, model.alias)
+        names = (own, kept, next_name(desired.project, model.alias))
         address = f"model.{model.alias}"
-        for other in observed.others:
-            if other.name in (own, kept, next_name(desired.project, model.alias)):
+        port = model.container.host_port
+        near = {n for name in names for n in by_name.get(name, ())}
+        near.update(by_port.get(port, ()) if port is not None else ())
+        for other in (observed.others[n] for n in sorted(near)):
+            if other.name in names:
                 use = {
                     own: "its container",
                     kept: "the previous version during a replace",
