@@ -59,9 +59,11 @@ def read_live(folder: Path) -> dict[str, str]:
     files = {}
     for root, dirs, names in os.walk(live):
         dirs.sort()
+        # the folder's relative path once, not each file's (relpath makes both paths absolute each time)
+        under = os.path.relpath(root, live).replace(os.sep, "/")
         for name in sorted(names):
             path = os.path.join(root, name)
-            rel = os.path.relpath(path, live).replace(os.sep, "/")
+            rel = name if under == "." else f"{under}/{name}"
             if rel in RENDERED_EXTRA or not os.path.isfile(path):
                 continue
             try:
