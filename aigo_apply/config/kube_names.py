@@ -41,14 +41,24 @@ def _slug(text: str) -> str:
 
 def object_name(body: str, key: str, suffix: str = "") -> str:
     """`aigo-BODY-HASH[-SUFFIX]`, at most 63 characters: BODY sanitised and cut, HASH of `key`."""
-    tail = f"-{digest(key)}" + (f"-{suffix}" if suffix else "")
+    return _named(_slug(body), digest(key), suffix)
+
+
+def _named(slug: str, hashed: str, suffix: str) -> str:
+    """object_name of a body already sanitised (`slug`) and a key already hashed."""
+    tail = f"-{hashed}" + (f"-{suffix}" if suffix else "")
     room = 63 - len("aigo-") - len(tail)
-    return check_name(f"aigo-{_slug(body)[:room].strip('-') or 'x'}{tail}")
+    return check_name(f"aigo-{slug[:room].strip('-') or 'x'}{tail}")
+
+
+def _model_parts(project: str, alias: str) -> tuple[str, str]:
+    """The sanitised body and the hash every object name of a model is made of (model_name's)."""
+    return _slug(f"{project}-{alias}"), digest(f"model\0{project}\0{alias}")
 
 
 def model_name(project: str, alias: str, suffix: str = "") -> str:
     """The Deployment and Service of a model (with a suffix: its other objects)."""
-    return object_name(f"{project}-{alias}", f"model\0{project}\0{alias}", suffix)
+    return _named(*_model_parts(project, alias), suffix)
 
 
 def storage_name(project: str, alias: str, storage_key: str) -> str:
@@ -74,11 +84,14 @@ def model_names(project: str, alias: str) -> dict[str, str]:
     """What must be the model's alone on a cluster: its object names (Deployment and Service, the env
     Secret; its volumes and Jobs extend the first with a hash of their own) and its name label, which
     its Service selects its pods by."""
+    # model_name, env_secret_name and storage_name's prefix, from one sanitised body and one hash
+    # (validation asks this of every model: three hashes and slugs of the same text each time otherwise)
+    parts = _model_parts(project, alias)
     return {
-        "Deployment and Service": model_name(project, alias),
-        "Secret": env_secret_name(project, alias),
+        "Deployment and Service": _named(*parts, ""),
+        "Secret": _named(*parts, "env"),
         # a volume's and a download Job's name before the hash of what they hold
-        "volumes and download Jobs": model_name(project, alias, "0" * _HASH),
+        "volumes and download Jobs": _named(*parts, "0" * _HASH),
         f"label {NAME}": label_value(alias),
     }
 
