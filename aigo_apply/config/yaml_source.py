@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -21,7 +21,30 @@ from aigo_apply.config.file_read import MAX_FILE_BYTES, read_bytes
 from aigo_apply.errors import ConfigFileError, Problem
 
 # libyaml's parser when PyYAML has it (several times faster), the pure-Python one otherwise.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    _BaseLoader = yaml.SafeLoader
+else:
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):
+    """The safe loader, each plain scalar's implicit tag resolved once per document: the composer asks
+    for every scalar, and the keys and values of one model come back in every model of a file. Only
+    without path resolvers (SafeLoader has none), where the tag depends on the text alone."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._tags: dict[tuple[str, tuple[bool, bool]], str] = {}
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> Any:
+        if kind is not yaml.ScalarNode or self.yaml_path_resolvers:
+            return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        key = (value, implicit)
+        tag = self._tags.get(key)
+        if tag is None:
+            tag = self._tags[key] = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return tag
+
 
 MAX_NODES = 100_000
 MAX_DEPTH = 32  # the deepest path a valid file has is 6 (models.m.vllm.speculative.draft.repo)
