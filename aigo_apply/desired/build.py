@@ -85,17 +85,14 @@ def build_desired(
     mounts = Mounts(host, paths, store)  # your home and the protected folders, for every model's mounts
     # a disabled model keeps its port (assigned above over every model) so enabling it again changes nothing else
     disabled = tuple(sorted(a for a, m in models.items() if m.get("enabled") is False))
+    sockets = sockets_folder(host, data["project"])  # once: the same folder for every model
     for alias in sorted(set(models) - set(disabled)):
         engine = engine_of(models[alias], defaults)
         image = image_reference(data, engine)
         if image is None:  # validation requires image_tag for an engine without a built-in one
             raise AigoError(f"model '{alias}' runs on {engine}, which has no image tag: set engines.{engine}.image_tag")
         # vLLM serves on a Unix socket only the router reaches, unless the model asks for a port
-        socket = (
-            str(sockets_folder(host, data["project"]) / alias)
-            if engine == "vllm" and "port" not in models[alias]
-            else None
-        )
+        socket = str(sockets / alias) if engine == "vllm" and "port" not in models[alias] else None
         try:
             spec = model_spec(
                 models[alias],
