@@ -245,12 +245,15 @@ def _mounted(
 ) -> list[tuple[Path_, str]]:
     """Each path the file mounts (config/mount_rules.mount_places), `~` against `home`, resolved into `real`."""
     places = mount_places(data, models)
+    seen: set[str] = set()  # models often share a folder: its Path is made and looked up once
     for where, raw in places:
-        key = base / expand_home(raw, home)
         if where[0] == "defaults":
-            _store(key, real, writers)
-        elif key not in real:
-            real[key] = resolve_or_why(key)
+            _store(base / expand_home(raw, home), real, writers)
+        elif raw not in seen:
+            seen.add(raw)
+            key = base / expand_home(raw, home)
+            if key not in real:
+                real[key] = resolve_or_why(key)
     return places
 
 
