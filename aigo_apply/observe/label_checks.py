@@ -126,13 +126,17 @@ def read_spec(text: str | None) -> dict[str, Any] | None:
 
 
 def _depth(value: Any) -> int:
-    """How deep a JSON value nests, without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        deepest = max(deepest, level)
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        stack.extend((child, level + 1) for child in children if isinstance(child, (dict, list)))
+    """How deep a JSON value nests, without recursion: one level of mappings and lists at a time
+    (each spec of a plan is read with this, so its values are not visited one by one)."""
+    deepest, layer = 0, [value]
+    while layer:
+        deepest += 1
+        layer = [
+            child
+            for item in layer
+            for child in (item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+            if isinstance(child, (dict, list))
+        ]
     return deepest
 
 
