@@ -46,10 +46,10 @@ def router_action(
         reasons = [f"{c.path} changed" for c in changes]
         if have.state in ("dead", "removing"):
             reasons.append(f"router container is {have.state}")
-        elif not reasons:  # the same settings made into another container: another version of this tool
-            reasons.append(
-                "the router container is defined differently by this aigo-apply version, from the same settings"
-            )
+        elif not reasons and before:  # the same settings made into another container: another version of this tool
+            reasons.append("same settings, but this aigo-apply version defines the router container differently")
+        elif not reasons:
+            reasons.append("the router container is defined differently")
         return [Action("router", "recreate", tuple(reasons + moved_reasons), tuple(changes + moved), **base)]
     if moved:
         return [Action("router", "recreate", tuple(moved_reasons), tuple(moved), **base)]

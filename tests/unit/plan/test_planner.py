@@ -262,9 +262,7 @@ def test_a_router_an_earlier_version_defined_otherwise_is_recreated_with_that_re
     containers[0]["Labels"] = dict(containers[0]["Labels"], **{labels.SPEC_HASH: earlier})
     router = build_plan(d, observed(d, containers)).actions[-1]
     assert router.kind == "recreate" and router.changes == ()
-    assert router.reasons == (
-        "the router container is defined differently by this aigo-apply version, from the same settings",
-    )
+    assert router.reasons == ("same settings, but this aigo-apply version defines the router container differently",)
     dead = running(d)
     dead[0]["State"] = "dead"
     router = build_plan(d, observed(d, dead)).actions[-1]
