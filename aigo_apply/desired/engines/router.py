@@ -26,8 +26,9 @@ LIVE = ROUTER_MOUNT + "/live"  # a symlink to the generation in service
 # The router's CPU weight, 8x an engine's (Docker's default 1024). It is the one door to every model and
 # uses little CPU, but when an engine keeps every core busy (vLLM's CPU build, or tokenizing on a small
 # machine) HAProxy at an equal weight waited seconds for a core: on 2 cores beside the real vLLM CPU engine
-# generating, /metrics took 1.0 s at the median and 6.4 s at worst, HAProxy itself running 14 ms of it.
-# With this weight it is scheduled first and takes only what it uses (bench/router_contention.py).
+# generating, /metrics took 1.0 s at the median and 14.9 s at worst, and 4 scrapes of 60 were a 500 (the
+# page's Lua stopped by HAProxy's execution timeout). With this weight: 25 ms, 262 ms, none failed; it is
+# scheduled first and takes only what it uses (bench/router_contention.py).
 ROUTER_CPU_SHARES = 8192
 
 
