@@ -1,5 +1,5 @@
 """What the benchmarks share: a generated aigo.yaml with N stub or idle models on local images,
-and the removal of a benchmark project's containers."""
+a real apply of it, and the removal of a benchmark project's containers."""
 
 from __future__ import annotations
 
@@ -39,6 +39,19 @@ def write_config(folder: Path, project: str, engine_image: str, router_port: int
     path = folder / "aigo.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def apply_or_exit(path: Path, env: dict[str, str], what: str = "") -> None:
+    """The real `aigo-apply apply -y` of `path` in a fresh process (a real engine's start included);
+    the benchmark ends with its output when it fails (`what`: which setup, for the message)."""
+    import subprocess
+
+    applied = subprocess.run(
+        [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=900,
+    )  # fmt: skip
+    if applied.returncode != 0:
+        raise SystemExit(f"apply failed{' for ' + what if what else ''}: {applied.stdout}{applied.stderr}")
 
 
 def remove_project(runtime, project: str) -> None:

@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import common  # noqa: E402
 import httpx  # noqa: E402
@@ -49,15 +48,8 @@ def measure(n: int, repeat: int) -> list[str]:
     models = [f"m{i}: {{source: {{path: m}}, context_length: 4096, gpus: none}}" for i in range(n)]
     path = common.write_config(folder, project, "aigo-stub-engine:1", ROUTER_PORT, models)
     env = common.cli_env(str(folder / "state"))
-    import subprocess
-
     try:
-        applied = subprocess.run(
-            [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
-            capture_output=True, text=True, env=env, cwd=ROOT, timeout=900,
-        )  # fmt: skip
-        if applied.returncode != 0:
-            raise SystemExit(f"apply failed for N={n}: {applied.stdout}{applied.stderr}")
+        common.apply_or_exit(path, env, f"N={n}")
         url = f"http://127.0.0.1:{ROUTER_PORT}/metrics"
         sockets = folder / "state" / project / "sockets"
         clients = [EngineClient(EngineAddress(socket=str(sockets / f"m{i}" / "engine.sock")), 5) for i in range(n)]

@@ -19,7 +19,6 @@ import argparse
 import glob
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -107,12 +106,7 @@ def measure(rounds: int, requests: int, streams: int, seconds: float) -> tuple[l
 
     writers = [threading.Thread(target=stream, daemon=True) for _ in range(streams)]
     try:
-        applied = subprocess.run(
-            [sys.executable, "-m", "aigo_apply", "apply", "-f", str(path), "-y"],
-            capture_output=True, text=True, env=env, cwd=ROOT, timeout=900,
-        )  # fmt: skip
-        if applied.returncode != 0:
-            raise SystemExit(f"apply failed: {applied.stdout}{applied.stderr}")
+        common.apply_or_exit(path, env)
         for writer in writers:
             writer.start()
         time.sleep(3)  # the engine is generating
