@@ -67,8 +67,11 @@ def storage_name(project: str, alias: str, storage_key: str) -> str:
     return model_name(project, alias, digest(storage_key))
 
 
+ENV_SUFFIX = "env"  # a model's Secret of secret environment variables: its object name's suffix
+
+
 def env_secret_name(project: str, alias: str) -> str:
-    return model_name(project, alias, "env")
+    return model_name(project, alias, ENV_SUFFIX)
 
 
 def router_name(project: str) -> str:
@@ -89,7 +92,7 @@ def model_names(project: str, alias: str) -> dict[str, str]:
     parts = _model_parts(project, alias)
     return {
         "Deployment and Service": _named(*parts, ""),
-        "Secret": _named(*parts, "env"),
+        "Secret": _named(*parts, ENV_SUFFIX),
         # a volume's and a download Job's name before the hash of what they hold
         "volumes and download Jobs": _named(*parts, "0" * _HASH),
         f"label {NAME}": label_value(alias),
