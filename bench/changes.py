@@ -178,7 +178,11 @@ def run(real_engine: bool = True) -> str:
 
         with tempfile.TemporaryDirectory() as tmp:
             model = tiny_model.make(Path(tmp) / "tiny", tiny_model.IMAGE)
-            real_env = 'VLLM_CPU_KVCACHE_SPACE: "1"'
+            # nobind: vLLM's CPU build binds each engine's worker to the cores it picks, the same ones for
+            # both engines of a parallel replace ("core ids=[0]" on 2 cores); the new engine then stalled in
+            # the kernel's sched_setaffinity for minutes beside the serving one under load. Unbound, the
+            # scheduler shares the cores between them, as it would between two containers on any host.
+            real_env = 'VLLM_CPU_KVCACHE_SPACE: "1", VLLM_CPU_OMP_THREADS_BIND: nobind'
             rows = [one(tiny_model.IMAGE, str(model), real_env, way, 4, 1) for way in ways]
             out.append(
                 table(
