@@ -30,7 +30,8 @@ class ObservedContainer:
     image: str
     image_id: str
     labels: dict[str, str] = field(compare=False)
-    ports: tuple[tuple[str, int, int], ...] = ()  # (host ip, host port, container port), running only
+    # (host ip, host port, container port), running only; a router's own port too (_router_port)
+    ports: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def alias(self) -> str | None:
@@ -123,7 +124,7 @@ def parse_container(raw: dict[str, Any]) -> ObservedContainer:
         labels={k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
         if isinstance(labels, dict)
         else {},
-        ports=_ports(raw.get("Ports")),
+        ports=_ports(raw.get("Ports")) + _router_port(raw, labels),
     )
 
 
@@ -140,6 +141,24 @@ def _ports(raw: Any) -> tuple[tuple[str, int, int], ...]:
             private = p.get("PrivatePort")
             found.append((_text(p.get("IP")), public, private if type(private) is int else 0))
     return tuple(sorted(found))
+
+
+def _router_port(raw: dict[str, Any], labels: Any) -> tuple[tuple[str, int, int], ...]:
+    """The port a running aigo-apply router (of any project) listens on. A router is on the host
+    network, where Docker publishes nothing and HAProxy binds router.bind:router.port itself with
+    SO_REUSEPORT: a second router on the same port binds it too, and the kernel then shares the
+    connections between the two projects' routers. Its spec label says which port it holds, so
+    the planner's port check sees it like any published port."""
+    host = raw.get("HostConfig")
+    if not isinstance(labels, dict) or labels.get(L.ROLE) != L.ROLE_ROUTER or labels.get(L.MANAGED_BY) != L.MANAGER:
+        return ()
+    if raw.get("State") not in ("running", "restarting") or not isinstance(host, dict):
+        return ()
+    spec = read_spec(labels.get(L.SPEC)) if isinstance(labels.get(L.SPEC), str) else None
+    port, bind = (spec.get("port"), spec.get("bind")) if spec else (None, None)
+    if host.get("NetworkMode") != "host" or type(port) is not int or not 0 < port <= 65535:
+        return ()
+    return ((bind if isinstance(bind, str) else "", port, port),)
 
 
 def problem_of(container: ObservedContainer, project: str) -> str | None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from aigo_apply.desired import labels as L
 from aigo_apply.desired.labels import PREFIX as LABEL_PREFIX
 from aigo_apply.desired.labels import is_ours
 from aigo_apply.desired.types import DesiredModel, DesiredState, Route
 from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
-from aigo_apply.observe.label_checks import display_name, engine_names, next_name
+from aigo_apply.observe.label_checks import display_name, engine_names, next_name, shown
 from aigo_apply.plan.canary import NOT_SERVING, gate_for
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
@@ -300,8 +301,8 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
                 blockers.append(
                     Blocker(
                         "conflict.port",
-                        f"port {model.container.host_port} of model '{model.alias}' is published by "
-                        f"container {display_name(other.name)}, which aigo-apply does not manage here",
+                        f"port {model.container.host_port} of model '{model.alias}' is {_held_by(other)}, "
+                        "which aigo-apply does not manage here",
                         f"stop that container, or set models.{model.alias}.port to a free port",
                         address,
                     )
@@ -314,12 +315,21 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
             blockers.append(
                 Blocker(
                     "conflict.port",
-                    f"the router's port {router_port} is published by container {display_name(other.name)}",
+                    f"the router's port {router_port} is {_held_by(other)}",
                     "stop that container, or set router.port to a free port",
                     "router",
                 )
             )
     return blockers
+
+
+def _held_by(other: ObservedContainer) -> str:
+    """Who holds a port: a container that publishes it, or another project's router, which binds its
+    port on the host network (observe/containers.py) and would share it with this project's."""
+    project = other.labels.get(L.PROJECT) if other.role == L.ROLE_ROUTER else None
+    if project is not None:
+        return f"held by the router of aigo-apply project {shown(project)} (container {display_name(other.name)})"
+    return f"published by container {display_name(other.name)}"
 
 
 def _name_conflict(project: str, other: ObservedContainer, use: str, address: str, besides: str) -> Blocker:

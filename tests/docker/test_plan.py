@@ -140,6 +140,25 @@ def test_foreign_container_holding_a_port_blocks_the_plan(runtime, project, tmp_
     assert "set models.tools.port to a free port" in result.stdout
 
 
+def test_another_projects_router_on_our_router_port_blocks_plan_and_apply(runtime, project, tmp_path):
+    """Both routers would bind the port on the host network (HAProxy sets SO_REUSEPORT), and the
+    kernel would share the connections between the two projects: refused before anything starts."""
+    first = config(tmp_path / "a", project)
+    materialize(runtime, first)
+    port = load_desired(str(first)).router.port
+    second_project = project + "b"
+    second = config(tmp_path / "b", second_project, router_port=port)
+    result = run_cli("plan", "-f", str(second))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (
+        f"conflict.port: the router's port {port} is held by the router of aigo-apply project '{project}' "
+        f"(container aigo-{project}-router)"
+    ) in result.stdout
+    applied = run_cli("apply", "-f", str(second), "-y")
+    assert applied.returncode != 0 and "The plan is blocked" in applied.stdout
+    assert not [c for c in runtime.list_containers() if c["Names"][0].startswith(f"/aigo-{second_project}-")]
+
+
 def test_foreign_container_holding_our_name_blocks_the_plan(runtime, project, tmp_path, foreign):
     path = config(tmp_path, project)
     foreign(f"aigo-{project}-chat")

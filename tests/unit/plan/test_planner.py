@@ -216,6 +216,48 @@ def test_foreign_name_and_port_conflicts_are_blockers(tmp_path):
     assert "set models.beta.port" in plan.blockers[1].remediation
 
 
+def _router_of(d, project, state="running", network="host"):
+    """The list entry of project `project`'s router made from `d` (its labels say that project)."""
+    (entry,) = [e for e in running(d) if e["Id"] == "id-router"]
+    labels = {**entry["Labels"], "io.aigo-apply.project": project}
+    name = f"/aigo-{project}-router"
+    return {**entry, "Id": f"id-{project}", "Names": [name], "State": state, "Labels": labels,
+            "HostConfig": {"NetworkMode": network}}  # fmt: skip
+
+
+def test_another_projects_router_on_the_same_port_blocks_the_plan(tmp_path):
+    """A router is on the host network: Docker publishes nothing for it, and HAProxy binds its port
+    with SO_REUSEPORT, so a second project's router on the same port would share the connections
+    with the first one. Its port (from its spec label) counts as taken, like a published one."""
+    d = desired(tmp_path)
+    other = _router_of(d, "lab2")
+    plan = build_plan(d, observed(d, running(d, router=False) + [other]))
+    assert [(b.id, b.address) for b in plan.blockers] == [("conflict.port", "router")]
+    port = d.router.port
+    assert plan.blockers[0].message == (
+        f"the router's port {port} is held by the router of aigo-apply project 'lab2' (container aigo-lab2-router)"
+    )
+    # a model that publishes the port another project's router holds meets the same check
+    on_port = desired(tmp_path, CONFIG.replace("    context_length: 8K\n", "    context_length: 8K\n    port: 8101\n"))
+    (tmp_path / "b").mkdir()
+    router_8101 = desired(tmp_path / "b", CONFIG.replace("models:", "router: {port: 8101}\nmodels:"))
+    plan = build_plan(on_port, observed(on_port, running(on_port) + [_router_of(router_8101, "lab2")]))
+    assert [(b.id, b.address) for b in plan.blockers] == [("conflict.port", "model.beta")]
+    assert "held by the router of aigo-apply project 'lab2'" in plan.blockers[0].message
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"State": "exited"}, {"HostConfig": {"NetworkMode": "bridge"}}, {"Labels": {"io.aigo-apply.role": "router"}}],
+    ids=["stopped", "not-on-the-host-network", "not-made-by-aigo-apply"],
+)
+def test_a_router_that_does_not_hold_the_port_is_no_conflict(tmp_path, change):
+    d = desired(tmp_path)
+    other = _router_of(d, "lab2") | change
+    plan = build_plan(d, observed(d, running(d) + [other]))
+    assert plan.blockers == () or list(plan.blockers) == [], plan.blockers
+
+
 def test_restarting_container_is_reported_not_recreated(tmp_path):
     d = desired(tmp_path)
     plan = build_plan(d, observed(d, running(d, state="restarting")))
