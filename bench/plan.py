@@ -166,6 +166,12 @@ def measure(runtime: DockerRuntime, n: int, repeat: int, peers: dict[str, str], 
     }
 
 
+def _literal(arg: str) -> str:
+    """An argument as a compose file must write it to mean the text itself: `$` doubled, or compose
+    reads `"$@"` in the engine's entry point as a variable (1.29 refuses the file for it)."""
+    return arg.replace("$", "$$")
+
+
 class Compose:
     """The same N containers declared for Docker Compose: image, entry point, command, ipc, shm,
     network (none for an engine on its socket), the read-only model mounts and restart policy as
@@ -181,13 +187,13 @@ class Compose:
             c = model.container
             service: dict = {
                 "image": c.image,
-                "command": list(c.command),
+                "command": [_literal(a) for a in c.command],
                 "ipc": c.ipc_mode,
                 "restart": c.restart_policy,
                 "volumes": [f"{m.source}:{m.target}:ro" for m in c.mounts if m.read_only and m.source.startswith("/")],
             }
             if c.entrypoint:
-                service["entrypoint"] = list(c.entrypoint)
+                service["entrypoint"] = [_literal(a) for a in c.entrypoint]
             if c.shm_size:
                 service["shm_size"] = c.shm_size
             if c.container_port:
