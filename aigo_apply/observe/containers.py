@@ -112,19 +112,23 @@ def parse_container(raw: dict[str, Any]) -> ObservedContainer:
     name = first.lstrip("/") if isinstance(first, str) else cid[:12]
     status = _text(raw.get("Status"))
     match = _EXIT.match(status)
-    labels = raw.get("Labels")
+    raw_labels = raw.get("Labels")
+    labels = (
+        {k: v for k, v in raw_labels.items() if isinstance(k, str) and isinstance(v, str)}
+        if isinstance(raw_labels, dict)
+        else {}
+    )
+    state = _text(raw.get("State")) or "unknown"
     return ObservedContainer(
         id=cid,
         name=name,
-        state=_text(raw.get("State")) or "unknown",
+        state=state,
         status=status,
         exit_code=int(match.group(1)) if match else None,
         image=_text(raw.get("Image")),
         image_id=_text(raw.get("ImageID")),
-        labels={k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
-        if isinstance(labels, dict)
-        else {},
-        ports=_ports(raw.get("Ports")) + _router_port(raw, labels),
+        labels=labels,
+        ports=_ports(raw.get("Ports")) + _router_port(state, raw.get("HostConfig"), labels),
     )
 
 
@@ -143,22 +147,26 @@ def _ports(raw: Any) -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted(found))
 
 
-def _router_port(raw: dict[str, Any], labels: Any) -> tuple[tuple[str, int, int], ...]:
+def _router_port(state: str, host: Any, labels: dict[str, str]) -> tuple[tuple[str, int, int], ...]:
     """The port a running aigo-apply router (of any project) listens on. A router is on the host
     network, where Docker publishes nothing and HAProxy binds router.bind:router.port itself with
     SO_REUSEPORT: a second router on the same port binds it too, and the kernel then shares the
     connections between the two projects' routers. Its spec label says which port it holds, so
     the planner's port check sees it like any published port."""
-    host = raw.get("HostConfig")
-    if not isinstance(labels, dict) or labels.get(L.ROLE) != L.ROLE_ROUTER or labels.get(L.MANAGED_BY) != L.MANAGER:
+    if router_project(labels) is None or state not in ("running", "restarting") or not isinstance(host, dict):
         return ()
-    if raw.get("State") not in ("running", "restarting") or not isinstance(host, dict):
-        return ()
-    spec = read_spec(labels.get(L.SPEC)) if isinstance(labels.get(L.SPEC), str) else None
+    spec = read_spec(labels.get(L.SPEC))
     port, bind = (spec.get("port"), spec.get("bind")) if spec else (None, None)
     if host.get("NetworkMode") != "host" or type(port) is not int or not 0 < port <= 65535:
         return ()
     return ((bind if isinstance(bind, str) else "", port, port),)
+
+
+def router_project(labels: dict[str, str]) -> str | None:
+    """The project of a router that aigo-apply made (any project's), or None for any other container."""
+    if labels.get(L.ROLE) != L.ROLE_ROUTER or labels.get(L.MANAGED_BY) != L.MANAGER:
+        return None
+    return labels.get(L.PROJECT)
 
 
 def problem_of(container: ObservedContainer, project: str) -> str | None:

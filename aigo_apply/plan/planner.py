@@ -8,12 +8,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from aigo_apply.desired import labels as L
 from aigo_apply.desired.labels import PREFIX as LABEL_PREFIX
 from aigo_apply.desired.labels import is_ours
 from aigo_apply.desired.types import DesiredModel, DesiredState, Route
 from aigo_apply.errors import UsageProblem
-from aigo_apply.observe.containers import ObservedContainer, ObservedState
+from aigo_apply.observe.containers import ObservedContainer, ObservedState, router_project
 from aigo_apply.observe.label_checks import display_name, engine_names, next_name, shown
 from aigo_apply.plan.canary import NOT_SERVING, gate_for
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
@@ -326,7 +325,7 @@ def _conflicts(desired: DesiredState, observed: ObservedState, target: set[str])
 def _held_by(other: ObservedContainer) -> str:
     """Who holds a port: a container that publishes it, or another project's router, which binds its
     port on the host network (observe/containers.py) and would share it with this project's."""
-    project = other.labels.get(L.PROJECT) if other.role == L.ROLE_ROUTER else None
+    project = router_project(other.labels)
     if project is not None:
         return f"held by the router of aigo-apply project {shown(project)} (container {display_name(other.name)})"
     return f"published by container {display_name(other.name)}"

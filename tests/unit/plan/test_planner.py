@@ -255,7 +255,7 @@ def test_a_router_that_does_not_hold_the_port_is_no_conflict(tmp_path, change):
     d = desired(tmp_path)
     other = _router_of(d, "lab2") | change
     plan = build_plan(d, observed(d, running(d) + [other]))
-    assert plan.blockers == () or list(plan.blockers) == [], plan.blockers
+    assert not plan.blockers, plan.blockers
 
 
 def test_restarting_container_is_reported_not_recreated(tmp_path):
