@@ -10,18 +10,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from aigo_apply.apply.outcome import Reporter
 from aigo_apply.errors import ConfigFileError, ConfigInvalid
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.types import Plan
 
 
-class Console(Reporter, Protocol):
+class Console(Protocol):
     """How apply, destroy and the pulls talk (cli/reporter.py: human lines, or JSON lines with -o json):
-    the executors' events, the plan and the sentences of the loop around them, and how to ask
-    (`confirm`: None where there is no terminal to ask on)."""
+    the executors' events (so a Console is an apply/outcome.Reporter, which a plan does not import),
+    the plan and the sentences of the loop around them, and how to ask (`confirm`: None where there
+    is no terminal to ask on)."""
 
     confirm: Callable[[str], bool] | None
+
+    def event(self, kind: str, **fields: Any) -> None: ...
 
     def show_plan(self, plan: Plan) -> None: ...
     def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None: ...

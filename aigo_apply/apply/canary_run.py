@@ -1,5 +1,5 @@
 """The canary gate, run: the same seeded completions against the old and the new engine of a parallel
-replace, once the new one is ready and before the route moves (plan/canary.py decides).
+replace, once the new one is ready and before the route moves (plan/canary_verdict.py decides).
 
 Each engine is reached on its own socket or port (adapters/engine_http.py), never through the router:
 the router still sends every client to the old engine meanwhile. The rounds alternate, `concurrency`
@@ -23,7 +23,7 @@ from aigo_apply.desired.canary import CanarySettings
 from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError, NotReady
 from aigo_apply.observe.tokenizer_vocab import vocabulary
-from aigo_apply.plan.canary import CanaryResult, Measurement, Sample, decide, differences, prompts
+from aigo_apply.plan.canary_verdict import CanaryResult, Measurement, Sample, decide, differences, prompts
 
 REQUEST_TIMEOUT = 300.0  # one measured request, at most
 # The pause before each engine's turn, not timed. An engine keeps its CPU threads busy for a moment

@@ -1,5 +1,5 @@
-"""The canary gate's pure part (desired/canary.py, plan/canary.py): the declared settings over the
-defaults, the plan saying for each replace whether its gate runs and why not, --require-canary's
+"""The canary gate's pure part (desired/canary.py, plan/canary.py, plan/canary_verdict.py): the
+declared settings over the defaults, the plan saying for each replace whether its gate runs and why not, --require-canary's
 blockers, the seeded request set, and the decision from both engines' figures."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 
 from aigo_apply.desired.canary import CanarySettings, canary_of
 from aigo_apply.observe.containers import parse_state
-from aigo_apply.plan.canary import Measurement, Sample, decide, differences, gate_for, prompts
+from aigo_apply.plan.canary import gate_for
+from aigo_apply.plan.canary_verdict import Measurement, Sample, decide, differences, prompts
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.lockfile import with_canaries
 from aigo_apply.plan.planner import build_plan
