@@ -5,16 +5,25 @@ settings (models.ALIAS.canary over defaults.canary), or the gate's defaults wher
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.docker_platform import DockerPlatform
 from aigo_apply.app.planning import observe
-from aigo_apply.app.requests import BenchRequest
 from aigo_apply.app.status import address_of
 from aigo_apply.app.views import BenchView
 from aigo_apply.desired.canary import CanarySettings
 from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError, UsageProblem
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRequest:
+    """What `bench` asks for: measure these models' engines (every enabled one when empty)."""
+
+    aliases: tuple[str, ...] = ()
+    file: str | None = None
+    platform: str | None = None
 
 
 def run_bench(request: BenchRequest, view: BenchView) -> int:

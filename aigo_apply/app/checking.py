@@ -4,14 +4,30 @@ goes to the view (app/views.py); the exit code is theirs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.planning import host_checks, load_desired
-from aigo_apply.app.requests import ReadinessRequest, ValidateRequest
 from aigo_apply.app.views import Readiness, ReadinessView, ValidateView
 from aigo_apply.config.load import choose_file
 from aigo_apply.desired.images import image_object
 from aigo_apply.errors import EXIT_ERROR, EXIT_OK, ConfigFileError, ConfigInvalid
 from aigo_apply.observe.config_file import load_config
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidateRequest:
+    """What `validate` asks for: each file once, in the order given."""
+
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadinessRequest:
+    """What `readiness` asks for: the file, and the engine whose image and host it checks."""
+
+    file: str | None = None
+    engine: str = "vllm"
 
 
 def run_validate(request: ValidateRequest, view: ValidateView) -> int:

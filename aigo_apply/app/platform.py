@@ -17,13 +17,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from aigo_apply.app.requests import ApplyRequest, LogsRequest
 from aigo_apply.app.views import Console
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Plan
 
 if TYPE_CHECKING:
+    from aigo_apply.app.requests import ApplyRequest, LogsRequest
     from aigo_apply.apply.outcome import ApplyReport
 
 Observed = TypeVar("Observed")

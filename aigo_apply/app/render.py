@@ -3,9 +3,10 @@ the file makes, handed to the view; secrets appear as references, never values."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aigo_apply.app.host_context import current_host
 from aigo_apply.app.planning import load_desired
-from aigo_apply.app.requests import RenderRequest
 from aigo_apply.app.views import DocumentView
 from aigo_apply.config.kube_rules import placement_problems
 from aigo_apply.config.load import choose_file
@@ -18,6 +19,15 @@ from aigo_apply.kube.settings import settings_of
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.local_sources import local_source_problems
 from aigo_apply.plan.text import shown
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenderRequest:
+    """What `render` asks for: a `docker run` line of one container, or Kubernetes objects."""
+
+    alias: str | None = None
+    file: str | None = None
+    form: str = "docker-run"
 
 
 def run_render(request: RenderRequest, view: DocumentView) -> int:

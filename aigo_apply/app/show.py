@@ -4,14 +4,41 @@ changes under --detailed-exitcode); and what runs now, in the platform's one-scr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from aigo_apply.app import planning
 from aigo_apply.app.choose_platform import open_platform
-from aigo_apply.app.requests import PlanCommand, StatusRequest
 from aigo_apply.app.saved_plan import save_plan
 from aigo_apply.app.views import PlanView, StatusView
 from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PlanFileError, UsageProblem
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.text import shown
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanCommand:
+    """What `plan` asks for: the file, what to show or save, and the plan's own options (replace,
+    target, ignored checks, the canary switches) as `apply` takes them."""
+
+    file: str | None = None
+    show_diff: bool = False
+    out: Path | None = None
+    detailed_exitcode: bool = False
+    replace: tuple[str, ...] = ()
+    target: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    platform: str | None = None
+    skip_canary: bool = False
+    require_canary: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusRequest:
+    """What `status` asks for: the file (or the current folder's), on its platform or --platform."""
+
+    file: str | None = None
+    platform: str | None = None
 
 
 def run_plan(request: PlanCommand, view: PlanView) -> int:

@@ -3,16 +3,33 @@ downloading the file's models ahead of time and listing the model store; shown b
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.models import listing, pull
 from aigo_apply.app.planning import load_desired
-from aigo_apply.app.requests import ImageRequest, ModelsRequest
 from aigo_apply.app.views import Console, StoreView
 from aigo_apply.apply.fetch_steps import pull_image
 from aigo_apply.config.load import choose_file
 from aigo_apply.desired import images
 from aigo_apply.errors import EXIT_OK, AigoError
 from aigo_apply.observe.config_file import load_config
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageRequest:
+    """What `image inspect` and `image pull` ask for: the engine whose image, in which file."""
+
+    engine: str
+    file: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelsRequest:
+    """What `models pull` and `models list` ask for: the file, and the models (all when none)."""
+
+    file: str | None = None
+    aliases: tuple[str, ...] = ()
 
 
 def run_image_inspect(request: ImageRequest, view: StoreView) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from aigo_apply.adapters.engine_metrics import fetch, samples, total
@@ -16,11 +17,21 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.docker_platform import DockerPlatform
 from aigo_apply.app.planning import observe
-from aigo_apply.app.requests import TopRequest
 from aigo_apply.app.status import address_of
 from aigo_apply.app.views import TopView
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import EXIT_OK, UsageProblem
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopRequest:
+    """What `top` asks for: a live view every `interval` seconds, or one view of two reads that far apart."""
+
+    once: bool = False
+    interval: float = 2.0
+    file: str | None = None
+    platform: str | None = None
+
 
 TIMEOUT = 1.0
 

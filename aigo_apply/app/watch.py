@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.docker_platform import router_of
 from aigo_apply.app.host_context import current_host
 from aigo_apply.app.planning import load_desired, observe
-from aigo_apply.app.requests import WatchRequest
 from aigo_apply.app.views import DocumentView
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.serving_wait import Engine, Waiter
@@ -29,6 +29,14 @@ from aigo_apply.desired.types import EngineAddress, Route
 from aigo_apply.errors import EXIT_OK, AigoError, LockHeld, NotReady
 from aigo_apply.observe.containers import parse_state, running_engines
 from aigo_apply.router.deploy import Router
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchRequest:
+    """What `watch` asks for: the file whose models it keeps routed."""
+
+    file: str | None = None
+
 
 LOCK_WAIT = 5.0
 

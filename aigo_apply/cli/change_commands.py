@@ -119,8 +119,7 @@ def destroy(
 @file_option
 def watch(file: str | None) -> int:
     """Follow Docker events: remove a dead engine's route at once, re-add it once it is ready again."""
-    from aigo_apply.app.requests import WatchRequest
-    from aigo_apply.app.watch import run_watch
+    from aigo_apply.app.watch import WatchRequest, run_watch
     from aigo_apply.cli.views import view_for
 
     return run_watch(WatchRequest(file=file), view_for("text"))

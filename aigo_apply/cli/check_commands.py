@@ -33,8 +33,7 @@ from aigo_apply.cli.group import (
 def validate(files: tuple[str, ...], file: str | None, output: str) -> int:
     """Check config files (-f FILE, FILE..., default ./aigo.yaml) against the schema and the cross-field
     rules; report every problem of each."""
-    from aigo_apply.app.checking import run_validate
-    from aigo_apply.app.requests import ValidateRequest
+    from aigo_apply.app.checking import ValidateRequest, run_validate
     from aigo_apply.cli.views import view_for
 
     if any(f == "" or "\x00" in f for f in files):
@@ -77,8 +76,7 @@ def plan(
     require_canary: bool,
 ) -> int:
     """Show what apply would change on this machine, and why."""
-    from aigo_apply.app.requests import PlanCommand
-    from aigo_apply.app.show import run_plan
+    from aigo_apply.app.show import PlanCommand, run_plan
     from aigo_apply.cli.views import view_for
 
     request = PlanCommand(
@@ -110,8 +108,7 @@ def plan(
 )
 def readiness(file: str | None, output: str, engine: str) -> int:
     """Check this host for the file's engines: Docker, GPU plumbing, NVIDIA driver, GPUs. Exit 1 if blocked."""
-    from aigo_apply.app.checking import run_readiness
-    from aigo_apply.app.requests import ReadinessRequest
+    from aigo_apply.app.checking import ReadinessRequest, run_readiness
     from aigo_apply.cli.views import view_for
 
     return run_readiness(ReadinessRequest(file=file, engine=engine), view_for(output))
@@ -123,8 +120,7 @@ def readiness(file: str | None, output: str, engine: str) -> int:
 @platform_option
 def status(file: str | None, output: str, platform: str | None) -> int:
     """Show each model's container state, readiness, port, image and uptime, and any drift."""
-    from aigo_apply.app.requests import StatusRequest
-    from aigo_apply.app.show import run_status
+    from aigo_apply.app.show import StatusRequest, run_status
     from aigo_apply.cli.views import view_for
 
     return run_status(StatusRequest(file=file, platform=platform), view_for(output))
@@ -145,8 +141,7 @@ def render_cmd(alias: str | None, file: str | None, form: str) -> int:
     """Print the exact `docker run` command for ALIAS (or `router`), or with --as kubernetes every
     Kubernetes object of the file (or ALIAS's, or the router's) for `kubectl apply --server-side -f -`;
     secrets appear as references, never values."""
-    from aigo_apply.app.render import run_render
-    from aigo_apply.app.requests import RenderRequest
+    from aigo_apply.app.render import RenderRequest, run_render
     from aigo_apply.cli.views import view_for
 
     if form == "docker-run" and alias is None:
@@ -197,8 +192,7 @@ def logs(
 @platform_option
 def top(once: bool, interval: float, file: str | None, output: str, platform: str | None) -> int:
     """A live view of each model: state, requests running and waiting, tokens/s, KV cache, sleep; GPU memory."""
-    from aigo_apply.app.requests import TopRequest
-    from aigo_apply.app.top import run_top
+    from aigo_apply.app.top import TopRequest, run_top
     from aigo_apply.cli.views import view_for
 
     return run_top(TopRequest(once=once, interval=interval, file=file, platform=platform), view_for(output))
@@ -211,8 +205,7 @@ def top(once: bool, interval: float, file: str | None, output: str, platform: st
 @platform_option
 def bench(aliases: tuple[str, ...], file: str | None, output: str, platform: str | None) -> int:
     """Measure each model's engine as it serves now (the canary gate's requests): tokens/s, time to first token."""
-    from aigo_apply.app.bench import run_bench
-    from aigo_apply.app.requests import BenchRequest
+    from aigo_apply.app.bench import BenchRequest, run_bench
     from aigo_apply.cli.views import view_for
 
     return run_bench(BenchRequest(aliases=aliases, file=file, platform=platform), view_for(output))

@@ -21,8 +21,7 @@ def image() -> None:
 @output_option
 def image_inspect(engine: str, file: str | None, output: str) -> int:
     """Show imageReference, defaultTag, tagOverridden, and the local id and digest."""
-    from aigo_apply.app.requests import ImageRequest
-    from aigo_apply.app.store import run_image_inspect
+    from aigo_apply.app.store import ImageRequest, run_image_inspect
     from aigo_apply.cli.views import view_for
 
     return run_image_inspect(ImageRequest(engine=engine, file=file), view_for(output))
@@ -34,8 +33,7 @@ def image_inspect(engine: str, file: str | None, output: str) -> int:
 @output_option
 def image_pull(engine: str, file: str | None, output: str) -> int:
     """Pull the configured image of ENGINE now, with progress."""
-    from aigo_apply.app.requests import ImageRequest
-    from aigo_apply.app.store import run_image_pull
+    from aigo_apply.app.store import ImageRequest, run_image_pull
     from aigo_apply.cli.views import view_for
 
     return run_image_pull(ImageRequest(engine=engine, file=file), view_for(output))
@@ -69,8 +67,7 @@ def models() -> None:
 @output_option
 def models_pull(aliases: tuple[str, ...], file: str | None, output: str) -> int:
     """Download the files of the named models (default: all) and their repo LoRA adapters, resumably."""
-    from aigo_apply.app.requests import ModelsRequest
-    from aigo_apply.app.store import run_models_pull
+    from aigo_apply.app.store import ModelsRequest, run_models_pull
     from aigo_apply.cli.views import view_for
 
     return run_models_pull(ModelsRequest(file=file, aliases=aliases), view_for(output))
@@ -81,8 +78,7 @@ def models_pull(aliases: tuple[str, ...], file: str | None, output: str) -> int:
 @output_option
 def models_list(file: str | None, output: str) -> int:
     """List the downloaded models (repo, revision, commit, size, which models use them)."""
-    from aigo_apply.app.requests import ModelsRequest
-    from aigo_apply.app.store import run_models_list
+    from aigo_apply.app.store import ModelsRequest, run_models_list
     from aigo_apply.cli.views import view_for
 
     return run_models_list(ModelsRequest(file=file), view_for(output))

@@ -152,7 +152,7 @@ def test_docker_api_calls_per_plan_do_not_grow_with_the_models(engine, tmp_path,
     assert counts[1][0] == 3
 
 
-def test_plan_and_a_no_op_path_import_neither_the_docker_sdk_nor_requests(engine, tmp_path):
+def test_plan_imports_neither_the_docker_sdk_nor_what_only_changes_need(engine, tmp_path):
     path = _config(tmp_path, 2)
     env = {
         **os.environ,
@@ -173,6 +173,17 @@ def test_plan_and_a_no_op_path_import_neither_the_docker_sdk_nor_requests(engine
     imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     heavy = {m for m in imported if m.split(".")[0] in ("docker", "requests", "urllib3", "httpx", "ssl", "http")}
     assert heavy == set()
+    # nor what only a run with changes needs: the converge loop, the executor, its records and the
+    # canary gate's measurement (each frozen record costs about a millisecond to define)
+    apply_only = {
+        "aigo_apply.app.converge",
+        "aigo_apply.app.requests",
+        "aigo_apply.apply.executor",
+        "aigo_apply.apply.journal",
+        "aigo_apply.apply.outcome",
+        "aigo_apply.plan.canary_verdict",
+    }
+    assert imported & apply_only == set()
     assert len(engine.requests) == 3
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import json
 from pathlib import Path
 
@@ -13,7 +14,6 @@ import click
 import pytest
 
 import aigo_apply
-from aigo_apply.app import requests
 from aigo_apply.app.views import Readiness
 from aigo_apply.cli.views import FORMATS, GithubView, JsonView, MarkdownView, TextView, view_for
 from aigo_apply.errors import ConfigInvalid, Problem
@@ -27,12 +27,26 @@ PACKAGE = Path(aigo_apply.__file__).parent
 ASKS_ALLOWED = {("cli/views.py", "view_for"), ("cli/check_commands.py", "validate")}
 
 
+def _requests_the_commands_build() -> dict[str, type]:
+    """Every request a click command hands to a use case: each name ending in Request or Command that
+    a module of cli/ imports from app/ (app/requests.py's, and those defined beside their use case)."""
+    found = {}
+    for path in (PACKAGE / "cli").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aigo_apply.app."):
+                for alias in node.names:
+                    if alias.name.endswith(("Request", "Command")):
+                        found[alias.name] = getattr(importlib.import_module(node.module), alias.name)
+    return found
+
+
 def test_every_request_is_frozen_and_keyword_only():
-    made = [v for v in vars(requests).values() if dataclasses.is_dataclass(v) and v.__module__ == requests.__name__]
-    assert len(made) >= 8
-    for request in made:
-        assert request.__dataclass_params__.frozen, request
-        assert all(f.kw_only for f in dataclasses.fields(request)), request
+    made = _requests_the_commands_build()
+    assert len(made) >= 12, sorted(made)
+    for name, request in made.items():
+        assert dataclasses.is_dataclass(request), name
+        assert request.__dataclass_params__.frozen, name
+        assert all(f.kw_only for f in dataclasses.fields(request)), name
 
 
 def test_each_format_has_its_one_view_and_the_console_asks_as_told():
