@@ -181,6 +181,12 @@ def render_files(
             "PermissionDeniedError",
             403,
         ),
+        "errors/403-page.json": _error(
+            "An upload a web page sent is refused: the router serves API clients, and a page on any site could "
+            "post a form here without asking. Send it from a program (no Origin or Sec-Fetch-Site header).",
+            "PermissionDeniedError",
+            403,
+        ),
         "errors/415.json": _error(
             "Unsupported Media Type: send Content-Type: application/json (multipart/form-data for /v1/audio/...).",
             "BadRequestError",

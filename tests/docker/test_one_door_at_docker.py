@@ -353,3 +353,51 @@ def test_a_hostile_multipart_upload_costs_the_router_nothing_and_two_model_field
         f"{door.url}/v1/audio/transcriptions", files={"file": ("a.wav", b"RIFF")}, data={"MODEL": "speech"}, timeout=10
     )
     assert upper.status_code == 400  # the field's name is "model", exactly, as the engine's parser reads it
+
+
+def test_an_upload_a_web_page_sent_is_refused_and_programs_and_extensions_are_not(door):
+    """A multipart upload needs no CORS preflight, so a page on any site could post one to a loopback
+    router: the router refuses an upload a browser says a page sent, before its body is read."""
+    door.apply(model("speech"))
+    upload = {"files": {"file": ("a.wav", b"RIFF")}, "data": {"model": "speech"}, "timeout": 10}
+    page_headers = (
+        {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},  # a page on another port of this machine
+        {"Origin": "https://evil.example"},  # a browser without Fetch Metadata
+        {"Origin": "null"},  # a sandboxed frame
+        {"Origin": "HTTP://127.0.0.1:3000"},
+    )
+    for headers in page_headers:
+        reply = httpx.post(f"{door.url}/v1/audio/transcriptions", headers=headers, **upload)
+        assert reply.status_code == 403 and "web page" in reply.json()["error"]["message"], (headers, reply.text)
+    for headers in ({}, {"Origin": "chrome-extension://abcdef"}, {"Sec-Fetch-Site": "none"}):
+        reply = httpx.post(f"{door.url}/v1/audio/transcriptions", headers=headers, **upload)
+        assert reply.json()["text"] == "stub transcription by speech of 4 bytes", (headers, reply.text)
+
+
+def test_a_header_is_judged_whole_and_the_target_only_in_origin_form(door):
+    """HAProxy's hdr() splits a value at commas and its path skips an absolute target's authority:
+    neither lets a request past the Host or Content-Type rule, and neither reaches the engine."""
+    door.apply(model("alpha"))
+    body = json.dumps({"model": "alpha", "messages": [], "max_tokens": 1}).encode()
+
+    def post(target: str, head: str) -> tuple[int, bytes]:
+        return exchange(
+            door.port,
+            f"POST {target} HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body,
+        )
+
+    with door.direct("alpha") as engine:
+        before = engine.get("/stub/stats").json()["completions"]  # apply's own wait may have asked one
+    json_type = "Content-Type: application/json\r\n"
+    assert post("/v1/chat/completions", f"Host: 127.0.0.1\r\n{json_type}")[0] == 200
+    assert post("/v1/chat/completions", f"Host: evil.example,localhost\r\n{json_type}")[0] == 403
+    assert post("/v1/chat/completions", f"Host: evil.example\r\nHost: localhost\r\n{json_type}")[0] in (400, 403)
+    for target in ("http://localhost/v1/chat/completions", "https://x/v1/chat/completions", "*"):
+        status, answer = post(target, json_type)
+        assert (status, answer) == (400, (door.tmp / "state" / door.name / "router" / "live" / "errors" /
+                                          "400-path.json").read_bytes().strip()), (target, status, answer)  # fmt: skip
+    smuggled = post("/v1/chat/completions", 'Host: localhost\r\nContent-Type: text/plain; x="a,application/json"\r\n')
+    assert smuggled[0] == 415, smuggled
+    with door.direct("alpha") as engine:
+        assert engine.get("/stub/stats").json()["completions"] == before + 1  # the first, and only it
