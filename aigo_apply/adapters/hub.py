@@ -24,7 +24,7 @@ from typing import Any, Literal
 from aigo_apply import safe_write
 from aigo_apply.desired.model_store import MARKER, select_files
 from aigo_apply.errors import AigoError, HubError
-from aigo_apply.observe.markers import read_marker
+from aigo_apply.observe.markers import read_marker, store_link
 
 INFO_TIMEOUT = 10.0
 
@@ -134,6 +134,14 @@ def download(
     if previous.get("commit") and previous["commit"] != found.commit:
         target = dest.with_name(f"{dest.name}.{found.commit[:12]}.partial")
         previous = {}
+    swapped = {target, dest.with_name(f"{dest.name}.old")} if target != dest else set()
+    for folder in {dest} | swapped:  # checked again where it is written: the plan's check came before
+        why = store_link(folder)
+        if why:
+            raise HubError(
+                f"{repo}@{revision}: not downloaded, because {why}; aigo-apply downloads only into real folders "
+                "below defaults.models_dir: remove the link"
+            )
     target.mkdir(parents=True, exist_ok=True)
     bar = _Progress(found.bytes, progress)
     with _errors(repo, revision):

@@ -24,12 +24,12 @@ from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key, key_kind
 from aigo_apply.observe.local_sources import local_source_problems
-from aigo_apply.observe.markers import read_markers
+from aigo_apply.observe.markers import read_markers, store_link_problems
 from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.adapter_checks import adapter_checks
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
-from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks
+from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks, store_checks
 from aigo_apply.plan.lockfile import LockRestore, drift, restore_for
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.swap_ledger import host_memory_check
@@ -242,6 +242,7 @@ def host_checks(
     }
     checks = run_checks(facts, desired, desired.vllm_image) + source_checks(local_source_problems(desired.specs()))
     markers = observed.model_files if observed is not None else read_markers(desired.specs())
+    checks += store_checks(store_link_problems(desired.specs(), markers))
     checks += adapter_checks(desired, markers)
     if not facts["nvml"].get("available"):
         return checks, []

@@ -1,15 +1,19 @@
 """The model store's download markers as this machine has them: each folder's marker read (bounded,
 never through a link or a FIFO) and taken in the shape the tool writes it
-(desired/model_store.marker_shape), or None. The one read of the model store outside adapters/."""
+(desired/model_store.marker_shape), or None; and whether a download folder is one the tool may write
+into and mount (no link where the store lays out real folders). The one read of the model store
+outside adapters/."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from aigo_apply import safe_write
-from aigo_apply.desired.model_store import MARKER, MAX_MARKER_BYTES, downloads, marker_shape
+from aigo_apply.desired.model_store import MARKER, MAX_MARKER_BYTES, downloads, is_complete, kind_of, marker_shape
 from aigo_apply.errors import AigoError
 
 
@@ -29,3 +33,56 @@ def read_markers(specs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The markers of every folder the models download into, their repo LoRA adapters' too ({} where
     there is none)."""
     return {d["dest"]: read_marker(Path(d["dest"])) or {} for d in downloads(specs)}
+
+
+MAX_STORE_ENTRIES = 10_000  # a model's folder holds a few dozen files; one far larger is no download of ours
+
+
+def store_link(dest: Path, inside: bool = True) -> str | None:
+    """Why the download folder `dest` (STORE/ORG--NAME/REVISION) may not be written into or mounted,
+    or None. The store lays out real folders: where its repo folder or `dest` is a symbolic link (a
+    config repository can commit one), a download would write, and an engine mount, wherever the link
+    leads. With `inside`, a link or a special file anywhere inside `dest` counts too (the Hub client
+    writes its partial files and metadata under it). A missing folder is fine: the download makes it."""
+    for level in (dest.parent, dest):
+        try:
+            mode = os.lstat(level).st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"{level} cannot be read ({exc.strerror})"
+        if stat.S_ISLNK(mode):
+            return f"{level} is a symbolic link (to {os.readlink(level)})"
+        if not stat.S_ISDIR(mode):
+            return f"{level} is not a folder"
+    if not inside:
+        return None
+    seen = 0
+    for root, folders, files in os.walk(dest):  # links to folders are listed, never entered
+        for name in folders + files:
+            seen += 1
+            if seen > MAX_STORE_ENTRIES:
+                return f"{dest} holds more than {MAX_STORE_ENTRIES} entries"
+            path = os.path.join(root, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue  # gone since it was listed
+            if stat.S_ISLNK(mode):
+                return f"{path} is a symbolic link (to {os.readlink(path)})"
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                return f"{path} is not a regular file"
+    return None
+
+
+def store_link_problems(specs: dict[str, dict[str, Any]], markers: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """alias -> why the download folders its model (or an adapter) uses may not be written into or
+    mounted (store_link). A folder that is complete is only mounted: its inside is not walked."""
+    out: dict[str, list[str]] = {}
+    for need in downloads(specs):
+        done = is_complete(markers.get(need["dest"]), need.get("file"), None, kind_of(need))
+        why = store_link(Path(need["dest"]), inside=not done)
+        if why:
+            for alias in need["models"]:
+                out.setdefault(alias, []).append(f"{need['repo']}@{need['revision']}: {why}")
+    return out

@@ -147,6 +147,21 @@ def source_checks(problems: dict[str, list[str]]) -> list[Check]:
     ]
 
 
+def store_checks(problems: dict[str, list[str]]) -> list[Check]:
+    """A model whose download folder in the model store is a link (or holds one) blocks the plan: a
+    download would write, and the engine mount, wherever it leads (observe/markers.store_link)."""
+    return [
+        Check(
+            "model.store",
+            "blocking",
+            f"model '{alias}': " + "; ".join(found),
+            "remove the link: aigo-apply downloads only into real folders below defaults.models_dir "
+            "(to keep models on another disk, point defaults.models_dir there)",
+        )
+        for alias, found in sorted(problems.items())
+    ]
+
+
 def _docker(docker: dict[str, Any]) -> Check:
     if docker.get("reachable"):
         return Check("docker.engine", "ok", f"{docker['engine']} {docker['version']} is reachable")

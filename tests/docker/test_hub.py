@@ -315,3 +315,26 @@ def test_an_adapter_repo_without_adapter_config_is_refused_with_what_was_found(t
         "org/not-lora is not a LoRA adapter vLLM can load: it needs adapter_config.json and .safetensors (or .bin) "
         "weights at its top level; found README.md, adapter_model.safetensors" in result.stderr
     )
+
+
+@pytest.mark.parametrize("link_at", ["org--tiny/main", "org--tiny", "org--tiny/main/.cache"])
+def test_a_link_committed_in_the_model_store_blocks_the_plan_and_no_download_writes_through_it(
+    tmp_path, hub, env, project, link_at
+):
+    """A config repository can commit a symlink where the store lays out a download's folder: the plan
+    blocks on it (model.store), and neither apply nor `models pull` writes a byte where it leads."""
+    hub.add("org/tiny", tiny_files())
+    path = config(tmp_path, project, "{repo: org/tiny}", free_port())
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    link = tmp_path / "store" / link_at
+    link.parent.mkdir(parents=True)
+    link.symlink_to(victim)
+    planned = run_cli("plan", "-f", path, env=env)
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    assert "model.store" in planned.stdout + planned.stderr and f"{link} is a symbolic link" in planned.stdout
+    applied = run_cli("apply", "-f", path, "-y", env=env)
+    assert applied.returncode == 1 and "model.store" in applied.stdout + applied.stderr
+    pulled = run_cli("models", "pull", "-f", path, env=env)
+    assert pulled.returncode == 1 and "is a symbolic link" in pulled.stdout + pulled.stderr, pulled.stdout
+    assert list(victim.iterdir()) == [] and hub.file_gets("model.safetensors") == []  # (plans read config.json)
