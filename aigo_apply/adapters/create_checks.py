@@ -56,6 +56,8 @@ def _definition_problem(spec: ContainerSpec) -> str | None:
         return "an engine without a network cannot publish a port"
     if spec.network_mode not in ("bridge", "host", "none"):
         return f"network mode {spec.network_mode!r} is not one aigo-apply uses"
+    if spec.network_mode == "host" and not spec.confined:
+        return "a container on the host's network must run confined (no capabilities, no new privileges)"
     if spec.user is not None and not _USER.match(spec.user):
         return f"user {spec.user!r} is not UID:GID"
     if spec.cpu_shares is not None and not (type(spec.cpu_shares) is int and 2 <= spec.cpu_shares <= 262144):

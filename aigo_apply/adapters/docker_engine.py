@@ -22,12 +22,13 @@ from aigo_apply.adapters import docker_http
 from aigo_apply.adapters.create_checks import check_container
 from aigo_apply.adapters.engine_sockets import prepare_socket_mounts
 from aigo_apply.desired import labels
-from aigo_apply.desired.types import ContainerSpec
+from aigo_apply.desired.types import CONFINED_CAPS, ContainerSpec
 from aigo_apply.errors import DockerUnavailable
 from aigo_apply.observe import docker_answers
 from aigo_apply.observe.label_checks import engine_names
 
 API_VERSION = docker_http.API_VERSION
+_CONFINED = {"cap_drop": ["ALL"], "cap_add": list(CONFINED_CAPS), "security_opt": ["no-new-privileges:true"]}
 
 
 class DockerRuntime:
@@ -241,6 +242,7 @@ class DockerRuntime:
                 restart_policy={"Name": spec.restart_policy},
                 device_requests=_device_requests(spec.gpus),
                 cpu_shares=spec.cpu_shares,
+                **(_CONFINED if spec.confined else {}),
             )
             created = self.api.create_container(
                 image=spec.image,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from aigo_apply.desired.types import ContainerSpec, SecretRef
+from aigo_apply.desired.types import CONFINED_CAPS, ContainerSpec, SecretRef
 
 
 def docker_run(container: ContainerSpec) -> str:
@@ -21,6 +21,9 @@ def docker_run(container: ContainerSpec) -> str:
         args.append(f"--shm-size {container.shm_size}")
     if container.cpu_shares is not None:
         args.append(f"--cpu-shares {container.cpu_shares}")
+    if container.confined:
+        args.append("--cap-drop ALL " + " ".join(f"--cap-add {c}" for c in CONFINED_CAPS))
+        args.append("--security-opt no-new-privileges")
     if container.user:
         args.append(f"--user {q(container.user)}")
     if container.gpus == "all":

@@ -66,6 +66,9 @@ class ContainerSpec:
     network_mode: str = "bridge"  # "host": the router (it binds itself); "none": an engine on its socket
     user: str | None = None  # None keeps the image's own user
     cpu_shares: int | None = None  # its CPU weight when the CPUs are contended (Docker's --cpu-shares); None: 1024
+    # no capability but binding a low port, and no new privileges: an image the file chose that runs on the
+    # host's network (the router) may neither sniff it (NET_RAW) nor gain privileges (Docker's own set otherwise)
+    confined: bool = False
 
     def definition(self) -> dict[str, Any]:
         """Everything that defines the container except its labels, as JSON-ready data."""
@@ -85,12 +88,14 @@ class ContainerSpec:
             **({"network_mode": self.network_mode} if self.network_mode != "bridge" else {}),
             **({"user": self.user} if self.user is not None else {}),
             **({"cpu_shares": self.cpu_shares} if self.cpu_shares is not None else {}),
+            **({"confined": True} if self.confined else {}),
         }
 
     def definition_hash(self) -> str:
         return "sha256:" + hashlib.sha256(canonical_json(self.definition()).encode()).hexdigest()
 
 
+CONFINED_CAPS = ("NET_BIND_SERVICE",)  # all a confined container keeps: the router binds router.port itself
 SOCKETS_FOLDER = "sockets"  # in a project's state folder: one folder per socket-served engine
 SOCKET_FILE = "engine.sock"  # an engine's Unix socket, in its own folder (desired/engines/common.py mounts it)
 SLOTS = ("a", "b")  # a model's two sockets: a parallel replace starts the new engine on the one not in use

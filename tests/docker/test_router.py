@@ -276,6 +276,26 @@ def test_the_router_is_weighted_ahead_of_the_engines_for_the_cpu(proj, runtime):
     assert again.returncode == 0 and "No changes." in again.stdout, again.stdout + again.stderr
 
 
+def test_the_router_image_keeps_no_capability_but_binding_its_port(proj, runtime):
+    """The router's image is the file's choice and runs on the host's network: it may not open raw
+    sockets to read the host's traffic (NET_RAW) nor gain privileges, and it still serves and reloads.
+    An engine keeps Docker's own set."""
+    proj.apply({"alpha": ""})
+    router = runtime.api.inspect_container(f"aigo-{proj.name}-router")
+    host = router["HostConfig"]
+    assert (host["CapDrop"], host["CapAdd"]) == (["ALL"], ["NET_BIND_SERVICE"])
+    assert host["SecurityOpt"] == ["no-new-privileges:true"]
+    status = runtime.api.exec_create(router["Id"], ["cat", "/proc/1/status"])
+    lines = runtime.api.exec_start(status["Id"]).decode().splitlines()
+    caps = {line.split(":")[0]: int(line.split()[1], 16) for line in lines if line.startswith("Cap")}
+    assert caps["CapBnd"] == 1 << 10 and caps["CapEff"] in (0, 1 << 10)  # CAP_NET_BIND_SERVICE is bit 10
+    assert "NoNewPrivs:\t1" in lines
+    assert proj.chat("alpha").status_code == 200
+    proj.apply({"alpha": "", "beta": ""})  # a reload, under the same confinement
+    assert proj.chat("beta").status_code == 200
+    assert runtime.api.inspect_container(f"aigo-{proj.name}-alpha")["HostConfig"]["CapDrop"] in (None, [])
+
+
 def test_api_keys_by_reference(proj, runtime):
     keys = {"AIGO_TEST_KEYS": "sk-one-0123456789abcdef, sk-two-0123456789abcdef"}
     result = proj.apply({"alpha": ""}, router_extra=", api_keys: {from_env: AIGO_TEST_KEYS}", extra_env=keys)

@@ -36,8 +36,10 @@ def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
     """The router container: host networking (it binds router.bind:router.port itself and reaches
     the engines that publish a port on 127.0.0.1), the config folder and the engines' sockets
     read-only, HAProxy in master-worker mode so a signal reloads it, running as the user who owns
-    the config folder (the key file is 0600; the sockets' folders are its group's), and scheduled
-    ahead of the engines when they keep the CPUs busy (ROUTER_CPU_SHARES)."""
+    the config folder (the key file is 0600; the sockets' folders are its group's), scheduled
+    ahead of the engines when they keep the CPUs busy (ROUTER_CPU_SHARES), and confined: its image
+    is the file's choice and the host's network is its own, so it keeps no capability but binding its
+    port (no raw sockets to read the host's traffic) and gains no privilege."""
     check_router_spec(project, spec)
     container = ContainerSpec(
         name=f"aigo-{project}-router",
@@ -53,6 +55,7 @@ def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
         network_mode="host",
         user=spec["user"],
         cpu_shares=ROUTER_CPU_SHARES,
+        confined=True,
     )
     return ContainerSpec(
         **{**container.__dict__, "labels": labels.for_router(project, spec, container.definition_hash())}

@@ -37,6 +37,13 @@ def test_what_the_tool_makes_passes(containers):
     check_container(replace(router, mounts=()))
 
 
+def test_the_router_runs_confined_and_only_confined_may_use_the_hosts_network(containers):
+    router = containers[1]
+    assert router.network_mode == "host" and router.confined and router.definition()["confined"] is True
+    with pytest.raises(UnsafeSetting, match="must run confined"):
+        check_container(replace(router, mounts=(), confined=False))
+
+
 @pytest.mark.parametrize(
     "change, why",
     [
@@ -59,6 +66,7 @@ def test_what_the_tool_makes_passes(containers):
         ({"cpu_shares": 262145}, "are not an integer from 2 to 262144"),
         ({"cpu_shares": True}, "are not an integer from 2 to 262144"),
         ({"cpu_shares": "8192"}, "are not an integer from 2 to 262144"),
+        ({"network_mode": "host"}, "on the host's network must run confined"),
     ],
 )
 def test_a_forged_definition_is_refused_before_docker_sees_it(containers, change, why):
