@@ -18,7 +18,7 @@ from aigo_apply.config import env_names
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.host_paths import Protected, all_homes, expand_home, home_holding, private_place, system_folder
 from aigo_apply.config.path_facts import HostPaths
-from aigo_apply.config.secret_names import hub_token_name, public_variable, secret_name, switch_value
+from aigo_apply.config.secret_names import hub_token_name, plain_value, public_variable, secret_name
 from aigo_apply.config.yaml_source import Path_
 
 # What a credential written in clear looks like, with the words that name it in messages. Each is
@@ -26,17 +26,39 @@ from aigo_apply.config.yaml_source import Path_
 # so each must take time linear in the text: no two quantifiers that can share characters, a literal
 # or a bounded part before every open-ended run, and nothing that makes a run be scanned again from
 # each of its characters (tests/unit/config/test_env_hostile_regex.py holds the worst inputs known).
+#
+# A key is a token of its own: it starts the value or follows a space, `=`, `:`, `,`, `;`, `|`, a
+# quote or a bracket (`key=sk-...`, `Bearer sk-...`, `{"token": "ghp_..."}`), or the `//` of a URL
+# (`https://ghp_...@github.com`); never a part of a hyphenated, dotted or slashed name, where `\b`
+# found one (`org/whisper-large-v3-sk-finetuned-commonvoice`, `skt/sk-learn-regression-model-v2`).
+_START = r"(?:(?<![^\s=:,;|'\"`(\[{<>])|(?<=//))"
+# Where a token of an Authorization header ends: the end of the value, a space, a quote, `,`, `;` or a bracket.
+_END = r"(?![^\s'\"`,;)\]}>|])"
+# A run of key characters holding a part of 16 or more without a hyphen, as random keys do
+# (sk-proj-AbCd...): not a hyphenated name of short words (sk-learn-regression-model-v2).
+_LONG_PART = r"(?=[A-Za-z0-9_-]*?[A-Za-z0-9_]{16})"
+# An Authorization header's credential is a whole token shaped like one: with a digit, a lower-case
+# letter followed by a capital, or base64's `=` padding; a word of prose is not (`Basic instructions:
+# answer briefly`, `Basic conversation etiquette applies`). The scheme is written Basic, basic or
+# BASIC (Bearer alike), not matched ignoring case: that made prose and odd letters (U+017F, a long
+# s) match too. Basic takes base64 (RFC 7617), Bearer a b64token (RFC 6750).
+_BASIC = r"[A-Za-z0-9+/]"
+_BEARER = r"[A-Za-z0-9._~+/-]"
+_SHAPED = r"(?={lead}*+[0-9]|{run}*?[a-z][A-Z]|{run}*+=)"
 CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY"), "a private key"),
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "a Hugging Face token (hf_...)"),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), "an API key (sk-...)"),
-    (re.compile(r"\b[sr]k_(live|test)_[A-Za-z0-9]{16,}"), "a Stripe key"),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"), "a GitHub token"),
-    (re.compile(r"\bglpat-[A-Za-z0-9_-]{16,}"), "a GitLab token"),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token"),
-    (re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"), "an AWS access key"),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), "a Google API key"),
-    (re.compile(r"\bnpm_[A-Za-z0-9]{30,}|\bpypi-[A-Za-z0-9_-]{30,}"), "a package registry token"),
+    (re.compile(_START + r"hf_[A-Za-z0-9]{20,}"), "a Hugging Face token (hf_...)"),
+    (re.compile(_START + r"sk-" + _LONG_PART + r"[A-Za-z0-9_-]{16,}"), "an API key (sk-...)"),
+    (re.compile(_START + r"[sr]k_(live|test)_[A-Za-z0-9]{16,}"), "a Stripe key"),
+    (re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), "a GitHub token"),
+    (re.compile(_START + r"glpat-[A-Za-z0-9_-]{16,}"), "a GitLab token"),
+    (re.compile(_START + r"xox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token"),
+    (re.compile(_START + r"(AKIA|ASIA)[A-Z0-9]{16}\b"), "an AWS access key"),
+    (re.compile(_START + r"AIza[0-9A-Za-z_-]{30,}"), "a Google API key"),
+    (
+        re.compile(_START + r"(?:npm_[A-Za-z0-9]{30,}|pypi-" + _LONG_PART + r"[A-Za-z0-9_-]{30,})"),
+        "a package registry token",
+    ),
     # Read from the start of a run of token characters, committing (atomic group) to the first `eyJ`
     # in it: that one has the longest tail, so no later one can match where it fails, and a run such
     # as `eyJ-eyJ-eyJ-...` is scanned once, not once per `eyJ` in it.
@@ -51,7 +73,21 @@ CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"),
         "a URL with a password",
     ),
-    (re.compile(r"^\s*(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{12,}", re.I), "an Authorization header value"),
+    (
+        re.compile(
+            _START
+            + r"(?:(?:Basic|basic|BASIC)\s++"
+            + _SHAPED.format(lead=r"[A-Za-z+/]", run=_BASIC)
+            + _BASIC
+            + r"{12,}+={0,2}+"
+            + r"|(?:Bearer|bearer|BEARER)\s++"
+            + _SHAPED.format(lead=r"[A-Za-z._~+/-]", run=_BEARER)
+            + _BEARER
+            + r"{12,}+=*+)"
+            + _END
+        ),
+        "an Authorization header value",
+    ),
 )
 HUB_TOKEN_FILES = ("token", "stored_tokens")  # in a `huggingface` folder
 REFERENCE_FIX = "pass it by reference: NAME: {from_env: VARIABLE} or {from_file: /path/to/file}"
@@ -62,13 +98,13 @@ REFERENCE_FIX = "pass it by reference: NAME: {from_env: VARIABLE} or {from_file:
 # Only a quick "no": a text that has one still goes through every pattern, in order.
 _MAYBE_CREDENTIAL = re.compile(
     r"-----BEGIN |hf_|sk-|k_live_|k_test_|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|AKIA|ASIA|AIza|npm_|pypi-|eyJ|://"
+    r"|[Bb]asic|BASIC|[Bb]earer|BEARER"
 )
-_MAYBE_HEADER = re.compile(r"\s*(Bearer|Basic)\s", re.I)  # the header pattern, at the start only
 
 
 def credential_kind(text: str) -> str | None:
     """What kind of credential `text` looks like, or None. Never returns any part of the text."""
-    if _MAYBE_CREDENTIAL.search(text) is None and _MAYBE_HEADER.match(text) is None:
+    if _MAYBE_CREDENTIAL.search(text) is None:
         return None
     for pattern, kind in CREDENTIAL_PATTERNS:
         if pattern.search(text):
@@ -228,7 +264,7 @@ def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds, 
         _check_reference(where, *next(iter(value.items())), f, paths)
     elif isinstance(value, str) and (kind := kinds[value]):
         f.at_value(where, f"the value looks like {kind} written in clear; {REFERENCE_FIX}")
-    elif isinstance(value, str) and isinstance(name, str) and secret_name(name) and not switch_value(value):
+    elif isinstance(value, str) and isinstance(name, str) and secret_name(name) and not plain_value(name, value):
         f.at_value(
             where,
             f"{name} looks like a secret written in clear; pass it by reference, e.g. {name}: {{from_env: {name}}}",

@@ -66,7 +66,12 @@ SYSTEM_DIRS = (
     "/lib64",
     "/libx32",
 )
+# Where udisks mounts removable disks on Fedora, Arch and other systems (/run/media/USER/LABEL):
+# inside /run, but a disk's folders as /media and /mnt hold them elsewhere, so neither it nor what
+# is below it is a system folder. The rest of /run (/run/secrets, /run/docker.sock, /run/user...) is.
+REMOVABLE_MEDIA = "/run/media"
 # Folders that hold many other things: never mounted as a whole (a model folder inside is fine).
+# Each account's folder of removable disks, /run/media/USER, is one too (`shared_folder`).
 SHARED_DIRS = (
     "/var",
     "/var/lib",
@@ -78,6 +83,7 @@ SHARED_DIRS = (
     "/srv",
     "/mnt",
     "/media",
+    REMOVABLE_MEDIA,
     "/tmp",
     "/usr/local",
     "/snap",
@@ -152,9 +158,20 @@ _ROOT = Path("/")
 
 def system_folder(path: Path) -> Path | None:
     """The system folder `path` is or lies in (the first of SYSTEM_DIRS), or None: one lookup per
-    level of the path, not one comparison per system folder."""
-    found = [_SYSTEM_PATHS[up] for up in ancestors(str(path)) if up in _SYSTEM_PATHS]
+    level of the path, not one comparison per system folder. REMOVABLE_MEDIA and what is below it
+    are none (a USB disk at /run/media/alice/usb), though inside /run."""
+    text = str(path)
+    if at_or_below(text, REMOVABLE_MEDIA):
+        return None
+    found = [_SYSTEM_PATHS[up] for up in ancestors(text) if up in _SYSTEM_PATHS]
     return min(found)[1] if found else None
+
+
+def shared_folder(path: Path) -> bool:
+    """Whether `path` holds many other things and is never mounted as a whole: one of SHARED_DIRS,
+    or an account's folder of removable disks (/run/media/alice: every disk it has plugged in)."""
+    text = str(path)
+    return text in _SHARED_SET or (below(path, Path(REMOVABLE_MEDIA)) and "/" not in text[len(REMOVABLE_MEDIA) + 1 :])
 
 
 def private_place(path: Path, home: Path) -> tuple[str, bool] | None:
@@ -227,7 +244,7 @@ def unsafe_mount(
     system = system_folder(path)
     if system:
         return f"the system folder {system}" if path == system else f"inside the system folder {system}"
-    if not store and str(path) in _SHARED_SET:
+    if not store and shared_folder(path):
         return f"the shared folder {path} (it holds far more than one model)"
     in_home = home_rules(mine, homes if isinstance(homes, tuple) else tuple(homes), SECRETS_FOLDER)
     found = in_home.first(str(path), store)

@@ -8,8 +8,11 @@ name is split into its words (at `_`, other separators and camelCase: `HF_TOKEN`
 names a secret when one word is (or ends in) TOKEN, SECRET, PASSWORD or PASSWD (PGPASSWORD; not
 TOKENS, TOKENIZERS), or two words in a row are API KEY(S), ACCESS KEY or PRIVATE KEY (or written as
 one: APIKEY). A value under
-such a name that is empty, a boolean word or a short number is a switch or a size
-(`VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD: 1024`), never a credential.
+such a name that is empty, a boolean word, or a short number with or without a unit is a switch, a
+size or a time (`VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD: 1024`, `MAX_TOKEN_LENGTH: 32k`, `TOKEN_TTL:
+30s`), never a credential; so is a path under a name whose last word says it holds a location
+(`OPENAI_API_KEY_FILE: /run/secrets/openai`, `HF_TOKEN_PATH: ~/.aigo/secrets/hf`: FILE, PATH, DIR...),
+the file that holds the secret and not the secret (whether it may be read is the path checks' business).
 
 Also the names of the Hugging Face token (`hub_token_name`: HF_TOKEN, HF_READ_TOKEN, HF_API_KEY,
 HUGGING_FACE_HUB_TOKEN...; not HF_HUB_DISABLE_IMPLICIT_TOKEN, a switch, nor HF_TOKEN_PATH, a path), and the variables whose value
@@ -26,7 +29,19 @@ _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "ACCESSKEY", "PRIVATEKEY"})
 SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY")  # a word written together: PGPASSWORD
 SECRET_PAIRS = frozenset({("API", "KEY"), ("API", "KEYS"), ("ACCESS", "KEY"), ("PRIVATE", "KEY")})
-_SWITCH = re.compile(r"(?i)(true|false|yes|no|on|off|y|n|none|null|auto)?|[+-]?[0-9]{1,12}(\.[0-9]{1,12})?")
+# A switch (empty, a boolean word), or a number of at most 12 digits (a longer one may be a PIN or an
+# account number) with an optional exponent and unit: a size (32k, 8K, 1.5M, 512MiB, 2GB, 2g), a time
+# (100ms, 30s, 5m, 2h, 7d) or a share (50%), with at most one space before the unit (16 GiB).
+_SWITCH = re.compile(
+    r"(?i:true|false|yes|no|on|off|y|n|none|null|auto)?"
+    r"|[+-]?(?:[0-9]{1,12}(?:\.[0-9]{1,12})?|\.[0-9]{1,12})(?:[eE][+-]?[0-9]{1,3})?"
+    r"(?: ?(?:[kKmMgGtTpP]i?[bB]?|[bB]|[nu\u00b5m]s|min|[smhdw]|%))?"
+)
+# The last word of a name that holds a location, not a secret: OPENAI_API_KEY_FILE, HF_TOKEN_PATH.
+LOCATION_WORDS = frozenset({"FILE", "FILES", "FILENAME", "PATH", "PATHS", "DIR", "DIRS", "DIRECTORY", "FOLDER"})
+# A path: absolute, in a home (~/) or relative to the working folder (./, ../), with no space or
+# control character (a list of paths joined by ':' too: /a:/b).
+_PATH = re.compile(r"(?:~|\.{1,2})?/[^\s\x00-\x1f\x7f-\x9f]*")
 
 _HUB_STARTS = (("HF",), ("HUGGINGFACE",), ("HUGGING", "FACE"), ("HUGGINGFACEHUB",))
 _HUB_QUALIFIERS = frozenset({"HUB", "API", "READ", "WRITE", "ACCESS", "AUTH", "USER"})
@@ -62,8 +77,28 @@ def secret_name(name: str) -> bool:
 
 
 def switch_value(value: str) -> bool:
-    """Whether a value is plainly no secret by its shape: empty, a boolean word, a short number."""
+    """Whether a value is plainly no secret by its shape: empty, a boolean word, a short number with
+    or without a unit (a size, a time, a share)."""
     return _SWITCH.fullmatch(value.strip()) is not None
+
+
+def location_name(name: str) -> bool:
+    """Whether the last whole word of `name` says it holds a location: FILE, PATH, DIR... (a whole
+    word: not PROFILE, nor KEYFILE written together)."""
+    parts = words(name)
+    return bool(parts) and parts[-1] in LOCATION_WORDS
+
+
+def path_value(value: str) -> bool:
+    """Whether `value` is shaped like a path: /..., ~/..., ./... or ../..., with no space."""
+    return _PATH.fullmatch(value) is not None
+
+
+def plain_value(name: str, value: str) -> bool:
+    """Whether the value of the variable `name` (a secret's name) is plainly no secret: a switch, a
+    size or a time (`switch_value`), or a path under a name that says it holds one
+    (`OPENAI_API_KEY_FILE: /run/secrets/openai`)."""
+    return switch_value(value) or (location_name(name) and path_value(value))
 
 
 def hub_token_name(name: str) -> bool:

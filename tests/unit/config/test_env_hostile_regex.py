@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from aigo_apply.config.env_rules import CREDENTIAL_PATTERNS, credential_kind
 
 # Each makes some pattern start at every character, or run to the end of the value and back.
-WORST_UNITS = ["a", "a-", " ", ":", "eyJ-", "a_", "-", "a://:", "-----BEGIN "]
+WORST_UNITS = ["a", "a-", " ", ":", "eyJ-", "a_", "-", "a://:", "-----BEGIN ", "Bearer ", "Basic a", " sk-a", "sk-"]
 CHILD = textwrap.dedent(
     """
     import sys, time

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.adapters.create_checks import check_mounts
+from aigo_apply.config.env_rules import unsafe_secret_file
 from aigo_apply.config.host_paths import Protected, path_text_problem, unsafe_mount
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import ContainerSpec, Mount
@@ -66,12 +67,32 @@ PLACES = (
         ("/home/ada/models/qwen", None),
         ("/srv/models/qwen", None),
         ("/x.gguf", None),  # a file at the top: only the file is mounted
+        # where udisks mounts removable disks (Fedora, Arch): like /media, the rest of /run stays system
+        ("/run/media/alice/usb/models/x", None),
+        ("/run/media/alice/usb", None),
+        ("/run/media/alice", "the shared folder /run/media/alice"),
+        ("/run/media", "the shared folder /run/media"),
+        ("/run", "the system folder /run"),
+        ("/run/secrets/hf", "inside the system folder /run"),
+        ("/run/docker.sock", "inside the system folder /run"),
+        ("/run/user/1000/models", "inside the system folder /run"),
+        ("/run/mediaX/alice/usb", "inside the system folder /run"),
+        ("/run/media/alice/usb/.ssh", "the private folder /run/media/alice/usb/.ssh"),
         ("/home/ada/.cache/aigo-apply/models/Qwen--Qwen3/main", None),
     ],
 )
 def test_the_mount_policy_names_why_a_folder_is_refused(path, why):
     found = unsafe_mount(Path(path), HOME, PLACES)
     assert (found is None) if why is None else (found is not None and why in found), found
+
+
+def test_a_model_on_a_removable_disk_validates(tmp_path):
+    load_config(str(_config(tmp_path, "/run/media/alice/usb/models/x")))
+    with pytest.raises(ConfigInvalid) as caught:
+        load_config(str(_config(tmp_path, "/run/secrets/models/x")))
+    assert "is inside the system folder /run" in "\n".join(caught.value.lines())
+    assert unsafe_secret_file(Path("/run/media/alice/usb/keys/openai"), HOME) is None
+    assert unsafe_secret_file(Path("/run/secrets/openai"), HOME) == "inside the system folder /run"
 
 
 def test_the_model_store_may_be_a_shared_folder_but_not_a_private_one():

@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aigo_apply.config.env_rules import CREDENTIAL_PATTERNS, credential_kind
-from aigo_apply.config.host_paths import SECRETS_FOLDER, SYSTEM_DIRS, Protected, system_folder, unsafe_mount
+from aigo_apply.config.host_paths import (
+    REMOVABLE_MEDIA,
+    SECRETS_FOLDER,
+    SYSTEM_DIRS,
+    Protected,
+    system_folder,
+    unsafe_mount,
+)
 from aigo_apply.config.path_text import ancestors, at_or_below, below, home_rules
 from aigo_apply.desired import labels, model_store
 from aigo_apply.errors import UnsafeSetting
@@ -23,7 +30,7 @@ from helpers.configs import host_context, with_paths
 
 ADA = Path("/home/ada")
 PARTS = ["home", "ada", "alice", "root", ".aigo", "secrets", "etc", "var", "lib", "docker", "run", "usr"]
-PARTS += ["models", "data", "users", "", "x", "etcetera", "var2"]
+PARTS += ["models", "data", "users", "", "x", "etcetera", "var2", "media"]
 HOME_SETS = [
     (ADA, Path("/home/alice"), Path("/root"), Path("/var/lib/someuser-home")),
     (ADA, Path("/data/users"), Path("/data/users/alice"), Path("/data"), Path("/")),
@@ -34,6 +41,8 @@ paths = st.lists(st.sampled_from(PARTS), min_size=0, max_size=6).map(lambda p: "
 
 
 def plain_system_folder(path: Path) -> Path | None:
+    if at_or_below(path, Path(REMOVABLE_MEDIA)):  # removable disks, though inside /run
+        return None
     return next((Path(s) for s in SYSTEM_DIRS if at_or_below(path, Path(s))), None)
 
 
