@@ -156,11 +156,12 @@ class DockerPlatform:
     ) -> None:
         """After a run that ended well (nothing to do, or done): an apply of the whole file records
         what is installed in aigo.lock (with the canary gates' figures of the engines they let in);
-        destroy removes the router's files and the cache volume."""
+        destroy removes the router's files, the engines' socket folders and the cache volume."""
         if command == "apply" and self.desired is not None and not request.target:
             record_lock(self.desired, self.runtime, canaries, self.aigo_lock)
         elif command == "destroy":
-            shutil.rmtree(self.state / "router", ignore_errors=True)
+            for folder in ("router", SOCKETS_FOLDER):  # rmtree refuses a link, follows none inside
+                shutil.rmtree(self.state / folder, ignore_errors=True)
             _remove_cache_volume(self.project, self.runtime, console)
 
     def status(self) -> dict[str, Any]:

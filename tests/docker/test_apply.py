@@ -287,6 +287,7 @@ def test_destroy_removes_only_the_project(runtime, project, tmp_path, state, for
     assert result.returncode == 0 and "Destroy complete: 2 removed, router removed." in result.stdout
     assert ids(runtime, project) == {} and router_id(runtime, project) is None
     assert not (tmp_path / "state" / project / "router").exists()  # no route is left behind
+    assert not (tmp_path / "state" / project / "sockets").exists()  # nor an engine's dead socket
     assert other in {c["Id"] for c in runtime.list_containers()}
     assert run_cli("destroy", "--project", project, "-y", env=state).stdout.startswith("No changes.")
 
