@@ -3,7 +3,8 @@ adapter_config.json with its rank `r`, `target_modules` and the `base_model_name
 trained on, and safetensors weights beside it. Returns plain data (AdapterFiles) and never raises: a
 folder that is missing, unreadable or not an adapter says why in `problem`, which the plan shows as a
 blocker (Docker would create a missing bind-mount folder empty, and vLLM refuses an adapter it
-cannot load only once the engine starts)."""
+cannot load only once the engine starts). Its files are read as a model's are (model_files.folder_file):
+a FIFO, device or link out of the folder is a problem in words, never a wait or a read elsewhere."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from aigo_apply.config.host_paths import OS_WHY
 from aigo_apply.desired.types import AdapterFiles
+from aigo_apply.observe.model_files import Unreadable, read_folder_file
 
 CONFIG = "adapter_config.json"
 MAX_CONFIG_BYTES = 1024 * 1024  # peft writes about 1 KiB
@@ -40,29 +42,34 @@ def read_adapter(folder: Path) -> AdapterFiles:
         return AdapterFiles(problem=f"{folder} cannot be read: it holds a character no file name can hold")
     if CONFIG not in names:
         return AdapterFiles(problem=f"{folder} holds no {CONFIG}, so it is not a LoRA adapter (peft's layout)")
-    parsed = _config(folder / CONFIG)
+    parsed = _config(folder)
     if isinstance(parsed, str):
-        return AdapterFiles(problem=f"{folder}/{CONFIG} {parsed}")
+        return AdapterFiles(problem=parsed)
     rank, modules, base = parsed
     if not any(name.endswith(".safetensors") for name in names):
         return AdapterFiles(rank, modules, base, f"{folder} holds no .safetensors weights (adapter_model.safetensors)")
     return AdapterFiles(rank, modules, base)
 
 
-def _config(path: Path) -> tuple[int, tuple[str, ...], str | None] | str:
-    """(r, target modules, base model) from adapter_config.json, or what is wrong with it, in words."""
+def _config(folder: Path) -> tuple[int, tuple[str, ...], str | None] | str:
+    """(r, target modules, base model) from FOLDER/adapter_config.json, or what is wrong with it, in
+    words: read as model_files reads a model's files (a regular file inside the folder, also through a
+    symlink; a FIFO or device refused without waiting; at most MAX_CONFIG_BYTES)."""
+    path = folder / CONFIG
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
+        raw = read_folder_file(folder, CONFIG, MAX_CONFIG_BYTES)
+    except Unreadable as exc:
+        return str(exc)
     except OSError as exc:
-        return f"cannot be read: {OS_WHY.get(exc.errno or 0, exc.strerror or '')}"
-    if len(raw) > MAX_CONFIG_BYTES:
-        return f"is larger than {MAX_CONFIG_BYTES} bytes, which no adapter config is"
+        return f"{path} cannot be read: {OS_WHY.get(exc.errno or 0, exc.strerror or type(exc).__name__)}"
+    except ValueError:
+        return f"{path} cannot be read: it holds a character no file name can hold"
     try:
         data: Any = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return "is not JSON"
-    return config_facts(data)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return f"{path} is not JSON"
+    facts = config_facts(data)
+    return f"{path} {facts}" if isinstance(facts, str) else facts
 
 
 def hub_adapter(where: str, data: Any) -> AdapterFiles:

@@ -10,6 +10,8 @@ type and the value. Arrays are a uint32 element type, a uint64 count and the ele
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -19,58 +21,92 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
 _STRING, _ARRAY = 8, 9
 MAX_KEY = 65536  # no real key comes near it; a larger length means the file is not GGUF
 MAX_STRING = 64 * 1024 * 1024
+MAX_READ = 128 * 1024 * 1024  # what is read of the head at most (real metadata before the tokenizer: some KiB)
+MAX_ITEMS = 1 << 20  # elements of an array of strings or arrays kept (the tokenizer's long ones come after)
+MAX_DEPTH = 4  # arrays of arrays
 LLAMA_CPP_KV_DTYPE = "float16"  # llama-server's default --cache-type-k/-v is f16
 
 
-def read_metadata(path: Path, stop_prefix: str = "tokenizer.") -> dict[str, Any]:
+class _Head:
+    """The file's head as read so far: reads are exact and, all together, at most MAX_READ bytes."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f, self.left = f, MAX_READ
+
+    def exact(self, n: int) -> bytes:
+        if n > self.left:
+            raise ValueError(f"the GGUF metadata is larger than {MAX_READ >> 20} MiB: not one this reader takes")
+        data = self.f.read(n)
+        if len(data) != n:
+            raise ValueError("the GGUF metadata ends early")
+        self.left -= n
+        return data
+
+    def skip(self, n: int) -> None:
+        end = self.f.tell() + n
+        if end > os.fstat(self.f.fileno()).st_size:
+            raise ValueError("the GGUF metadata ends early")
+        self.f.seek(end)
+
+
+def read_metadata(source: Path | BinaryIO, stop_prefix: str = "tokenizer.", name: str | None = None) -> dict[str, Any]:
     """Every metadata entry before the first key that starts with `stop_prefix` (the tokenizer's
-    vocabulary can be hundreds of thousands of strings, and nothing after it is needed). Raises
+    vocabulary can be hundreds of thousands of strings, and nothing after it is needed). `source`: the
+    file open for reading (model_files.folder_file opens a model's file the safe way; `name` names it
+    in errors), or its path (opened without waiting; anything but a regular file is refused). Raises
     ValueError for a file that is not GGUF."""
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise ValueError(f"{path.name} is not a GGUF file (no GGUF magic)")
-        version, _tensors, count = struct.unpack("<IQQ", _exact(f, 20))
-        if version not in (2, 3):
-            raise ValueError(f"{path.name}: GGUF version {version} is not one this reader knows (2 or 3)")
-        meta: dict[str, Any] = {}
-        for _ in range(count):
-            key = _string(f, MAX_KEY)
-            if key.startswith(stop_prefix):
-                break
-            (kind,) = struct.unpack("<I", _exact(f, 4))
-            meta[key] = _value(f, kind)
-        return meta
+    if not isinstance(source, Path):
+        return _read(source, name or "the GGUF file", stop_prefix)
+    if not stat.S_ISREG(os.stat(source).st_mode):  # a FIFO or device is not opened
+        raise ValueError(f"{source.name} is not a regular file")
+    fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{source.name} is not a regular file")
+        return _read(f, name or source.name, stop_prefix)
 
 
-def _exact(f: BinaryIO, n: int) -> bytes:
-    data = f.read(n)
-    if len(data) != n:
-        raise ValueError("the GGUF metadata ends early")
-    return data
+def _read(f: BinaryIO, name: str, stop_prefix: str) -> dict[str, Any]:
+    head = _Head(f)
+    if f.read(4) != b"GGUF":
+        raise ValueError(f"{name} is not a GGUF file (no GGUF magic)")
+    version, _tensors, count = struct.unpack("<IQQ", head.exact(20))
+    if version not in (2, 3):
+        raise ValueError(f"{name}: GGUF version {version} is not one this reader knows (2 or 3)")
+    meta: dict[str, Any] = {}
+    for _ in range(count):
+        key = _string(head, MAX_KEY)
+        if key.startswith(stop_prefix):
+            break
+        (kind,) = struct.unpack("<I", head.exact(4))
+        meta[key] = _value(head, kind)
+    return meta
 
 
-def _string(f: BinaryIO, limit: int = MAX_STRING) -> str:
-    (length,) = struct.unpack("<Q", _exact(f, 8))
+def _string(head: _Head, limit: int = MAX_STRING) -> str:
+    (length,) = struct.unpack("<Q", head.exact(8))
     if length > limit:
         raise ValueError(f"a GGUF string of {length} bytes: not a GGUF file, or a damaged one")
-    return _exact(f, length).decode("utf-8", errors="replace")
+    return head.exact(length).decode("utf-8", errors="replace")
 
 
-def _value(f: BinaryIO, kind: int) -> Any:
+def _value(head: _Head, kind: int, depth: int = 0) -> Any:
     if kind == _STRING:
-        return _string(f)
+        return _string(head)
     if kind == _ARRAY:
-        inner, count = struct.unpack("<IQ", _exact(f, 12))
+        inner, count = struct.unpack("<IQ", head.exact(12))
         if inner in _SCALARS:
             size = struct.calcsize(_SCALARS[inner])
             if count > 4096:  # a long table (per-token scores, ...): skipped, not kept
-                f.seek(count * size, 1)
+                head.skip(count * size)
                 return None
-            return [v[0] for v in struct.iter_unpack(_SCALARS[inner], _exact(f, count * size))]
-        return [_value(f, inner) for _ in range(count)]
+            return [v[0] for v in struct.iter_unpack(_SCALARS[inner], head.exact(count * size))]
+        if count > MAX_ITEMS or depth >= MAX_DEPTH:
+            raise ValueError(f"a GGUF array of {count} entries, {depth + 1} deep: not one this reader takes")
+        return [_value(head, inner, depth + 1) for _ in range(count)]
     if kind in _SCALARS:
         fmt = _SCALARS[kind]
-        return struct.unpack(fmt, _exact(f, struct.calcsize(fmt)))[0]
+        return struct.unpack(fmt, head.exact(struct.calcsize(fmt)))[0]
     raise ValueError(f"unknown GGUF value type {kind}")
 
 

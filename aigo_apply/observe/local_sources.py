@@ -2,7 +2,8 @@
 host as the plan needs it: a folder with the model's config.json, or a .gguf file (every part of a
 split one). Docker creates a missing bind-mount folder, empty and as root, so a missing path must
 stop the plan before anything changes; so must one that cannot be read (permission denied, a
-symlink loop, a name too long): said in words, never raised. Returns plain data: alias -> what is
+symlink loop, a name too long): said in words, never raised. A folder's config.json is judged as the
+plan reads it (model_files.judge): a FIFO, a device or a link out of the folder is a problem too. Returns plain data: alias -> what is
 wrong (empty when fine)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from aigo_apply.config.host_paths import OS_WHY
 from aigo_apply.desired.model_store import gguf_parts
 from aigo_apply.observe.host_paths import try_resolve
+from aigo_apply.observe.model_files import MAX_CONFIG, Unreadable, judge
 
 
 def local_source_problems(specs: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
@@ -47,11 +49,17 @@ def _folder_problems(folder: Path, what: str) -> list[str]:
         return [f"{what} {folder} {st}"]
     if not stat.S_ISDIR(st.st_mode):
         return [f"{what} {folder} is a file; the engine needs the model's folder (config.json and weights)"]
-    config = _stat(folder / "config.json")
-    if isinstance(config, str) and "does not exist" not in config:
-        return [f"{what} {folder}: its config.json {config}"]
-    if isinstance(config, str) or not stat.S_ISREG(config.st_mode):
+    try:  # judged as the plan reads it (model_files): a regular file in the folder, also through a link
+        judge(folder, "config.json", MAX_CONFIG)
+    except FileNotFoundError:
         return [f"{what} {folder} holds no config.json, so it is not a model folder"]
+    except Unreadable as exc:
+        return [f"{what} {folder}: {exc}"]
+    except OSError as exc:
+        why = OS_WHY.get(exc.errno or 0, exc.strerror or type(exc).__name__)
+        return [f"{what} {folder}: its config.json cannot be read: {why}"]
+    except ValueError:
+        return [f"{what} {folder}: its config.json cannot be read: it holds a character no file name can hold"]
     return []
 
 

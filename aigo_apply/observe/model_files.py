@@ -2,7 +2,15 @@
 safetensors headers (only the first bytes of each file: the JSON header with every tensor's byte
 range), or a GGUF file's size and metadata (aigo_apply.observe.gguf). Returns plain data and never raises:
 a model not downloaded yet, or a folder without weights, is "unknown" with the reason, which the plan
-shows as a warning."""
+shows as a warning.
+
+A model's or adapter's folder may come from an untrusted repository, so every file read from one goes
+through folder_file()/read_folder_file() (also for adapter_files, tokenizer_vocab and local_sources):
+a symlink is followed (Hugging Face cache snapshots are links into ../../blobs) but must lead to a
+regular file inside the folder's own tree (or its repo's blobs folder): the engine sees nothing else
+of the host. A FIFO, socket, device or folder is refused before it is opened, and the file is opened
+without waiting (O_NONBLOCK) and checked again once open; each kind of file is read up to a limit of
+its own. What is refused is an Unreadable (a ValueError) naming the file and what to do."""
 
 from __future__ import annotations
 
@@ -10,34 +18,154 @@ import json
 import os
 import stat
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from aigo_apply.config.host_paths import short
 from aigo_apply.desired.model_store import MARKER, gguf_parts
 from aigo_apply.observe import gguf
 from aigo_apply.observe.hub_answer import HubAnswer
+from aigo_apply.safe_write import read_at_most
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
+MAX_CONFIG = 8 * 1024 * 1024  # a real model's config.json is a few KiB (a long quantization_config: 1-2 MiB)
+MAX_INDEX = 64 * 1024 * 1024  # model.safetensors.index.json: one line per tensor (some MiB for the largest)
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 
 
-def read_safetensors_header(path: Path) -> dict[str, Any]:
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        if length > MAX_HEADER:
-            raise ValueError(f"{path.name}: header of {length} bytes is not a safetensors header")
-        header: dict[str, Any] = json.loads(f.read(length))
-        return header
+class Unreadable(ValueError):
+    """A file of a model's or adapter's folder that is not read, in words: which, why, what to do."""
 
 
-def weight_files(folder: Path) -> list[Path]:
-    """The safetensors files an engine loads: those the index names when there is one (some repos
-    also carry a consolidated copy of the same weights), else every *.safetensors in the folder."""
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        names = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
-        return [folder / n for n in names]
-    return sorted(folder.glob("*.safetensors"))
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _trees(folder: Path) -> tuple[Path, ...]:
+    """Where a folder's files may lead: its own tree and, for a Hugging Face cache snapshot
+    (REPO/snapshots/REVISION), that repo's blobs folder."""
+    real = Path(os.path.realpath(folder))
+    if real.parent.name == "snapshots":
+        return real, Path(os.path.realpath(real.parent.parent / "blobs"))
+    return (real,)
+
+
+def judge(folder: Path, name: str, limit: int | None = None) -> tuple[Path, os.stat_result]:
+    """FOLDER/NAME resolved, and its stat, when it may be read: a regular file (of at most `limit`
+    bytes) inside the folder's tree, also through a symlink. Nothing is opened. Raises OSError as the
+    system says it (FileNotFoundError: no such file) and Unreadable for a file that must not be read."""
+    path = folder / name
+    real = Path(os.path.realpath(path, strict=True))
+    if not any(real.is_relative_to(tree) for tree in _trees(folder)):
+        how = "is a symlink to" if os.path.islink(path) else "leads to"
+        raise Unreadable(
+            f"{short(path)} {how} {short(real)}, outside the folder; an engine sees only the folder, "
+            "so it is not read: put the file itself in the folder"
+        )
+    info = os.stat(real)
+    _check(path, real, info, limit)
+    return real, info
+
+
+def _check(path: Path, real: Path, info: os.stat_result, limit: int | None) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        led = f" (it leads to {short(real)})" if real != path else ""
+        raise Unreadable(
+            f"{short(path)} is {_kind(info.st_mode)}{led}, not a regular file, so it is not read: "
+            "replace it with the real file"
+        )
+    if limit is not None and info.st_size > limit:
+        raise _too_large(path, limit)
+
+
+def _too_large(path: Path, limit: int) -> Unreadable:
+    size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit} bytes"
+    return Unreadable(
+        f"{short(path)} is larger than {size}, more than a real {path.name} holds, "
+        "so it is not read: check that the folder holds the model's own files"
+    )
+
+
+@contextmanager
+def folder_file(folder: Path, name: str, limit: int | None = None) -> Iterator[BinaryIO]:
+    """FOLDER/NAME open for reading, once judge() allows it: opened without waiting and without
+    following a link at its resolved path, and judged again once open (it may have been swapped)."""
+    real, before = judge(folder, name, limit)
+    fd = os.open(real, _OPEN)
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != (before.st_dev, before.st_ino):
+            raise Unreadable(f"{short(folder / name)} changed while it was read; plan again")
+        _check(folder / name, real, info, limit)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        yield f
+
+
+def read_folder_file(folder: Path, name: str, limit: int) -> bytes:
+    """The bytes of FOLDER/NAME (folder_file's rules), at most `limit` (else Unreadable)."""
+    with folder_file(folder, name, limit) as f:
+        data = read_at_most(f.fileno(), limit)
+    if len(data) > limit:  # it grew since it was judged
+        raise _too_large(folder / name, limit)
+    return data
+
+
+def read_folder_json(folder: Path, name: str, limit: int) -> Any:
+    """FOLDER/NAME parsed as UTF-8 JSON (read_folder_file's rules); Unreadable when it is not JSON."""
+    raw = read_folder_file(folder, name, limit)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise Unreadable(f"{short(folder / name)} is not UTF-8 JSON") from None
+    except RecursionError:
+        raise Unreadable(f"{short(folder / name)} nests deeper than any real {name}") from None
+
+
+def read_safetensors_header(folder: Path, name: str) -> dict[str, Any]:
+    """The JSON header of FOLDER/NAME: its length (the first 8 bytes) must fit the file and MAX_HEADER."""
+    with folder_file(folder, name) as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(8)
+        if len(head) != 8:
+            raise ValueError(f"{name} is shorter than a safetensors header")
+        (length,) = struct.unpack("<Q", head)
+        if length > MAX_HEADER or length > size - 8:
+            raise ValueError(f"{name}: header of {length} bytes is not a safetensors header")
+        raw = f.read(length)
+    try:
+        header = json.loads(raw) if len(raw) == length else None
+    except RecursionError:
+        header = None
+    if not isinstance(header, dict):
+        raise ValueError(f"{name}: its header is not a safetensors header (a JSON object)")
+    return header
+
+
+def weight_files(folder: Path) -> list[str]:
+    """The names of the safetensors files an engine loads: those the index names when there is one
+    (some repos also carry a consolidated copy of the same weights), else every *.safetensors in the folder."""
+    index = "model.safetensors.index.json"
+    if _is(folder / index, lambda mode: True):
+        data = read_folder_json(folder, index, MAX_INDEX)
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{index} holds no weight_map")
+        return sorted({n for n in weight_map.values() if isinstance(n, str)})
+    return sorted(p.name for p in folder.glob("*.safetensors"))
 
 
 def read_config(folder: Path) -> dict[str, Any] | None:
@@ -47,7 +175,9 @@ def read_config(folder: Path) -> dict[str, Any] | None:
 def _load_config(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(config.json, None), or (None, why it cannot be read)."""
     try:
-        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        data = read_folder_json(folder, "config.json", MAX_CONFIG)
+    except Unreadable as exc:
+        return None, str(exc)
     except (OSError, ValueError) as exc:
         return None, f"no readable config.json in {folder} ({exc.__class__.__name__})"
     return (data, None) if isinstance(data, dict) else (None, f"config.json in {folder} is not a JSON object")
@@ -56,17 +186,20 @@ def _load_config(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
 def _gguf_facts(path: Path) -> dict[str, Any]:
     """A GGUF file's size (its weights) and the attention sizes in its metadata (for the KV cache)."""
 
-    parts = [path.with_name(name) for name in gguf_parts(path.name)]  # llama.cpp's split files: all parts count
-    split = len(parts) > 1
+    folder, names = path.parent, gguf_parts(path.name)  # llama.cpp's split files: all parts count
+    split = len(names) > 1
     try:
-        weights = sum(part.stat().st_size for part in parts)
-    except OSError:
+        weights = sum(judge(folder, name)[1].st_size for name in names)
+    except Unreadable as exc:
+        return {"problem": str(exc)}
+    except (OSError, ValueError):
         return {"problem": f"{path}{' (or another of its parts)' if split else ''} is not on this machine yet"}
     try:
-        config, notes = gguf.as_config(gguf.read_metadata(path))
+        with folder_file(folder, path.name) as f:
+            config, notes = gguf.as_config(gguf.read_metadata(f, name=path.name))
     except (OSError, ValueError, struct.error) as exc:
         config, notes = None, [f"cannot read the GGUF metadata of {path.name}: {exc}"]
-    found = (f"sizes of the {len(parts)} parts of the .gguf file" if split else "size of the .gguf file") + (
+    found = (f"sizes of the {len(names)} parts of the .gguf file" if split else "size of the .gguf file") + (
         " and its metadata" if config else ""
     )
     return {"weights": weights, "config": config, "notes": notes, "found": found}
@@ -103,15 +236,17 @@ def model_facts(spec: dict[str, Any], remote: HubAnswer | None = None, weights_t
     try:
         files = weight_files(folder)
         if files:
-            out["weights"] = weights_from_headers([read_safetensors_header(p) for p in files])
+            out["weights"] = weights_from_headers([read_safetensors_header(folder, name) for name in files])
             out["found"] = f"safetensors headers of {len(files)} file{'s' if len(files) != 1 else ''}"
         else:
-            bins = sorted(folder.glob("*.bin")) + sorted(folder.glob("*.pt"))
+            bins = sorted(p.name for p in [*folder.glob("*.bin"), *folder.glob("*.pt")])
             if bins:
-                out.update(weights=sum(p.stat().st_size for p in bins), found="size of the .bin files")
+                out.update(weights=sum(judge(folder, name)[1].st_size for name in bins), found="size of the .bin files")
             else:
                 out["problem"] = out["problem"] or f"no weight files in {folder}"
-    except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+    except Unreadable as exc:
+        out["problem"], out["weights"] = str(exc), None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error) as exc:
         out["problem"] = f"cannot read the weights' headers in {folder}: {exc}"
         out["weights"] = None
     return out

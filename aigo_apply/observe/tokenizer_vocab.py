@@ -5,36 +5,27 @@ tokens, are left out. Never raises: no file, or one it cannot read, is an empty 
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
+
+from aigo_apply.observe.model_files import Unreadable, read_folder_json
 
 MAX_BYTES = 64 * 1024 * 1024  # the largest tokenizer.json read (big vocabularies are some 10-20 MiB)
 _BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
 def vocabulary(folder: str | Path) -> tuple[list[int], str]:
-    """(ids, "") from FOLDER/tokenizer.json, or ([], why not)."""
+    """(ids, "") from FOLDER/tokenizer.json, or ([], why not). Read as model_files reads a model's
+    files: a regular file inside the folder (also through a symlink), a FIFO or device refused
+    without waiting, at most MAX_BYTES."""
     path = Path(folder) / "tokenizer.json"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        return [], f"{path}: {exc.strerror or exc}"
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return [], f"{path} is not a regular file"
-        if info.st_size > MAX_BYTES:
-            return [], f"{path} is larger than {MAX_BYTES // 1024 // 1024} MiB"
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = json.loads(f.read(MAX_BYTES + 1))
-    except (OSError, ValueError, RecursionError) as exc:
-        return [], f"{path}: {exc}"
-    finally:
-        os.close(fd)
+        data = read_folder_json(Path(folder), "tokenizer.json", MAX_BYTES)
+    except Unreadable as exc:
+        return [], str(exc)
+    except (OSError, ValueError) as exc:
+        return [], f"{path}: {getattr(exc, 'strerror', None) or exc}"
     try:
         ids = _ordinary_ids(data)
     except (TypeError, AttributeError, ValueError):  # a file of another shape than a tokenizer's

@@ -269,7 +269,6 @@ READS_ALLOWED = {
     "aigo_apply.observe.local_sources": "observe's reader: whether a local model source is a regular file or folder",
     "aigo_apply.observe.markers": "observe's reader: the model store's download markers, and links where it lays out folders",
     "aigo_apply.observe.adapter_files": "observe's reader: a LoRA adapter folder's adapter_config.json and file names",
-    "aigo_apply.observe.tokenizer_vocab": "observe's reader: a model folder's tokenizer.json (the canary's prompts)",
     "aigo_apply.observe.host_paths": "observe's reader: the host's path facts (each path a file names resolved or "
     "why not, a store's owner and mode, your home, every account's, the environment's folders), gathered once a run",
 }
