@@ -52,7 +52,8 @@ def shown(path: Path | str) -> str:
     return text if text.isprintable() else repr(text)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words (a stat's mode)."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISDIR(mode):
@@ -80,7 +81,7 @@ def _refuse_kind(path: Path, display: str, info: os.stat_result, error: type[Aig
             "itself, or remove the link; nothing was written"
         )
     raise error(
-        f"{display}: is {_kind(info.st_mode)}, not a regular file; aigo-apply writes regular files only: "
+        f"{display}: is {file_kind(info.st_mode)}, not a regular file; aigo-apply writes regular files only: "
         "choose a file's path; nothing was written"
     )
 

@@ -27,7 +27,7 @@ from aigo_apply.config.host_paths import short
 from aigo_apply.desired.model_store import MARKER, gguf_parts
 from aigo_apply.observe import gguf
 from aigo_apply.observe.hub_answer import HubAnswer
-from aigo_apply.safe_write import read_at_most
+from aigo_apply.safe_write import file_kind, read_at_most
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
 MAX_CONFIG = 8 * 1024 * 1024  # a real model's config.json is a few KiB (a long quantization_config: 1-2 MiB)
@@ -37,18 +37,6 @@ _OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | getattr(os, 
 
 class Unreadable(ValueError):
     """A file of a model's or adapter's folder that is not read, in words: which, why, what to do."""
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
 
 
 def _trees(folder: Path) -> tuple[Path, ...]:
@@ -81,7 +69,7 @@ def _check(path: Path, real: Path, info: os.stat_result, limit: int | None) -> N
     if not stat.S_ISREG(info.st_mode):
         led = f" (it leads to {short(real)})" if real != path else ""
         raise Unreadable(
-            f"{short(path)} is {_kind(info.st_mode)}{led}, not a regular file, so it is not read: "
+            f"{short(path)} is {file_kind(info.st_mode)}{led}, not a regular file, so it is not read: "
             "replace it with the real file"
         )
     if limit is not None and info.st_size > limit:
