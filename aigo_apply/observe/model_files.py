@@ -6,9 +6,9 @@ shows as a warning.
 
 A model's or adapter's folder may come from an untrusted repository, so every file read from one goes
 through folder_file()/read_folder_file() (also for adapter_files, tokenizer_vocab and local_sources):
-a symlink is followed (Hugging Face cache snapshots are links into ../../blobs) but must lead to a
-regular file inside the folder's own tree (or its repo's blobs folder): the engine sees nothing else
-of the host. A FIFO, socket, device or folder is refused before it is opened, and the file is opened
+a symlink is followed but must lead to a regular file inside the folder's own tree: the engine has
+only the folder mounted, so a link out of it (a Hugging Face cache snapshot's into ../../blobs among
+them) would not resolve there either, and a config repository could point one at any host file. A FIFO, socket, device or folder is refused before it is opened, and the file is opened
 without waiting (O_NONBLOCK) and checked again once open; each kind of file is read up to a limit of
 its own. What is refused is an Unreadable (a ValueError) naming the file and what to do."""
 
@@ -39,22 +39,13 @@ class Unreadable(ValueError):
     """A file of a model's or adapter's folder that is not read, in words: which, why, what to do."""
 
 
-def _trees(folder: Path) -> tuple[Path, ...]:
-    """Where a folder's files may lead: its own tree and, for a Hugging Face cache snapshot
-    (REPO/snapshots/REVISION), that repo's blobs folder."""
-    real = Path(os.path.realpath(folder))
-    if real.parent.name == "snapshots":
-        return real, Path(os.path.realpath(real.parent.parent / "blobs"))
-    return (real,)
-
-
 def judge(folder: Path, name: str, limit: int | None = None) -> tuple[Path, os.stat_result]:
     """FOLDER/NAME resolved, and its stat, when it may be read: a regular file (of at most `limit`
     bytes) inside the folder's tree, also through a symlink. Nothing is opened. Raises OSError as the
     system says it (FileNotFoundError: no such file) and Unreadable for a file that must not be read."""
     path = folder / name
     real = Path(os.path.realpath(path, strict=True))
-    if not any(real.is_relative_to(tree) for tree in _trees(folder)):
+    if not real.is_relative_to(os.path.realpath(folder)):  # the folder is all an engine has mounted
         how = "is a symlink to" if os.path.islink(path) else "leads to"
         raise Unreadable(
             f"{short(path)} {how} {short(real)}, outside the folder; an engine sees only the folder, "

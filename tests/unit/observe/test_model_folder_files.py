@@ -1,7 +1,7 @@
 """Files of a model's or adapter's folder are untrusted input (a config from a shared repository names
 the folder): observe/ reads each one (config.json, adapter_config.json, tokenizer.json, the index,
 safetensors and GGUF headers) only when it is a regular file inside the folder's tree (a Hugging Face
-cache snapshot's links into ../../blobs included), opened without waiting and read up to a limit of its
+cache snapshot's links into ../../blobs refused), opened without waiting and read up to a limit of its
 kind. A FIFO, /dev/zero, an oversized file or a link to a JSON elsewhere on the host is a problem of
 that model in words, never a hang, a traceback or a value of a host file in the plan.
 
@@ -177,15 +177,23 @@ def test_a_config_json_too_deep_for_json_is_a_problem_not_a_traceback(tmp_path):
 # -- links a model folder holds as a matter of course --------------------------------------------------
 
 
-def test_links_inside_the_folder_and_into_a_hub_cache_repos_blobs_are_read(tmp_path):
+def test_links_inside_the_folder_are_read_and_a_snapshots_into_blobs_are_not(tmp_path):
+    """A Hugging Face cache snapshot's files are links into ../../blobs, which the engine (the snapshot
+    mounted alone) could not follow either; and a committed `blobs -> /` would open the whole host."""
     repo = tmp_path / "cache" / "models--org--m"
     snapshot = repo / "snapshots" / "abc123"
     (repo / "blobs").mkdir(parents=True)
     (repo / "blobs" / "c0ffee").write_text(json.dumps(CONFIG))
     model_folder(snapshot, config=None)
     os.symlink("../../blobs/c0ffee", snapshot / "config.json")
-    assert read_config(snapshot) == CONFIG
-    assert local_source_problems({"chat": spec(snapshot)}) == {}
+    assert read_config(snapshot) is None
+    assert "outside the folder" in local_source_problems({"chat": spec(snapshot)})["chat"][0]
+    (repo / "blobs" / "c0ffee").unlink()
+    (repo / "blobs").rmdir()
+    (repo / "blobs").symlink_to("/")
+    os.unlink(snapshot / "config.json")
+    os.symlink("../../blobs/etc/passwd", snapshot / "config.json")
+    assert "outside the folder" in local_source_problems({"chat": spec(snapshot)})["chat"][0]
     inner = model_folder(tmp_path / "own", config=None)
     (inner / "real").mkdir()
     (inner / "real" / "config.json").write_text(json.dumps(CONFIG))
