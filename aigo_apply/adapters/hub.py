@@ -136,7 +136,7 @@ def download(
         previous = {}
     swapped = {target, dest.with_name(f"{dest.name}.old")} if target != dest else set()
     for folder in {dest} | swapped:  # checked again where it is written: the plan's check came before
-        why = store_link(folder)
+        why = store_link(folder, inside=folder == target)  # the folder written into; the others are only renamed
         if why:
             raise HubError(
                 f"{repo}@{revision}: not downloaded, because {why}; aigo-apply downloads only into real folders "
