@@ -370,7 +370,9 @@ def test_an_upload_a_web_page_sent_is_refused_and_programs_and_extensions_are_no
     for headers in page_headers:
         reply = httpx.post(f"{door.url}/v1/audio/transcriptions", headers=headers, **upload)
         assert reply.status_code == 403 and "web page" in reply.json()["error"]["message"], (headers, reply.text)
-    for headers in ({}, {"Origin": "chrome-extension://abcdef"}, {"Sec-Fetch-Site": "none"}):
+    own = {"Origin": door.url}  # a page served on this very address (a proxy in front of the router)
+    for headers in ({}, {"Origin": "chrome-extension://abcdef"}, {"Sec-Fetch-Site": "none"}, own,
+                    {**own, "Sec-Fetch-Site": "same-origin"}):  # fmt: skip
         reply = httpx.post(f"{door.url}/v1/audio/transcriptions", headers=headers, **upload)
         assert reply.json()["text"] == "stub transcription by speech of 4 bytes", (headers, reply.text)
 
@@ -392,7 +394,7 @@ def test_a_header_is_judged_whole_and_the_target_only_in_origin_form(door):
     json_type = "Content-Type: application/json\r\n"
     assert post("/v1/chat/completions", f"Host: 127.0.0.1\r\n{json_type}")[0] == 200
     assert post("/v1/chat/completions", f"Host: evil.example,localhost\r\n{json_type}")[0] == 403
-    assert post("/v1/chat/completions", f"Host: evil.example\r\nHost: localhost\r\n{json_type}")[0] in (400, 403)
+    assert post("/v1/chat/completions", f"Host: evil.example\r\nHost: localhost\r\n{json_type}")[0] == 400  # HAProxy's
     for target in ("http://localhost/v1/chat/completions", "https://x/v1/chat/completions", "*"):
         status, answer = post(target, json_type)
         assert (status, answer) == (400, (door.tmp / "state" / door.name / "router" / "live" / "errors" /
