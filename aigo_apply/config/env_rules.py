@@ -32,8 +32,9 @@ from aigo_apply.config.yaml_source import Path_
 # (`https://ghp_...@github.com`); never a part of a hyphenated, dotted or slashed name, where `\b`
 # found one (`org/whisper-large-v3-sk-finetuned-commonvoice`, `skt/sk-learn-regression-model-v2`).
 _START = r"(?:(?<![^\s=:,;|'\"`(\[{<>])|(?<=//))"
-# Where a token of an Authorization header ends: the end of the value, a space, a quote, `,`, `;` or a bracket.
-_END = r"(?![^\s'\"`,;)\]}>|])"
+# Where a token of an Authorization header ends: the end of the value (or of its line), a quote, `,`, `;` or a
+# bracket, after spaces at most; not more words (`Basic JavaScript/TypeScript knowledge is assumed`).
+_END = r"(?=[ \t]*+(?:$|[\r\n'\"`,;)\]}>|]))"
 # A run of key characters holding a part of 16 or more without a hyphen, as random keys do
 # (sk-proj-AbCd...): not a hyphenated name of short words (sk-learn-regression-model-v2).
 _LONG_PART = r"(?=[A-Za-z0-9_-]*?[A-Za-z0-9_]{16})"

@@ -73,6 +73,10 @@ PROSE = [
     "Basic Qwen2.5-7B-Instruct chat template",  # a model name is no base64
     "You are a Basic assistant. Be concise.",
     "Ba\u017fic dXNlcjpwYXNzd29yZA==",  # not Basic: U+017F matched `s` only when the case was ignored
+    "Basic JavaScript/TypeScript knowledge is assumed.",  # a token shaped like one, then more words
+    "You know Basic PostgreSQL/MySQL administration",
+    "Basic OpenAI/ChatGPT usage only",
+    "Bearer Token2Go rules apply here",
 ]
 
 
