@@ -6,6 +6,7 @@ and after a good run aigo.lock written (apply) or the router's files and the cac
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
@@ -155,10 +156,12 @@ class DockerPlatform:
         canaries: tuple[dict[str, Any], ...] = (),
     ) -> None:
         """After a run that ended well (nothing to do, or done): an apply of the whole file records
-        what is installed in aigo.lock (with the canary gates' figures of the engines they let in);
+        what is installed in aigo.lock (with the canary gates' figures of the engines they let in) and
+        removes the socket folders of models the file no longer has;
         destroy removes the router's files, the engines' socket folders and the cache volume."""
         if command == "apply" and self.desired is not None and not request.target:
             record_lock(self.desired, self.runtime, canaries, self.aigo_lock)
+            _prune_sockets(self.state / SOCKETS_FOLDER, set(self.desired.models))
         elif command == "destroy":
             for folder in ("router", SOCKETS_FOLDER):  # rmtree refuses a link, follows none inside
                 shutil.rmtree(self.state / folder, ignore_errors=True)
@@ -276,3 +279,15 @@ def router_of(
         keys,
         spec.get("user"),
     )
+
+
+def _prune_sockets(folder: Path, models: set[str]) -> None:
+    """Remove the socket folder of each model the file no longer names (its engine is gone, and only
+    its dead socket was left); never follows a link."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name not in models and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)

@@ -292,6 +292,19 @@ def test_destroy_removes_only_the_project(runtime, project, tmp_path, state, for
     assert run_cli("destroy", "--project", project, "-y", env=state).stdout.startswith("No changes.")
 
 
+def test_a_model_taken_out_of_the_file_leaves_no_socket_folder(runtime, project, tmp_path, state):
+    path = config(tmp_path, project)
+    assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
+    sockets = tmp_path / "state" / project / "sockets"
+    assert sorted(p.name for p in sockets.iterdir()) == ["chat", "tools"]
+    text = path.read_text()
+    path.write_text(text[: text.index("  tools:")])
+    result = run_cli("apply", "-f", str(path), "-y", env=state)
+    assert result.returncode == 0 and "1 removed" in result.stdout, result.stdout + result.stderr
+    assert sorted(p.name for p in sockets.iterdir()) == ["chat"]
+    assert chat(str(sockets / "chat" / "engine.sock"), "chat")["choices"]
+
+
 def test_without_terminal_or_yes_apply_refuses_and_changes_nothing(runtime, project, tmp_path, state):
     result = run_cli("apply", "-f", str(config(tmp_path, project)), env=state)
     assert result.returncode == 1
