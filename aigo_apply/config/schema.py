@@ -164,12 +164,20 @@ def _explain(error: ValidationError, path: Path_, source: Source, release: str =
     if path[-1:] == ("image_tag",) and value in (None, ""):
         line, col = marks.of_value(path)
         return [Problem(line, col, dotted(path), _empty_tag(path), file)]
+    if kind == "pattern" and path[-1] in ("image", "image_tag") and "@sha256:" in str(value):
+        return [at_value(_DIGEST)]
     if kind == "pattern" and path[-3:] == ("engines", "vllm", "image_tag") and ":" in str(value):
         tag = str(value).rsplit(":", 1)[1]
         return [at_value(f"write only the tag here, e.g. image_tag: {tag} (the repository goes in engines.vllm.image)")]
     if custom:
         return [at_value(f"{custom} (got {_describe(value)})" if kind != "const" else custom)]
     return [at_value(error.message)]
+
+
+_DIGEST = (
+    "an image digest (@sha256:...) is not written in the file: image takes a repository and image_tag a tag; "
+    "aigo.lock records the image id each tag installed, and `aigo-apply apply --locked` installs exactly it"
+)
 
 
 def _draft_needed(speculative: Any) -> str:

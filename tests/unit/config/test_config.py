@@ -205,6 +205,14 @@ def test_model_level_problems(tmp_path, snippet, expected):
             "engines.vllm.image_tag: write only the tag here, e.g. image_tag: v0.30.0",
         ),
         (
+            "version: 1\nproject: lab\nmodels: {}\nengines: {vllm: {image_tag: 'v0.31.0@sha256:" + "a" * 64 + "'}}\n",
+            "engines.vllm.image_tag: an image digest (@sha256:...) is not written in the file",
+        ),
+        (
+            "version: 1\nproject: lab\nmodels: {}\nrouter: {image: 'haproxy@sha256:" + "0" * 64 + "'}\n",
+            "router.image: an image digest (@sha256:...) is not written in the file",
+        ),
+        (
             "version: 1\nproject: lab\nmodels: {}\nengines: {vllm: {image: 'vllm/vllm-openai:v0.30.0'}}\n",
             "must be an image repository without a tag",
         ),
