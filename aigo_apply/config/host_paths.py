@@ -170,8 +170,7 @@ def system_folder(path: Path) -> Path | None:
 def shared_folder(path: Path) -> bool:
     """Whether `path` holds many other things and is never mounted as a whole: one of SHARED_DIRS,
     or an account's folder of removable disks (/run/media/alice: every disk it has plugged in)."""
-    text = str(path)
-    return text in _SHARED_SET or (below(path, Path(REMOVABLE_MEDIA)) and "/" not in text[len(REMOVABLE_MEDIA) + 1 :])
+    return str(path) in _SHARED_SET or str(path.parent) == REMOVABLE_MEDIA
 
 
 def private_place(path: Path, home: Path) -> tuple[str, bool] | None:

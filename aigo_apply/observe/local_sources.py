@@ -3,8 +3,8 @@ host as the plan needs it: a folder with the model's config.json, or a .gguf fil
 split one). Docker creates a missing bind-mount folder, empty and as root, so a missing path must
 stop the plan before anything changes; so must one that cannot be read (permission denied, a
 symlink loop, a name too long): said in words, never raised. A folder's config.json is judged as the
-plan reads it (model_files.judge): a FIFO, a device or a link out of the folder is a problem too. Returns plain data: alias -> what is
-wrong (empty when fine)."""
+plan reads it (model_files.judge): a FIFO, a device or a link out of the folder is a problem too.
+Returns plain data: alias -> what is wrong (empty when fine)."""
 
 from __future__ import annotations
 

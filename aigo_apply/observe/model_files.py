@@ -8,9 +8,9 @@ A model's or adapter's folder may come from an untrusted repository, so every fi
 through folder_file()/read_folder_file() (also for adapter_files, tokenizer_vocab and local_sources):
 a symlink is followed but must lead to a regular file inside the folder's own tree: the engine has
 only the folder mounted, so a link out of it (a Hugging Face cache snapshot's into ../../blobs among
-them) would not resolve there either, and a config repository could point one at any host file. A FIFO, socket, device or folder is refused before it is opened, and the file is opened
-without waiting (O_NONBLOCK) and checked again once open; each kind of file is read up to a limit of
-its own. What is refused is an Unreadable (a ValueError) naming the file and what to do."""
+them) would not resolve there either, and a config repository could point one at any host file. A
+FIFO, socket, device or folder is refused before it is opened, and the file is opened without
+waiting (O_NONBLOCK) and checked again once open; each kind of file is read up to a limit of its own. What is refused is an Unreadable (a ValueError) naming the file and what to do."""
 
 from __future__ import annotations
 

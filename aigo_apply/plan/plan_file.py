@@ -33,8 +33,8 @@ READINESS_CHECK_IDS = (
     "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",
     *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),
     "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "host.memory", "engine.moe_backend", "model.path",
-    "model.store", "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open", "router.port", "lock.image",
-    "lock.drift", "adapter.files", "adapter.base",
+    "model.store", "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open", "router.port",
+    "lock.image", "lock.drift", "adapter.files", "adapter.base",
 )  # fmt: skip
 _CHANGE = {
     "path": "line", "before": "any", "after": "any", "effect": EFFECTS
