@@ -54,7 +54,7 @@ def router_action(
     if moved:
         return [Action("router", "recreate", tuple(moved_reasons), tuple(moved), **base)]
     if have.state in STOPPED + ("paused",):
-        return [Action("router", "start", (f"router container is {have.state}",), **base)]
+        return [Action("router", "start", (_stopped_reason(have.state, have.status),), **base)]
     if targeted:
         return []
     reasons = _route_reasons(desired, observed, model_actions)
@@ -72,6 +72,20 @@ def router_action(
     if reasons:
         return [Action("router", "reload_router", tuple(reasons), **base, notes=(), diff=diff or None)]
     return [Action("router", "noop", ("routes match the running models",), **base)]
+
+
+def _stopped_reason(state: str, status: str) -> str:
+    """Why a router container is not running, as far as Docker says, and why Docker left it so: a
+    router that exited is restarted by Docker (`unless-stopped`) unless Docker counts it as stopped
+    by hand, which it also does for a container it once signalled (moby#41302: how earlier versions of
+    aigo-apply reloaded the router; reloads now signal from inside the container)."""
+    if state != "exited":
+        return f"router container is {state}"
+    return (
+        f"router container is exited ({status or 'no status'}) and Docker did not restart it: it was stopped "
+        "by hand, or an earlier aigo-apply reloaded it with `docker kill --signal`, which Docker counts as a "
+        "manual stop; apply starts it, and its reloads no longer do that"
+    )
 
 
 def _route_reasons(desired: DesiredState, observed: ObservedState, model_actions: list[Action]) -> list[str]:

@@ -9,8 +9,9 @@ Layout of the router's state folder (mounted read-only at /usr/local/etc/haproxy
   live        a symlink to the generation in service; the config names its files under live/
 
 A reload: write gen-N+1, check it with `haproxy -c` inside the router image, swap `live` atomically,
-send SIGUSR2 to the HAProxy master (the old worker finishes its requests), then check that the
-router now routes exactly the new models (the x-aigo-routes header of its /v1/models). On any failure the previous generation is put back.
+send SIGUSR2 to the HAProxy master from inside the container (the old worker finishes its requests;
+never `docker kill --signal`, which Docker counts as a manual stop: see reload_signal), then check
+that the router now routes exactly the new models (the x-aigo-routes header of its /v1/models). On any failure the previous generation is put back.
 Routes change through add() (after a model is ready), remove() (before it stops) and converge() (the
 last step of an apply, and watch); stage() only prepares and checks the next generation early.
 """
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     import httpx
 
 RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
+# the reload signal, sent from inside the router container to its PID 1, HAProxy's master (every
+# HAProxy image has a POSIX shell: the official Debian and Alpine ones, and the tests' Debian one)
+RELOAD_COMMAND = ("sh", "-c", "kill -USR2 1")
 VERIFY_TIMEOUT = 10.0
 DRAIN_POLL = 0.1  # how often a drain looks at the router's processes
 DRAIN_MARGIN = 5.0  # beyond router.timeout: the longest an old worker may still be finishing a request
@@ -187,13 +191,13 @@ class Router:
         previous = os.readlink(self.folder / "live") if (self.folder / "live").is_symlink() else None
         self._point_live_at(gen)
         try:
-            self.runtime.kill(self.container, "SIGUSR2")
+            self._signal_reload()
             self._verify(sorted(routes))
         except AigoError as exc:
             if previous:
                 self._point_live_at(previous)
                 try:
-                    self.runtime.kill(self.container, "SIGUSR2")
+                    self._signal_reload()
                 except AigoError:
                     pass
             raise RouterError(
@@ -201,6 +205,16 @@ class Router:
             ) from None
         self.routes = routes
         self._prune(keep={gen, previous})
+
+    def _signal_reload(self) -> None:
+        """SIGUSR2 to HAProxy's master, which is PID 1 of the router container, sent by a process inside
+        it (RELOAD_COMMAND). Not `docker kill --signal`: Docker marks a container it signalled as
+        manually stopped (moby#41302), and `unless-stopped` then restarts it neither after a crash
+        nor after a reboot."""
+        code, output = self.runtime.exec(self.container, list(RELOAD_COMMAND))
+        if code != 0:
+            shown = " ".join(output.split())[:200] or "no output"
+            raise RouterError(f"could not signal the router's HAProxy to reload (exit code {code}: {shown})")
 
     def _write_generation(self, routes: list[Route]) -> str:
         numbers = [int(p.name[4:]) for p in self.folder.glob("gen-*") if p.name[4:].isdigit()]
