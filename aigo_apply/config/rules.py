@@ -1,5 +1,6 @@
 """Rules that span several fields and that JSON Schema cannot say: safe aliases, context length
-ranges, port clashes, GPU memory fractions that add up to more than one GPU, secrets written in clear.
+ranges, port clashes, GPU memory fractions that add up to more than one GPU, secrets written in clear,
+a canary gate whose requests do not fit the context (config/canary_rules.py).
 
 Every check tolerates data that failed the schema (it skips what it cannot read) so that one run
 reports every problem in the file at once.
@@ -14,7 +15,16 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
-from aigo_apply.config import adapter_rules, env_rules, kube_rules, mount_rules, names, swap_groups, swap_rules
+from aigo_apply.config import (
+    adapter_rules,
+    canary_rules,
+    env_rules,
+    kube_rules,
+    mount_rules,
+    names,
+    swap_groups,
+    swap_rules,
+)
 from aigo_apply.config.defaults import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_ROUTER_PORT,
@@ -52,6 +62,7 @@ def check(source: Source, paths: HostPaths) -> list[Problem]:
         kube_rules.check,
         swap_rules.check,
         adapter_rules.check,
+        canary_rules.check,
     )
     for rule in rules:
         rule(data, models, finder)

@@ -109,7 +109,7 @@ def validate(source: Source) -> list[Problem]:
     """Every schema failure of `source.data`, one Problem each, without duplicates."""
     problems: list[Problem] = []
     release = config_release(source.data)
-    errors = list(_validator(release).iter_errors(source.data))
+    errors = [e for found in _validator(release).iter_errors(source.data) for e in _in_branch(found)]
     paths_with_specific = {tuple(e.absolute_path) for e in errors if e.validator not in ("oneOf", "anyOf")}
     for error in errors:
         path = tuple(error.absolute_path)
@@ -117,6 +117,19 @@ def validate(source: Source) -> list[Problem]:
             continue  # a more precise message about the same place is already there
         problems.extend(_explain(error, path, source, release))
     return sorted(set(problems))
+
+
+def _in_branch(error: ValidationError) -> list[ValidationError]:
+    """A mapping that fails a choice of branches (`canary: false` or `{...}`) where exactly one branch
+    takes a mapping: that branch's own failures, each at its key and with its bound
+    (`models.a.canary.requests: must be at least 1, not 0`), instead of "not valid under any of the
+    given schemas"."""
+    branches = error.validator_value if error.validator in ("oneOf", "anyOf") else None
+    if not isinstance(error.instance, dict) or not isinstance(branches, list):
+        return [error]
+    taking = [n for n, b in enumerate(branches) if isinstance(b, dict) and b.get("type") == "object"]
+    inner = [e for e in error.context or [] if len(taking) == 1 and e.relative_schema_path[0] == taking[0]]
+    return inner or [error]
 
 
 def _explain(error: ValidationError, path: Path_, source: Source, release: str = VLLM_VERSION) -> list[Problem]:
@@ -222,6 +235,8 @@ def _wants_text(schema: Any, written: str) -> bool:
         return written in schema["enum"]
     kinds = schema.get("type")
     kinds = set(kinds) if isinstance(kinds, list) else {kinds} if kinds else set()
+    if kinds and "string" not in kinds:  # a mapping, a list, true/false: quoting gives none of them
+        return False
     return not (kinds & {"integer", "number"}) and not (kinds == {"boolean"})
 
 
