@@ -244,20 +244,52 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
             "a name of its own"
         )
         raise UsageProblem(f"model '{alias}' cannot be added to {config_file}: {clash} there; {fix}")
-    lines = raw.decode("utf-8").splitlines(keepends=True)  # the bytes read_config found valid UTF-8
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    models_line = source.marks.of_key(("models",))[0]
-    if not models:  # `models: {}` becomes a block
-        lines[models_line - 1] = "models:\n" + entry_text(alias, model)
+    text = raw.decode("utf-8")  # the bytes read_config found valid UTF-8
+    bom = "\ufeff" if text.startswith("\ufeff") else ""  # (the marks count from after it)
+    added = with_entry(text.removeprefix(bom), source, alias, model, config_file)
+    _write_checked(path, config_file, alias, bom + added, raw)
+
+
+_EMPTY = re.compile(r"\{[ \t]*\}")
+
+
+def with_entry(text: str, source: Source, alias: str, model: dict[str, Any], display: str) -> str:
+    """`text` (what `source` read) with the entry added at the end of `models:` and every other line
+    kept as written: each comment (the one on `models: {}  # ...` too, and a comment at the left margin
+    above the next section stays with that section), blank lines, and the file's line ends (CRLF stays
+    CRLF, a last line without one stays without)."""
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]  # what follows the last line feed: nothing, or a last line without one
+    if not lines[-1]:
+        lines.pop()
     else:
+        lines[-1] += newline
+    models = source.data["models"]
+    line, column = source.marks.of_value(("models",))
+    flow = lines[line - 1][column - 1 : column] == "{"
+    if not models and flow and (empty := _EMPTY.match(lines[line - 1], column - 1)) is not None:
+        written, rest = lines[line - 1][: column - 1].rstrip(" \t"), lines[line - 1][empty.end() :]
+        comment = rest.rstrip("\r\n")
+        lines[line - 1] = written + (comment if comment.strip() else "") + (rest[len(comment) :] or newline)
+        at, indent = line, 2
+    elif flow or not models:
+        raise AigoError(
+            f"{display}:{line}: `models:` is written as a {{...}} mapping, and import --write adds a model as a "
+            "block below it; write `models:` in block style (one alias per line), or add the entry by hand"
+        )
+    else:
+        models_line = source.marks.of_key(("models",))[0]
         indent = source.marks.of_key(("models", next(iter(models))))[1] - 1
-        later = sorted(line for (key,), (line, _) in _top_keys(source).items() if line > models_line)
+        later = sorted(row for (key,), (row, _) in _top_keys(source).items() if row > models_line)
         at = later[0] - 1 if later else len(lines)
-        while at > models_line and not lines[at - 1].strip():
-            at -= 1  # keep blank lines before the next section after the new entry
-        lines.insert(at, entry_text(alias, model, indent))
-    _write_checked(path, config_file, alias, "".join(lines), raw)
+        while at > models_line and (not lines[at - 1].strip() or lines[at - 1].startswith("#")):
+            at -= 1  # blank lines and the comments heading the next section stay above that section
+    lines.insert(at, entry_text(alias, model, indent).replace("\n", newline))
+    out = "".join(lines)
+    if not text.endswith("\n") and at < len(lines) - 1:  # the last line kept its missing line end
+        out = out.removesuffix(newline)
+    return out
 
 
 def _write_checked(target: Path, config_file: str, alias: str, text: str, raw: bytes) -> None:

@@ -27,8 +27,11 @@ MULTI_LINE = (
 
 
 def is_env_value(path: tuple[Any, ...]) -> bool:
-    """models.ALIAS.env.NAME: text handed to the engine, so it keeps the characters written."""
-    return len(path) == 4 and path[0] == "models" and path[2] == "env"
+    """models.ALIAS.env.NAME, and model.env.NAME of a portable definition (app/portable.py): text handed
+    to the engine, so it keeps the characters written (`3.10` stays 3.10, `On` stays On)."""
+    return (len(path) == 4 and path[0] == "models" and path[2] == "env") or (
+        len(path) == 3 and path[:2] == ("model", "env")
+    )
 
 
 def construct(loader: yaml.SafeLoader, node: yaml.Node, as_text: bool = False) -> tuple[Any, str | None]:
