@@ -5,7 +5,8 @@ Runs inside a vLLM venv (scripts/setup-vllm-venv for v0.31.0): `.venv-vllm/bin/p
 prints the rebuilt file of the installed release (schemas/vllm-vX.Y.Z.json); `--write` replaces it.
 For another release, run it with a venv holding that release (the facts of v0.32.0 and v0.33.0 were
 made so, with the CPU torch 2.13.0 and, for v0.33.0, `pip install --no-deps` over v0.32.0's
-dependencies: the parser and registries import without the torch it pins). Every name list, count, declared order, default,
+dependencies: the parser and registries import without the torch it pins; v0.34.0's with
+.venv-vllm-0.34.0, scripts/setup-vllm-overlay's overlay on .venv-vllm, which CI builds too). Every name list, count, declared order, default,
 choice list and alias in the file is read from the running package (the parser registries, the
 Literal types and enums behind the flags, the `vllm serve` parser's own actions, vllm.envs); the
 prose around them (meanings, source paths, error wording) is carried over from the committed file.

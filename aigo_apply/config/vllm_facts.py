@@ -3,7 +3,7 @@ made by scripts/vllm_facts.py from the installed package).
 
 v0.31.0 is the default release (the built-in image tag) and the schema's own enumerations are copies
 of its lists (a test keeps them equal). When `engines.vllm.image_tag` names another release that has a
-facts file here (v0.32.0, v0.33.0), the names a file uses are checked against that release instead:
+facts file here (v0.32.0, v0.33.0, v0.34.0), the names a file uses are checked against that release instead:
 config/schema.py swaps the enumerations, the vLLM renderer re-checks against the same lists. Code that
 needs a name list or a note about a name asks this module rather than hard-coding it.
 """

@@ -163,7 +163,7 @@ def _check_store(file: str, store: Path, host: HostContext, paths: HostPaths) ->
 
 def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
     """Setting names are checked against the release the tag names when its facts are here (v0.31.0,
-    v0.32.0, v0.33.0), else against v0.31.0: say so when the tag names another release."""
+    v0.32.0, v0.33.0, v0.34.0), else against v0.31.0: say so when the tag names another release."""
     tag = engine.get("image_tag", VLLM_DEFAULT_TAG)
     release = tag_release(tag)
     known = ", ".join(f"v{r}" for r in known_releases())

@@ -1,5 +1,5 @@
 """Setting names are checked against the vLLM release the image tag names, when its facts are here:
-schemas/vllm-vX.Y.Z.json for v0.31.0 (the default), v0.32.0 and v0.33.0, each made
+schemas/vllm-vX.Y.Z.json for v0.31.0 (the default), v0.32.0, v0.33.0 and v0.34.0, each made
 by scripts/vllm_facts.py from that release's package. Another release, or a moving tag, keeps the
 warning that names were checked against v0.31.0."""
 
@@ -56,6 +56,8 @@ def test_the_releases_with_facts():
         ("v0.31.0-cu129", "0.31.0"),
         ("v0.32.0", "0.32.0"),
         ("v0.32.0-cu129", "0.32.0"),
+        ("v0.34.0", "0.34.0"),
+        ("v0.34.0-cu130", "0.34.0"),
         ("v0.30.1", "0.31.0"),
         ("latest", "0.31.0"),
         ("nightly-2026", "0.31.0"),
