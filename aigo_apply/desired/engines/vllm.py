@@ -94,6 +94,8 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         alias,
         "--max-model-len",
         str(spec["context_length"]),
+        # always written: the GPU ledger counts this fraction, and vLLM's own default is 0.92 up to v0.33
+        # and, from v0.34.0, all of the GPU's free memory (docs/configuration.md)
         "--gpu-memory-utilization",
         _number(settings["gpu_memory_utilization"]),
     ]
