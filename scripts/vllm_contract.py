@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Check `vllm serve` command lines with the real vLLM's own parser and pre-load checks.
 
-Runs inside the vLLM venv (scripts/setup-vllm-venv), never in aigo-apply's own: it imports vllm.
+Runs inside a vLLM venv (scripts/setup-vllm-venv: 0.31.0; scripts/setup-vllm-overlay: 0.34.0), never in
+aigo-apply's own: it imports vllm.
 Reads a JSON list of argument lists (what follows `vllm serve`) on stdin and writes one JSON result
 per command line on stdout: {"accepted": bool, "stage": ..., "error": ..., "deferred": ...}.
 
@@ -17,7 +18,8 @@ The stages are the ones `vllm serve` runs before it loads any weights, in its or
               fields (their cross-field checks compare them with values derived from the model), and
               with --enable-lora the LoRAConfig it builds from --max-loras and --max-lora-rank.
 Each accepted line also reports the LoRA modules vLLM parsed (`lora_modules`: [name, path] pairs, or
-null), so a test can see that every adapter arrived (a repeated --lora-modules keeps only the last).
+null), so a test can see that every adapter arrived (a repeated --lora-modules keeps only the last), and
+what the parser stored for each option of the line (`parsed`: option -> value).
 SpeculativeConfig's last check wants the target model's config (read from the weights folder); when
 that is the only complaint left, the line is accepted and the message is returned as `deferred`.
 """
@@ -145,10 +147,20 @@ def needs_target_model(exc: Exception) -> bool:
     return isinstance(exc, AttributeError) and "'NoneType' object has no attribute" in str(exc)
 
 
+def cli_args() -> Any:
+    """The module of `vllm serve`'s own argument code: vllm.entrypoints.launchers.cli_args in 0.31.0,
+    moved to vllm.entrypoints.common.cli_args by 0.34.0 (same make_arg_parser and checks)."""
+    import importlib
+
+    try:
+        return importlib.import_module("vllm.entrypoints.common.cli_args")
+    except ModuleNotFoundError:
+        return importlib.import_module("vllm.entrypoints.launchers.cli_args")
+
+
 def check(parser: argparse.ArgumentParser, argv: list[str]) -> dict[str, Any]:
     """Run every stage on one command line; the first refusal ends it."""
-    from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
-
+    validate_parsed_serve_args = cli_args().validate_parsed_serve_args
     stage = "parse"
     try:
         args = parse(parser, argv)
@@ -161,7 +173,35 @@ def check(parser: argparse.ArgumentParser, argv: list[str]) -> dict[str, Any]:
     except Exception as exc:  # every refusal vLLM raises is a reason to report, whatever its type
         return {"accepted": False, "stage": stage, "error": f"{type(exc).__name__}: {exc}"}
     modules = [[m.name, m.path] for m in args.lora_modules] if args.lora_modules is not None else None
-    return {"accepted": True, "stage": "done", "error": None, "deferred": deferred, "lora_modules": modules}
+    return {
+        "accepted": True,
+        "stage": "done",
+        "error": None,
+        "deferred": deferred,
+        "lora_modules": modules,
+        "parsed": parsed_values(parser, argv, args),
+    }
+
+
+def parsed_values(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Each option of the line -> the value vLLM's parser stored for it (its action's dest), so a test
+    sees what a flag means to this release (`--no-enable-prefix-caching` -> false, a fraction -> itself)."""
+    serve = next(a for a in parser._actions if a.dest == "subparser").choices["serve"]
+    out: dict[str, Any] = {}
+    for option in argv:
+        action = serve._option_string_actions.get(option) if option.startswith("--") else None
+        if action is not None:
+            out[option] = as_json(getattr(args, action.dest, None))
+    return out
+
+
+def as_json(value: Any) -> Any:
+    """The value itself where JSON holds it (numbers, text, lists of them), else its repr."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
 
 
 def main() -> int:

@@ -1,6 +1,7 @@
 """Fixtures for the contract tests: the real vLLM 0.31.0, installed by scripts/setup-vllm-venv in
-.venv-vllm, checks what aigo-apply writes. vLLM runs only in that venv's Python, as a subprocess
-(scripts/vllm_contract.py, scripts/vllm_facts.py); this process never imports it. SGLang 0.5.6's own
+.venv-vllm, checks what aigo-apply writes, and vLLM 0.34.0 (scripts/setup-vllm-overlay: .venv-vllm-0.34.0,
+an overlay on .venv-vllm) what it writes for image_tag v0.34.0. vLLM runs only in those venvs' Python, as
+a subprocess (scripts/vllm_contract.py, scripts/vllm_facts.py); this process never imports it. SGLang 0.5.6's own
 server-argument code checks the SGLang lines the same way (.venv-sglang, scripts/sglang_contract.py).
 Every test here is marked `contract`. Without a venv they skip on a developer's machine and fail in CI
 (CI=true)."""
@@ -18,9 +19,12 @@ import pytest
 from helpers.paths import ROOT
 
 HERE = Path(__file__).parent
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-BUILT = ROOT / ".venv-vllm" / ".built"
 SCRIPTS = ROOT / "scripts"
+# release -> (its venv, the script that builds it)
+VLLM_VENVS = {
+    "0.31.0": (ROOT / ".venv-vllm", "scripts/setup-vllm-venv"),
+    "0.34.0": (ROOT / ".venv-vllm-0.34.0", "scripts/setup-vllm-overlay"),
+}
 SGLANG_PYTHON = ROOT / ".venv-sglang" / "bin" / "python"
 SGLANG_BUILT = ROOT / ".venv-sglang" / ".built"
 
@@ -33,25 +37,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.contract)
 
 
-@pytest.fixture(scope="session")
-def vllm_python() -> Path:
-    """The vLLM venv's Python; a missing venv skips here and fails in CI, where these tests must run."""
-    if not BUILT.exists():
-        reason = "the vLLM 0.31.0 venv is missing: run scripts/setup-vllm-venv (scripts/setup does)"
+def vllm_python_of(release: str) -> Path:
+    """A vLLM release's venv Python; a missing venv skips here and fails in CI, where these tests must run."""
+    venv, script = VLLM_VENVS[release]
+    if not (venv / ".built").exists():
+        reason = f"the vLLM {release} venv is missing: run {script} (scripts/setup does)"
         if os.environ.get("CI"):
             pytest.fail(f"contract tests must run in CI: {reason}")
         pytest.skip(reason)
-    return VLLM_PYTHON
+    return venv / "bin" / "python"
 
 
-@pytest.fixture(scope="session")
-def run_in_vllm(vllm_python: Path) -> Callable[[str, str], str]:
-    """Run one of scripts/ in the vLLM venv with the given stdin; returns its stdout."""
+def runner(python: Path) -> Callable[..., str]:
+    """Run one of scripts/ with a vLLM venv's Python and the given stdin; returns its stdout."""
 
     def run(script: str, stdin: str = "", *args: str) -> str:
         env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
         done = subprocess.run(
-            [str(vllm_python), str(SCRIPTS / script), *args],
+            [str(python), str(SCRIPTS / script), *args],
             input=stdin,
             capture_output=True,
             text=True,
@@ -65,14 +68,43 @@ def run_in_vllm(vllm_python: Path) -> Callable[[str, str], str]:
     return run
 
 
-@pytest.fixture(scope="session")
-def vllm_verdicts(run_in_vllm: Callable[..., str]) -> Callable[[list[list[str]]], list[dict]]:
+def verdicts_of(run: Callable[..., str]) -> Callable[[list[list[str]]], list[dict]]:
     """Check many `vllm serve` argument lists in one vLLM start (its import takes about 12 s)."""
 
     def check(command_lines: list[list[str]]) -> list[dict]:
-        return json.loads(run_in_vllm("vllm_contract.py", json.dumps(command_lines)))
+        return json.loads(run("vllm_contract.py", json.dumps(command_lines)))
 
     return check
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """vLLM 0.31.0's Python (.venv-vllm)."""
+    return vllm_python_of("0.31.0")
+
+
+@pytest.fixture(scope="session")
+def run_in_vllm(vllm_python: Path) -> Callable[..., str]:
+    """Run one of scripts/ in the vLLM 0.31.0 venv with the given stdin; returns its stdout."""
+    return runner(vllm_python)
+
+
+@pytest.fixture(scope="session")
+def vllm_verdicts(run_in_vllm: Callable[..., str]) -> Callable[[list[list[str]]], list[dict]]:
+    """vLLM 0.31.0's verdicts on many `vllm serve` argument lists, from one start."""
+    return verdicts_of(run_in_vllm)
+
+
+@pytest.fixture(scope="session")
+def run_in_vllm034() -> Callable[..., str]:
+    """Run one of scripts/ in the vLLM 0.34.0 venv (.venv-vllm-0.34.0) with the given stdin."""
+    return runner(vllm_python_of("0.34.0"))
+
+
+@pytest.fixture(scope="session")
+def vllm034_verdicts(run_in_vllm034: Callable[..., str]) -> Callable[[list[list[str]]], list[dict]]:
+    """vLLM 0.34.0's verdicts on many `vllm serve` argument lists, from one start."""
+    return verdicts_of(run_in_vllm034)
 
 
 @pytest.fixture(scope="session")
