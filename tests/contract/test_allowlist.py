@@ -1,7 +1,9 @@
 """The router's allowlist (aigo_apply/router/haproxy_allowlist.py) against the routes the real vLLM
 0.31.0 serves (scripts/vllm_routes.py, run in .venv-vllm): every path the router forwards is one vLLM
 serves for POST, every path the docs name as not routed exists, and each of vLLM's development and
-control routes is one the router does not forward."""
+control routes is one the router does not forward. vLLM 0.34.0's routes are kept as a file
+(tests/fixtures/vllm-v0.34.0-routes.jsonl, which tests/unit/router/test_router_vllm034_routes.py holds the
+router to); here it must equal what 0.34.0 itself serves."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import json
 import pytest
 
 from aigo_apply.router import haproxy_allowlist as allowlist
+
+from helpers.paths import FIXTURES
 
 
 @pytest.fixture(scope="module")
@@ -37,3 +41,8 @@ def test_vllms_development_and_control_routes_are_not_routed(routes):
     control = {path for _, path in routes} - set(allowlist.routed_paths()) - set(allowlist.OWN_PATHS)
     assert {"/sleep", "/wake_up", "/is_sleeping", "/collective_rpc", "/server_info", "/reset_prefix_cache"} <= control
     assert {"/scale_elastic_ep", "/pause", "/update_weights"} <= control
+
+
+def test_the_034_routes_file_is_what_vllm_034_serves(run_in_vllm034):
+    """Rewrite it with `.venv-vllm-0.34.0/bin/python scripts/vllm_routes.py --write` and review the diff."""
+    assert run_in_vllm034("vllm_routes.py") == (FIXTURES / "vllm-v0.34.0-routes.jsonl").read_text()
