@@ -185,7 +185,7 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
         if flow:
             fresh.fa.set_flow_style()
         for n, (old, key) in enumerate(pairs):
-            name = _text(key)
+            name = string_scalar(key)
             fresh[name] = _canon(node[old], value[key], path + (key,), column + INDENT)
             _move_comments(node, old, fresh, name, column, flow, n == 0, path + (key,))
         if flow and node.ca.comment and node.ca.comment[0]:
@@ -250,12 +250,13 @@ def _scalar(node: Any, value: Any, path: tuple[Any, ...]) -> Any:
             return node  # 0.90 stays 0.90
         return value
     if isinstance(value, str):
-        return _text(value)
+        return string_scalar(value)
     raise FormatUnkept(f"the value at {_where(path)} has a type aigo.yaml does not use", path)
 
 
-def _text(text: str) -> str:
-    """`text` plain when every YAML reader reads it back as this text, else double-quoted."""
+def string_scalar(text: str) -> str:
+    """`text` plain when every YAML reader reads it back as this text, else double-quoted: how fmt
+    writes a string, and so how `image tag` writes the one value it edits (app/image_tag.py)."""
     return text if _plain_keeps(text) else DoubleQuotedScalarString(text)
 
 

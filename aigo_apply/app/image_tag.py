@@ -1,7 +1,9 @@
 """`aigo-apply image tag`: set or remove one engine's `image_tag` in the config file in one step,
 keeping its comments and layout. ruamel.yaml (round-trip) makes the edit; only the lines the edit
-touches change in the file (the rest is kept byte for byte), the result must pass the real
-validation before it replaces the file, and the file is replaced the one safe way
+touches change in the file (the rest is kept byte for byte), and they are written as `aigo-apply fmt`
+writes them (the tag quoted only where a YAML reader would read another value, a new key where fmt's
+order puts it), so a formatted file stays formatted; the result must pass the real validation before
+it replaces the file, and the file is replaced the one safe way
 (app/config_write.py): owner and mode kept, refused when it changed while the edit was made."""
 
 from __future__ import annotations
@@ -10,16 +12,17 @@ import difflib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml as pyyaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
-from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
+from ruamel.yaml.scalarstring import PlainScalarString, ScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from aigo_apply.app.config_write import read_config, replace_config
+from aigo_apply.app.fmt import ORDER, string_scalar
 from aigo_apply.desired.images import BUILT_IN
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, UsageProblem
 from aigo_apply.observe.config_file import load_config
@@ -83,7 +86,11 @@ def set_tag(config_file: str, engine: str, tag: str | None) -> TagChange:
     if tag is None:
         _remove(document, where)
     else:
-        _ensure(document, where)["image_tag"] = _scalar(tag, before)
+        section = _ensure(document, where)
+        if "image_tag" in section:
+            section["image_tag"] = _scalar(tag)
+        else:
+            section.insert(_position(section, where, "image_tag"), "image_tag", _scalar(tag))
     edited = _dump(yaml, document)
     text = patch(original, baseline, edited, keep_comments=tag is None)
     if text is not None and _data(text) != _data(edited):  # the lines went elsewhere than the writer meant
@@ -126,13 +133,13 @@ def _round_trip(text: str, display: str) -> tuple[YAML, Any]:
     return best[1], best[2]
 
 
-def _scalar(tag: str, before: Any) -> str:
-    """The tag as the file should write it: in the quotes the old value had; else plain when the
-    project's YAML reader (YAML 1.1: `yes`, `1_0`, `3.10` are not text there) reads it back as this
-    text, quoted when it would not."""
-    if isinstance(before, (DoubleQuotedScalarString, SingleQuotedScalarString)):
-        return cast(str, type(before)(tag))  # ruamel.yaml's scalar types are untyped: a str kept quoted
-    return tag if _data(f"x: {tag}\n") == {"x": tag} else SingleQuotedScalarString(tag)
+def _scalar(tag: str) -> str:
+    """The tag as `aigo-apply fmt` writes it, whatever quotes the old value had: plain when every YAML
+    reader (the project's YAML 1.1, an editor's 1.2) reads it back as this text, else double-quoted
+    (`3.3`, `1e3`, `0x10`, `08`, `true`, `null`), so that fmt finds nothing to rewrite on its line."""
+    written = string_scalar(tag)
+    # plain as its own type: ruamel.yaml would give a plain str the quotes of the value it replaces
+    return written if isinstance(written, ScalarString) else PlainScalarString(written)
 
 
 def _data(text: str) -> Any:
@@ -156,7 +163,7 @@ def _descend(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap | N
 
 
 def _ensure(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap:
-    """The mapping at `where`, made where missing; a new top-level section goes before `models:`."""
+    """The mapping at `where`, made where missing, each new key where fmt's order (app/fmt.ORDER) puts it."""
     node = document
     for depth, key in enumerate(where):
         child = node.get(key)
@@ -164,12 +171,20 @@ def _ensure(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap:
             child = CommentedMap()
             if key in node:
                 node[key] = child
-            elif depth == 0 and "models" in node:
-                node.insert(list(node).index("models"), key, child)
             else:
-                node[key] = child
+                node.insert(_position(node, where[:depth], key), key, child)
         node = child
     return node
+
+
+def _position(node: CommentedMap, path: tuple[str, ...], key: str) -> int:
+    """Where `key` goes among `node`'s keys in fmt's order: before the first that fmt puts after it (a
+    key fmt does not list, it puts after every listed one)."""
+    order = ORDER.get(path) or ORDER.get(path[:-1] + ("*",)) or ()
+    if key not in order:
+        return len(node)
+    rank = order.index(key)
+    return next((n for n, k in enumerate(node) if k not in order or order.index(k) > rank), len(node))
 
 
 def _remove(document: CommentedMap, where: tuple[str, ...]) -> None:
