@@ -24,7 +24,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.config.env_rules import credential_kind, normal_path, unsafe_secret_file
+from aigo_apply.config.env_rules import (
+    REFERENCE_FIX,
+    credential_kind,
+    normal_path,
+    reference_credential,
+    unsafe_secret_file,
+)
 from aigo_apply.config.host_paths import short
 from aigo_apply.config.secret_names import hub_token_name
 from aigo_apply.desired.types import ContainerSpec, SecretRef
@@ -84,6 +90,8 @@ def redact_data(value: Any) -> Any:
 
 def resolve(ref: SecretRef, where: str, multiline: bool = False) -> str:
     """The value `ref` names, checked; `multiline` allows line breaks (router.api_keys: one key a line)."""
+    if ref.kind in ("from_env", "from_file") and (shaped := credential_kind(ref.target)):
+        raise refused(where, *reference_credential(ref.kind, shaped))  # as validate says it; the target unquoted
     if ref.kind == "from_env":
         value, source = _from_env(ref.target, where), f"the environment variable {ref.target}"
     elif ref.kind == "from_file":
@@ -114,7 +122,9 @@ def _from_file(target: str, where: str) -> str:
         raise refused(where, f"the secret file {short(target)} cannot be resolved: {real}", FILE_FIX)
     protected, home = env_protected(), Path.home()
     for path in (lexical, real):
-        why = unsafe_secret_file(path, home, hub_token_files(), protected, host_paths.known_homes(), own_homes(home))
+        why = unsafe_secret_file(
+            path, home, hub_token_files(), protected, host_paths.known_homes(), own_homes(home), own_credentials()
+        )
         if why:
             shown = target if path == lexical else f"{target} (a link to {real})"
             raise refused(where, f"the secret file {shown} is {why}; engines must never get it", FILE_FIX)
@@ -126,6 +136,12 @@ def _from_file(target: str, where: str) -> str:
         return data.decode("utf-8").strip()
     except UnicodeDecodeError:
         raise refused(where, f"the secret file {target} is not UTF-8 text", FILE_FIX) from None
+
+
+def own_credentials() -> Path | None:
+    """The folder of systemd credentials this process was started with ($CREDENTIALS_DIRECTORY), if any."""
+    folder = os.environ.get("CREDENTIALS_DIRECTORY", "")
+    return Path(normal_path(folder)) if folder.startswith("/") else None
 
 
 def read_regular(path: Path, limit: int = MAX_SECRET_BYTES) -> bytes:
@@ -221,6 +237,6 @@ def env_value(name: str, value: str | SecretRef, where: str) -> str:
         raise refused(where, "engine containers never get a Hugging Face token", "remove this entry")
     if isinstance(value, SecretRef):
         return resolve(value, where)
-    if credential_kind(value) or _is_hub_token(value):
-        raise refused(where, "the value looks like a credential written in clear", "pass it by reference")
+    if (kind := credential_kind(value)) or _is_hub_token(value):  # in validate's words
+        raise refused(where, f"the value looks like {kind or 'a credential'} written in clear", REFERENCE_FIX)
     return value

@@ -1,116 +1,38 @@
 """Rules for secrets in the config: a model's environment passes secrets by reference, never in
-clear; no value anywhere in the file looks like a credential (it would be stored in the spec label
-and printed in plans); the Hugging Face token never reaches a container under any name; and a
-`from_file` reference names an absolute path outside the host's system and private places (the
-same policy as a mount's: config/host_paths.py; here, another account's home is private too).
+clear; no value, key, reference or comment anywhere in the file looks like a credential (it would be
+stored in the spec label, printed in plans, or committed and shared with the file), judged by the
+value's shape (config/secret_values.py) and, for the secrets that have none, by the name's last
+words (config/secret_names.py); the Hugging Face token never reaches a container under any name; and
+a `from_file` reference names an absolute path outside the host's system and private places (the
+same policy as a mount's: config/host_paths.py; here, another account's home is private too), a
+systemd credential being the one file inside /run it may name.
 
-The pure policy functions here (`credential_kind`, `unsafe_secret_file`, `hub_token_name`) are
-used again at plan and apply time by apply/secrets.py, on the resolved paths and the values read."""
+The pure policy functions here (`credential_kind`, `unsafe_secret_file`, `reference_credential`) are
+used again at plan and apply time by apply/secrets.py, on the resolved paths and the values read, so
+that `plan` refuses nothing as a secret that `validate` (and the pre-commit hook) passed, and says it
+in the same words."""
 
 from __future__ import annotations
 
-import re
+import bisect
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aigo_apply.config import env_names
+from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.host_paths import Protected, all_homes, expand_home, home_holding, private_place, system_folder
 from aigo_apply.config.path_facts import HostPaths
-from aigo_apply.config.secret_names import hub_token_name, plain_value, public_variable, secret_name
-from aigo_apply.config.yaml_source import Path_
+from aigo_apply.config.secret_names import clear_secret, hub_token_name, public_variable
+from aigo_apply.config.secret_values import CREDENTIAL_PATTERNS as CREDENTIAL_PATTERNS  # for its callers
+from aigo_apply.config.secret_values import credential_hint
+from aigo_apply.config.secret_values import credential_kind as credential_kind
+from aigo_apply.config.yaml_source import Path_, comments
+from aigo_apply.errors import Problem
 
-# What a credential written in clear looks like, with the words that name it in messages. Each is
-# searched in every value of a config (up to 4096 characters each) and in secrets read at apply time,
-# so each must take time linear in the text: no two quantifiers that can share characters, a literal
-# or a bounded part before every open-ended run, and nothing that makes a run be scanned again from
-# each of its characters (tests/unit/config/test_env_hostile_regex.py holds the worst inputs known).
-#
-# A key is a token of its own: it starts the value or follows a space, `=`, `:`, `,`, `;`, `|`, a
-# quote or a bracket (`key=sk-...`, `Bearer sk-...`, `{"token": "ghp_..."}`), or the `//` of a URL
-# (`https://ghp_...@github.com`); never a part of a hyphenated, dotted or slashed name, where `\b`
-# found one (`org/whisper-large-v3-sk-finetuned-commonvoice`, `skt/sk-learn-regression-model-v2`).
-_START = r"(?:(?<![^\s=:,;|'\"`(\[{<>])|(?<=//))"
-# Where a token of an Authorization header ends: the end of the value (or of its line), a quote, `,`, `;` or a
-# bracket, after spaces at most; not more words (`Basic JavaScript/TypeScript knowledge is assumed`).
-_END = r"(?=[ \t]*+(?:$|[\r\n'\"`,;)\]}>|]))"
-# A run of key characters holding a part of 16 or more without a hyphen, as random keys do
-# (sk-proj-AbCd...): not a hyphenated name of short words (sk-learn-regression-model-v2).
-_LONG_PART = r"(?=[A-Za-z0-9_-]*?[A-Za-z0-9_]{16})"
-# An Authorization header's credential is a whole token shaped like one: with a digit, a lower-case
-# letter followed by a capital, or base64's `=` padding; a word of prose is not (`Basic instructions:
-# answer briefly`, `Basic conversation etiquette applies`). The scheme is written Basic, basic or
-# BASIC (Bearer alike), not matched ignoring case: that made prose and odd letters (U+017F, a long
-# s) match too. Basic takes base64 (RFC 7617), Bearer a b64token (RFC 6750).
-_BASIC = r"[A-Za-z0-9+/]"
-_BEARER = r"[A-Za-z0-9._~+/-]"
-_SHAPED = r"(?={lead}*+[0-9]|{run}*?[a-z][A-Z]|{run}*+=)"
-CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY"), "a private key"),
-    (re.compile(_START + r"hf_[A-Za-z0-9]{20,}"), "a Hugging Face token (hf_...)"),
-    (re.compile(_START + r"sk-" + _LONG_PART + r"[A-Za-z0-9_-]{16,}"), "an API key (sk-...)"),
-    (re.compile(_START + r"[sr]k_(live|test)_[A-Za-z0-9]{16,}"), "a Stripe key"),
-    (re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), "a GitHub token"),
-    (re.compile(_START + r"glpat-[A-Za-z0-9_-]{16,}"), "a GitLab token"),
-    (re.compile(_START + r"xox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token"),
-    (re.compile(_START + r"(AKIA|ASIA)[A-Z0-9]{16}\b"), "an AWS access key"),
-    (re.compile(_START + r"AIza[0-9A-Za-z_-]{30,}"), "a Google API key"),
-    (
-        re.compile(_START + r"(?:npm_[A-Za-z0-9]{30,}|pypi-" + _LONG_PART + r"[A-Za-z0-9_-]{30,})"),
-        "a package registry token",
-    ),
-    # Read from the start of a run of token characters, committing (atomic group) to the first `eyJ`
-    # in it: that one has the longest tail, so no later one can match where it fails, and a run such
-    # as `eyJ-eyJ-eyJ-...` is scanned once, not once per `eyJ` in it.
-    (
-        re.compile(r"(?<![A-Za-z0-9_-])(?>[A-Za-z0-9_-]*?\beyJ)[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\."),
-        "a signed token (JWT)",
-    ),
-    # The scheme (a run of scheme characters holding a letter) is read from the start of its run
-    # only: starting at every letter made each letter of a long value a start scanned to the end of
-    # the value (quadratic: 4096 letters took 50 ms, a 1 MiB config 25 s).
-    (
-        re.compile(r"(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"),
-        "a URL with a password",
-    ),
-    (
-        re.compile(
-            _START
-            + r"(?:(?:Basic|basic|BASIC)\s++"
-            + _SHAPED.format(lead=r"[A-Za-z+/]", run=_BASIC)
-            + _BASIC
-            + r"{12,}+={0,2}+"
-            + r"|(?:Bearer|bearer|BEARER)\s++"
-            + _SHAPED.format(lead=r"[A-Za-z._~+/-]", run=_BEARER)
-            + _BEARER
-            + r"{12,}+=*+)"
-            + _END
-        ),
-        "an Authorization header value",
-    ),
-)
 HUB_TOKEN_FILES = ("token", "stored_tokens")  # in a `huggingface` folder
 REFERENCE_FIX = "pass it by reference: NAME: {from_env: VARIABLE} or {from_file: /path/to/file}"
-
-
-# What every pattern above needs in the text (its literal part), searched first in one pass: most
-# values (names, paths, numbers) have none, and then the patterns need not be tried one by one.
-# Only a quick "no": a text that has one still goes through every pattern, in order.
-_MAYBE_CREDENTIAL = re.compile(
-    r"-----BEGIN |hf_|sk-|k_live_|k_test_|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|AKIA|ASIA|AIza|npm_|pypi-|eyJ|://"
-    r"|[Bb]asic|BASIC|[Bb]earer|BEARER"
-)
-
-
-def credential_kind(text: str) -> str | None:
-    """What kind of credential `text` looks like, or None. Never returns any part of the text."""
-    if _MAYBE_CREDENTIAL.search(text) is None:
-        return None
-    for pattern, kind in CREDENTIAL_PATTERNS:
-        if pattern.search(text):
-            return kind
-    return None
 
 
 def unsafe_secret_file(
@@ -120,12 +42,18 @@ def unsafe_secret_file(
     protected: Iterable[Protected] = (),
     homes: Iterable[Path] = (),
     mine: frozenset[Path] | None = None,
+    credentials: Path | None | Literal["any"] = "any",
 ) -> str | None:
     """Why the secret file `path` (absolute, normalised or resolved) must not be read into a
     container, or None: the Hugging Face token, inside the tool's own folders (state, Hugging Face
     cache, model store), a credential folder or file at any depth, a system folder or /var/lib
     (services' data), or another account's home. The same private places as a mount's. `home` is
-    yours, `mine` it as written and resolved (just `home` when None), `homes` every other one."""
+    yours, `mine` it as written and resolved (just `home` when None), `homes` every other one.
+
+    A systemd credential (`systemd_credential`) is the one file inside /run a secret may name: what
+    systemd hands a service (LoadCredential=) for exactly this. `credentials` is the folder systemd
+    gave this process ($CREDENTIALS_DIRECTORY; None: none), the only one read from at plan and apply
+    time (root can read every unit's); "any" when the file is judged as written (validate)."""
     parts = path.parts
     if path in set(token_files) or (len(parts) >= 2 and parts[-2] == "huggingface" and parts[-1] in HUB_TOKEN_FILES):
         return "the Hugging Face token file"
@@ -135,6 +63,15 @@ def unsafe_secret_file(
     private = private_place(path, home)
     if private:
         return f"inside the private folder {private[0]}" if private[1] else f"the private file {private[0]}"
+    if systemd_credential(path):
+        if credentials == "any" or (credentials is not None and credentials in path.parents):
+            return None
+        if credentials is None:
+            return (
+                "a systemd credential, and aigo-apply was not started with credentials of its own (no "
+                "$CREDENTIALS_DIRECTORY): run it from a unit with LoadCredential=, or use ~/.aigo/secrets/NAME"
+            )
+        return f"another systemd unit's credential (this process's own are in {credentials})"
     system = system_folder(path) or (Path("/var/lib") if Path("/var/lib") in path.parents else None)
     if system:
         return f"inside the system folder {system}"
@@ -143,6 +80,17 @@ def unsafe_secret_file(
     if owner is not None and owner not in mine:
         return f"inside the home folder {owner} of another account"
     return None
+
+
+def systemd_credential(path: Path) -> bool:
+    """Whether `path` is a file in a systemd unit's credential folder: /run/credentials/UNIT/NAME
+    (a system service's) or /run/user/UID/credentials/UNIT/NAME (a user service's, in
+    $XDG_RUNTIME_DIR), at any depth below UNIT."""
+    parts = path.parts
+    if parts[:3] == ("/", "run", "credentials"):
+        return len(parts) >= 5 and ".." not in parts
+    in_user = len(parts) >= 7 and parts[1:3] == ("run", "user") and parts[3].isdigit()
+    return in_user and parts[4] == "credentials" and ".." not in parts
 
 
 def _walk(value: Any, path: Path_) -> Iterator[tuple[Path_, Any, bool]]:
@@ -175,16 +123,18 @@ def _texts(value: Any) -> Iterator[str]:
 
 
 def _in_env(path: Path_, is_key: bool) -> bool:
-    """Whether `path` is the value of an engine environment entry or inside one (models.ALIAS.env.NAME,
-    and an engine-wide or default env block if the schema has one): check_env gives those one
-    message each. The entry's name is still searched here."""
-    if path[:1] in (("models",), ("engines",)) and path[2:3] == ("env",):
-        depth = 4
-    elif path[:2] == ("defaults", "env"):
-        depth = 3
-    else:
+    """Whether `path` is the value of an engine environment entry (models.ALIAS.env.NAME, and an
+    engine-wide or default env block if the schema has one) or a reference's target (there, or the
+    router's keys): check_env gives those one message each. Names are still searched here."""
+    if is_key:
         return False
-    return len(path) > depth or (len(path) == depth and not is_key)
+    if path[-1:] in (("from_env",), ("from_file",)):
+        path = path[:-1]
+        if path == ("router", "api_keys"):
+            return True
+    if path[:1] in (("models",), ("engines",)) and path[2:3] == ("env",):
+        return len(path) == 4
+    return path[:2] == ("defaults", "env") and len(path) == 3
 
 
 class _Kinds(dict[str, "str | None"]):
@@ -196,10 +146,24 @@ class _Kinds(dict[str, "str | None"]):
         return kind
 
 
+ANYWHERE_FIX = (
+    "never write a credential in aigo.yaml (a secret an engine needs goes in its env by reference: "
+    "NAME: {from_env: VARIABLE} or {from_file: /path/to/file})"
+)
+COMMENT_FIX = f"remove it from the comment: aigo.yaml is committed and shared; {ANYWHERE_FIX}"
+
+
 def check_clear_credentials(data: Any, f: Finder, kinds: _Kinds | None = None) -> None:
-    """No value or key anywhere looks like a credential: the spec label stores the canonical spec
-    and plans print it. Env entries are left to `check_env` (one message per field)."""
+    """No value, key or comment anywhere looks like a credential: the spec label stores the
+    canonical spec, plans print it, and the file is shared. Env entries and references are left to
+    `check_env` (one message per field)."""
     kinds = _Kinds() if kinds is None else kinds
+    if credential_hint(f.source.text):  # else no comment can hold one: the file is not scanned again
+        found = [(line, col, kind) for line, col, text in comments(f.source.text) if (kind := credential_kind(text))]
+        keys = sorted((at, dotted(path)) for path, at in f.source.marks.keys.items()) if found else []
+        for line, column, kind in found:
+            entry = _entry_of(keys, line)
+            f.problems.append(Problem(line, column, entry, f"this comment holds {kind}; {COMMENT_FIX}", f.source.file))
     if not any(kinds[text] for text in _texts(data)):
         return  # the usual case: nothing to locate, so no path is built for each value
     for path, text, is_key in _walk(data, ()):
@@ -207,9 +171,18 @@ def check_clear_credentials(data: Any, f: Finder, kinds: _Kinds | None = None) -
             continue
         kind = kinds[text]
         if kind and is_key:
-            f.at_key(path, f"this name looks like {kind}; never write a credential in aigo.yaml")
+            f.at_key(path, f"this name looks like {kind}; {ANYWHERE_FIX}")
         elif kind:
-            f.at_value(path, f"the value looks like {kind} written in clear; never write a credential in aigo.yaml")
+            f.at_value(path, f"the value looks like {kind} written in clear; {ANYWHERE_FIX}")
+
+
+def _entry_of(keys: list[tuple[tuple[int, int], str]], line: int) -> str:
+    """The path of the entry a comment on `line` is about: the last key written on that line, else
+    the first one below it (a comment above an entry), else the last one of the file."""
+    n = bisect.bisect_left(keys, ((line + 1, 0), ""))
+    if n and keys[n - 1][0][0] == line:
+        return keys[n - 1][1]
+    return keys[n][1] if n < len(keys) else (keys[-1][1] if keys else "")
 
 
 def _env_blocks(data: dict[str, Any], models: dict[str, Any]) -> Iterator[tuple[Path_, dict[str, Any]]]:
@@ -265,7 +238,7 @@ def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds, 
         _check_reference(where, *next(iter(value.items())), f, paths)
     elif isinstance(value, str) and (kind := kinds[value]):
         f.at_value(where, f"the value looks like {kind} written in clear; {REFERENCE_FIX}")
-    elif isinstance(value, str) and isinstance(name, str) and secret_name(name) and not plain_value(name, value):
+    elif isinstance(value, str) and isinstance(name, str) and clear_secret(name, value):
         f.at_value(
             where,
             f"{name} looks like a secret written in clear; pass it by reference, e.g. {name}: {{from_env: {name}}}",
@@ -273,10 +246,12 @@ def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds, 
 
 
 def _check_reference(where: Path_, kind: Any, target: Any, f: Finder, paths: HostPaths) -> None:
-    """A reference names no Hugging Face token variable and no system or private file."""
+    """A reference names no credential, no Hugging Face token variable and no system or private file."""
     if not isinstance(target, str):
         return
-    if kind == "from_env" and hub_token_name(target):
+    if kind in ("from_env", "from_file") and (shaped := credential_kind(target)):
+        f.at_value(where, "; ".join(reference_credential(kind, shaped)))
+    elif kind == "from_env" and hub_token_name(target):
         f.at_value(
             where,
             f"{target} holds the Hugging Face token, which never reaches a container under any "
@@ -298,6 +273,20 @@ def _check_reference(where: Path_, kind: Any, target: Any, f: Finder, paths: Hos
                 f"the secret file {target!r} is {why}; engines must never get it. Keep the secret in a file "
                 "of its own (e.g. ~/.aigo/secrets/NAME, mode 600) and point from_file there",
             )
+
+
+def reference_credential(kind: str, shaped: str) -> tuple[str, str]:
+    """What is wrong with a reference whose target looks like a credential (`{from_env: hf_...}`),
+    and what to do; validate's message and the plan's alike, neither quoting the target."""
+    if kind == "from_env":
+        return (
+            f"from_env takes the name of a variable, and this one looks like {shaped} itself",
+            "put the secret in a variable of its own (export MY_KEY=...) and write {from_env: MY_KEY}",
+        )
+    return (
+        f"from_file takes the path of a file, and this one looks like {shaped} itself",
+        "put the secret in a file of its own (e.g. ~/.aigo/secrets/NAME, mode 600) and write {from_file: PATH}",
+    )
 
 
 def normal_path(text: str) -> str:

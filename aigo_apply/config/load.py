@@ -18,6 +18,7 @@ from aigo_apply.config import rules as checks
 from aigo_apply.config import schema
 from aigo_apply.config.defaults import DEFAULT_FILE, FILE_ENV
 from aigo_apply.config.path_facts import HostPaths
+from aigo_apply.config.secret_values import unquoted
 from aigo_apply.config.vllm_facts import known_releases
 from aigo_apply.config.yaml_source import Marks, Source, load
 from aigo_apply.errors import ConfigInvalid, Problem, UsageProblem
@@ -64,7 +65,7 @@ def load_checked(file: str, gather: Gather) -> Config:
     paths = gather(source.file, source.data)
     problems = source.problems + ([] if known_valid else schema.validate(source)) + checks.check(source, paths)
     if problems:
-        raise ConfigInvalid(file, problems)
+        raise ConfigInvalid(file, unquoted(problems))
     if key is not None and not known_valid:
         _remember_valid(key)
     return Config(file, path.resolve().parent, source.data, source.marks, paths)
@@ -104,7 +105,9 @@ def _refuse_oversized(source: Source) -> None:
     if isinstance(models, dict) and len(models) > limit:
         line, col = source.marks.of_key(("models",))
         message = f"has {len(models)} entries; at most {limit} models are allowed in one file"
-        raise ConfigInvalid(source.file, source.problems + [Problem(line, col, "models", message, source.file)])
+        raise ConfigInvalid(
+            source.file, unquoted(source.problems) + [Problem(line, col, "models", message, source.file)]
+        )
     most = schema.schema()["$defs"]["model"]["properties"]["env"]["maxProperties"]
     crowded = [
         (alias, len(model["env"]))
@@ -117,7 +120,7 @@ def _refuse_oversized(source: Source) -> None:
             line, col = source.marks.of_key(("models", alias, "env"))
             message = f"has {count} variables; at most {most} are allowed for one engine"
             problems.append(Problem(line, col, f"models.{alias}.env", message, source.file))
-        raise ConfigInvalid(source.file, source.problems + problems)
+        raise ConfigInvalid(source.file, unquoted(source.problems) + problems)
 
 
 def _validated_key(file_digest: str) -> str | None:

@@ -35,6 +35,7 @@ from aigo_apply.config.engine_choice import engine_of, weights_format
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.config.path_facts import HostPaths
+from aigo_apply.config.secret_values import unquoted
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import config_release, deprecated_quantizations
 from aigo_apply.config.yaml_source import Path_, Source
@@ -69,7 +70,7 @@ def check(source: Source, paths: HostPaths) -> list[Problem]:
     mount_rules.check_paths(data, models, finder, paths)
     _router_bind(data, finder)
     _router_hold(data, finder)
-    return finder.problems
+    return unquoted(finder.problems)  # a rule may quote the value it refuses: never a credential
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, VLLM_DEFAULT_TAG
 from aigo_apply.config.doc_path import dotted
+from aigo_apply.config.secret_values import credential_kind
 from aigo_apply.config.vllm_facts import (
     ENUM_SETTINGS,
     VLLM_VERSION,
@@ -287,6 +288,8 @@ def _describe(value: Any) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
+    if isinstance(value, str) and (kind := credential_kind(value)):
+        return f"<{kind}, not shown>"
     if isinstance(value, str):
         shown = value if len(value) <= 60 else value[:57] + "..."
         return f"'{shown}'" if shown.isprintable() else repr(shown)

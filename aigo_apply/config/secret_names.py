@@ -5,14 +5,25 @@ A check that refuses what users ordinarily write costs more trust than it buys: 
 anywhere in a name refused `TOKENIZERS_PARALLELISM: "false"` (the Hugging Face tokenizers switch),
 `MAX_TOKENS` and vLLM's `VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE` as "a secret written in clear". So a
 name is split into its words (at `_`, other separators and camelCase: `HF_TOKEN`, `apiKey`), and it
-names a secret when one word is (or ends in) TOKEN, SECRET, PASSWORD or PASSWD (PGPASSWORD; not
+names a secret when one word is (or ends in) TOKEN, SECRET, PASSWORD, PASSWD or PASSPHRASE (PGPASSWORD; not
 TOKENS, TOKENIZERS), or two words in a row are API KEY(S), ACCESS KEY or PRIVATE KEY (or written as
-one: APIKEY). A value under
-such a name that is empty, a boolean word, or a short number with or without a unit is a switch, a
-size or a time (`VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD: 1024`, `MAX_TOKEN_LENGTH: 32k`, `TOKEN_TTL:
-30s`), never a credential; so is a path under a name whose last word says it holds a location
-(`OPENAI_API_KEY_FILE: /run/secrets/openai`, `HF_TOKEN_PATH: ~/.aigo/secrets/hf`: FILE, PATH, DIR...),
-the file that holds the secret and not the secret (whether it may be read is the path checks' business).
+one: APIKEY).
+
+A credential is found by its value's shape (config/secret_values.py), under any name; the name
+decides only for the secrets that have no shape (`clear_secret`), and only by its last words, which
+say what the value is:
+- a password, a secret or a key (`DB_PASSWORD`, `CLIENT_SECRET`, `OPENAI_API_KEY`, `S3_ACCESS_KEY_ID`,
+  `PGPASSWORD`), or a secret's file (`HF_TOKEN_PATH`): any value but a plain one is refused;
+- a token (`GITHUB_TOKEN`, `EOS_TOKEN`): to an LLM a token is also a piece of text, so only a value
+  shaped like a random token (one run of 8 or more letters, digits and `-._~+/=` with a letter and a
+  digit) or a path is refused: `EOS_TOKEN: "</s>"`, `STOP_TOKEN: "<|im_end|>"` are special tokens;
+- anything else (`TOKEN_TYPE: bearer`, `SECRET_BACKEND: vault`, `TOKEN_URL`, `API_KEY_HEADER`):
+  the value is what the name says it is, no secret, and only its shape is judged.
+A plain value is empty, a boolean word, or a short number with or without a unit: a switch, a size or
+a time (`VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD: 1024`, `MAX_TOKEN_LENGTH: 32k`, `TOKEN_TTL: 30s`);
+or a path under a name whose last word says it holds a location (`OPENAI_API_KEY_FILE:
+/run/secrets/openai`, `HF_TOKEN_PATH: ~/.aigo/secrets/hf`: FILE, PATH, DIR...), the file that holds
+the secret and not the secret (whether it may be read is the path checks' business).
 
 Also the names of the Hugging Face token (`hub_token_name`: HF_TOKEN, HF_READ_TOKEN, HF_API_KEY,
 HUGGING_FACE_HUB_TOKEN...; not HF_HUB_DISABLE_IMPLICIT_TOKEN, a switch, nor HF_TOKEN_PATH, a path), and the variables whose value
@@ -26,8 +37,15 @@ from __future__ import annotations
 import re
 
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "ACCESSKEY", "PRIVATEKEY"})
-SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY")  # a word written together: PGPASSWORD
+SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "APIKEY", "ACCESSKEY", "PRIVATEKEY"})
+SECRET_ENDINGS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "APIKEY",
+)  # a word written together: PGPASSWORD
 SECRET_PAIRS = frozenset({("API", "KEY"), ("API", "KEYS"), ("ACCESS", "KEY"), ("PRIVATE", "KEY")})
 # A switch (empty, a boolean word), or a number of at most 12 digits (a longer one may be a PIN or an
 # account number) with an optional exponent and unit: a size (32k, 8K, 1.5M, 512MiB, 2GB, 2g), a time
@@ -99,6 +117,38 @@ def plain_value(name: str, value: str) -> bool:
     size or a time (`switch_value`), or a path under a name that says it holds one
     (`OPENAI_API_KEY_FILE: /run/secrets/openai`)."""
     return switch_value(value) or (location_name(name) and path_value(value))
+
+
+# The last words of a name whose value is a secret with no shape of its own (a password, a key): a
+# word ending in one of these (PGPASSWORD, CLIENTSECRET), or a pair or triple of words.
+SECRET_LAST_WORD = ("PASSWORD", "PASSWD", "PASSPHRASE", "SECRET", "APIKEY", "ACCESSKEY", "PRIVATEKEY")
+SECRET_LAST_WORDS = (
+    ("API", "KEY"), ("API", "KEYS"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"),
+    ("ACCESS", "KEY", "ID"), ("SECRET", "KEY", "ID"),
+)  # fmt: skip
+# A random token: one run of 8 or more token characters holding a letter and a digit.
+_RANDOM_TOKEN = re.compile(r"(?=[A-Za-z0-9._~+/=-]*?[0-9])(?=[A-Za-z0-9._~+/=-]*?[A-Za-z])[A-Za-z0-9._~+/=-]{8,}")
+
+
+def token_shaped(value: str) -> bool:
+    """Whether `value` is shaped like a random token: one run of 8 or more letters, digits and
+    `-._~+/=`, holding a letter and a digit (not `</s>`, `<|im_end|>`, `Observation:` or `###`)."""
+    return _RANDOM_TOKEN.fullmatch(value.strip()) is not None
+
+
+def clear_secret(name: str, value: str) -> bool:
+    """Whether `value`, written in clear under the variable `name`, is a secret that only the name
+    tells (a password has no shape), judged by the name's last words (see the docstring): under a
+    password, secret or key, or a secret's file, any value but a plain one; under a token, a value
+    shaped like a random token or a path; under anything else (TOKEN_TYPE), none."""
+    if not secret_name(name) or plain_value(name, value):
+        return False
+    parts = tuple(words(name))
+    if location_name(name) or parts[-1].endswith(SECRET_LAST_WORD):
+        return True
+    if any(parts[-len(end) :] == end for end in SECRET_LAST_WORDS):
+        return True
+    return parts[-1].endswith("TOKEN") and (token_shaped(value) or path_value(value))
 
 
 def hub_token_name(name: str) -> bool:

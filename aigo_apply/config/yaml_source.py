@@ -9,6 +9,7 @@ nothing YAML rewrites behind the writer's back passes silently (config/scalars.p
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,17 @@ MAX_KEY_CHARS = 256
 # env values: 4096); bounding them keeps every later check (the schema, its patterns, the rules) fast.
 MAX_ENTRIES = 1000
 MAX_VALUE_CHARS = 4096
-__all__ = ["MAX_DEPTH", "MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_NODES", "MAX_VALUE_CHARS", "Marks", "Source", "load"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_ENTRIES",
+    "MAX_FILE_BYTES",
+    "MAX_NODES",
+    "MAX_VALUE_CHARS",
+    "Marks",
+    "Source",
+    "comments",
+    "load",
+]
 
 Path_ = tuple[Any, ...]
 _MERGE, _VALUE = "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"  # the keys flatten_mapping acts on
@@ -89,6 +100,7 @@ class Source:
     marks: Marks
     problems: list[Problem]
     digest: str = ""  # sha256 of the bytes read: the file is read once, and this names what was read
+    text: str = ""  # the text parsed, comments included (`comments`)
 
 
 def read_text(path: Path, display: str) -> tuple[str, str]:
@@ -142,7 +154,32 @@ def load_text(text: str, display: str, digest: str = "") -> Source:
         )
     builder = _Builder(loader, display)
     data = builder.build(node, ())
-    return Source(display, data, builder.marks, builder.problems, digest)
+    return Source(display, data, builder.marks, builder.problems, digest, text)
+
+
+def comments(text: str) -> Iterator[tuple[int, int, str]]:
+    """Each comment of a document that loaded: the line and column (1-based) of its `#` and the text
+    after it. A `#` starts one where YAML reads one: after the last token of its line, at the line's
+    start or after white space (`a#b` and `"#x"` are values). Scans the text again, so only called for
+    a text that may hold something to find (config/env_rules.py: a credential)."""
+    covered: dict[int, int] = {}  # line -> the column up to which tokens cover it (-1: all of it)
+    try:
+        for token in yaml.scan(text, Loader=_BaseLoader):
+            start, end = token.start_mark, token.end_mark
+            covered.update(dict.fromkeys(range(start.line, end.line), -1))
+            if covered.get(end.line, 0) >= 0:
+                covered[end.line] = max(covered.get(end.line, 0), end.column)
+    except yaml.YAMLError:  # not a document that loaded: nothing to say of its comments
+        return
+    for n, line in enumerate(text.split("\n")):
+        begin = covered.get(n, 0)
+        if begin < 0:
+            continue
+        at = line.find("#", begin)
+        while at > 0 and line[at - 1] not in " \t":
+            at = line.find("#", at + 1)
+        if at >= 0:
+            yield n + 1, at + 1, line[at + 1 :].rstrip("\r")
 
 
 def _compose(text: str, display: str) -> tuple[yaml.Node | None, yaml.SafeLoader]:

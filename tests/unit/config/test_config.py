@@ -157,7 +157,7 @@ def test_context_length_forms(tmp_path, snippet, expected):
 @pytest.mark.parametrize(
     "snippet, expected",
     [
-        ("    env: {MY_TOKEN: abcdef}", "MY_TOKEN looks like a secret written in clear; pass it by reference"),
+        ("    env: {MY_PASSWORD: abcdef}", "MY_PASSWORD looks like a secret written in clear; pass it by reference"),
         ("    env: {MY_TOKEN: {from_env: MY_TOKEN, x: 1}}", "must be a plain value on one line, or a secret reference"),
         (
             "    env: {HF_TOKEN: {from_env: HF_TOKEN}}",

@@ -22,6 +22,7 @@ from aigo_apply.config.env_rules import CREDENTIAL_PATTERNS, credential_kind
 
 # Each makes some pattern start at every character, or run to the end of the value and back.
 WORST_UNITS = ["a", "a-", " ", ":", "eyJ-", "a_", "-", "a://:", "-----BEGIN ", "Bearer ", "Basic a", " sk-a", "sk-"]
+WORST_UNITS += ["?token=a", "&api_key=1", "token=", "ya29.", " ya29.a", "gsk_", " gsk_a", "secret_access_key=", "a1"]
 CHILD = textwrap.dedent(
     """
     import sys, time

@@ -97,6 +97,7 @@ def test_a_mount_that_holds_homes_names_the_first_home_yours_first():
 TEXTS = ["hf_", "sk-", "sk_live_", "ghp_", "github_pat_", "glpat-", "xoxb-", "AKIA", "ASIA", "AIza", "npm_", "pypi-"]
 TEXTS += ["eyJ", ".", "://", "@", ":", "Bearer ", "bEaReR\t", " Basic ", "\u017fk-", "-----BEGIN RSA PRIVATE KEY", "-"]
 TEXTS += ["_", "A" * 8, "abcdEFGH1234", "0123456789", "/", " ", "\n", "é", "\u212a"]
+TEXTS += ["gsk_", "ya29.", "?", "&", "=", "token=", "access_token=", "api_key=", "Secret_Access_Key", '"', "+"]
 
 
 def plain_credential_kind(text: str) -> str | None:

@@ -207,7 +207,9 @@ def test_container_env_checks_a_saved_specs_entries_again(monkeypatch):
         with pytest.raises(SecretUnavailable, match="never get a Hugging Face token"):
             env_value(name, value, f"models.m.env.{name}")
     for value in ["plain-token-1234", "sk-" + "a" * 20, HF]:
-        with pytest.raises(SecretUnavailable, match="looks like a credential") as info:
+        with pytest.raises(
+            SecretUnavailable, match="the value looks like .+ written in clear; pass it by reference"
+        ) as info:
             env_value("OTHER", value, "models.m.env.OTHER")
         assert value not in str(info.value)
     monkeypatch.setenv("GOOD", "good-value")

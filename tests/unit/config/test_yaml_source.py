@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aigo_apply.config.yaml_source import MAX_NODES, load
+from aigo_apply.config.yaml_source import MAX_NODES, comments, load
 from aigo_apply.errors import ConfigFileError
 
 
@@ -81,3 +81,31 @@ def test_huge_file_refused(tmp_path):
     path.write_text("# " + "x" * (1024 * 1024 + 10) + "\nversion: 1\n")
     with pytest.raises(ConfigFileError, match="the limit for aigo.yaml files"):
         load(path)
+
+
+COMMENTED = """# a header
+version: 1  # after a value
+project: 'a # in quotes' # after quotes
+models:
+  m: {source: {repo: "o/r#x"}}   # after a flow mapping
+  n:
+    - a#b
+    - c  #  spaced
+    # indented, alone
+url: https://example.com/#anchor
+"""
+
+
+def test_comments_are_found_where_yaml_reads_them_and_nowhere_else():
+    found = list(comments(COMMENTED))
+    assert found == [
+        (1, 1, " a header"),
+        (2, 13, " after a value"),
+        (3, 26, " after quotes"),
+        (5, 34, " after a flow mapping"),
+        (8, 10, "  spaced"),
+        (9, 5, " indented, alone"),
+    ]
+    lines = COMMENTED.splitlines()
+    for line, column, text in found:  # each is exactly the rest of its line after a `#`
+        assert lines[line - 1][column - 1 :] == "#" + text
