@@ -2,16 +2,23 @@
 $XDG_STATE_HOME/aigo-apply, else ~/.local/state/aigo-apply; one folder per project.
 It holds no desired or observed state: the labels on the containers are the state.
 
+Refused before anything is written: a state root that is `/` or lies in a system folder once its links
+are resolved (`/etc`, `/proc/self`, `/usr`, `/var/lib/docker`), and a project folder that is there
+already but is not this account's alone (a symlink, another account's, writable by others).
+
 One state root: `state_root` is its one rule (observe/host_paths.state_root_of as written, resolved
 here), read once per run into the HostContext (app/host_context.current_host); the platforms, the
 watcher and the router's folder are given that root, so one run never sees two."""
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
+import stat
 from pathlib import Path
 
-from aigo_apply.config.host_paths import short
+from aigo_apply.config.host_paths import shared_folder, short, system_folder
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.host_paths import resolve_or_why, state_root_of
 
@@ -19,14 +26,33 @@ from aigo_apply.observe.host_paths import resolve_or_why, state_root_of
 def state_root() -> Path:
     """The folder that holds one state folder per project (observe/host_paths.state_root_of, the
     one definition the private-places policy also protects), resolved; one that cannot be
-    resolved (a symlink loop, a name too long) is an error that says how to choose another."""
+    resolved (a symlink loop, a name too long), or that is `/` or lies in a system folder once
+    resolved (`/etc`, `/proc/self`, `/usr/lib`, `/var/lib/docker`: config/host_paths.SYSTEM_DIRS), is an
+    error that says how to choose another, before anything is written."""
     root = Path(os.path.abspath(state_root_of()))
     real = resolve_or_why(root)
     if isinstance(real, str):
         raise AigoError(
             f"the state directory {short(root)} cannot be resolved: {real}; set AIGO_STATE_DIR to a folder you can write"
         )
+    system = Path("/") if real == Path("/") else system_folder(real)
+    if system is not None:
+        where = "is the root of the file system" if real == Path("/") else f"lies in the system folder {system}"
+        shown = short(root) + ("" if real == root else f" (which is {short(real)})")
+        raise AigoError(
+            f"the state directory {shown} {where}, where aigo-apply would keep each project's lock, journal and "
+            f"router files; {_chosen_by()} a folder of your own, such as ~/.local/state/aigo-apply (nothing was written)"
+        )
     return real
+
+
+def _chosen_by() -> str:
+    """What to change: the setting that chose the state root (observe/host_paths.state_root_of)."""
+    if os.environ.get("AIGO_STATE_DIR"):
+        return "set AIGO_STATE_DIR to"
+    if os.environ.get("XDG_STATE_HOME"):
+        return "set AIGO_STATE_DIR (it is now XDG_STATE_HOME/aigo-apply) to"
+    return "set AIGO_STATE_DIR (it is now under your home folder, HOME) to"
 
 
 def state_path(project: str, root: Path | None = None) -> Path:
@@ -35,12 +61,80 @@ def state_path(project: str, root: Path | None = None) -> Path:
 
 
 def state_dir(project: str, root: Path | None = None) -> Path:
-    """The project's state folder, created when missing."""
+    """The project's state folder, created when missing (mode 0700: only this account enters it). One
+    that is there already must be one this account made: a real folder (not a symlink), owned by this
+    account, that no other account may write to (neither world- nor group-writable, unless the group is
+    this account's own private group); else it is refused before anything is written in it, as is a
+    project folder that is itself a system or shared folder (a state root of /var and a project `lib`)."""
     path = state_path(project, root)
+    if path == Path("/") or system_folder(path) is not None or shared_folder(path):
+        raise AigoError(
+            f"the state directory {short(path)} of project '{project}' is a system or shared folder, not one of "
+            "aigo-apply's; set AIGO_STATE_DIR to a folder of your own, such as ~/.local/state/aigo-apply "
+            "(nothing was written)"
+        )
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        os.makedirs(path.parent, exist_ok=True)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
     except OSError as exc:
         raise AigoError(
             f"cannot create the state directory {path}: {exc.strerror or exc}; set AIGO_STATE_DIR to a writable folder"
         ) from None
+    if problem := _not_ours(path):
+        raise AigoError(
+            f"the state directory {short(path)} of project '{project}' {problem}; aigo-apply keeps a project's "
+            "lock, journal and router files only in a folder this account alone controls: remove it (or ask its "
+            "owner to) and run again, or set AIGO_STATE_DIR to a folder of your own (nothing was written)"
+        )
     return path
+
+
+def _not_ours(path: Path) -> str | None:
+    """Why the existing folder `path` is not one only this account controls, or None."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"is a symbolic link (to {short(target)}), not a folder"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a folder"
+    me = os.geteuid()
+    if info.st_uid != me:
+        return f"belongs to {_account(info.st_uid)}, not to you, {_account(me)}: another account made it first"
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & stat.S_IWOTH:
+        return f"is writable by every account (mode {mode:04o})"
+    if mode & stat.S_IWGRP and not _own_group(info.st_gid, me):
+        return f"is writable by the group {_group(info.st_gid)} (mode {mode:04o}), which other accounts are in"
+    return None
+
+
+def _account(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _group(gid: int) -> str:
+    try:
+        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
+    except KeyError:
+        return f"gid {gid}"
+
+
+def _own_group(gid: int, uid: int) -> bool:
+    """Whether `gid` is `uid`'s private group (Debian's and Fedora's default, where umask 002 makes
+    folders group-writable): no other account is in it, as a member or by its primary group."""
+    try:
+        name, members = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid).gr_mem
+    except KeyError:
+        return False
+    return not set(members) - {name} and all(p.pw_uid == uid or p.pw_gid != gid for p in pwd.getpwall())
