@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, nvml_facts
+from aigo_apply.adapters.listeners import listening, with_owners
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.host_context import current_host, desired_state
 from aigo_apply.app.router_keys import router_checks
@@ -32,6 +33,7 @@ from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks, store_checks
 from aigo_apply.plan.lockfile import LockRestore, drift, restore_for
 from aigo_apply.plan.planner import build_plan
+from aigo_apply.plan.port_checks import clashes, port_checks, wanted
 from aigo_apply.plan.swap_ledger import host_memory_check
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.deploy import read_live
@@ -244,6 +246,7 @@ def host_checks(
     markers = observed.model_files if observed is not None else read_markers(desired.specs())
     checks += store_checks(store_link_problems(desired.specs(), markers))
     checks += adapter_checks(desired, markers)
+    checks += host_port_checks(desired, runtime, observed)
     if not facts["nvml"].get("available"):
         return checks, []
 
@@ -259,6 +262,26 @@ def host_checks(
     host_total = host_total if isinstance(host_total, int) else None
     swapped = host_memory_check(desired, host_total, _whole_weights(ledger))
     return checks + ([swapped] if swapped else []), ledger
+
+
+def host_port_checks(desired: DesiredState, runtime: Runtime, observed: ObservedState | None = None) -> list[Check]:
+    """The ports the file asks for that something on this host already listens on: /proc/net read
+    once for all of them, Docker's containers asked only when a port is in use at all (`readiness`
+    has not listed them), and the processes holding a socket looked up only for a clash."""
+    wants = wanted(desired)
+    sockets = listening({w.port for w in wants})
+    if not sockets:
+        return []
+    if observed is None:
+        try:
+            observed = observe(desired.project, runtime)
+        except AigoError:  # no Docker to ask: no container holds anything (docker.engine says why)
+            observed = parse_state(desired.project, [], [])
+    found = clashes(wants, observed, sockets)
+    if not found:
+        return []
+    owned = {s.inode: s for s in with_owners({s for _, s in found})}
+    return port_checks((w, owned.get(s.inode, s)) for w, s in found)
 
 
 def _whole_weights(ledger: list[dict[str, Any]]) -> dict[str, int | None]:

@@ -26,15 +26,15 @@ REMAKE = "make a new one with `aigo-apply plan --out` (nothing was changed)"
 # and from_dict checks its depth and whole shape here before any value is used. Unknown keys are refused:
 # this tool writes every plan file, and FORMAT_VERSION changes with its shape.
 MAX_DEPTH = 32
-# The ids of the readiness checks (plan/host_checks.py, gpu_ledger.py, apply/secret_checks.py,
+# The ids of the readiness checks (plan/host_checks.py, port_checks.py, gpu_ledger.py, apply/secret_checks.py,
 # app/router_keys.py and app/planning.py make them): the only ones --ignore-readiness and a saved
 # plan's request accept. tests/unit/cli/test_plan_file_hostile_cli.py keeps this list equal to the code's.
 READINESS_CHECK_IDS = (
     "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",
     *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),
-    "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "host.memory", "engine.moe_backend", "model.path",
-    "model.store", "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open", "router.port",
-    "lock.image", "lock.drift", "adapter.files", "adapter.base",
+    "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "host.memory", "host.port", "engine.moe_backend",
+    "model.path", "model.store", "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open",
+    "router.port", "lock.image", "lock.drift", "adapter.files", "adapter.base",
 )  # fmt: skip
 _CHANGE = {
     "path": "line", "before": "any", "after": "any", "effect": EFFECTS
