@@ -37,19 +37,18 @@ from aigo_apply.apply.fetch_steps import check_download, download_folder, pull_i
 from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.model_steps import ModelSteps, Prepared
 from aigo_apply.apply.outcome import ApplyReport, Outcome, Reporter, StepLog
-from aigo_apply.apply.router_steps import RouterSteps, Routes
+from aigo_apply.apply.router_steps import RouterSteps, Routes, router_answer
 from aigo_apply.apply.secrets import container_env
 from aigo_apply.apply.serving_wait import Waiter
 from aigo_apply.apply.swap_steps import SwapSteps
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.common import with_slot
 from aigo_apply.desired.engines.router import router_container
-from aigo_apply.desired.types import EngineAddress, RouterSettings
+from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError, Interrupted, PlanFileError
 from aigo_apply.observe.label_checks import names_of
 from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.types import Action, Plan
-from aigo_apply.router.deploy import wait_serving
 
 MODEL_KINDS = ("start", "create", "recreate")
 __all__ = ["ApplyReport", "Executor", "Outcome"]
@@ -66,7 +65,7 @@ class Executor:
         clock: Callable[[], float] = time.monotonic,
         fetch: Callable[..., dict[str, Any]] | None = None,
         make_waiter: Callable[..., Waiter] = Waiter,
-        wait_router: Callable[[RouterSettings], None] = wait_serving,
+        wait_router: Callable[[Routes], str | None] = router_answer,
     ):
         self.runtime, self.reporter, self.journal = runtime, reporter, journal
         self.fetch = fetch  # downloads a model folder (adapters.hub.download unless a test passes another)

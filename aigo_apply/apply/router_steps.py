@@ -21,6 +21,7 @@ from aigo_apply.plan.types import Action, Plan
 
 GATE_TIMEOUT = 120.0  # seconds a route change waits for a starting router
 LISTED_TIMEOUT = 10.0  # the longest the last step waits for every routed model to be listed
+START_TIMEOUT = 30.0  # the longest a started router may take to answer
 
 
 class Routes(Protocol):
@@ -36,6 +37,7 @@ class Routes(Protocol):
     def remove(self, alias: str) -> None: ...
     def converge(self, routes: dict[str, Route]) -> bool: ...
     def wait_listed(self, aliases: set[str], timeout: float) -> set[str]: ...
+    def answer(self) -> str: ...
     def prepare_first(self, routes: list[Route], check: bool = True) -> None: ...
     def drain(self) -> float: ...
     def hold(self, alias: str, seconds: float) -> None: ...
@@ -43,12 +45,19 @@ class Routes(Protocol):
     def remove_files(self) -> None: ...
 
 
+def router_answer(routes: Routes) -> str:
+    """The executor's look at who answers on the router's port once its container started: "" when it
+    is this project's router (router/deploy.py Router.answer), else what answered."""
+    return routes.answer()
+
+
 class RouterSteps:
-    def __init__(self, runtime: Runtime, routes: Routes, log: StepLog, wait_router: Callable[[RouterSettings], None]):
+    def __init__(self, runtime: Runtime, routes: Routes, log: StepLog, wait_router: Callable[[Routes], str | None]):
         self.runtime, self.routes, self.log, self.wait_router = runtime, routes, log, wait_router
         self.gate = threading.Event()  # set while the router can take route changes
         self.gate.set()
         self.failed = ""  # why the router is not serving, once its step failed
+        self.start_timeout = START_TIMEOUT
 
     # -- the router container --------------------------------------------------------------
     def begin(self) -> None:
@@ -69,9 +78,13 @@ class RouterSteps:
         """Create, recreate or start the router; route changes wait until it serves."""
         name = action.container or ""
         keep = self.routes_to_keep(plan, set(running_engines(plan.project, self.runtime.list_containers())))
+        made = "created"  # what a router that does not come up leaves behind is undone (_undo)
         if action.kind == "start":
+            # the files it starts with are this run's (keys, settings): its answer is checked with them
+            self.routes.prepare_first(list(keep.values()), check=True)
             self.log.step("router", "start", "", f"starting {name}")
             self.runtime.start(name)
+            made = "started"
         else:
             assert container is not None
             # the new files are checked with `haproxy -c` before any container changes (a recreate's
@@ -79,6 +92,7 @@ class RouterSteps:
             self.routes.prepare_first(list(keep.values()), check=True)
             if action.kind == "recreate" and self.runtime.state(name).get("Running"):
                 self._replace_beside(name, container)
+                made = "replaced"
             else:
                 if action.kind == "recreate":
                     self.log.step("router", "recreate", "", f"removing the stopped {name}")
@@ -86,16 +100,61 @@ class RouterSteps:
                 self.log.step("router", action.kind, "", f"creating {name} from {container.image}")
                 self.runtime.start(self.runtime.create(container, {}))
         try:
-            self.wait_router(self.routes.settings)
+            self._await_ours(name)
         except AigoError as exc:
             lines = self.runtime.logs_tail(name, 20)
             if lines:
                 self.log.reporter.event("log_tail", address="router", lines=lines)
-            raise AigoError(f"router: {exc}") from None
+            raise AigoError(f"router: {exc}{self._undo(name, made, lines)}") from None
         settings = self.routes.settings
         message = f"router serving on http://{settings.bind}:{settings.port}/v1"
         self.log.step("router", action.kind, "ok", message)
         return Outcome("router", action.kind, True, message)
+
+    def _await_ours(self, name: str) -> None:
+        """Until this project's router answers on its port (`wait_router`: one look, "" or None when it
+        is ours, else what answered), never any other program that holds the port and answers in its
+        place. A container that exits or restarts (HAProxy could not bind: the port is taken) fails at
+        once, not after the timeout."""
+        timeout = self.start_timeout
+        deadline, started, last = time.monotonic() + timeout, None, "no answer"
+        while True:
+            state = self.runtime.state(name)
+            started = started or state.get("StartedAt")
+            if not state.get("Running") or state.get("Restarting") or state.get("StartedAt") != started:
+                other = f"; another program answered on its port ({last})" if last.startswith("HTTP") else ""
+                raise AigoError(f"its container exited (code {state.get('ExitCode')}) before it answered{other}")
+            last = self.wait_router(self.routes) or ""
+            if not last:
+                return
+            if time.monotonic() > deadline:
+                raise AigoError(f"it did not answer as this project's router within {timeout:.0f} s ({last})")
+            time.sleep(0.05)
+
+    def _undo(self, name: str, made: str, lines: list[str]) -> str:
+        """A router that did not come up is not left behind restarting forever (Docker's unless-stopped
+        starts it again and again while its port is taken): the one this step created is removed, the
+        one it started is stopped again, a replace's new one is stopped unless it runs. Says what was
+        done, and why HAProxy could not listen when its log says so."""
+        settings = self.routes.settings
+        why = ""
+        if any("cannot bind socket" in line for line in lines):
+            why = (
+                f"; HAProxy cannot listen on {settings.bind}:{settings.port}: another program holds the port "
+                "(`aigo-apply plan` names it): stop it, or choose another router.port"
+            )
+        try:
+            if made == "created":
+                self.runtime.remove(name)
+                return f"{why}; the router container {name} was removed"
+            state = self.runtime.state(name)
+            if made == "started" or not state.get("Running") or state.get("Restarting"):
+                self.runtime.stop(name, timeout=5)
+                return f"{why}; the router container {name} was stopped"
+        except AigoError as exc:
+            undone = "removed" if made == "created" else "stopped"
+            return f"{why}; the router container {name} could not be {undone} ({exc}): docker rm -f {name}"
+        return why
 
     def _replace_beside(self, name: str, container: ContainerSpec) -> None:
         """The new router starts beside the serving one: HAProxy listens with SO_REUSEPORT, so both

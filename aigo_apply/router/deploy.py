@@ -288,6 +288,19 @@ class Router:
             time.sleep(0.05)
         return missing
 
+    def answer(self) -> str:
+        """One GET /v1/models (with the key): "" when this project's router answers it (ROUTES_HEADER,
+        which only the files aigo-apply renders send), else what answered (most programs answer
+        /health with 200, so that is never taken for the router)."""
+        import httpx
+
+        try:
+            reply = self._models_reply()
+        except httpx.HTTPError as exc:
+            return str(exc) or type(exc).__name__
+        ours = reply.status_code == 200 and ROUTES_HEADER in reply.headers
+        return "" if ours else f"HTTP {reply.status_code} without the {ROUTES_HEADER} header of this project's router"
+
     def _verify(self, expected: list[str]) -> None:
         """Wait until the router serves exactly the new aliases: its /v1/models names every routed
         alias in a header (the body lists only those whose engine is healthy right now)."""
@@ -357,23 +370,6 @@ class Router:
         """destroy: the router is gone, so are its routes (and, its engines gone too, their sockets)."""
         shutil.rmtree(self.folder, ignore_errors=True)
         shutil.rmtree(self.sockets_dir, ignore_errors=True)
-
-
-def wait_serving(settings: RouterSettings, timeout: float = 30.0) -> None:
-    """After the router container starts: wait until it answers /health."""
-    import httpx
-
-    host = local_host(settings.bind)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(f"http://{host}:{settings.port}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise RouterError(f"the router did not answer http://{host}:{settings.port}/health within {timeout:.0f} s")
-        time.sleep(0.05)
 
 
 def local_host(bind: str) -> str:

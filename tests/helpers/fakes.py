@@ -417,6 +417,10 @@ class FakeRoutes:
     def wait_listed(self, aliases: set[str], timeout: float) -> set[str]:
         return set()  # the in-memory router lists what it routes
 
+    def answer(self) -> str:
+        self.log.add("wait_router", str(self.settings.port))
+        return ""  # the in-memory router is this project's
+
     def prepare_first(self, routes: list[Route], check: bool = True) -> None:
         self.log.add("prepare_first", ",".join(sorted(r.alias for r in routes)))
 
@@ -451,8 +455,8 @@ class FakeReporter:
             return [(f["step"], f["outcome"]) for k, f in self.events if k == "step" and f["address"] == address]
 
 
-def no_router_wait(log: Log) -> Callable[[RouterSettings], None]:
-    def wait(settings: RouterSettings) -> None:
-        log.add("wait_router", str(settings.port))
+def no_router_wait(log: Log) -> Callable[[FakeRoutes], None]:
+    def wait(routes: FakeRoutes) -> None:
+        log.add("wait_router", str(routes.settings.port))
 
     return wait
