@@ -1,7 +1,8 @@
 """The host's listening sockets and their processes (adapters/listeners.py): against this machine's
-own /proc with real sockets this test opens, and against a /proc folder laid out like the kernel's
-(the net tables, a process's fd links and comm) for what a test cannot arrange on a live host: a
-process whose fd folder this user may not read, a host without /proc/net."""
+kernel (its sock_diag dump and its /proc/net, which must agree) with real sockets this test opens,
+and against a /proc folder laid out like the kernel's (the net tables, a process's fd links and comm)
+for what a test cannot arrange on a live host: a process whose fd folder this user may not read, a
+host without /proc/net."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply.adapters.listeners import listening, with_owners
+from aigo_apply.adapters.listeners import diag_listening, listening, proc_listening, with_owners
 from aigo_apply.app.planning import host_port_checks
 from aigo_apply.desired.build import build_desired
 from aigo_apply.observe.config_file import load_config
@@ -58,6 +59,23 @@ def test_ipv6_listeners_are_read_too_and_a_connection_is_no_listener():
         assert [(s.address, s.port) for s in listening({port}) or ()] == [("::1", port)]
 
 
+def test_the_kernels_dump_and_proc_net_tell_the_same_listeners():
+    """sock_diag (what a plan asks: the listening table alone) and /proc/net (where a kernel offers
+    no sock_diag): every address kind, each socket with the same inode and user."""
+    addresses = ["127.0.0.1", "0.0.0.0"] + (["::1", "::"] if socket.has_ipv6 else [])
+    held = [_listen(a) for a in addresses]
+    try:
+        ports = {s.getsockname()[1] for s in held}
+        by_diag = sorted(diag_listening(ports), key=lambda s: s.port)
+        assert sorted((s.address, s.port) for s in by_diag) == sorted(
+            (a, s.getsockname()[1]) for a, s in zip(addresses, held, strict=True)
+        )
+        assert by_diag == sorted(proc_listening(ports) or (), key=lambda s: s.port)
+    finally:
+        for s in held:
+            s.close()
+
+
 def _fake_proc(root: Path, tcp: str, processes: dict[int, tuple[str, list[str]]]) -> Path:
     (root / "net").mkdir(parents=True)
     (root / "net" / "tcp").write_text(tcp)
@@ -85,7 +103,7 @@ def test_owners_come_from_the_fd_links_that_name_each_sockets_inode(tmp_path):
         },
     )
     (proc / "self").mkdir()  # not a process: skipped
-    found = listening({8000, 8080}, str(proc))
+    found = proc_listening({8000, 8080}, str(proc))
     assert found == (Listener("127.0.0.1", 8000, 501, 1000), Listener("0.0.0.0", 8080, 502, 1000))
     assert with_owners(found, str(proc)) == (
         Listener("127.0.0.1", 8000, 501, 1000, 1234, "ollama"),
@@ -97,15 +115,15 @@ def test_a_process_whose_fd_folder_cannot_be_read_leaves_its_socket_without_owne
     proc = _fake_proc(tmp_path, HEADER + ROW.format(addr="0100007F", port=8000, inode=501), {1: ("init", [])})
     (proc / "77").mkdir()  # another user's process: its fd folder is not there to read
     (proc / "77" / "comm").write_text("ollama\n")
-    (found,) = listening({8000}, str(proc)) or ()
+    (found,) = proc_listening({8000}, str(proc)) or ()
     assert with_owners([found], str(proc)) == (found,)
 
 
 def test_a_host_without_proc_net_says_nothing_rather_than_no_listener(tmp_path):
-    assert listening({8000}, str(tmp_path)) is None
+    assert proc_listening({8000}, str(tmp_path)) is None
     (tmp_path / "net").mkdir()
     (tmp_path / "net" / "tcp").write_text(HEADER)  # IPv6 off: tcp6 missing, tcp read
-    assert listening({8000}, str(tmp_path)) == ()
+    assert proc_listening({8000}, str(tmp_path)) == ()
 
 
 def test_plan_facts_name_a_real_program_on_the_routers_port(tmp_path):

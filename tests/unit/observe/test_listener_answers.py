@@ -1,13 +1,22 @@
-"""The host's listening sockets read from /proc/net/tcp and /proc/net/tcp6 (observe/listeners.py), on
-text recorded from a Linux 6.x host (x86-64: each address word little-endian), with ports rewritten
-to the ones a user moving from another server meets: IPv4 and IPv6, wildcard and loopback binds, an
-IPv4-mapped address, and the connections around them that are no listeners."""
+"""The host's listening sockets as the kernel tells them (observe/listeners.py): a sock_diag dump's
+answer recorded from Linux 6.18 (x86-64), and /proc/net/tcp and tcp6 text recorded from a Linux 6.x
+host (each address word little-endian), with the ports a user moving from another server meets:
+IPv4 and IPv6, wildcard and loopback binds, an IPv4-mapped address, and the connections around them
+that are no listeners."""
 
 from __future__ import annotations
 
 import pytest
 
-from aigo_apply.observe.listeners import Listener, overlaps, parse_proc_net, socket_inode
+from aigo_apply.observe.listeners import (
+    AF_INET,
+    Listener,
+    diag_request,
+    overlaps,
+    parse_proc_net,
+    parse_sock_diag,
+    socket_inode,
+)
 
 TCP = """\
   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -108,3 +117,73 @@ def test_a_listener_is_shown_as_a_url_writes_it():
     assert Listener("127.0.0.1", 8000, 1, 0).shown == "127.0.0.1:8000"
     assert Listener("::", 8000, 1, 0).shown == "[::]:8000"
     assert Listener("::1", 8000, 1, 0).held_by(42, "ollama") == Listener("::1", 8000, 1, 0, 42, "ollama")
+
+
+# A sock_diag dump of the listening sockets, as recv() returned it, while 127.0.0.1:8000, 0.0.0.0:8080,
+# [::]:8000 (IPv6 only), [::ffff:127.0.0.1]:8001 and [::1]:11434 listened (and a client was connected
+# to 127.0.0.1:8000): each message is a struct inet_diag_msg and its attributes, the last read NLMSG_DONE.
+DIAG_V4 = bytes.fromhex(
+    "7c000000140002000100000009500000020a000007e8000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000010000000000000000000000000000008000000000000000f0000000050008000000000008000f0000000000"
+    "0c001500010000000000000006001600520000007c000000140002000100000009500000020a00004a3400007f00000100000000"
+    "00000000000000000000000000000000000000000000000000000000020000000000000000000000000000000010000000000000"
+    "c9430300050008000000000008000f00000000000c001500d40d00000000000006001600520000007c0000001400020001000000"
+    "09500000020a00001f90000000000000000000000000000000000000000000000000000000000000000000000000000003000000"
+    "0000000000000000000000008000000000000000f0560300050008000000000008000f00000000000c0015000100000000000000"
+    "06001600520000007c000000140002000100000009500000020a00001f4000007f00000100000000000000000000000000000000"
+    "00000000000000000000000000000000040000000000000000000000010000008000000000000000ef5603000500080000000000"
+    "08000f00000000000c00150001000000000000000600160052000000"
+)
+DIAG_V6 = bytes.fromhex(
+    "840000001400020001000000095000000a0a00001f40000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000050000000000000000000000000000008000000000000000f1560300050008000000000005000b0001000000"
+    "08000f00000000000c00150001000000000000000600160012000000840000001400020001000000095000000a0a00001f410000"
+    "00000000000000000000ffff7f000001000000000000000000000000000000000000000006000000000000000000000000000000"
+    "8000000000000000f2560300050008000000000005000b000000000008000f00000000000c001500010000000000000006001600"
+    "12000000840000001400020001000000095000000a0a00002caa0000000000000000000000000000000000010000000000000000"
+    "000000000000000000000000070000000000000000000000000000008000000000000000f3560300050008000000000005000b00"
+    "0100000008000f00000000000c00150001000000000000000600160012000000"
+)
+DONE = bytes.fromhex("1400000003000200010000000950000000000000")
+
+
+def test_a_sock_diag_dump_gives_every_listener_with_address_port_inode_and_user():
+    found, done = parse_sock_diag(DIAG_V4)
+    assert not done  # NLMSG_DONE comes in the next read
+    assert found == [
+        Listener("0.0.0.0", 2024, 240, 0),
+        Listener("127.0.0.1", 18996, 213961, 0),
+        Listener("0.0.0.0", 8080, 218864, 0),
+        Listener("127.0.0.1", 8000, 218863, 0),  # listed once: the connection to it is no listener
+    ]
+    assert parse_sock_diag(DIAG_V6) == (
+        [Listener("::", 8000, 218865, 0), Listener("127.0.0.1", 8001, 218866, 0), Listener("::1", 11434, 218867, 0)],
+        False,
+    )
+    assert parse_sock_diag(DONE) == ([], True)
+    assert parse_sock_diag(DIAG_V4 + DONE)[1] is True
+
+
+def test_a_sock_diag_dump_keeps_only_the_ports_asked_for():
+    assert [(s.address, s.port) for s in parse_sock_diag(DIAG_V4 + DIAG_V6, {8000})[0]] == [
+        ("127.0.0.1", 8000),
+        ("::", 8000),
+    ]
+
+
+def test_the_kernels_refusal_is_an_error_and_a_message_cut_short_ends_the_read():
+    refused = bytes.fromhex("24000000020000000100000009500000") + (-2).to_bytes(4, "little", signed=True) + bytes(16)
+    with pytest.raises(OSError) as error:
+        parse_sock_diag(refused)
+    assert error.value.errno == 2  # ENOENT: no TCP sock_diag in this kernel
+    assert parse_sock_diag(DIAG_V4[:200]) == ([Listener("0.0.0.0", 2024, 240, 0)], False)
+    assert parse_sock_diag(b"") == ([], False)
+    assert parse_sock_diag(bytes(16)) == ([], False)  # a length below a header's own
+
+
+def test_the_request_asks_for_tcp_listeners_of_one_family_as_a_dump():
+    request = diag_request(AF_INET, sequence=7)
+    assert len(request) == 16 + 56 and int.from_bytes(request[:4], "little") == len(request)
+    assert request[4:8] == bytes.fromhex("14000103")  # SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP
+    assert request[16:18] == bytes([2, 6])  # AF_INET, IPPROTO_TCP
+    assert int.from_bytes(request[20:24], "little") == 1 << 10  # TCPF_LISTEN only
