@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, VLLM_DEFAULT_TAG
 from aigo_apply.config.doc_path import dotted
+from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.secret_values import credential_kind
 from aigo_apply.config.vllm_facts import (
     ENUM_SETTINGS,
@@ -24,6 +25,7 @@ from aigo_apply.config.vllm_facts import (
     names,
     speculative_methods,
 )
+from aigo_apply.config.vllm_flags import renamed
 from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
 from aigo_apply.resources import schema_data
@@ -148,7 +150,8 @@ def _explain(error: ValidationError, path: Path_, source: Source, release: str =
         out = []
         for key in sorted(k for k in value if k not in allowed):
             line, col = marks.of_key(path + (key,))
-            out.append(Problem(line, col, dotted(path + (key,)), _unknown_key(key, allowed), file))
+            message = _in_vllm_words(path, key, source.data) or _unknown_key(key, allowed)
+            out.append(Problem(line, col, dotted(path + (key,)), message, file))
         return out
     if kind == "required":
         missing = [k for k in error.validator_value if k not in value]
@@ -254,6 +257,33 @@ def _unknown_key(key: str, allowed: list[str]) -> str:
     if hint:
         return f"unknown key '{key}' (did you mean '{hint[0]}'?)"
     return f"unknown key '{key}'; allowed here: {', '.join(allowed)}"
+
+
+def _in_vllm_words(path: Path_, key: Any, data: Any) -> str | None:
+    """An unknown key written as vLLM's flag or setting name (config/vllm_flags.py), with the key of
+    this file that writes it: "unknown key 'max_model_len' (did you mean 'context_length'? ...)". An
+    engine setting goes to the model's engine's block when that has it (sglang.gpu_memory_utilization)."""
+    found = renamed(path, key)
+    if found is None:
+        return None
+    target, flag = found
+    if not target:
+        return f"unknown key '{key}': aigo-apply writes vLLM's {flag} itself (" + (
+            "the model's alias, its key under models:)" if flag == "--served-model-name" else "the engine's socket)"
+        )
+    setting = target.removeprefix("vllm.")
+    if setting != target:
+        model = data["models"][path[1]] if len(path) == 2 else {}
+        engine = engine_of(model, data.get("defaults")) if len(path) == 2 else "vllm"
+        if engine != "vllm":
+            block = {"sglang": "sglangSettings", "llama.cpp": "llamaCppSettings"}[engine]
+            if setting not in schema()["$defs"][block]["properties"]:
+                return None
+            return f"unknown key '{key}' (did you mean '{engine}.{setting}'? the model runs on {engine})"
+    where = setting if len(path) == 3 and setting != target else target
+    if len(path) == 3 and setting == target:
+        where = f"{target}' at the model's level, not under 'vllm"
+    return f"unknown key '{key}' (did you mean '{where}'? vLLM's {flag} is {target} in aigo.yaml)"
 
 
 def _enum_message(path: Path_, value: Any, choices: list[Any], release: str = VLLM_VERSION) -> str:

@@ -17,6 +17,7 @@ from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
 from aigo_apply.config.env_names import SLEEP_MODE_ENV, SLEEP_MODE_FLAG
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.config.vllm_facts import ENUM_SETTINGS, checked_release, names, speculative_methods
+from aigo_apply.config.vllm_flags import BOOL_FLAGS, FLAG_KEYS, VALUE_FLAGS
 from aigo_apply.desired.adapters import ADAPTER_MOUNT, MAX_LORA_RANKS
 from aigo_apply.desired.engines.common import (
     ENGINE_SOCKET,
@@ -31,40 +32,6 @@ from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import UnsafeSetting
 
 MAX_LORAS = 64  # the schema's bound on vllm.max_loras (and on a model's adapters)
-# Settings that map to a flag taking a value, in command-line order.
-VALUE_FLAGS = (
-    ("reasoning_parser", "--reasoning-parser"),
-    ("moe_backend", "--moe-backend"),
-    ("mamba_backend", "--mamba-backend"),
-    ("tensor_parallel_size", "--tensor-parallel-size"),
-    ("quantization", "--quantization"),
-    ("kv_cache_dtype", "--kv-cache-dtype"),
-    ("dtype", "--dtype"),
-    ("max_num_seqs", "--max-num-seqs"),
-)
-# Boolean settings: true -> --flag, false -> --no-flag (vLLM's BooleanOptionalAction).
-BOOL_FLAGS = (
-    ("enable_prefix_caching", "--enable-prefix-caching"),
-    ("trust_remote_code", "--trust-remote-code"),
-    ("enforce_eager", "--enforce-eager"),
-)
-FIXED_FLAGS = frozenset(
-    {
-        "--served-model-name",
-        "--max-model-len",
-        "--gpu-memory-utilization",
-        "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        "--port",
-        "--speculative-config",
-        "--uds",
-        SLEEP_MODE_FLAG,
-        "--enable-lora",
-        "--lora-modules",
-        "--max-loras",
-        "--max-lora-rank",
-    }
-)
 # The image's `vllm serve`, started so that its socket is one the router (another user) may connect to
 # and a restart finds no stale socket in its way: vLLM binds the path itself (launcher.py's
 # create_server_unix_socket: no chmod, and it fails when the file exists). The socket's folder is
@@ -76,10 +43,9 @@ SOCKET_ENTRYPOINT = (
     f'umask 007 && rm -f {ENGINE_SOCKET} && exec vllm serve "$@"',
     "vllm",
 )
-# Every flag a command line may hold (check_command's list), built once.
-_KNOWN_FLAGS = (
-    FIXED_FLAGS | {f for _, f in VALUE_FLAGS} | {f for _, f in BOOL_FLAGS} | {"--no-" + f[2:] for _, f in BOOL_FLAGS}
-)
+# Every flag a command line may hold (check_command's list): those of the table config/vllm_flags.py
+# keeps, so that a flag written here that the table (and `validate`'s hints) does not know is refused.
+_KNOWN_FLAGS = frozenset(FLAG_KEYS) - {"--model"}
 # The one JSON value we build ourselves (--speculative-config) from checked names, numbers and paths.
 _SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}\Z')
 
