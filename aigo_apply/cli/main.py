@@ -1,6 +1,8 @@
 """The command line: wiring only. Each command builds its collaborators, calls the core and picks
 the exit code; `main` is the one error boundary (AigoError -> message and its code, usage -> 64,
-Ctrl-C -> 130, anything unexpected -> 3 with a short report). What it prints passes through
+Ctrl-C -> 130, anything unexpected -> 3 with a short report); click's own shell completion
+(`_AIGO_APPLY_COMPLETE=bash_source aigo-apply`, which `aigo-apply completion SHELL` prints) runs
+through it too. What it prints passes through
 secrets.redact: a secret value read by this run never appears in an error, even by accident; and
 through plan.text.printable: a name from the command line, a config or a saved plan quoted in an
 error cannot send the terminal an escape sequence, BEL, CR or bidi override; and through
@@ -27,12 +29,15 @@ from aigo_apply.cli import (  # noqa: F401 (they register their commands)
 )
 from aigo_apply.cli.ci_output import guarded
 from aigo_apply.cli.group import cli
+from aigo_apply.cli.repo_commands import COMPLETE_VAR
 from aigo_apply.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AigoError
 
 
 def main(argv: list[str] | None = None) -> None:
     outer = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)  # no `::` line
+    if not os.environ.get(COMPLETE_VAR):  # no `::` line (a shell's completion protocol is no CI's output,
+        # and click writes it as bytes, which the guard, made for text, refuses: that was an internal error)
+        sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)
     try:
         code = _run(argv)
     finally:

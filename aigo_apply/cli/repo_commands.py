@@ -1,13 +1,15 @@
-"""Commands for config repositories: `fmt` (the canonical layout, or `--check` with a diff, for
-pre-commit and CI) and `schema` (print the JSON Schema, or `--write` a copy beside the config that a
-relative `$schema=` reference can name on every machine). The work is in app/fmt.py and
-app/starter.py; this is wiring."""
+"""Commands for config repositories and the tools around them: `fmt` (the canonical layout, or
+`--check` with a diff, for pre-commit and CI), `schema` (print the JSON Schema, or `--write` a copy
+beside the config that a relative `$schema=` reference can name on every machine) and `completion`
+(the shell's completion script, click's own). The work is in app/fmt.py and app/starter.py; this is
+wiring."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+from click.shell_completion import get_completion_class
 
 from aigo_apply.cli.group import cli, file_option
 from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError, shown_path
@@ -83,4 +85,23 @@ def schema_cmd(file: str | None, write: bool) -> int:
         first = ""
     if first != line:
         echo(f"make this the first line of {shown(config)} (commit both files):\n{line}", colours=False)
+    return EXIT_OK
+
+
+SHELLS = ("bash", "zsh", "fish")
+COMPLETE_VAR = "_AIGO_APPLY_COMPLETE"  # click's name for it: `_{PROG_NAME}_COMPLETE`; cli/main.py reads it too
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(SHELLS))
+def completion_cmd(shell: str) -> int:
+    """Print the completion script of SHELL (bash, zsh or fish), click's own.
+
+    \b
+    bash: eval "$(aigo-apply completion bash)"     (in ~/.bashrc)
+    zsh:  eval "$(aigo-apply completion zsh)"      (in ~/.zshrc)
+    fish: aigo-apply completion fish > ~/.config/fish/completions/aigo-apply.fish"""
+    script_class = get_completion_class(shell)
+    assert script_class is not None  # every name in SHELLS is one of click's
+    click.echo(script_class(cli, {}, "aigo-apply", COMPLETE_VAR).source())
     return EXIT_OK
