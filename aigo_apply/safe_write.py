@@ -5,7 +5,8 @@ Why one module: a command may run as root in a folder another account can write,
 one the user is editing at that moment. So every write here
 - never goes through a symbolic link at the target (a dangling one included: it would create a file
   wherever the link points), and never into a FIFO, socket, device or folder (nor blocks opening one:
-  the target is never opened for writing, and reading it uses O_NONBLOCK and O_NOFOLLOW);
+  the target is never opened for writing, and it is read by aigo_apply/safe_read.py's rules, which
+  use O_NONBLOCK and O_NOFOLLOW);
 - writes a temporary file in the same folder and renames it over the target, so a reader sees the old
   file or the new one, never half of one;
 - keeps an existing file's owner, group and mode (a root-run `image tag` leaves a user's config
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Final
 
 from aigo_apply.errors import AigoError
+from aigo_apply.safe_read import file_kind, read_checked, shown
 
 
 class _Any:
@@ -40,31 +42,9 @@ class _Any:
 ANY: Final = _Any()  # `expect=ANY`: replace whatever regular file is there (a file the command did not read)
 MAX_READ = 64 * 1024 * 1024  # what read_current() reads at most: every file written here is far smaller
 
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 Expect = bytes | None | _Any
-
-
-def shown(path: Path | str) -> str:
-    """A path as an error names it: as given when printable, else Python's quoted form."""
-    text = str(path)
-    return text if text.isprintable() else repr(text)
-
-
-def file_kind(mode: int) -> str:
-    """What a file that is not a regular file is, in words (a stat's mode)."""
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
 
 
 def _refuse_kind(path: Path, display: str, info: os.stat_result, error: type[AigoError]) -> None:
@@ -109,28 +89,6 @@ def read_current(path: Path, display: str, error: type[AigoError] = AigoError, l
     if len(data) > limit:
         raise error(f"{display}: is larger than {limit} bytes, more than aigo-apply reads from it; check the path")
     return data
-
-
-def read_checked(path: Path, check: Callable[[os.stat_result], None], limit: int) -> bytes:
-    """At most `limit` + 1 bytes of `path`, opened without following a symlink or waiting on a FIFO;
-    `check` judges the file (and raises) before it is opened and again once open (it may have been
-    swapped in between). OSError as the system says it."""
-    check(os.lstat(path))
-    fd = os.open(path, _READ_FLAGS)
-    try:
-        check(os.fstat(fd))
-        return read_at_most(fd, limit)
-    finally:
-        os.close(fd)
-
-
-def read_at_most(fd: int, limit: int) -> bytes:
-    """At most `limit` + 1 bytes of an open file (so a caller can tell one over the limit)."""
-    chunks, size = [], 0
-    while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def write(

@@ -10,10 +10,12 @@ AigoError that says what to do.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from aigo_apply import safe_write
+from aigo_apply import safe_read, safe_write
 from aigo_apply.desired.model_store import MARKER, select_files
 from aigo_apply.errors import AigoError, HubError
 from aigo_apply.observe.markers import read_marker, store_link
@@ -208,8 +210,16 @@ def _verify_and_mark(
 
 
 def _sha256(path: Path) -> str:
+    """The digest of a file the download wrote, whole (weights are GiBs), opened by the one bounded
+    reader's rules (safe_read.judged): a regular file, never waiting (the folder written into was
+    checked for links and special files before the download: observe/markers.store_link)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+
+    def regular(info: os.stat_result) -> None:
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"{path} is {safe_read.file_kind(info.st_mode)}, not a regular file")
+
+    with safe_read.judged(path, True, regular) as f:
         for block in iter(lambda: f.read(8 * 1024 * 1024), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -63,7 +63,7 @@ class KubeClient:
         from lightkube.core.exceptions import ConfigError
 
         path = kubeconfig or _default_kubeconfig()
-        data = read_kubeconfig(path)  # any shape: a clear error naming the file and the place in it
+        data = read_kubeconfig(path, context)  # any shape: a clear error naming the file and the place in it
         config = None
         try:
             config = KubeConfig.from_dict(data, fname=Path(path).expanduser())

@@ -1,27 +1,49 @@
-"""Reading a kubeconfig file before lightkube sees it. The file is the user's (or a tool's) YAML, of
-any shape: lightkube assumes kubectl's, and a list, a number, or a `clusters:` that is a mapping ended
-in AttributeError and KeyError tracebacks. Here the file is read bounded and without waiting (a
-FIFO or device is refused), parsed with PyYAML's safe loader, and its outline checked: a mapping
-whose `clusters`, `contexts` and `users` are lists of entries with a text `name` and a mapping
-under `cluster`/`context`/`user`, and a text `current-context`. A file of any other shape is one
-KubeUnavailable naming the file and the place in it; what lightkube still refuses inside an entry
-is mapped where lightkube is called (adapters/kube_client.py)."""
+"""Reading a kubeconfig file, and the files it names, before lightkube sees them. The file is the
+user's (or a tool's) YAML, of any shape: lightkube assumes kubectl's, and a list, a number, or a
+`clusters:` that is a mapping ended in AttributeError and KeyError tracebacks. Here the file is read
+by the one bounded reader (aigo_apply/safe_read.py, KUBECONFIG: a regular file of at most 16 MiB,
+through a link too, since ~/.kube/config often is one; a FIFO or device refused without waiting),
+parsed with PyYAML's safe loader and walked within bounds (depth, and values counted through
+aliases), and its outline checked: a mapping whose `clusters`, `contexts` and `users` are lists of
+entries with a text `name` and a mapping under `cluster`/`context`/`user`, and a text
+`current-context`. A file of any other shape is one KubeUnavailable naming the file and the place
+in it; what lightkube still refuses inside an entry is mapped where lightkube is called
+(adapters/kube_client.py).
+
+The files the context in use names (`tokenFile`, `client-certificate`, `client-key`,
+`certificate-authority`) are read here too, by the same reader (KUBE_CREDENTIAL: a link followed,
+as a service account's projected token is one; at most 4 MiB), and handed to lightkube as the
+entry's inline value, so lightkube never opens a path itself: a `tokenFile` that is a FIFO once
+hung `plan` for good. Relative paths are taken from the kubeconfig's folder, as lightkube takes them."""
 
 from __future__ import annotations
 
-import os
-import stat
+import base64
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from aigo_apply.errors import KubeUnavailable
-from aigo_apply.safe_write import read_at_most
+from aigo_apply import safe_read
+from aigo_apply.errors import AigoError, KubeUnavailable
 
-MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
+MAX_KUBECONFIG_BYTES = safe_read.KUBECONFIG.limit
 SECTIONS = (("clusters", "cluster", True), ("contexts", "context", True), ("users", "user", False))
-FIX = "fix the file, or point KUBECONFIG (or kubernetes.context in aigo.yaml) at a working one"
+FIX = safe_read.KUBECONFIG.fix
+# (section, entry key, [(the key naming a file, the key of its inline value, base64?, whether the file wins)])
+# as lightkube reads them: a tokenFile over a token, a CA file over its data, client data over client files
+NAMED_FILES = (
+    (
+        "users",
+        "user",
+        (
+            ("tokenFile", "token", False, True),
+            ("client-certificate", "client-certificate-data", True, False),
+            ("client-key", "client-key-data", True, False),
+        ),
+    ),
+    ("clusters", "cluster", (("certificate-authority", "certificate-authority-data", True, True),)),
+)
 
 
 def _kind(value: Any) -> str:
@@ -29,41 +51,36 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "empty")
 
 
-def read_kubeconfig(path: str) -> dict[str, Any]:
-    """The kubeconfig at `path` as a mapping lightkube's KubeConfig.from_dict can take."""
+def read_kubeconfig(path: str, context: str | None = None) -> dict[str, Any]:
+    """The kubeconfig at `path` as a mapping lightkube's KubeConfig.from_dict can take, with the
+    files that `context` (else its current context) names read in."""
     data = _parse(path, _read(path))
     _check_outline(path, data)
+    _read_named_files(path, data, context)
     return data
 
 
 def _read(path: str) -> bytes:
     try:
-        target = Path(path).expanduser()
-        info = os.stat(target)  # a symlinked ~/.kube/config is ordinary: follow it
-        if not stat.S_ISREG(info.st_mode):
-            raise KubeUnavailable(f"cannot read the kubeconfig {path}: not a regular file (a FIFO, device or folder)")
-        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise KubeUnavailable(f"cannot read the kubeconfig {path}: not a regular file")
-            data = read_at_most(fd, MAX_KUBECONFIG_BYTES)
-        finally:
-            os.close(fd)
-    except FileNotFoundError:
-        raise KubeUnavailable(
-            f"no kubeconfig at {path}; set KUBECONFIG, or create ~/.kube/config (`kubectl config view` shows "
-            "the one kubectl uses)"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise KubeUnavailable(f"cannot read the kubeconfig {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if len(data) > MAX_KUBECONFIG_BYTES:
-        raise KubeUnavailable(f"the kubeconfig {path} is larger than {MAX_KUBECONFIG_BYTES >> 20} MiB; {FIX}")
+        target = safe_read.home_path(path, "the kubeconfig")
+        data = safe_read.read(target, safe_read.KUBECONFIG, f"the kubeconfig {path}")
+    except safe_read.Unreadable as exc:
+        if exc.missing:
+            raise KubeUnavailable(
+                f"no kubeconfig at {path}; set KUBECONFIG, or create ~/.kube/config (`kubectl config view` shows "
+                "the one kubectl uses)"
+            ) from None
+        raise KubeUnavailable(str(exc)) from None
+    except AigoError as exc:  # ~USER of no account
+        raise KubeUnavailable(str(exc)) from None
+    assert data is not None
     return data
 
 
 def _parse(path: str, data: bytes) -> dict[str, Any]:
     try:
         parsed = yaml.safe_load(data.decode("utf-8"))
+        safe_read.check_tree(parsed, safe_read.KUBECONFIG.depth, safe_read.MAX_VALUES)
     except UnicodeDecodeError:
         raise KubeUnavailable(f"the kubeconfig {path} is not UTF-8 text; {FIX}") from None
     except yaml.YAMLError as exc:
@@ -74,11 +91,54 @@ def _parse(path: str, data: bytes) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise KubeUnavailable(f"the kubeconfig {path} nests too deeply to be one; {FIX}") from None
+    except safe_read.BadData as exc:
+        raise KubeUnavailable(f"the kubeconfig {path} {exc}; {FIX}") from None
+    except (ValueError, OverflowError) as exc:  # a value YAML cannot build: an integer of 5000 digits, 2024-13-45
+        raise KubeUnavailable(f"the kubeconfig {path} holds a value YAML cannot read ({exc}); {FIX}") from None
     if not isinstance(parsed, dict):
         raise KubeUnavailable(
             f"the kubeconfig {path} is {_kind(parsed)}, not a mapping with clusters, contexts and users; {FIX}"
         )
     return parsed
+
+
+def _read_named_files(path: str, data: dict[str, Any], context: str | None) -> None:
+    """Put the content of each file the context in use names into its entry, in place of the path.
+    An unknown context is left to lightkube, which says which contexts there are."""
+    name = context or data.get("current-context")
+    contexts = [e["context"] for e in data["contexts"] if e["name"] == name]
+    if not contexts:
+        return
+    base = safe_read.home_path(path, "the kubeconfig").parent
+    for section, inner, fields in NAMED_FILES:
+        wanted = contexts[-1].get(inner)  # lightkube keeps the last entry of a name
+        entries = [(i, e[inner]) for i, e in enumerate(data.get(section) or []) if e["name"] == wanted]
+        if not entries:
+            continue
+        index, entry = entries[-1]
+        for file_key, value_key, encoded, file_wins in fields:
+            target = entry.get(file_key)
+            if target is None or (not file_wins and entry.get(value_key) is not None):
+                entry.pop(file_key, None)  # lightkube would not read it
+                continue
+            where = f"`{section}[{index}].{inner}.{file_key}`"
+            if not isinstance(target, str) or not target:
+                raise KubeUnavailable(f"the kubeconfig {path}: {where} is {_kind(target)}, not a path; {FIX}")
+            file = Path(target) if Path(target).is_absolute() else base / target
+            try:
+                raw = safe_read.read(file, safe_read.KUBE_CREDENTIAL, safe_read.shown(file))
+            except safe_read.Unreadable as exc:
+                raise KubeUnavailable(f"the kubeconfig {path}: {where} names {exc}") from None
+            assert raw is not None
+            entry[value_key] = base64.b64encode(raw).decode("ascii") if encoded else _text(raw, path, where)
+            del entry[file_key]
+
+
+def _text(raw: bytes, path: str, where: str) -> str:
+    try:
+        return raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise KubeUnavailable(f"the kubeconfig {path}: {where} names a file that is not UTF-8 text; {FIX}") from None
 
 
 def _check_outline(path: str, data: dict[str, Any]) -> None:

@@ -1,13 +1,13 @@
 """Reading and writing `aigo.lock` beside the config file: the file's I/O, around plan/lockfile.py's
-pure contract (its shape, drift, restores). Written the one safe way (aigo_apply/safe_write.py)."""
+pure contract (its shape, drift, restores). Read by the one bounded reader (aigo_apply/safe_read.py),
+written the one safe way (aigo_apply/safe_write.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from aigo_apply import safe_write
-from aigo_apply.errors import AigoError
+from aigo_apply import safe_read, safe_write
 from aigo_apply.plan.lockfile import NAME, parse, text_of
 
 
@@ -16,16 +16,11 @@ def path_for(config_file: str) -> Path:
 
 
 def read(path: Path) -> dict[str, Any] | None:
-    """The lock file's checked data; None when there is none."""
-    if not path.is_file():
-        return None
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise AigoError(
-            f"{path}: not a readable lock file ({exc}); delete it and apply again to write a new one"
-        ) from None
-    return parse(raw, path)
+    """The lock file's checked data; None when there is none. Read by safe_read.LOCK's rules: a
+    regular file of at most 4 MiB, never through a symbolic link (a config repository could commit
+    one to a huge file or a device), never waiting on a FIFO."""
+    raw = safe_read.read(path, safe_read.LOCK, str(path), missing_ok=True)
+    return None if raw is None else parse(raw, path)
 
 
 def write(path: Path, data: dict[str, Any]) -> bool:

@@ -19,11 +19,13 @@ from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.config import rules, schema
 from aigo_apply.config.adapter_rules import adapters_of
 from aigo_apply.config.doc_path import dotted
-from aigo_apply.config.yaml_source import Source, load, load_text
+from aigo_apply.config.yaml_source import Source, load, load_bytes, load_text
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.host_paths import file_facts
 from aigo_apply.plan.text import shown
+from aigo_apply.safe_read import MODEL_DEFINITION, Unreadable
+from aigo_apply.safe_read import read as read_file
 
 FORMAT = "aigo-apply/model/1"
 HOST_FIELDS = ("gpus", "port", "kubernetes")  # kubernetes: node pinning and storage size, per cluster
@@ -123,15 +125,17 @@ def read_definition(
     input from elsewhere: its alias and entry are checked as the config checks a model (schema,
     names, hidden characters, mounts, secrets) before anything is printed or written, and a refusal
     names the definition's line; relative paths are read against `config_file`'s folder."""
-    try:
-        source = load(Path(path), path)
-    except ConfigFileError:
-        if not Path(path).exists():
+    try:  # the one bounded reader: a regular file (a link to one is followed: it is named here), 1 MiB
+        raw = read_file(Path(path), MODEL_DEFINITION, shown(path))
+    except Unreadable as exc:
+        if exc.missing:
             raise AigoError(
                 f"{shown(path)}: no such file; give the path of a definition that `aigo-apply export ALIAS -o "
                 "NAME.baimodel` wrote (the first argument of import; -f/--file names the aigo.yaml to add it to)"
             ) from None
         raise
+    assert raw is not None
+    source = load_bytes(raw, path)
     data = source.data
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("model"), dict):
         raise AigoError(f"{shown(path)}: not an aigo-apply model definition (expected `format: {FORMAT}` and `model:`)")

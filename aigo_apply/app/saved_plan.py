@@ -6,13 +6,9 @@ file is used to act. `plan --out` writes one (save_plan)."""
 from __future__ import annotations
 
 import json
-import math
-import os
-import stat
 from pathlib import Path
-from typing import Any
 
-from aigo_apply import safe_write
+from aigo_apply import safe_read, safe_write
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan import plan_file
 from aigo_apply.plan.plan_file import REMAKE
@@ -42,13 +38,15 @@ def config_of(saved: Plan) -> str:
     return saved.config_file
 
 
-MAX_PLAN_BYTES = 16 * 1024 * 1024  # a plan file is a few KiB
+MAX_PLAN_BYTES = safe_read.PLAN.limit  # a plan file is a few KiB
 
 
 def read_plan(path: Path) -> Plan:
-    """A saved plan, read as something nobody reviewed: at most MAX_PLAN_BYTES of a regular file,
-    strict UTF-8 JSON (no BOM, no duplicate key, no NaN or Infinity), then its shape checked
-    (Plan.from_dict). Every way it can be wrong is a PlanFileError naming the file, never a traceback."""
+    """A saved plan, read as something nobody reviewed, by the one bounded reader (safe_read.PLAN):
+    at most MAX_PLAN_BYTES of a regular file (a link to one is followed: the file is named on the
+    command line), strict UTF-8 JSON (no BOM, no duplicate key, no NaN or Infinity, no integer of
+    more than safe_read.MAX_INT_DIGITS digits), at most plan_file.MAX_DEPTH levels deep, then its shape
+    checked (Plan.from_dict). Every way it can be wrong is a PlanFileError naming the file, never a traceback."""
     name = shown(path)
     raw = _read(path, name)
     try:
@@ -59,13 +57,11 @@ def read_plan(path: Path) -> Plan:
     if text.startswith("\ufeff"):
         raise PlanFileError(f"{name}:1: the plan file starts with a byte order mark; {REMAKE}")
     try:
-        data = json.loads(text, object_pairs_hook=_unique, parse_constant=_refuse_constant, parse_float=_finite)
-    except json.JSONDecodeError as exc:
-        raise PlanFileError(f"{name}:{exc.lineno}:{exc.colno}: not a JSON plan file ({exc.msg}); {REMAKE}") from None
-    except RecursionError:
-        raise PlanFileError(f"{name}: the plan nests deeper than {plan_file.MAX_DEPTH} levels; {REMAKE}") from None
-    except (ValueError, PlanFileError) as exc:
-        raise PlanFileError(f"{name}: {exc}; {REMAKE}") from None
+        data = safe_read.json_value(text, plan_file.MAX_DEPTH, unique=True)
+    except safe_read.BadData as exc:
+        where = f":{exc.line}:{exc.column}" if exc.line is not None else ""
+        what = str(exc).replace("is not JSON", "not a JSON plan file", 1)
+        raise PlanFileError(f"{name}{where}: {what}; {REMAKE}") from None
     try:
         return Plan.from_dict(data)
     except PlanFileError as exc:
@@ -73,50 +69,23 @@ def read_plan(path: Path) -> Plan:
 
 
 def _read(path: Path, name: str) -> bytes:
-    """At most MAX_PLAN_BYTES of a regular file: a FIFO, device or folder is refused before any read
-    (O_NONBLOCK: opening a FIFO without a writer does not wait)."""
+    """The file's bytes by safe_read.PLAN's rules, each refusal worded for a plan file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
-    except (OSError, ValueError) as exc:
-        raise PlanFileError(f"{name}: cannot read the plan file: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        data = safe_read.read(path, safe_read.PLAN, name)
+    except safe_read.Unreadable as exc:
+        if exc.why == "size":
+            raise PlanFileError(
+                f"{name} is larger than {MAX_PLAN_BYTES >> 20} MiB; a plan file is a few KiB: {REMAKE}"
+            ) from None
+        if exc.why == "kind":
             raise PlanFileError(
                 f"{name} is not a regular file; pass the file `aigo-apply plan --out` wrote (nothing was changed)"
-            )
-        if os.fstat(fd).st_size > MAX_PLAN_BYTES:
-            raise PlanFileError(f"{name} is larger than {MAX_PLAN_BYTES >> 20} MiB; a plan file is a few KiB: {REMAKE}")
-        chunks, size = [], 0
-        while size <= MAX_PLAN_BYTES and (chunk := os.read(fd, MAX_PLAN_BYTES + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_PLAN_BYTES:
-            raise PlanFileError(f"{name} is larger than {MAX_PLAN_BYTES >> 20} MiB; a plan file is a few KiB: {REMAKE}")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise PlanFileError(f"{name}: cannot read the plan file: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise PlanFileError(f"the key {key[:64]!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
-def _refuse_constant(word: str) -> Any:
-    raise PlanFileError(f"{word} is not a number a plan holds")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise PlanFileError(f"{text[:40]} is not a finite number")
-    return value
+            ) from None
+        raise PlanFileError(
+            f"{name}: cannot read the plan file: {exc.reason.removeprefix('cannot be read: ')}"
+        ) from None
+    assert data is not None
+    return data
 
 
 def confirm_waivers(saved: Plan, given: tuple[str, ...]) -> None:

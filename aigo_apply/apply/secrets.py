@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from aigo_apply import safe_read
 from aigo_apply.config.env_rules import (
     REFERENCE_FIX,
     credential_kind,
@@ -37,7 +38,6 @@ from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import SecretUnavailable
 from aigo_apply.observe import host_paths
 from aigo_apply.observe.host_paths import env_protected, hf_home, own_homes, resolve_or_why, try_resolve
-from aigo_apply.safe_write import read_checked
 
 MAX_SECRET_BYTES = 64 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -145,11 +145,17 @@ def own_credentials() -> Path | None:
 
 
 def read_regular(path: Path, limit: int = MAX_SECRET_BYTES) -> bytes:
-    """At most `limit` bytes of a regular file, never blocking: stat first (a FIFO, socket or
-    device is never opened), open without following a link or waiting, check again on the open
-    file (it may have been swapped), read at most limit + 1 bytes."""
+    """At most `limit` bytes of the regular file at `path` (resolved by the caller), by the one
+    bounded reader's rules (safe_read.SECRET: judged on lstat before it is opened, so a FIFO, socket
+    or device is never opened; opened without following a link or waiting; judged again once open);
+    a file with other hard links is refused too. SecretUnavailable says why, after the file's name."""
+    kind = safe_read.SECRET if limit == MAX_SECRET_BYTES else replace(safe_read.SECRET, limit=limit)
     try:
-        data = read_checked(path, lambda info: _regular(info, limit), limit)
+        with safe_read.opened(path, kind, judge=_one_name) as f:
+            data = safe_read.read_at_most(f.fileno(), limit)
+    except safe_read.Unreadable as exc:
+        said = {"size": f"is larger than {limit} bytes", "link": "is a link, not a regular file"}
+        raise SecretUnavailable(said.get(exc.why, exc.reason)) from None
     except OSError as exc:
         raise SecretUnavailable(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
     if len(data) > limit:
@@ -157,15 +163,10 @@ def read_regular(path: Path, limit: int = MAX_SECRET_BYTES) -> bytes:
     return data
 
 
-def _regular(st: os.stat_result, limit: int) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "a device"
-        kind = "a socket" if stat.S_ISSOCK(st.st_mode) else "a link" if stat.S_ISLNK(st.st_mode) else kind
-        raise SecretUnavailable(f"is {kind}, not a regular file")
-    if st.st_size > limit:
-        raise SecretUnavailable(f"is larger than {limit} bytes")
+def _one_name(st: os.stat_result) -> str | None:
     if st.st_nlink > 1:  # a hard link may be a system file (/etc/shadow) under an innocent name
-        raise SecretUnavailable("has other hard links, so it may be another file under a second name")
+        return "has other hard links, so it may be another file under a second name"
+    return None
 
 
 def _checked(value: str, where: str, source: str, multiline: bool) -> str:
@@ -206,7 +207,7 @@ def hub_token_files() -> tuple[Path, ...]:
     home = hf_home()
     files = [home / "token", home / "stored_tokens", Path.home() / ".huggingface" / "token"]
     if os.environ.get("HF_TOKEN_PATH"):
-        files.append(Path(os.environ["HF_TOKEN_PATH"]).expanduser())
+        files.append(safe_read.home_path(os.environ["HF_TOKEN_PATH"], "HF_TOKEN_PATH"))
     return tuple(files) + tuple(try_resolve(f) for f in files)
 
 

@@ -63,6 +63,7 @@ def fmt_cmd(files: tuple[str, ...], check: bool) -> int:
 @click.option("--write", is_flag=True, help="Copy the schema beside the config file as aigo.schema.json.")
 def schema_cmd(file: str | None, write: bool) -> int:
     """Print the config's JSON Schema, or write it beside the config for editors (`--write`)."""
+    from aigo_apply import safe_read
     from aigo_apply.app.starter import SCHEMA_COPY, modeline, schema_text, write_schema_copy
     from aigo_apply.cli.reporter import echo
     from aigo_apply.config.load import choose_file
@@ -78,10 +79,10 @@ def schema_cmd(file: str | None, write: bool) -> int:
     target, changed = write_schema_copy(folder)
     echo(f"{'wrote' if changed else 'up to date:'} {shown(target)}", colours=False)
     line = modeline(SCHEMA_COPY)
-    try:  # a regular file only: opening a FIFO there would wait for a writer
-        raw = config.read_bytes() if config.is_file() else b""
+    try:  # the one bounded reader: a regular file only (opening a FIFO there would wait for a writer)
+        raw = safe_read.read(config, safe_read.CONFIG, missing_ok=True) or b""
         first = raw.decode("utf-8").lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
-    except (OSError, UnicodeDecodeError):
+    except (AigoError, UnicodeDecodeError):
         first = ""
     if first != line:
         echo(f"make this the first line of {shown(config)} (commit both files):\n{line}", colours=False)

@@ -1,10 +1,14 @@
 """Reads the bytes of a config file exactly once, whatever it is: a regular file, or a pipe such as
 `-f /dev/stdin` or `-f <(...)`, which can be read only once (a second read sees nothing).
 
-Every read is bounded: at most the size limit plus one byte (so /dev/zero is harmless), and for
-anything that is not a regular file at most PIPE_DEADLINE_S seconds (a FIFO nobody writes to would
-otherwise wait forever). A pipe's bytes are kept for the rest of the process, so a command that
-needs the file twice (the validity cache, a second look) sees the same bytes both times.
+Every read is bounded. A regular file (also through a symbolic link: a config kept in a dotfiles
+repository and linked into place is ordinary) is read by the one bounded reader
+(aigo_apply/safe_read.py, CONFIG: judged before it is opened and again once open, opened without
+waiting, at most 1 MiB). Anything else, the config being the one file that may be a pipe, is read
+at most the size limit plus one byte (so /dev/zero is harmless) and for at most PIPE_DEADLINE_S
+seconds (a FIFO nobody writes to would otherwise wait forever). A pipe's bytes are kept for the rest
+of the process, so a command that needs the file twice (the validity cache, a second look) sees the
+same bytes both times.
 
 (Files a command writes, and the config a command rewrites, go through aigo_apply/safe_write.py;
 whether another account could change a folder the tool downloads into is a host fact, read by
@@ -19,9 +23,10 @@ import stat
 import time
 from pathlib import Path
 
+from aigo_apply import safe_read
 from aigo_apply.errors import ConfigFileError
 
-MAX_FILE_BYTES = 1024 * 1024
+MAX_FILE_BYTES = safe_read.CONFIG.limit
 PIPE_DEADLINE_S = 10.0
 
 _piped: dict[str, bytes] = {}  # what was read from a pipe or device, by the name it was given
@@ -29,6 +34,7 @@ _piped: dict[str, bytes] = {}  # what was read from a pipe or device, by the nam
 
 NO_SUCH_FILE = "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
 NOT_READABLE = "permission denied; make the file readable by this user"
+TOO_LARGE = f"is larger than {MAX_FILE_BYTES} bytes (1 MiB), the limit for aigo.yaml files"
 
 
 def read_bytes(path: Path, display: str) -> bytes:
@@ -41,8 +47,7 @@ def read_bytes(path: Path, display: str) -> bytes:
         if stat.S_ISDIR(info.st_mode):
             raise ConfigFileError(display, "is a directory, not a YAML file; pass the file itself with -f/--file")
         if stat.S_ISREG(info.st_mode):
-            with open(path, "rb") as f:
-                return f.read(MAX_FILE_BYTES + 1)
+            return _read_regular(path, display)
         _piped[key] = _read_stream(path, display)
         return _piped[key]
     except FileNotFoundError:
@@ -51,6 +56,21 @@ def read_bytes(path: Path, display: str) -> bytes:
         raise ConfigFileError(display, NOT_READABLE) from None
     except OSError as exc:
         raise ConfigFileError(display, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def _read_regular(path: Path, display: str) -> bytes:
+    """A regular file by safe_read.CONFIG's rules; one swapped for a FIFO or device since the stat is
+    refused, never waited on."""
+    try:
+        data = safe_read.read(path, safe_read.CONFIG, display)
+    except safe_read.Unreadable as exc:
+        if exc.why == "size":
+            raise ConfigFileError(display, TOO_LARGE) from None
+        if exc.missing or exc.why == "permission":
+            raise ConfigFileError(display, NO_SUCH_FILE if exc.missing else NOT_READABLE) from None
+        raise ConfigFileError(display, exc.reason + (f"; {exc.fix}" if exc.fix else "")) from None
+    assert data is not None
+    return data
 
 
 def _read_stream(path: Path, display: str) -> bytes:

@@ -8,7 +8,6 @@ a FIFO, device or link out of the folder is a problem in words, never a wait or 
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from aigo_apply.config.host_paths import OS_WHY
 from aigo_apply.desired.types import AdapterFiles
 from aigo_apply.observe.model_files import Unreadable, read_folder_file
+from aigo_apply.safe_read import BadData, json_value
 
 CONFIG = "adapter_config.json"
 MAX_CONFIG_BYTES = 1024 * 1024  # peft writes about 1 KiB
@@ -64,10 +64,10 @@ def _config(folder: Path) -> tuple[int, tuple[str, ...], str | None] | str:
         return f"{path} cannot be read: {OS_WHY.get(exc.errno or 0, exc.strerror or type(exc).__name__)}"
     except ValueError:
         return f"{path} cannot be read: it holds a character no file name can hold"
-    try:
-        data: Any = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return f"{path} is not JSON"
+    try:  # bounded as every file from outside: nesting, digits, finite numbers
+        data: Any = json_value(raw, 16)
+    except BadData as exc:
+        return f"{path} {exc}"
     facts = config_facts(data)
     return f"{path} {facts}" if isinstance(facts, str) else facts
 

@@ -10,11 +10,14 @@ type and the value. Arrays are a uint32 element type, a uint64 count and the ele
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from aigo_apply.safe_read import judged
 
 # value type -> struct format of one element (8: string, 9: array, handled apart)
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -57,12 +60,12 @@ def read_metadata(source: Path | BinaryIO, stop_prefix: str = "tokenizer.", name
     ValueError for a file that is not GGUF."""
     if not isinstance(source, Path):
         return _read(source, name or "the GGUF file", stop_prefix)
-    if not stat.S_ISREG(os.stat(source).st_mode):  # a FIFO or device is not opened
-        raise ValueError(f"{source.name} is not a regular file")
-    fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+
+    def regular(info: os.stat_result) -> None:  # a FIFO or device is not opened (safe_read.judged)
+        if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"{source.name} is not a regular file")
+
+    with judged(source, True, regular) as f:
         return _read(f, name or source.name, stop_prefix)
 
 
@@ -120,8 +123,10 @@ def as_config(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
     def number(key: str) -> int | None:
         value = meta.get(f"{arch}.{key}")
         if isinstance(value, list):
-            value = max((v for v in value if isinstance(v, (int, float))), default=None)
-        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            value = max((v for v in value if isinstance(v, (int, float)) and math.isfinite(v)), default=None)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return None  # a float32 NaN or infinity is no size (int() of it would raise)
+        return int(value) if value >= 0 else None
 
     layers, heads, hidden = number("block_count"), number("attention.head_count"), number("embedding_length")
     if not layers or not heads or not hidden:

@@ -6,27 +6,38 @@ outside adapters/."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
-from aigo_apply import safe_write
-from aigo_apply.desired.model_store import MARKER, MAX_MARKER_BYTES, downloads, is_complete, kind_of, marker_shape
-from aigo_apply.errors import AigoError
+from aigo_apply import safe_read
+from aigo_apply.desired.model_store import MARKER, downloads, is_complete, kind_of, marker_shape
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:
     """The folder's download marker in the shape the tool writes it, or None (not downloaded) when it
     is missing, unreadable, not a regular file (a symlink, a FIFO: never waited on) or of another
     shape: a damaged marker means the folder is downloaded and verified again, never a traceback."""
+    return marker_or_why(folder)[0]
+
+
+def marker_or_why(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the marker, None), (None, None) when there is none, or (None, why it is no marker), read by the
+    one bounded reader (safe_read.MARKER: a regular file, never through a link, its JSON nested at most
+    8 levels with no number of more than 30 digits)."""
+    path = folder / MARKER
     try:
-        raw = safe_write.read_current(folder / MARKER, str(folder / MARKER), limit=MAX_MARKER_BYTES)
-        data = json.loads(raw) if raw is not None else None
-    except (AigoError, ValueError, RecursionError):
-        return None
-    return marker_shape(data)
+        raw = safe_read.read(path, safe_read.MARKER, str(path), missing_ok=True)
+        data = safe_read.json_value(raw, safe_read.MARKER.depth) if raw is not None else None
+    except safe_read.Unreadable as exc:
+        return None, exc.reason
+    except safe_read.BadData as exc:
+        return None, str(exc)
+    if data is None:
+        return None, None
+    shaped = marker_shape(data)
+    return (shaped, None) if shaped is not None else (None, "is not in the shape aigo-apply writes")
 
 
 def read_markers(specs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -9,12 +9,13 @@ through folder_file()/read_folder_file() (also for adapter_files, tokenizer_voca
 a symlink is followed but must lead to a regular file inside the folder's own tree: the engine has
 only the folder mounted, so a link out of it (a Hugging Face cache snapshot's into ../../blobs among
 them) would not resolve there either, and a config repository could point one at any host file. A
-FIFO, socket, device or folder is refused before it is opened, and the file is opened without
-waiting (O_NONBLOCK) and checked again once open; each kind of file is read up to a limit of its own. What is refused is an Unreadable (a ValueError) naming the file and what to do."""
+FIFO, socket, device or folder is refused before it is opened, and the file is opened by the one
+bounded reader's rules (aigo_apply/safe_read.py: without waiting, checked again once open); each kind
+of file is read up to a limit of its own, and its JSON parsed within bounds (depth, digits, finite
+numbers). What is refused is an Unreadable (a ValueError) naming the file and what to do."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import struct
@@ -27,12 +28,11 @@ from aigo_apply.config.host_paths import short
 from aigo_apply.desired.model_store import MARKER, gguf_parts
 from aigo_apply.observe import gguf
 from aigo_apply.observe.hub_answer import HubAnswer
-from aigo_apply.safe_write import file_kind, read_at_most
+from aigo_apply.safe_read import BadData, file_kind, json_value, judged, read_at_most
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
 MAX_CONFIG = 8 * 1024 * 1024  # a real model's config.json is a few KiB (a long quantization_config: 1-2 MiB)
 MAX_INDEX = 64 * 1024 * 1024  # model.safetensors.index.json: one line per tensor (some MiB for the largest)
-_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 
 
 class Unreadable(ValueError):
@@ -77,20 +77,11 @@ def _too_large(path: Path, limit: int) -> Unreadable:
 
 @contextmanager
 def folder_file(folder: Path, name: str, limit: int | None = None) -> Iterator[BinaryIO]:
-    """FOLDER/NAME open for reading, once judge() allows it: opened without waiting and without
-    following a link at its resolved path, and judged again once open (it may have been swapped)."""
-    real, before = judge(folder, name, limit)
-    fd = os.open(real, _OPEN)
-    try:
-        info = os.fstat(fd)
-        if (info.st_dev, info.st_ino) != (before.st_dev, before.st_ino):
-            raise Unreadable(f"{short(folder / name)} changed while it was read; plan again")
-        _check(folder / name, real, info, limit)
-        f = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-    with f:
+    """FOLDER/NAME open for reading, once judge() allows it: opened by the one bounded reader's rules
+    (safe_read.judged: without waiting, without following a link at its resolved path, judged again
+    once open, which must be the file judged)."""
+    real, _ = judge(folder, name, limit)
+    with judged(real, False, lambda info: _check(folder / name, real, info, limit)) as f:
         yield f
 
 
@@ -103,15 +94,20 @@ def read_folder_file(folder: Path, name: str, limit: int) -> bytes:
     return data
 
 
+MAX_DEPTH = 64  # a real config.json nests some 6 levels (quantization_config's groups), an index 2
+
+
 def read_folder_json(folder: Path, name: str, limit: int) -> Any:
-    """FOLDER/NAME parsed as UTF-8 JSON (read_folder_file's rules); Unreadable when it is not JSON."""
+    """FOLDER/NAME parsed as UTF-8 JSON (read_folder_file's rules), bounded as every file from outside
+    is (safe_read.json_value: nesting, digits, finite numbers; NaN or Infinity, which Python writes,
+    read as unknown); Unreadable when it is not such JSON."""
     raw = read_folder_file(folder, name, limit)
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise Unreadable(f"{short(folder / name)} is not UTF-8 JSON") from None
-    except RecursionError:
-        raise Unreadable(f"{short(folder / name)} nests deeper than any real {name}") from None
+        return json_value(raw, MAX_DEPTH, constants=True)
+    except BadData as exc:
+        if str(exc).startswith("nests deeper"):
+            raise Unreadable(f"{short(folder / name)} nests deeper than any real {name} ({exc})") from None
+        raise Unreadable(f"{short(folder / name)} {exc}; a real {name} is UTF-8 JSON") from None
 
 
 def read_safetensors_header(folder: Path, name: str) -> dict[str, Any]:
@@ -126,9 +122,9 @@ def read_safetensors_header(folder: Path, name: str) -> dict[str, Any]:
             raise ValueError(f"{name}: header of {length} bytes is not a safetensors header")
         raw = f.read(length)
     try:
-        header = json.loads(raw) if len(raw) == length else None
-    except RecursionError:
-        header = None
+        header = json_value(raw, 8) if len(raw) == length else None
+    except BadData as exc:
+        raise ValueError(f"{name}: its header is not a safetensors header: it {exc}") from None
     if not isinstance(header, dict):
         raise ValueError(f"{name}: its header is not a safetensors header (a JSON object)")
     return header
@@ -238,6 +234,8 @@ def weights_from_headers(headers: list[dict[str, Any]]) -> int:
         for name, tensor in header.items():
             if name != "__metadata__":
                 begin, end = tensor["data_offsets"]
+                if not (type(begin) is int and type(end) is int and 0 <= begin <= end):
+                    raise ValueError(f"the tensor {name[:100]!r} has data_offsets that are not a byte range")
                 total += end - begin
     return total
 

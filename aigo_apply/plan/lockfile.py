@@ -20,6 +20,7 @@ from typing import Any
 from aigo_apply.desired.model_store import downloads, label
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
+from aigo_apply.safe_read import LOCK, BadData, json_value
 
 FORMAT = 1
 NAME = "aigo.lock"
@@ -29,12 +30,10 @@ DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
 
 def parse(raw: bytes, path: Path) -> dict[str, Any]:
     """The lock file's bytes (read by app/lock_file.py) as checked data, or an AigoError naming `path`."""
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
-        raise AigoError(
-            f"{path}: not a readable lock file ({exc}); delete it and apply again to write a new one"
-        ) from None
+    try:  # bounded: nesting, and numbers (a huge integer or 1e999 is refused, never a traceback)
+        data = json_value(raw, LOCK.depth)
+    except BadData as exc:
+        raise AigoError(f"{path}: not a readable lock file: it {exc}; {LOCK.fix}") from None
     if not isinstance(data, dict) or data.get("version") != FORMAT:
         raise AigoError(f"{path}: not an aigo-apply lock file of version {FORMAT}; delete it and apply again")
     data.setdefault("images", {})

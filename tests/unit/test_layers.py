@@ -250,8 +250,10 @@ READ_CALLS = {
     # observe/host_paths.py's readers of the host
     "resolve_or_why", "try_resolve", "listed_homes", "known_homes", "usable_homes", "own_homes", "env_protected",
     "others_can_write", "file_facts", "host_facts", "hf_home", "state_root_of", "models_dir_of",
+    # aigo_apply/safe_read.py's openers, imported by name
+    "judged", "opened",
 }  # fmt: skip
-READ_MODULES = {"pwd", "grp", "safe_write", "shutil", "tempfile"}  # any use of these
+READ_MODULES = {"pwd", "grp", "safe_write", "safe_read", "shutil", "tempfile"}  # any use of these
 # Each module of a pure layer that still reads, and why. Package data (the wheel's schemas and
 # templates) is the same on every host; the config file is the input itself; observe's readers read
 # model files and the host's paths by design (its parsers and the policies stay pure). The mount,

@@ -90,7 +90,7 @@ def test_a_fifo_is_refused_at_once_without_blocking(tmp_path):
     worker.join(timeout=5)
     assert not worker.is_alive(), "reading a FIFO secret blocked"
     assert time.monotonic() - start < 2
-    assert "is a FIFO, not a regular file" in outcome[0]
+    assert "is a FIFO (named pipe), not a regular file" in outcome[0]
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_a_link_into_a_system_folder_is_refused(tmp_path, aim):
 
 
 def test_a_folder_is_refused(tmp_path):
-    assert "is a folder, not a regular file" in refused(SecretRef("from_file", str(tmp_path)))
+    assert "is a directory, not a regular file" in refused(SecretRef("from_file", str(tmp_path)))
 
 
 def test_a_missing_file_says_so(tmp_path):

@@ -193,17 +193,23 @@ def _duplicate(where):
 
 
 RAW = {
-    "a duplicate top-level key": (_duplicate("top"), "the key 'project' appears twice in one object"),
-    "a duplicate key in an action": (_duplicate("action"), "the key 'kind' appears twice"),
-    "a duplicate key in the request": (_duplicate("request"), "the key 'pull' appears twice"),
-    "a duplicate key in a spec": (_duplicate("spec"), "the key 'image' appears twice"),
+    "a duplicate top-level key": (_duplicate("top"), "has the key 'project' twice in one object"),
+    "a duplicate key in an action": (_duplicate("action"), "has the key 'kind' twice"),
+    "a duplicate key in the request": (_duplicate("request"), "has the key 'pull' twice"),
+    "a duplicate key in a spec": (_duplicate("spec"), "has the key 'image' twice"),
     "100000 levels of nesting": (
         lambda t: t.replace('"actions": [', '"actions": [' + "[" * 100_000 + "]" * 100_000 + ",", 1),
         "nests deeper than 32 levels",
     ),
-    "NaN": (lambda t: t.replace('"format_version": 1', '"format_version": NaN'), "NaN is not a number a plan holds"),
-    "Infinity": (lambda t: t.replace('"format_version": 1', '"format_version": -Infinity'), "-Infinity is not"),
-    "1e999": (lambda t: t.replace('"format_version": 1', '"format_version": 1e999'), "1e999 is not a finite number"),
+    "NaN": (lambda t: t.replace('"format_version": 1', '"format_version": NaN'), "holds NaN, which is not a number"),
+    "Infinity": (
+        lambda t: t.replace('"format_version": 1', '"format_version": -Infinity'),
+        "holds -Infinity, which is not",
+    ),
+    "1e999": (
+        lambda t: t.replace('"format_version": 1', '"format_version": 1e999'),
+        "holds 1e999, which is not a finite number",
+    ),
     "a 5000-digit integer": (lambda t: t.replace('"format_version": 1', '"format_version": ' + "9" * 5000), "digits"),
     "truncated JSON": (lambda t: t[: len(t) // 2], "not a JSON plan file"),
     "trailing garbage": (lambda t: t + "\n{}", "not a JSON plan file (Extra data)"),
@@ -268,7 +274,7 @@ def test_a_file_that_grows_while_read_is_still_bounded(tmp_path, monkeypatch):
 
     class Small:
         def __init__(self, info):
-            self.st_mode, self.st_size = info.st_mode, 2
+            self.st_mode, self.st_size, self.st_dev, self.st_ino = info.st_mode, 2, info.st_dev, info.st_ino
 
     path.write_bytes(b" " * (MAX_PLAN_BYTES + 10))
     monkeypatch.setattr(os, "fstat", lambda fd: Small(real_fstat(fd)))
