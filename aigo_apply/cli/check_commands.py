@@ -5,6 +5,7 @@ the view of its -o/--output (cli/views.py); `plan --out` writes only its plan fi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -152,7 +153,9 @@ def render_cmd(alias: str | None, file: str | None, form: str) -> int:
 @cli.command()
 @click.argument("names", nargs=-1, metavar="[ALIAS|router]...")
 @click.option("--follow", is_flag=True, help="Go on printing new lines, across a replace, until Ctrl-C.")
-@click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines of each.")
+@click.option(
+    "-n", "--tail", type=click.IntRange(min=0), default=None, metavar="N", help="Only the last N lines of each."
+)
 @click.option("--since", "since", default=None, metavar="DURATION", help="Only lines of the last 30s, 10m, 1h30m...")
 @file_option
 @output_option
@@ -166,10 +169,18 @@ def logs(
     output: str,
     platform: str | None,
 ) -> int:
-    """Show what the models' engines (and the router) print, each line prefixed with its model; secrets redacted."""
+    """Show what the models' engines (and the router) print, each line prefixed with its model; secrets redacted.
+
+    -f is --file, the config file, as in every command here (not --follow, as in `docker logs -f`)."""
     from aigo_apply.app.logs import parse_since, run_logs
     from aigo_apply.app.requests import LogsRequest
     from aigo_apply.cli.views import view_for
+
+    if file is not None and _a_model_not_a_file(file):
+        raise click.UsageError(  # (an alias is letters, digits, '.', '_' and '-': nothing to escape)
+            f"-f is --file here (the config file), and '{file}' is no file but a model of the config; "
+            f"did you mean --follow? (`aigo-apply logs --follow {file}`)"
+        )
 
     request = LogsRequest(
         names=names,
@@ -180,6 +191,23 @@ def logs(
         platform=platform,
     )
     return run_logs(request, view_for(output))
+
+
+def _a_model_not_a_file(value: str) -> bool:
+    """`logs -f chat` where chat is no file but a model alias of the default config: `docker logs -f`
+    and `kubectl logs -f` follow, so the -f meant --follow (asked only when -f names no file)."""
+    from aigo_apply.config.load import choose_file
+    from aigo_apply.config.names import ALIAS_RE
+    from aigo_apply.config.yaml_source import load
+    from aigo_apply.errors import AigoError
+
+    if not ALIAS_RE.match(value) or os.path.lexists(value):
+        return False
+    try:
+        models = load(Path(choose_file(None))).data.get("models")
+    except (AigoError, AttributeError):  # no default config, or not one: nothing says it is a model
+        return False
+    return isinstance(models, dict) and value in models
 
 
 @cli.command()

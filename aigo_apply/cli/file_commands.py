@@ -10,6 +10,7 @@ import click
 from aigo_apply.cli.group import (
     cli,
     file_option,
+    path_value,
 )
 from aigo_apply.errors import EXIT_OK
 
@@ -31,17 +32,28 @@ def init(file: str | None, project: str | None, force: bool) -> int:
     return EXIT_OK
 
 
+def _no_short_out(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """`export -o FILE` wrote a file while `-o` is the output format of every other command (so
+    `export -o json` wrote a file named json): refused, with the option that writes a file."""
+    if value is not None:
+        raise click.UsageError(
+            "-o is the output format in every other command, so export no longer takes it for its file: "
+            "write the definition with --out NAME.baimodel (without it, export prints the definition)"
+        )
+
+
 @cli.command("export")
 @click.argument("alias", metavar="ALIAS")
 @file_option
 @click.option(
-    "-o",
     "--out",
     "out",
     metavar="NAME.baimodel",
     type=click.Path(dir_okay=False, path_type=Path),
+    callback=path_value,
     help="Write here instead of printing.",
 )
+@click.option("-o", "old_out", metavar="FILE", hidden=True, expose_value=False, callback=_no_short_out)
 def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
     """Write ALIAS as a portable model definition, without this machine's settings."""
     from aigo_apply import safe_write

@@ -151,7 +151,9 @@ pull_option = click.option(
     show_default=True,
     help="Pull images that are missing, every image used, or none.",
 )
-yes_option = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+yes_option = click.option(
+    "-y", "--yes", "--auto-approve", "yes", is_flag=True, help="Do not ask for confirmation (Terraform's spelling too)."
+)
 
 
 def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
