@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aigo_apply import safe_read, safe_write
-from aigo_apply.desired.model_store import MARKER, select_files
+from aigo_apply.desired.model_store import MARKER, foreign_source, select_files, source_of, store_depth
 from aigo_apply.errors import AigoError, HubError
 from aigo_apply.observe.markers import read_marker, store_link
 
@@ -122,23 +122,33 @@ def download(
     kind: str = "model",
 ) -> dict[str, Any]:
     """Download what the engine needs of repo@revision (a model's files, or a LoRA adapter's with
-    `kind` "adapter"; at commit `pin` when given: aigo.lock) into `dest` and mark it complete. Resumes a partial download (huggingface_hub keeps .incomplete
-    files under .cache/). When `dest` holds another commit, the new one is assembled beside it and
-    swapped in whole, so no folder ever mixes two commits."""
+    `kind` "adapter"; at commit `pin` when given: aigo.lock) into `dest` and mark it complete. Resumes a
+    partial download (huggingface_hub keeps .incomplete files under .cache/). When `dest` holds another
+    commit, the new one is assembled beside it (in `.NAME.COMMIT.partial`: no store folder's name
+    starts with a dot) and swapped in whole, so no folder ever mixes two commits. A `dest` whose marker
+    records another source is refused: it is never written over."""
 
     from huggingface_hub import snapshot_download
 
-    found = remote(repo, pin or revision, file, kind=kind)
     previous = read_marker(dest) or {}
-    if previous.get("kind", "model") != kind:  # a model's selection is not an adapter's: none of it counts
+    other = foreign_source(previous, {"repo": repo, "revision": revision, "kind": kind})
+    if other:  # before the Hub is asked anything
+        raise HubError(
+            f"{repo}@{revision}: not downloaded, because {dest} holds {other} by its download marker (an older "
+            "aigo-apply gave both one folder); it is never written over: move it away or remove it"
+        )
+    found = remote(repo, pin or revision, file, kind=kind)
+    if source_of(previous) is None:  # a marker that records no source: none of it counts
         previous = {}
     target = dest
     if previous.get("commit") and previous["commit"] != found.commit:
-        target = dest.with_name(f"{dest.name}.{found.commit[:12]}.partial")
+        target = dest.with_name(f".{dest.name}.{found.commit[:12]}.partial")
         previous = {}
-    swapped = {target, dest.with_name(f"{dest.name}.old")} if target != dest else set()
+    old = dest.with_name(f".{dest.name}.old")
+    swapped = {target, old} if target != dest else set()
     for folder in {dest} | swapped:  # checked again where it is written: the plan's check came before
-        why = store_link(folder, inside=folder == target)  # the folder written into; the others are only renamed
+        # the folder written into; the others are only renamed
+        why = store_link(folder, inside=folder == target, depth=store_depth(kind))
         if why:
             raise HubError(
                 f"{repo}@{revision}: not downloaded, because {why}; aigo-apply downloads only into real folders "
@@ -158,7 +168,6 @@ def download(
         )
     marker = _verify_and_mark(repo, revision, target, found, file, previous, kind)
     if target != dest:
-        old = dest.with_name(f"{dest.name}.old")
         shutil.rmtree(old, ignore_errors=True)
         dest.rename(old)
         target.rename(dest)
@@ -202,7 +211,7 @@ def _verify_and_mark(
         "sha256": verified,
         "complete_repo": file is None or bool(previous.get("complete_repo") and previous.get("commit") == found.commit),
         "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        **({"kind": kind} if kind != "model" else {}),  # a model's marker is as it always was
+        "kind": kind,  # with repo and revision: the source, checked before the folder is used
     }
     text = json.dumps(marker, indent=1) + "\n"  # the one safe way: never through a link the download left
     safe_write.write(dest / MARKER, text, expect=safe_write.ANY, new_mode=0o644, what="download marker")

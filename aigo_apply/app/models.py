@@ -9,7 +9,18 @@ from typing import Any
 
 from aigo_apply.apply.fetch_steps import download_folder
 from aigo_apply.apply.outcome import Reporter
-from aigo_apply.desired.model_store import MARKER, downloads, kind_of, label
+from aigo_apply.desired.model_store import (
+    ADAPTERS,
+    KINDS,
+    MARKER,
+    downloads,
+    kind_of,
+    label,
+    repo_dir,
+    source_of,
+    source_text,
+    wanted_source,
+)
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.markers import read_marker
@@ -35,17 +46,22 @@ def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) ->
 
 
 def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
-    """What the store holds (every completed folder), and the file's models that are missing."""
-    users: dict[str, list[str]] = {}
-    adapters: set[str] = set()
+    """What the store holds (every completed folder, with the source its marker records), and the
+    file's models that are missing. A folder's models are those that need the source it holds; one
+    that needs another source there is its `mismatch` (the plan blocks on it), and a folder that is
+    not where the store keeps the source it holds (an older layout's) says where that is (`moved`)."""
+    users: dict[str, list[dict[str, Any]]] = {}
     for need in downloads(desired.specs()):
-        users.setdefault(need["dest"], []).extend(need["models"])
-        if kind_of(need) == "adapter":
-            adapters.add(need["dest"])
+        users.setdefault(need["dest"], []).append(need)
     rows = []
-    for marker_path in sorted(store.glob(f"*/*/{MARKER}")):
+    found = [*store.glob(f"*/*/{MARKER}"), *store.glob(f"{ADAPTERS}/*/*/{MARKER}")]
+    for marker_path in sorted(p for p in found if not p.parent.name.startswith(".")):  # not a staging folder
         marker = read_marker(marker_path.parent) or {}
         folder = str(marker_path.parent)
+        recorded = source_of(marker)
+        needs = users.pop(folder, []) if recorded else []  # one that records no source: they miss it
+        other = [n for n in needs if wanted_source(n) != recorded]
+        home = repo_dir(store, recorded[1], recorded[2], recorded[0]) if recorded and recorded[0] in KINDS else None
         rows.append(
             {
                 "repo": marker.get("repo"),
@@ -55,11 +71,13 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
                 "files": len(marker.get("files", {})),
                 "folder": folder,
                 "downloaded_at": marker.get("downloaded_at"),
-                "used_by": sorted(users.pop(folder, [])),
+                "used_by": sorted({a for n in needs if wanted_source(n) == recorded for a in n["models"]}),
                 **({"kind": "adapter"} if marker.get("kind") == "adapter" else {}),
+                **({"mismatch": _mismatch(other)} if other else {}),
+                **({"moved": str(home)} if home is not None and str(home) != folder else {}),
             }
         )
-    for folder, aliases in sorted(users.items()):
+    for folder, needs in sorted(users.items()):
         rows.append(
             {
                 "repo": None,
@@ -69,12 +87,19 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
                 "files": 0,
                 "folder": folder,
                 "downloaded_at": None,
-                "used_by": sorted(aliases),
+                "used_by": sorted({a for n in needs for a in n["models"]}),
                 "missing": True,
-                **({"kind": "adapter"} if folder in adapters else {}),
+                **({"kind": "adapter"} if any(kind_of(n) == "adapter" for n in needs) else {}),
             }
         )
     return rows
+
+
+def _mismatch(needs: list[dict[str, Any]]) -> str:
+    """Which models need which other sources in a folder than the one its marker records."""
+    aliases = sorted({a for n in needs for a in n["models"]})
+    wanted = ", ".join(sorted({source_text(wanted_source(n)) for n in needs}))
+    return f"model{'s' if len(aliases) > 1 else ''} {', '.join(aliases)} need{'' if len(aliases) > 1 else 's'} {wanted}"
 
 
 def render(rows: list[dict[str, Any]]) -> str:
@@ -93,4 +118,10 @@ def render(rows: list[dict[str, Any]]) -> str:
             f"{adapter}{row['repo']}@{row['revision']}  commit {str(row['commit'])[:12]}  {row['bytes'] / 1e9:.2f} GB "
             f"in {row['files']} files  {used}\n    {row['folder']}"
         )
+        if row.get("mismatch"):
+            lines.append(
+                f"    MISMATCH: {row['mismatch']} here: the plan blocks until this folder is moved away or removed"
+            )
+        if row.get("moved"):
+            lines.append(f"    an older aigo-apply's folder: the store keeps this source in {row['moved']} now")
     return "\n".join(lines)

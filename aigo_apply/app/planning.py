@@ -87,7 +87,7 @@ def remote_info(
         if kind_of(d) not in kinds:
             continue
         marker = observed.model_files.get(d["dest"]) or {}
-        k, kind = hub_key(d), kind_of(d)
+        k = hub_key(d)
         if lock is not None:
             entry = lock["models"].get(label(d))
             if entry is None:
@@ -99,10 +99,10 @@ def remote_info(
                 )
                 continue
             pins[k] = entry["commit"]
-            if is_complete(marker, d["file"], entry["commit"], kind):
+            if is_complete(marker, d, entry["commit"]):
                 continue
             missing.add(k)
-        elif not is_complete(marker, d["file"], kind=kind):
+        elif not is_complete(marker, d):
             missing.add(k)
     if not missing:
         return out

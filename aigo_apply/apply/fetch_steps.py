@@ -1,6 +1,8 @@
 """Getting what containers need onto the machine, for `apply` and `models pull` alike: pulling an
 image with per-layer progress, and downloading a model folder from the Hub with throttled progress
-(skipped when it is complete already). A download's spec is re-checked before it is acted on."""
+(skipped when it is complete already, taken over from the older store layout's folder where that holds
+exactly it). A download's spec is re-checked before it is acted on, and its folder's marker must record
+its source: a folder holding another is neither used nor written over."""
 
 from __future__ import annotations
 
@@ -12,10 +14,21 @@ from typing import Any, TypeGuard
 
 from aigo_apply.adapters.hub import download
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.apply.legacy_store import take_over
 from aigo_apply.apply.outcome import Reporter
 from aigo_apply.config.schema import schema
-from aigo_apply.desired.model_store import KINDS, is_complete, repo_dir
-from aigo_apply.errors import PlanFileError
+from aigo_apply.desired.model_store import (
+    KINDS,
+    foreign_source,
+    is_complete,
+    label,
+    legacy_dir,
+    repo_dir,
+    source_text,
+    store_depth,
+    wanted_source,
+)
+from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.observe.markers import read_marker
 from aigo_apply.plan.types import Action
 
@@ -30,14 +43,38 @@ def download_folder(
 ) -> dict[str, Any] | None:
     """One model (or LoRA adapter: `kind` "adapter") folder from the Hub with progress (`apply` and
     `models pull` alike): None when the folder is complete already (at `pin`, when aigo.lock pins
-    it), else the new completion marker."""
+    it), else the new completion marker (one taken over from the older store layout's folder, too)."""
     dest = Path(spec["dest"])
     kind = str(spec.get("kind", "model"))
-    if is_complete(read_marker(dest), spec.get("file"), spec.get("pin"), kind):
+    here = read_marker(dest)
+    other = foreign_source(here, spec)
+    if other:
+        raise AigoError(
+            f"{address}: {dest} holds {other} by its download marker, not {source_text(wanted_source(spec))} "
+            "(an older aigo-apply gave both one folder): it is neither used nor written over; move it away "
+            "or remove it, then run the command again"
+        )
+    if is_complete(here, spec, spec.get("pin")):
         reporter.event(
             "step", address=address, step="download", outcome="ok", message=f"already on this machine ({dest})"
         )
         return None
+    legacy = legacy_dir(spec)
+    if legacy is not None and is_complete(old := read_marker(Path(legacy)), spec, spec.get("pin")):
+        taken, why = take_over(spec, Path(legacy), old or {})
+        if taken is not None:
+            reporter.event(
+                "step",
+                address=address,
+                step="download",
+                outcome="ok",
+                message=f"{label(spec)} linked into {dest} from {legacy}, where an older aigo-apply kept it: "
+                f"nothing downloaded; {legacy} stays for a container that still mounts it (remove it once none does)",
+            )
+            return taken
+        reporter.event(
+            "step", address=address, step="download", outcome="warning", message=f"{legacy} is not taken over: {why}"
+        )
     size = f" ({spec['bytes'] / 1e9:.1f} GB)" if spec.get("bytes") else ""
     reporter.event("download_start", address=address, total=spec.get("bytes"), message=f"downloading into {dest}{size}")
     if begin:
@@ -99,8 +136,9 @@ def check_download(action: Action) -> dict[str, Any]:
         and (kind == "model" or file is None)  # an adapter is a whole folder, never one file
     )
     if ok and isinstance(repo, str) and isinstance(revision, str) and isinstance(dest, str):  # as `ok` says
-        layout = repo_dir(PurePosixPath("/"), repo, revision)  # the folder must end as the store lays it out
-        ok = PurePosixPath(dest).is_absolute() and PurePosixPath(dest).parts[-2:] == layout.parts[-2:]
+        layout = repo_dir(PurePosixPath("/"), repo, revision, kind)  # the folder must end as the store lays it out
+        depth = store_depth(kind)
+        ok = PurePosixPath(dest).is_absolute() and PurePosixPath(dest).parts[-depth:] == layout.parts[-depth:]
     if not ok:
         raise PlanFileError(f"{action.address}: the plan's download is not one aigo-apply makes; make a new plan")
     return spec

@@ -1,5 +1,5 @@
 """A vLLM model's LoRA adapters in its canonical spec: each adapter's source and host folder (a repo
-adapter in the model store, laid out like a model; a local one resolved and judged by the mount
+adapter in the model store's folder of adapters, never a model's; a local one resolved and judged by the mount
 rules like a local model), and the two settings that size the engine's room for them, filled in:
 `max_loras` (default: how many adapters it has) and `max_lora_rank` (default: the largest rank the
 adapters' adapter_config.json declare, rounded up to one of vLLM v0.31.0's choices; vLLM's own 16
@@ -28,7 +28,7 @@ def adapter_specs(adapters: dict[str, Any], base_dir: Path, store: Path, mounts:
         source = adapters[name]["source"]
         if "repo" in source:
             canonical = {"repo": source["repo"], "revision": source.get("revision", "main")}
-            folder = repo_dir(store, canonical["repo"], canonical["revision"])
+            folder = repo_dir(store, canonical["repo"], canonical["revision"], "adapter")
         else:
             folder = mountable(base_dir, source["path"], f"adapters.{name}.source.path", mounts)
             canonical = {"path": str(folder)}

@@ -1,16 +1,22 @@
 """Where a model's files live on the host, and which of a repo's files an engine needs.
 
-A repo source maps to one folder per repo and revision under the models directory; a path source is
-used as it is (relative to the config file). A downloaded folder holds a marker file written only
-after every selected file arrived and was verified: its presence is what "downloaded" means, so an
-interrupted download is never mistaken for a complete one. The marker's shape is here; it is read by
+A repo source maps to one folder per kind, repo and revision under the models directory
+(`ORG--NAME/REVISION`, a LoRA adapter's below `adapters/`), named by a reversible escaping
+(`store_name`), so two sources never share a folder; a path source is used as it is (relative to the
+config file). A downloaded folder holds a marker file written only after every selected file arrived
+and was verified: its presence is what "downloaded" means, so an interrupted download is never
+mistaken for a complete one, and it records the source (kind, repo, revision, files), which is
+compared with the wanted one before the folder counts. The marker's shape is here; it is read by
 observe/markers.py. Pure: where a path source leads is looked up in the host's facts, gathered
 before (config/path_facts.HostPaths, read by observe/host_paths.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import string
+from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
@@ -61,9 +67,63 @@ _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.g
 # 1 <= i <= n, is taken as one plain file: only it is mounted, and nothing else is looked for.
 
 
-def repo_dir(models_dir: _P, repo: str, revision: str) -> _P:
-    org, name = repo.split("/", 1)
-    return models_dir / f"{org}--{name}" / revision.replace("/", "--")
+ADAPTERS = "adapters"  # the store's folder of LoRA adapters: no repo's folder is named so (those hold "--")
+_KEPT = frozenset(string.ascii_letters + string.digits + "._-")
+MAX_NAME = 200  # bytes: a folder name, with room under 255 for the download's staging names (".NAME.COMMIT.partial")
+
+
+def store_name(text: str) -> str:
+    """`text` (a repo id or a revision) as one folder name, reversibly: `/` is `--`; a `-` beside another
+    `-` or a `/`, a leading `.`, and every character but letters, digits, `.`, `_` and `-` are `%XX` (the
+    UTF-8 bytes), so a lone `-` is a `-` and an even run of them is that many `/` halved. `Qwen/Qwen3-8B`
+    stays `Qwen--Qwen3-8B` and `refs/pr/1` stays `refs--pr--1`, as the older layout named them, while
+    `feature/x` (`feature--x`) and `feature--x` (`feature%2D%2Dx`) differ. A name over MAX_NAME bytes (or
+    an empty one) keeps its start and ends in `%%` and a SHA-256 of the text: no escaped name holds `%%`."""
+    out = []
+    for i, char in enumerate(text):
+        if char == "/":
+            out.append("--")
+        elif char in _KEPT and not (
+            (char == "-" and (text[i - 1 : i] in ("-", "/") or text[i + 1 : i + 2] in ("-", "/")))
+            or (char == "." and i == 0)
+        ):
+            out.append(char)
+        else:
+            out.append("".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass")))
+    name = "".join(out)
+    if 0 < len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{name[: MAX_NAME - 34]}%%{digest}"
+
+
+def repo_dir(models_dir: _P, repo: str, revision: str, kind: str = "model") -> _P:
+    """The folder of a download of `kind` ("model" or "adapter") of repo@revision: one folder per
+    source, and never another's (store_name; an adapter's below ADAPTERS)."""
+    base = models_dir / ADAPTERS if kind == "adapter" else models_dir
+    return base / store_name(repo) / store_name(revision)
+
+
+def store_depth(kind: str) -> int:
+    """How many folders of a download's path the store lays out below its root (repo_dir)."""
+    return 3 if kind == "adapter" else 2
+
+
+def legacy_dir(need: Mapping[str, Any]) -> str | None:
+    """Where the older layout (before store_name: `ORG--NAME/REVISION` with `/` as `--`, adapters
+    beside models) put the download `need` (from `downloads`), when that is not its folder now, or
+    None. Used only when its marker records exactly `need`'s source: many sources shared such a folder."""
+    dest = PurePath(need["dest"])
+    kind = kind_of(need)
+    depth = store_depth(kind)
+    if len(dest.parts) <= depth:
+        return None
+    store = dest.parents[depth - 1]
+    if repo_dir(store, need["repo"], need["revision"], kind) != dest:
+        return None  # not a folder the store lays out
+    org, name = str(need["repo"]).split("/", 1)
+    old = store / f"{org}--{name}" / str(need["revision"]).replace("/", "--")
+    return str(old) if old != dest else None
 
 
 def local_dir(base_dir: Path, path: str, host: HostContext, paths: HostPaths) -> Path:
@@ -226,17 +286,49 @@ def is_commit(revision: str) -> bool:
     return re.fullmatch(r"[0-9a-f]{40}", revision) is not None
 
 
-def is_complete(
-    marker: dict[str, Any] | None, file: str | None = None, commit: str | None = None, kind: str = "model"
-) -> bool:
-    """Whether a folder's marker says it holds what a model needs (`file`, for a GGUF model), or an
-    adapter (`kind` "adapter": the marker says so, a model's selection is not an adapter's), and,
-    when `commit` is given (aigo.lock's pin), at that commit."""
-    if not marker or not isinstance(marker.get("files"), dict) or marker.get("kind", "model") != kind:
+def source_of(marker: Mapping[str, Any] | None) -> tuple[str, str, str] | None:
+    """The source a marker records, (kind, repo, revision), or None when it records none (a marker
+    the tool wrote always does; "model" where it names no kind, as the tool wrote a model's)."""
+    if not marker or not isinstance(marker.get("repo"), str) or not isinstance(marker.get("revision"), str):
+        return None
+    return str(marker.get("kind", "model")), marker["repo"], marker["revision"]
+
+
+def wanted_source(need: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(kind, repo, revision) of a download (from `downloads`, or a download step's spec)."""
+    return kind_of(need), str(need["repo"]), str(need.get("revision", "main"))
+
+
+def source_text(source: tuple[str, str, str]) -> str:
+    """How plans and errors name a source: repo@revision, "LoRA adapter repo@revision" for an adapter."""
+    kind, repo, revision = source
+    return {"model": "", "adapter": "LoRA adapter "}.get(kind, f"{kind} ") + f"{repo}@{revision}"
+
+
+def foreign_source(marker: Mapping[str, Any] | None, need: Mapping[str, Any]) -> str | None:
+    """How the source `marker` records is named (source_text), when it is another than `need`'s: the
+    folder must not be used for `need`, nor written over. None when it records `need`'s or none."""
+    recorded = source_of(marker)
+    return source_text(recorded) if recorded is not None and recorded != wanted_source(need) else None
+
+
+def is_complete(marker: Mapping[str, Any] | None, need: Mapping[str, Any], commit: str | None = None) -> bool:
+    """Whether a folder's marker says it holds what the download `need` (from `downloads`: kind, repo,
+    revision, file) needs: the marker records exactly that source (a model's selection is not an
+    adapter's, nor another revision's), with `need`'s GGUF file or the whole selection, and, when
+    `commit` is given (aigo.lock's pin), at that commit."""
+    if not marker or not isinstance(marker.get("files"), dict) or source_of(marker) != wanted_source(need):
         return False
     if commit is not None and marker.get("commit") != commit:
         return False
+    file = need.get("file")
     return file in marker["files"] if file is not None else bool(marker.get("complete_repo"))
+
+
+def marker_for(markers: Mapping[str, Mapping[str, Any]], need: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The marker of `need`'s folder when it records `need`'s source, else {} (nothing of it is here)."""
+    marker = markers.get(need["dest"]) or {}
+    return marker if source_of(marker) == wanted_source(need) else {}
 
 
 def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -244,8 +336,9 @@ def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     adapters given by repo), one per repo, revision, file and folder, with the aliases of the models
     that need it (an adapter's: the models it is served with, so a model's plan, lock entry and
     `models pull` name it like the model's own files). An adapter's has `kind` "adapter" and an
-    `adapters` list of its aliases; a model's has no `kind` (it is "model"). Pure."""
-    found: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
+    `adapters` list of its aliases; a model's has no `kind` (it is "model"). A model and an adapter of
+    one repo@revision are two downloads, in two folders (repo_dir). Pure."""
+    found: dict[tuple[str, str, str | None, str, bool], dict[str, Any]] = {}
     for alias, spec in sorted(specs.items()):
         sources = [(spec.get("source", {}), spec.get("model_dir"), None)]
         draft = spec.get("vllm", {}).get("speculative", {}).get("draft")
@@ -256,7 +349,7 @@ def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         for source, dest, adapter_alias in sources:
             if "repo" not in source or not dest:
                 continue
-            key = (source["repo"], source.get("revision", "main"), source.get("file"), dest)
+            key = (source["repo"], source.get("revision", "main"), source.get("file"), dest, adapter_alias is not None)
             entry = found.setdefault(
                 key, {"repo": key[0], "revision": key[1], "file": key[2], "dest": dest, "models": []}
             )
@@ -268,7 +361,7 @@ def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
-def kind_of(need: dict[str, Any]) -> str:
+def kind_of(need: Mapping[str, Any]) -> str:
     """What a download (from `downloads`) is: "model" or "adapter"."""
     return str(need.get("kind", "model"))
 

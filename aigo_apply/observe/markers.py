@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply import safe_read
-from aigo_apply.desired.model_store import MARKER, downloads, is_complete, kind_of, marker_shape
+from aigo_apply.desired.model_store import (
+    MARKER,
+    downloads,
+    is_complete,
+    kind_of,
+    legacy_dir,
+    marker_shape,
+    store_depth,
+)
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:
@@ -41,21 +49,28 @@ def marker_or_why(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def read_markers(specs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The markers of every folder the models download into, their repo LoRA adapters' too ({} where
-    there is none)."""
-    return {d["dest"]: read_marker(Path(d["dest"])) or {} for d in downloads(specs)}
+    """The markers of every folder the models download into, their repo LoRA adapters' too, and of
+    the folder the older store layout gave each (model_store.legacy_dir) where that is another ({}
+    where there is none)."""
+    out: dict[str, dict[str, Any]] = {}
+    for need in downloads(specs):
+        for folder in (need["dest"], legacy_dir(need)):
+            if folder is not None and folder not in out:
+                out[folder] = read_marker(Path(folder)) or {}
+    return out
 
 
 MAX_STORE_ENTRIES = 10_000  # a model's folder holds a few dozen files; one far larger is no download of ours
 
 
-def store_link(dest: Path, inside: bool = True) -> str | None:
-    """Why the download folder `dest` (STORE/ORG--NAME/REVISION) may not be written into or mounted,
-    or None. The store lays out real folders: where its repo folder or `dest` is a symbolic link (a
-    config repository can commit one), a download would write, and an engine mount, wherever the link
-    leads. With `inside`, a link or a special file anywhere inside `dest` counts too (the Hub client
-    writes its partial files and metadata under it). A missing folder is fine: the download makes it."""
-    for level in (dest.parent, dest):
+def store_link(dest: Path, inside: bool = True, depth: int = 2) -> str | None:
+    """Why the download folder `dest` (STORE/ORG--NAME/REVISION, or STORE/adapters/ORG--NAME/REVISION:
+    `depth` levels below the store, model_store.store_depth) may not be written into or mounted, or
+    None. The store lays out real folders: where one of those levels is a symbolic link (a config
+    repository can commit one), a download would write, and an engine mount, wherever the link leads.
+    With `inside`, a link or a special file anywhere inside `dest` counts too (the Hub client writes its
+    partial files and metadata under it). A missing folder is fine: the download makes it."""
+    for level in [*reversed(dest.parents[: depth - 1]), dest]:
         try:
             mode = os.lstat(level).st_mode
         except FileNotFoundError:
@@ -91,8 +106,8 @@ def store_link_problems(specs: dict[str, dict[str, Any]], markers: dict[str, dic
     mounted (store_link). A folder that is complete is only mounted: its inside is not walked."""
     out: dict[str, list[str]] = {}
     for need in downloads(specs):
-        done = is_complete(markers.get(need["dest"]), need.get("file"), None, kind_of(need))
-        why = store_link(Path(need["dest"]), inside=not done)
+        done = is_complete(markers.get(need["dest"]), need)
+        why = store_link(Path(need["dest"]), inside=not done, depth=store_depth(kind_of(need)))
         if why:
             for alias in need["models"]:
                 out.setdefault(alias, []).append(f"{need['repo']}@{need['revision']}: {why}")

@@ -38,7 +38,9 @@ def adapter_checks(desired: DesiredState, markers: Mapping[str, dict[str, Any]] 
             )
             where = f"model '{alias}' adapter '{name}'"
             source = adapter["source"]
-            pending = "repo" in source and not is_complete((markers or {}).get(adapter["adapter_dir"]), kind="adapter")
+            pending = "repo" in source and not is_complete(
+                (markers or {}).get(adapter["adapter_dir"]), {**source, "kind": "adapter"}
+            )
             if pending and not (files.hub and files.problem):
                 said = f", rank {files.rank} by its adapter_config.json on the Hub" if files.hub else ""
                 out.append(

@@ -6,9 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any
 
-from aigo_apply.desired.model_store import downloads, is_complete, kind_of, label
+from aigo_apply.desired.model_store import (
+    KINDS,
+    downloads,
+    foreign_source,
+    is_complete,
+    kind_of,
+    label,
+    legacy_dir,
+    marker_for,
+    repo_dir,
+    source_of,
+    source_text,
+    store_depth,
+    wanted_source,
+)
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import ObservedState
@@ -75,19 +90,28 @@ def download_actions(
 ) -> tuple[list[Action], list[Blocker], list[str]]:
     """A `download` for every model (or repo LoRA adapter) folder that is not complete on this
     machine and that a model being created, replaced or started needs; it runs before any container
-    is stopped."""
+    is stopped. A folder whose marker records another source blocks the plan, whatever the model does
+    (foreign_blocker); one that the older store layout holds exactly is linked over, not downloaded."""
     acting = {a.model for a in model_actions if a.kind in ("create", "recreate", "start") and a.model}
     actions, blockers, warnings = [], [], []
     for need in downloads(desired.specs()):
         info = remote.get(hub_key(need)) or HubAnswer()
         kind = kind_of(need)
-        if is_complete(observed.model_files.get(need["dest"]), need["file"], info.pin, kind) or not acting & set(
-            need["models"]
-        ):
+        here = observed.model_files.get(need["dest"])
+        if foreign_source(here, need):
+            blockers.append(foreign_blocker(need, here or {}))
+            continue
+        if is_complete(here, need, info.pin) or not acting & set(need["models"]):
             continue
         what = label(need)
         first = f"model.{need['models'][0]}"
-        if info.error is not None:
+        legacy = legacy_dir(need)
+        if legacy is not None and is_complete(observed.model_files.get(legacy), need, info.pin):
+            reason = (
+                f"{what} is in {legacy}, where an older aigo-apply kept it (its marker records exactly this "
+                f"source): its files are linked into {need['dest']}, nothing is downloaded"
+            )
+        elif info.error is not None:
             if info.access:
                 blockers.append(Blocker(info.blocker, info.error, info.fix, first))
             else:
@@ -120,6 +144,27 @@ def download_actions(
     return actions, blockers, warnings
 
 
+def foreign_blocker(need: dict[str, Any], marker: Mapping[str, Any]) -> Blocker:
+    """The `model.store` blocker of a download folder whose marker records another source than
+    `need`'s (an older aigo-apply gave many sources one folder): it names both, and never reuses it."""
+    recorded, dest = source_of(marker), PurePath(need["dest"])
+    depth = store_depth(kind_of(need))
+    whose = f"model{'s' if len(need['models']) > 1 else ''} {', '.join(need['models'])}"
+    move = ""
+    if recorded is not None and recorded[0] in KINDS and len(dest.parts) > depth:
+        home = repo_dir(dest.parents[depth - 1], recorded[1], recorded[2], recorded[0])
+        move = f"move it to {home} (where the store keeps {source_text(recorded)}) or "
+    return Blocker(
+        "model.store",
+        f"{dest} holds {source_text(recorded) if recorded else 'another source'} by its download marker, but "
+        f"{whose} need{'' if len(need['models']) > 1 else 's'} {source_text(wanted_source(need))} there: "
+        "an older aigo-apply gave both one folder, and it is never used for another source",
+        f"{move}remove it, then plan again; a model that runs on it now serves those files: "
+        f"`aigo-apply apply --replace {need['models'][0]}` then downloads {label(need)} and starts it on that",
+        f"model.{need['models'][0]}",
+    )
+
+
 def lock_moves(
     desired: DesiredState, observed: ObservedState, actions: list[Action], remote: Mapping[HubKey, HubAnswer]
 ) -> list[Action]:
@@ -128,7 +173,7 @@ def lock_moves(
     moving: dict[str, str] = {}
     for need in downloads(desired.specs()):
         pin = (remote.get(hub_key(need)) or HubAnswer()).pin
-        here = (observed.model_files.get(need["dest"]) or {}).get("commit")
+        here = marker_for(observed.model_files, need).get("commit")
         if pin and here and here != pin:
             moving.update(dict.fromkeys(need["models"], pin))
     out = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.desired.model_store import downloads, label
+from aigo_apply.desired.model_store import downloads, label, marker_for
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
 from aigo_apply.safe_read import LOCK, BadData, json_value
@@ -121,7 +121,7 @@ def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str
             locked_images[ref] = {"id": image.get("Id"), "digest": digest}
     locked_models = {}
     for need in downloads(desired.specs()):
-        marker = markers.get(need["dest"]) or {}
+        marker = marker_for(markers, need)  # a marker of another source says nothing of this one
         if marker.get("commit"):
             entry = {"commit": marker["commit"], "models": sorted(need["models"])}
             if need.get("adapters"):  # a LoRA adapter's download: the adapters' aliases beside their models'
@@ -151,7 +151,7 @@ def drift(
         entry = lock["models"].get(label(need))
         if not entry:
             continue
-        here = (markers.get(need["dest"]) or {}).get("commit")
+        here = marker_for(markers, need).get("commit")
         if here and here != entry["commit"]:
             out.append(f"{label(need)} on this machine is commit {here[:12]}, aigo.lock records {entry['commit'][:12]}")
         now = hub_commits.get(label(need))

@@ -82,6 +82,8 @@ def observed(d, entries=None, files=None, images=IMAGES, downloaded=True):
     markers = (
         {
             n["dest"]: {
+                "repo": n["repo"],
+                "revision": n["revision"],
                 "commit": "c0ffee",
                 "files": {n["file"] or "config.json": 1},
                 "complete_repo": True,

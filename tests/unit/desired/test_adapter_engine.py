@@ -44,7 +44,7 @@ def build(tmp_path, vllm="", files=None):
 
 def files_for(tmp_path, sql=8, local=32):
     return {
-        "/store/org--sql-lora/1a2b3c4": AdapterFiles(sql, ("q_proj", "v_proj"), "org/base"),
+        "/store/adapters/org--sql-lora/1a2b3c4": AdapterFiles(sql, ("q_proj", "v_proj"), "org/base"),
         str(tmp_path.resolve() / "local"): AdapterFiles(local, ("q_proj",), "org/base"),
     }
 
@@ -72,7 +72,7 @@ def test_each_adapter_is_mounted_read_only_from_the_store_or_its_folder(tmp_path
     mounts = [m for m in model.container.mounts if m.target.startswith("/adapters/")]
     assert mounts == [
         Mount(str(tmp_path.resolve() / "local"), "/adapters/local", True),
-        Mount("/store/org--sql-lora/1a2b3c4", "/adapters/sql", True),
+        Mount("/store/adapters/org--sql-lora/1a2b3c4", "/adapters/sql", True),
     ]
     assert model.spec["adapters"] == {
         "local": {
@@ -81,7 +81,7 @@ def test_each_adapter_is_mounted_read_only_from_the_store_or_its_folder(tmp_path
         },
         "sql": {
             "source": {"repo": "org/sql-lora", "revision": "1a2b3c4"},
-            "adapter_dir": "/store/org--sql-lora/1a2b3c4",
+            "adapter_dir": "/store/adapters/org--sql-lora/1a2b3c4",
         },
     }
 

@@ -127,8 +127,8 @@ def _read_everywhere(tmp_path: Path, folder: Path) -> None:
     if marker is not None:
         assert all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in marker["files"].items())
         assert all(isinstance(marker[k], str) for k in ("repo", "revision", "commit", "downloaded_at") if k in marker)
-    is_complete(marker, "config.json", "c" * 40)
-    is_complete(marker)
+    is_complete(marker, {"repo": "org/m", "revision": "main", "file": "config.json"}, "c" * 40)
+    is_complete(marker, {"repo": "org/m", "revision": "main", "kind": "adapter"})
     fake = types.SimpleNamespace(specs=dict)
     assert isinstance(render(listing(fake, tmp_path / "store")), str)
 

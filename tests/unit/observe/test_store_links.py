@@ -60,7 +60,14 @@ def test_the_plan_names_each_model_whose_download_folder_is_a_link(tmp_path):
     checks = store_checks(problems)
     assert [(c.id, c.status) for c in checks] == [("model.store", "blocking")] * 2
     assert checks[0].message.startswith("model 'a': org/tiny@main: ") and "symbolic link" in checks[0].message
-    complete = {str(store / "org--fine" / "main"): {"files": {"x": 1}, "complete_repo": True}}
+    complete = {
+        str(store / "org--fine" / "main"): {
+            "repo": "org/fine",
+            "revision": "main",
+            "files": {"x": 1},
+            "complete_repo": True,
+        }
+    }
     (store / "org--fine" / "main").mkdir(parents=True)
     (store / "org--fine" / "main" / "x").symlink_to("/etc/passwd")
     assert "c" not in store_link_problems(specs, complete)  # complete: mounted only, its inside is not walked

@@ -38,7 +38,7 @@ models:
     adapters:
       sql: {source: {repo: org/sql-lora, revision: r1}}
 """
-ADAPTER_DIR = "/store/org--sql-lora/r1"
+ADAPTER_DIR = "/store/adapters/org--sql-lora/r1"
 BASE_DIR = "/store/org--base/v1"
 KEY = ("org/sql-lora", "r1", None, "adapter")
 C1, C2 = "1" * 40, "2" * 40
@@ -48,8 +48,10 @@ def desired(tmp_path, text=CONFIG):
     return build_desired(load_config(str(write_config(tmp_path, text))), host_context(Path("/store")), {})
 
 
-def marker(commit, kind=None):
+def marker(commit, kind=None, repo="org/sql-lora", revision="r1"):
     return {
+        "repo": repo,
+        "revision": revision,
         "commit": commit,
         "files": {"adapter_config.json": 1},
         "complete_repo": True,
@@ -121,18 +123,22 @@ def test_a_repo_that_is_no_adapter_is_refused_naming_what_it_has(files):
 
 
 def test_only_an_adapters_marker_makes_its_folder_complete():
-    assert is_complete(marker(C1, "adapter"), kind="adapter")
-    assert not is_complete(marker(C1), kind="adapter")  # a model's files are not an adapter's
-    assert not is_complete(marker(C1, "adapter"))  # nor the other way round
-    assert is_complete(marker(C1, "adapter"), commit=C1, kind="adapter")
-    assert not is_complete(marker(C1, "adapter"), commit=C2, kind="adapter")
+    adapter, model = (
+        {"repo": "org/sql-lora", "revision": "r1", "kind": "adapter"},
+        {"repo": "org/sql-lora", "revision": "r1"},
+    )
+    assert is_complete(marker(C1, "adapter"), adapter)
+    assert not is_complete(marker(C1), adapter)  # a model's files are not an adapter's
+    assert not is_complete(marker(C1, "adapter"), model)  # nor the other way round
+    assert is_complete(marker(C1, "adapter"), adapter, commit=C1)
+    assert not is_complete(marker(C1, "adapter"), adapter, commit=C2)
 
 
 def test_the_plan_downloads_a_missing_adapter_first_and_says_whose_it_is(tmp_path):
     d = desired(tmp_path)
     remote = {KEY: HubAnswer(commit=C1, bytes=54_000_000, files=("adapter_config.json", "adapter_model.safetensors"))}
     seen = observed(d, downloaded=False, entries=[])
-    seen.model_files[BASE_DIR] = marker(C1) | {"files": {"config.json": 1}}  # the base model is here
+    seen.model_files[BASE_DIR] = marker(C1, repo="org/base", revision="v1")  # the base model is here
     plan = build_plan(d, seen, PlanFacts(remote=remote))
     download = next(a for a in plan.actions if a.kind == "download")
     assert download.address == "download.org/sql-lora@r1"
@@ -171,7 +177,7 @@ def test_the_kind_goes_through_the_saved_plan_and_a_models_spec_has_none(tmp_pat
 
 def test_the_lock_records_an_adapters_commit_and_shows_its_drift(tmp_path):
     d = desired(tmp_path)
-    markers = {BASE_DIR: marker(C1), ADAPTER_DIR: marker(C1, "adapter")}
+    markers = {BASE_DIR: marker(C1, repo="org/base", revision="v1"), ADAPTER_DIR: marker(C1, "adapter")}
     lock = lockfile.build(d, [], markers)
     assert lock["models"] == {
         "org/base@v1": {"commit": C1, "models": ["base"]},
@@ -223,7 +229,7 @@ def test_remote_info_asks_the_hub_for_an_adapters_files_at_the_locked_commit(tmp
     assert missing[KEY].blocker == "lock.missing" and missing[KEY].error == "org/sql-lora@r1 is not in aigo.lock"
 
 
-def test_an_adapters_marker_says_so_and_a_models_is_as_before(tmp_path):
+def test_every_marker_records_its_source_an_adapters_and_a_models_alike(tmp_path):
     from aigo_apply.adapters.hub import Remote, _verify_and_mark
     from aigo_apply.observe.markers import read_marker
 
@@ -233,8 +239,8 @@ def test_an_adapters_marker_says_so_and_a_models_is_as_before(tmp_path):
         found = Remote("org/x", "r1", C1, {"adapter_config.json": 2}, {})
         written = _verify_and_mark("org/x", "r1", folder, found, None, {}, kind)
         assert read_marker(folder) == written
-        assert written.get("kind") == (kind if kind == "adapter" else None)
-        assert is_complete(read_marker(folder), commit=C1, kind=kind)
+        assert written["kind"] == kind and (written["repo"], written["revision"]) == ("org/x", "r1")
+        assert is_complete(read_marker(folder), {"repo": "org/x", "revision": "r1", "kind": kind}, commit=C1)
 
 
 def test_models_list_marks_an_adapter_and_names_the_model_that_uses_it(tmp_path):
@@ -242,9 +248,9 @@ def test_models_list_marks_an_adapter_and_names_the_model_that_uses_it(tmp_path)
 
     rows = listing(desired(tmp_path), tmp_path / "empty-store")
     assert [(r["folder"], r["used_by"], r.get("kind")) for r in rows] == [
-        (BASE_DIR, ["base"], None),
         (ADAPTER_DIR, ["base"], "adapter"),
+        (BASE_DIR, ["base"], None),
     ]
-    assert render(rows).splitlines()[1] == (
+    assert render(rows).splitlines()[0] == (
         f"missing     LoRA adapter {ADAPTER_DIR}  (used by base; `aigo-apply models pull`)"
     )

@@ -33,9 +33,9 @@ models:
 SQL = "      sql: {source: {repo: org/sql-lora, revision: r1}}\n"
 CHAT = "      chat: {source: {repo: org/chat-lora, revision: r1}}\n"
 FILES = {
-    "/store/org--sql-lora/r1": AdapterFiles(8, ("q_proj", "v_proj"), "org/base"),
-    "/store/org--sql-lora/r2": AdapterFiles(8, ("q_proj", "v_proj"), "org/base"),
-    "/store/org--chat-lora/r1": AdapterFiles(16, ("o_proj",), "org/base"),
+    "/store/adapters/org--sql-lora/r1": AdapterFiles(8, ("q_proj", "v_proj"), "org/base"),
+    "/store/adapters/org--sql-lora/r2": AdapterFiles(8, ("q_proj", "v_proj"), "org/base"),
+    "/store/adapters/org--chat-lora/r1": AdapterFiles(16, ("o_proj",), "org/base"),
 }
 
 
@@ -137,19 +137,29 @@ def test_lora_buffers_split_over_tensor_parallel_gpus_and_say_what_they_miss():
 
 
 def downloaded(*folders):
-    """The model store's markers when each of `folders` holds a downloaded adapter."""
+    """The model store's markers when each of `folders` (STORE/adapters/ORG--NAME/REVISION) holds a
+    downloaded adapter, recording its source."""
     return {
-        f: {"commit": "c0ffee", "files": {"adapter_config.json": 1}, "complete_repo": True, "kind": "adapter"}
+        f: {
+            "repo": f.split("/")[-2].replace("--", "/", 1),
+            "revision": f.split("/")[-1],
+            "commit": "c0ffee",
+            "files": {"adapter_config.json": 1},
+            "complete_repo": True,
+            "kind": "adapter",
+        }
         for f in folders
     }
 
 
 def test_folders_vllm_cannot_load_block_and_another_base_warns(tmp_path):
     files = {
-        "/store/org--sql-lora/r1": AdapterFiles(problem="/store/org--sql-lora/r1 holds no adapter_config.json"),
-        "/store/org--chat-lora/r1": AdapterFiles(64, ("q_proj",), "Org/Other-Base"),
+        "/store/adapters/org--sql-lora/r1": AdapterFiles(
+            problem="/store/adapters/org--sql-lora/r1 holds no adapter_config.json"
+        ),
+        "/store/adapters/org--chat-lora/r1": AdapterFiles(64, ("q_proj",), "Org/Other-Base"),
     }
-    store = downloaded("/store/org--sql-lora/r1", "/store/org--chat-lora/r1")
+    store = downloaded("/store/adapters/org--sql-lora/r1", "/store/adapters/org--chat-lora/r1")
     checks = adapter_checks(desired(tmp_path, SQL + CHAT, files, "    vllm: {max_lora_rank: 32}\n"), store)
     assert [(c.id, c.status) for c in checks] == [
         ("adapter.files", "blocking"),
@@ -161,17 +171,24 @@ def test_folders_vllm_cannot_load_block_and_another_base_warns(tmp_path):
         == "model 'base' adapter 'chat': its rank 64 is above the engine's max_lora_rank 32, and vLLM refuses to load it"
     )
     assert checks[1].message.startswith("model 'base' adapter 'chat' was trained on Org/Other-Base")
-    assert checks[2].message == "model 'base' adapter 'sql': /store/org--sql-lora/r1 holds no adapter_config.json"
-    same_base = {**FILES, "/store/org--sql-lora/r1": AdapterFiles(8, (), "ORG/base")}
+    assert (
+        checks[2].message == "model 'base' adapter 'sql': /store/adapters/org--sql-lora/r1 holds no adapter_config.json"
+    )
+    same_base = {**FILES, "/store/adapters/org--sql-lora/r1": AdapterFiles(8, (), "ORG/base")}
     assert adapter_checks(desired(tmp_path, SQL, same_base), store) == []
 
 
 def test_a_repo_adapter_not_in_the_store_is_not_blocked_apply_downloads_it(tmp_path):
-    files = {"/store/org--sql-lora/r1": AdapterFiles(problem="/store/org--sql-lora/r1 does not exist on this machine")}
+    files = {
+        "/store/adapters/org--sql-lora/r1": AdapterFiles(
+            problem="/store/adapters/org--sql-lora/r1 does not exist on this machine"
+        )
+    }
     d = desired(tmp_path, SQL, files)
     assert d.models["base"].spec["vllm"]["max_lora_rank"] == 16  # vLLM's own while the rank is unread
     # a model's marker in the folder is not an adapter's: still downloaded
-    model_marker = {"/store/org--sql-lora/r1": {"files": {"config.json": 1}, "complete_repo": True}}
+    model = {"repo": "org/sql-lora", "revision": "r1", "files": {"config.json": 1}, "complete_repo": True}
+    model_marker = {"/store/adapters/org--sql-lora/r1": model}
     for markers in (None, {}, model_marker):
         checks = adapter_checks(d, markers)
         assert [(c.id, c.status) for c in checks] == [("adapter.files", "ok")]
@@ -180,7 +197,7 @@ def test_a_repo_adapter_not_in_the_store_is_not_blocked_apply_downloads_it(tmp_p
             "(or `aigo-apply models pull`), and its files are checked then"
         )
     # once downloaded, its files are judged like a local adapter's
-    assert [c.status for c in adapter_checks(d, downloaded("/store/org--sql-lora/r1"))] == ["blocking"]
+    assert [c.status for c in adapter_checks(d, downloaded("/store/adapters/org--sql-lora/r1"))] == ["blocking"]
 
 
 def test_a_local_adapter_keeps_its_check_whatever_the_store_holds(tmp_path):

@@ -161,7 +161,10 @@ class Machine:
         """What the executor does, action by action (readiness always succeeds here)."""
         for action in plan.actions:
             if action.kind == "download":
-                self.markers[action.download.dest] = {
+                self.markers[action.download.dest] = {  # as the download writes it: with its source
+                    "repo": action.download.repo,
+                    "revision": action.download.revision,
+                    "kind": action.download.kind,
                     "commit": "c" * 40,
                     "files": {"config.json": 1},
                     "complete_repo": True,
