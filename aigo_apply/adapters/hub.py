@@ -311,3 +311,42 @@ class _errors:
                 "check the network (or HF_ENDPOINT), then run the command again: a partial download resumes",
             ) from None
         return False
+
+
+SMALL_FILE_BYTES = 16 * 1024 * 1024  # a config, tokenizer config or chat template: KiBs (a large one a few MiB)
+
+
+def small_files(
+    repo: str, revision: str, names: tuple[str, ...], timeout: float = INFO_TIMEOUT
+) -> tuple[Remote, dict[str, bytes]]:
+    """What the Hub lists for repo@revision (remote(): the commit, the files an engine needs and their
+    sizes, config.json), and the contents of those of `names` it has at its top level, each at most
+    SMALL_FILE_BYTES by the Hub's listing and by what arrives (`aigo-apply add` reads a model's own
+    metadata this way: never a weight file). Asked with the token plan uses. Raises HubError."""
+    found = remote(repo, revision, timeout=timeout, with_config=True)
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    out: dict[str, bytes] = {}
+    for name in names:
+        size = found.files.get(name)
+        if size is None or "/" in name or size > SMALL_FILE_BYTES:
+            continue
+        with (
+            _errors(repo, revision),
+            get_session().stream(
+                "GET",
+                f"{_endpoint()}/{repo}/resolve/{found.commit}/{name}",
+                timeout=timeout,
+                headers=build_hf_headers(token=token()),
+                follow_redirects=True,
+            ) as reply,
+        ):
+            reply.raise_for_status()
+            data = b""
+            for chunk in reply.iter_bytes():  # what arrives is bounded too, whatever the listing said
+                data += chunk
+                if len(data) > SMALL_FILE_BYTES:
+                    break
+            if len(data) <= SMALL_FILE_BYTES:
+                out[name] = data
+    return found, out
