@@ -21,6 +21,7 @@ import click
 
 from aigo_apply import __version__
 from aigo_apply.cli import (  # noqa: F401 (they register their commands)
+    add_command,
     change_commands,
     check_commands,
     file_commands,
