@@ -208,7 +208,7 @@ def test_lock_records_the_commit_plan_reports_a_moved_branch_and_locked_apply_in
     assert f"(because its model files move to commit {moved[:12]} (aigo.lock))" in relocked.stdout
     assert (folder / "model.safetensors").read_bytes() == tiny_files(2)["model.safetensors"]
     assert json.loads((folder / ".aigo-download.json").read_text())["commit"] == moved
-    assert not list(folder.parent.glob("main.*"))  # no staging or old folder left behind
+    assert not list(folder.parent.glob("*main.*"))  # no staging or old folder left behind
     assert runtime.api.inspect_container(f"aigo-{project}-tiny")["Id"] != old_id
 
 
@@ -249,7 +249,7 @@ def test_a_repo_adapter_is_downloaded_on_the_host_recorded_in_the_lock_and_reins
     assert f"commit {first[:12]}" in planned.stdout
     result = run_cli("apply", "-f", path, "-y", env={**env, "HF_TOKEN": "hf_never_shown"})
     assert result.returncode == 0, result.stdout + result.stderr
-    folder = tmp_path / "store" / "org--sql-lora" / "main"
+    folder = tmp_path / "store" / "adapters" / "org--sql-lora" / "main"  # never a model's folder
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
         "adapter_config.json",
         "adapter_model.safetensors",
@@ -294,6 +294,42 @@ def test_a_repo_adapter_is_downloaded_on_the_host_recorded_in_the_lock_and_reins
     assert (folder / "adapter_model.safetensors").read_bytes() == adapter_files(1)["adapter_model.safetensors"]
     assert all(f"/resolve/{first}/" in p for p, _ in hub.file_gets() if "/org/sql-lora/" in p)
     assert (tmp_path / "aigo.lock").read_text() == lock_text  # nothing new to record
+
+
+def with_adapter(path: str, adapter: str = "sql: {source: {repo: org/sql-lora}}") -> None:
+    text = open(path).read()
+    line = '    env: {AIGO_STUB_LOAD_SECONDS: "0.2"}\n'
+    assert line in text
+    open(path, "w").write(text.replace(line, f"{line}    adapters:\n      {adapter}\n"))
+
+
+def test_a_store_of_the_older_layout_is_taken_over_by_links_and_nothing_is_downloaded_again(
+    tmp_path, hub, env, project
+):
+    """The older layout kept a repo adapter beside the models (STORE/ORG--NAME/REVISION): that folder,
+    whose marker records exactly the adapter, is linked into STORE/adapters/... without a download."""
+    hub.add("org/tiny", tiny_files())
+    hub.add("org/sql-lora", adapter_files(1))
+    path = config(tmp_path, project, "{repo: org/tiny}", free_port())
+    with_adapter(path)
+    assert run_cli("models", "pull", "-f", path, env=env).returncode == 0
+    store = tmp_path / "store"
+    older = store / "org--sql-lora" / "main"
+    older.parent.mkdir()
+    (store / "adapters" / "org--sql-lora" / "main").rename(older)  # where the older aigo-apply put it
+    (store / "adapters" / "org--sql-lora").rmdir()
+    planned = run_cli("plan", "-f", path, env=env)
+    assert f"org/sql-lora@main is in {older}, where an older aigo-apply kept it" in planned.stdout, planned.stdout
+    listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)
+    older_row = next(r for r in listed if r["folder"] == str(older))
+    assert older_row["moved"] == str(store / "adapters" / "org--sql-lora" / "main") and older_row["used_by"] == []
+    hub.requests.clear()  # (the plan asked the Hub for the adapter's config, as for any folder not complete)
+    pulled = run_cli("models", "pull", "-f", path, env=env)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    assert "linked into" in pulled.stdout and hub.file_gets() == []  # nothing downloaded again
+    new = store / "adapters" / "org--sql-lora" / "main"
+    assert (new / "adapter_model.safetensors").stat().st_ino == (older / "adapter_model.safetensors").stat().st_ino
+    assert "already on this machine" in run_cli("models", "pull", "-f", path, env=env).stdout
 
 
 def test_an_adapter_repo_without_adapter_config_is_refused_with_what_was_found(tmp_path, hub, env, project):
