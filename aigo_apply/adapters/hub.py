@@ -320,10 +320,10 @@ def small_files(
     repo: str, revision: str, names: tuple[str, ...], timeout: float = INFO_TIMEOUT
 ) -> tuple[Remote, dict[str, bytes]]:
     """What the Hub lists for repo@revision (remote(): the commit, the files an engine needs and their
-    sizes, config.json), and the contents of those of `names` it has at its top level, each at most
+    sizes), and the contents of those of `names` it has at its top level, each at most
     SMALL_FILE_BYTES by the Hub's listing and by what arrives (`aigo-apply add` reads a model's own
     metadata this way: never a weight file). Asked with the token plan uses. Raises HubError."""
-    found = remote(repo, revision, timeout=timeout, with_config=True)
+    found = remote(repo, revision, timeout=timeout)
     from huggingface_hub.utils import build_hf_headers, get_session
 
     out: dict[str, bytes] = {}

@@ -81,7 +81,7 @@ def add_model(request: AddRequest, gpus: GpuFacts | None = None) -> Added:
     """The proposal for SOURCE, added to the file unless `request.write` is false (see the module's
     docstring). `gpus`: the GPU facts to fit it by (this machine's when None)."""
     config = load_config(request.config_file)  # a file that does not validate is fixed first
-    source = parse_source(request.source, config.base_dir)
+    source = parse_source(request.source)
     alias = request.alias or default_alias(source)
     if not ALIAS_RE.match(alias):
         raise UsageProblem(
@@ -129,8 +129,9 @@ def _refusal(proposal: Proposal) -> str:
     return ""
 
 
-def parse_source(text: str, base: Path) -> dict[str, str]:
-    """SOURCE as the entry's source: a folder here ({path}), or ORG/NAME[@REVISION] ({repo, revision})."""
+def parse_source(text: str) -> dict[str, str]:
+    """SOURCE as the entry's source: a folder here ({path}, absolute: a relative one is read from the
+    current folder, the file's folder may be another), or ORG/NAME[@REVISION] ({repo, revision})."""
     folder = Path(text).expanduser()
     folder = folder if folder.is_absolute() else Path.cwd() / folder
     if text.startswith(("/", ".", "~")) or folder.is_dir():

@@ -224,10 +224,19 @@ def test_crlf_line_ends_and_a_flow_models_mapping_are_kept(tmp_path, monkeypatch
         ("Qwen/Qwen3-8B@v1.0", {"repo": "Qwen/Qwen3-8B", "revision": "v1.0"}),
     ],
 )
-def test_a_repo_source_and_its_alias(text, source, tmp_path):
-    assert parse_source(text, tmp_path) == source
+def test_a_repo_source_and_its_alias(text, source):
+    assert parse_source(text) == source
     assert default_alias(source) == "qwen3-8b"
     assert default_alias({"path": "/srv/My Model!"}) == "my-model"
+
+
+def test_a_folder_given_from_here_is_written_as_its_absolute_path(tmp_path, monkeypatch):
+    model_folder(tmp_path / "models" / "m", HERMES)
+    monkeypatch.chdir(tmp_path)
+    assert parse_source("models/m") == {"path": str(tmp_path / "models" / "m")}  # a folder, not a repo id
+    assert parse_source("./models/m") == {"path": str(tmp_path / "models" / "m")}
+    with pytest.raises(UsageProblem, match="no such folder"):
+        parse_source("./models/none")
 
 
 # -- from the Hub ------------------------------------------------------------------------------------
@@ -258,7 +267,6 @@ def test_a_hub_repo_is_read_from_its_small_files_only(target, hub):
     fetched = sorted(path.rsplit("/", 1)[1] for path, _ in hub.file_gets())
     assert fetched == [
         "chat_template.jinja",
-        "config.json",
         "config.json",
         "generation_config.json",
         "tokenizer_config.json",
