@@ -194,7 +194,7 @@ def _join_group(
                 members = ", ".join(group.members)
                 why = {
                     "swap_group": (
-                        f"it does not fit beside the models always on GPU {row['index']}; it takes turns with "
+                        f"GPU {row['index']} has no room for it beside the file's models; it takes turns with "
                         f"{members} ({group.max_awake} awake at once)"
                     ),
                     "gpus": "the swap group's GPUs (its models take turns on the same GPUs)",
@@ -230,13 +230,15 @@ def _nowhere(rows: list[dict[str, Any]], config: dict[str, Any], weights: int, l
                     "their gpu_memory_utilization",
                 ),
             )
-    est = estimate(config, weights, low, min(len(rows), 8))
+    most = max((tp for tp in _TP if tp <= len(rows)), default=1)
+    est = estimate(config, weights, low, most)
     biggest = max((r["memory_free"] or 0) for r in rows)
+    where = "on one GPU" if most == 1 else f"on each of {most} GPUs"
     return Fit(
         False,
         notes=(
-            f"it needs {_need(est)} on each of {min(len(rows), 8)} GPU(s) even at {low} tokens, more than these "
-            f"GPUs hold (at most {gib(biggest)} free on one): use a smaller or quantized checkpoint",
+            f"it needs {_need(est)} {where} even at {low} tokens, more than these GPUs hold (at most "
+            f"{gib(biggest)} free on one): use a smaller or quantized checkpoint",
         ),
     )
 

@@ -52,7 +52,7 @@ def propose(
         entry["swap_group"] = fit.swap_group
     if longest is not None and fit.context_length is not None:
         entry["context_length"] = fit.context_length
-    else:
+    elif longest is None:
         notes.append(
             "context_length: config.json gives no maximum length (max_position_embeddings): write the model "
             "card's, as a number of tokens"

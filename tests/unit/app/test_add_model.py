@@ -148,6 +148,8 @@ def test_a_model_that_fits_nowhere_is_not_written_and_says_why(tmp_path, target)
     assert target.read_text() == FILE
     dry = _add(target, str(folder), gpus(48), write=False)  # the proposal is still shown
     assert not dry.proposal.placed and not dry.written
+    (note,) = dry.proposal.notes  # the why, and nothing about a context length config.json does give
+    assert note.startswith("it needs ~") and "on one GPU even at 4096 tokens" in note
 
 
 def test_an_older_vllm_tag_never_gets_a_parser_it_does_not_know(tmp_path, target):
@@ -308,3 +310,48 @@ def test_the_command_prints_or_writes_the_entry(tmp_path, target):
     assert yaml.safe_load(target.read_text())["models"]["mistral-small"] == document["entry"]
     bad = run_cli("add", str(folder), "-f", str(target), "--alias", "-x", env=env)
     assert bad.returncode == 64 and "is not a model alias" in bad.stderr
+
+
+FORMATTED = """\
+version: 1
+project: lab
+models:
+  chat:
+    source: {repo: org/chat}
+    context_length: 8192
+    gpus: [0]
+    vllm: {gpu_memory_utilization: 0.1}
+  a:
+    source: {repo: org/a}
+    swap_group: turns
+    context_length: 8192
+    gpus: [1]
+    vllm: {gpu_memory_utilization: 0.8}
+"""
+
+
+BUSY_GPU_0 = GpuFacts(
+    {**gpus(48, 48).nvml, "gpus": [{**gpus(48).nvml["gpus"][0], "memory_used": 40 * GIB}, gpus(48, 48).nvml["gpus"][1]]}
+)
+
+
+@pytest.mark.parametrize(
+    "facts,weights,placed",
+    [
+        (gpus(48, 48), 16 * GIB, {"gpus": [0]}),
+        (BUSY_GPU_0, 16 * GIB, {"swap_group": "turns", "gpus": [1]}),
+        (gpus(48, 48, 48, 48), 70 * GIB, {"gpus": [2, 3]}),
+        (NO_GPU, 16 * GIB, {}),
+    ],
+)
+def test_a_formatted_file_stays_formatted(tmp_path, monkeypatch, facts, weights, placed):
+    from aigo_apply.app.fmt import format_file
+
+    monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
+    target = tmp_path / "aigo.yaml"
+    target.write_text(FORMATTED)
+    assert not format_file(str(target), write=False).changed
+    entry = _add(target, str(model_folder(tmp_path / "new", HERMES, weights=weights)), facts).proposal.entry
+    assert {k: entry.get(k) for k in placed} == placed
+    formatted = format_file(str(target), write=False)
+    assert not formatted.changed, formatted.diff()
