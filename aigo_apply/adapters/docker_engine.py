@@ -68,11 +68,11 @@ class DockerRuntime:
             import docker
             from docker.utils import kwargs_from_env
 
-            kwargs = kwargs_from_env()
-            if self._base_url:
-                kwargs["base_url"] = self._base_url
-            with self._errors():
+            try:  # DOCKER_HOST and DOCKER_CERT_PATH are parsed here: a malformed one is one clear line
+                kwargs = {**kwargs_from_env(), **({"base_url": self._base_url} if self._base_url else {})}
                 api = docker.APIClient(version=API_VERSION, timeout=self._timeout, **kwargs)
+            except (ValueError, docker.errors.DockerException) as exc:
+                raise DockerUnavailable(docker_http.unusable_host(self.where, exc)) from None
             api.hooks["response"].append(self._count)
             self._api = api
         return self._api

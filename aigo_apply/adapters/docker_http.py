@@ -164,6 +164,24 @@ def for_host(
     return None
 
 
+def unusable_host(host: str, exc: Exception) -> str:
+    """The one line for a DOCKER_HOST (or DOCKER_CERT_PATH) the docker SDK cannot take (`exc`, its
+    own refusal or urllib's: a port over 65535, `http://[::1`, a port that is no number): it names the
+    variable and says what to write, instead of a traceback."""
+    detail = str(exc).strip() or type(exc).__name__
+    shown = host if host.isprintable() else repr(host)
+    if "TLS" in type(exc).__name__ or "certificate" in detail.lower():
+        return (
+            f"the Docker client cannot use TLS for DOCKER_HOST={shown} ({detail}); point DOCKER_CERT_PATH at a "
+            "folder holding ca.pem, cert.pem and key.pem, or unset DOCKER_TLS_VERIFY and DOCKER_CERT_PATH"
+        )
+    return (
+        f"the Docker client cannot use DOCKER_HOST={shown} ({detail}); set it to "
+        "unix:///PATH/TO/docker.sock or tcp://HOST:PORT (a port from 1 to 65535), or unset it for "
+        f"unix://{DEFAULT_SOCKET}"
+    )
+
+
 def _message(body: bytes) -> str:
     """The engine's {"message": ...} explanation, else the body's first line (bounded)."""
     try:

@@ -4,6 +4,7 @@ samples out of it by name and labels. What cannot be read is None, never a guess
 
 from __future__ import annotations
 
+import math
 import re
 
 from aigo_apply.adapters.engine_http import EngineClient
@@ -57,11 +58,16 @@ def samples(text: str, name: str) -> list[tuple[dict[str, str], str]]:
 
 
 def total(text: str, name: str) -> float | None:
-    """The sum of every sample named `name` (any labels); None when there is none."""
+    """The sum of every sample named `name` (any labels) that is a finite number; None when there is
+    none. An engine's page may say NaN or +Inf (Prometheus' text format allows both), and a count of
+    NaN would end `top` in a traceback where it is turned into a whole number."""
     values = []
     for _, value in samples(text, name):
         try:
-            values.append(float(value))
+            number = float(value)
         except ValueError:
             continue
-    return sum(values) if values else None
+        if math.isfinite(number):
+            values.append(number)
+    found = sum(values) if values else None
+    return found if found is None or math.isfinite(found) else None

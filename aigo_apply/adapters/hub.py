@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from aigo_apply import safe_read, safe_write
 from aigo_apply.desired.model_store import MARKER, foreign_source, select_files, source_of, store_depth
@@ -53,13 +54,30 @@ def offline() -> bool:
 
 
 def token() -> str | None:
+    _endpoint()  # before huggingface_hub parses it
     from huggingface_hub import get_token
 
     return get_token()
 
 
 def _endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    """HF_ENDPOINT (else the Hub), checked: called before huggingface_hub is imported, since that
+    import parses it too, and a malformed one (`http://[::1`, a port of 99999) ended in a traceback."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    try:
+        parts = urlsplit(endpoint)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError as exc:  # urllib's words: "Invalid IPv6 URL", "Port out of range 0-65535"
+        usable, why = False, f" ({exc})"
+    else:
+        why = ""
+    if not usable:
+        shown = endpoint if endpoint.isprintable() else repr(endpoint)
+        raise HubError(
+            f"HF_ENDPOINT={shown} is not the URL of a Hub{why}",
+            "set it to http(s)://HOST[:PORT] (a port from 1 to 65535), or unset it for https://huggingface.co",
+        )
+    return endpoint
 
 
 def remote(
@@ -74,6 +92,7 @@ def remote(
     content of config.json, or of adapter_config.json for a LoRA adapter, whose rank sizes its
     engine): a model's, or a LoRA adapter's with `kind` "adapter" (model_store.select_files).
     Raises HubError."""
+    _endpoint()  # before huggingface_hub parses it
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoFile
 
@@ -106,6 +125,7 @@ def remote(
 
 def resolve(repo: str, revision: str, timeout: float = INFO_TIMEOUT) -> str:
     """The commit `revision` names on the Hub now."""
+    _endpoint()  # before huggingface_hub parses it
     from huggingface_hub import HfApi
 
     with _errors(repo, revision):
@@ -127,7 +147,7 @@ def download(
     commit, the new one is assembled beside it (in `.NAME.COMMIT.partial`: no store folder's name
     starts with a dot) and swapped in whole, so no folder ever mixes two commits. A `dest` whose marker
     records another source is refused: it is never written over."""
-
+    _endpoint()  # before huggingface_hub parses it
     from huggingface_hub import snapshot_download
 
     previous = read_marker(dest) or {}

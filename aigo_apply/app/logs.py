@@ -16,12 +16,18 @@ from aigo_apply.errors import EXIT_OK, UsageProblem
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 
+MAX_SINCE_S = 100 * 365 * 86400  # no container's log goes back further
+
+
 def parse_since(text: str) -> float:
-    """--since: a duration such as 90s, 10m or 1h30m, in seconds."""
-    found = _DURATION.fullmatch(text.strip())
+    """--since: a duration such as 90s, 10m or 1h30m, in seconds, of at most MAX_SINCE_S (a number of
+    thousands of digits is refused before int() would refuse it with a traceback)."""
+    found = _DURATION.fullmatch(text.strip()) if len(text) <= 64 else None
     if not found or not any(found.groups()):
-        raise UsageProblem(f"--since {text!r}: give a duration such as 30s, 10m or 1h30m")
+        raise UsageProblem(f"--since {text[:64]!r}: give a duration such as 30s, 10m or 1h30m")
     h, m, s = (int(g or 0) for g in found.groups())
+    if h * 3600 + m * 60 + s > MAX_SINCE_S:
+        raise UsageProblem(f"--since {text!r}: give a duration of at most 100 years (876000h)")
     return float(h * 3600 + m * 60 + s)
 
 

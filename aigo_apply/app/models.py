@@ -23,7 +23,7 @@ from aigo_apply.desired.model_store import (
 )
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import UsageProblem
-from aigo_apply.observe.markers import read_marker
+from aigo_apply.observe.markers import marker_or_why
 
 
 def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) -> list[dict[str, Any]]:
@@ -56,8 +56,8 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
     rows = []
     found = [*store.glob(f"*/*/{MARKER}"), *store.glob(f"{ADAPTERS}/*/*/{MARKER}")]
     for marker_path in sorted(p for p in found if not p.parent.name.startswith(".")):  # not a staging folder
-        marker = read_marker(marker_path.parent) or {}
-        folder = str(marker_path.parent)
+        found_marker, invalid = marker_or_why(marker_path.parent)  # a damaged marker is shown as such
+        marker, folder = found_marker or {}, str(marker_path.parent)
         recorded = source_of(marker)
         needs = users.pop(folder, []) if recorded else []  # one that records no source: they miss it
         other = [n for n in needs if wanted_source(n) != recorded]
@@ -73,6 +73,7 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
                 "downloaded_at": marker.get("downloaded_at"),
                 "used_by": sorted({a for n in needs if wanted_source(n) == recorded for a in n["models"]}),
                 **({"kind": "adapter"} if marker.get("kind") == "adapter" else {}),
+                **({"invalid": invalid} if invalid else {}),
                 **({"mismatch": _mismatch(other)} if other else {}),
                 **({"moved": str(home)} if home is not None and str(home) != folder else {}),
             }
@@ -111,6 +112,12 @@ def render(rows: list[dict[str, Any]]) -> str:
         if row.get("missing"):
             lines.append(
                 f"missing     {adapter}{row['folder']}  (used by {', '.join(row['used_by'])}; `aigo-apply models pull`)"
+            )
+            continue
+        if row.get("invalid"):
+            lines.append(
+                f"invalid     {row['folder']}  (its download marker {row['invalid']}; `aigo-apply models pull` "
+                "downloads the folder again)"
             )
             continue
         used = f"used by {', '.join(row['used_by'])}" if row["used_by"] else "not used by this file"

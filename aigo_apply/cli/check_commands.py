@@ -21,6 +21,7 @@ from aigo_apply.cli.group import (
     path_value,
     platform_option,
     replace_option,
+    seconds_between,
     target_option,
 )
 
@@ -154,7 +155,7 @@ def render_cmd(alias: str | None, file: str | None, form: str) -> int:
 @click.argument("names", nargs=-1, metavar="[ALIAS|router]...")
 @click.option("--follow", is_flag=True, help="Go on printing new lines, across a replace, until Ctrl-C.")
 @click.option(
-    "-n", "--tail", type=click.IntRange(min=0), default=None, metavar="N", help="Only the last N lines of each."
+    "-n", "--tail", type=click.IntRange(0, 10**9), default=None, metavar="N", help="Only the last N lines of each."
 )
 @click.option("--since", "since", default=None, metavar="DURATION", help="Only lines of the last 30s, 10m, 1h30m...")
 @file_option
@@ -213,7 +214,13 @@ def _a_model_not_a_file(value: str) -> bool:
 @cli.command()
 @click.option("--once", is_flag=True, help="One view (of two reads --interval apart), for scripts.")
 @click.option(
-    "--interval", type=click.FloatRange(min=0.5, max=60), default=2.0, show_default=True, help="Seconds between reads."
+    "--interval",
+    type=float,
+    callback=seconds_between(0.5, 60),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between reads (0.5 to 60).",
 )
 @file_option
 @output_option

@@ -156,11 +156,20 @@ yes_option = click.option(
 )
 
 
-def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    """A finite, non-negative wait (`nan` would wait forever, `inf` too)."""
-    if not math.isfinite(value) or value < 0 or value > 86400:
-        raise click.BadParameter(f"{value} is not a number of seconds from 0 to 86400")
-    return value
+def seconds_between(low: float, high: float) -> Callable[[click.Context, click.Parameter, float], float]:
+    """A click callback for a float option of seconds: finite and from `low` to `high`, else a usage
+    error (exit 64). click's FloatRange lets `nan` through (every comparison with NaN is false), and
+    `nan` or `inf` would then wait forever or end in a traceback where the wait is used."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: float) -> float:
+        if not math.isfinite(value) or not low <= value <= high:
+            raise click.BadParameter(f"{value} is not a number of seconds from {low:g} to {high:g}")
+        return value
+
+    return check
+
+
+_seconds = seconds_between(0, 86400)  # a finite, non-negative wait
 
 
 lock_option = click.option(

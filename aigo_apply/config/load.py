@@ -23,6 +23,7 @@ from aigo_apply.config.vllm_facts import known_releases
 from aigo_apply.config.yaml_source import Marks, Source, load
 from aigo_apply.errors import ConfigInvalid, Problem, UsageProblem
 from aigo_apply.resources import data_dir
+from aigo_apply.safe_read import home_path
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def choose_file(option: str | None) -> str:
 def load_checked(file: str, gather: Gather) -> Config:
     """The file is read once (a pipe can be read only once): the validity cache keys on those bytes.
     `gather` reads what the host says of the paths it names, once, for the rules and the desired state."""
-    path = Path(file).expanduser()
+    path = home_path(file, "the config file")
     source = load(path, file)
     _refuse_foreign(source)
     _refuse_oversized(source)

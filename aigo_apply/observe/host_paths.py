@@ -34,6 +34,7 @@ from aigo_apply.config.load import Config
 from aigo_apply.config.mount_rules import mount_places
 from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.yaml_source import Path_
+from aigo_apply.safe_read import home_path
 
 Environ = dict[str, str] | os._Environ[str]
 
@@ -43,7 +44,7 @@ def hf_home(environ: Environ | None = None, home: Path | None = None) -> Path:
     $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface."""
     env = os.environ if environ is None else environ
     if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser()
+        return home_path(env["HF_HOME"], "HF_HOME")
     cache = env.get("XDG_CACHE_HOME") or str((home or Path.home()) / ".cache")
     return Path(cache) / "huggingface"
 
@@ -55,7 +56,7 @@ def state_root_of(environ: Environ | None = None, home: Path | None = None) -> P
     root = env.get("AIGO_STATE_DIR") or os.path.join(
         env.get("XDG_STATE_HOME") or str((home or Path.home()) / ".local" / "state"), "aigo-apply"
     )
-    return Path(root).expanduser()
+    return home_path(root, "AIGO_STATE_DIR" if env.get("AIGO_STATE_DIR") else "the state folder")
 
 
 def models_dir_of(environ: Environ | None = None, home: Path | None = None) -> Path:

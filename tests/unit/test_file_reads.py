@@ -25,7 +25,7 @@ READS = {
     ),
     ("aigo_apply.adapters.host", "read"): PROC + " (a GPU process's comm and cgroup)",
     ("aigo_apply.adapters.host", "host_memory"): PROC + " (meminfo)",
-    ("aigo_apply.adapters.listeners", "listening"): PROC + " (net/tcp and tcp6, read at most 64 MiB)",
+    ("aigo_apply.adapters.listeners", "proc_listening"): PROC + " (net/tcp and tcp6, read at most 64 MiB)",
     ("aigo_apply.adapters.listeners", "_comm"): PROC + " (a listening process's comm, 64 characters)",
     ("aigo_apply.app.router_keys", "unprivileged_port_start"): PROC + " (sys/net/ipv4/ip_unprivileged_port_start)",
     ("aigo_apply.apply.project_lock", "__enter__"): (
