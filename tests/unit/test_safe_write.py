@@ -1,6 +1,6 @@
 """The one safe way to write a file (aigo_apply/safe_write.py), held for every command that writes one:
 `init` (new and --force), `fmt`, `image tag`, `import --write`, `schema --write`, `plan --out`,
-`export -o` and aigo.lock. For each: never through a symlink at the target (a dangling one included),
+`export --out` and aigo.lock. For each: never through a symlink at the target (a dangling one included),
 never into a FIFO, device or folder and never waiting on one, the owner, group and mode of an existing
 file kept (also when root rewrites a user's file), a temporary file in the same folder renamed over the
 target, and a refusal with nothing written when the file changed after the command read it. Each
@@ -108,7 +108,7 @@ WRITERS = [
     Writer("image tag", "aigo.yaml", _cli("image", "tag", "vllm", "v9", "-f", "T"), CONFIG),
     Writer("import --write", "aigo.yaml", _cli("import", "D", "-f", "T", "--write"), CONFIG),
     Writer("schema --write", "aigo.schema.json", _cli("schema", "--write", "-f", "C"), "{}\n"),
-    Writer("export -o", "m1.baimodel", _cli("export", "m1", "-f", "C", "-o", "T"), "old\n", reads=False),
+    Writer("export --out", "m1.baimodel", _cli("export", "m1", "-f", "C", "--out", "T"), "old\n", reads=False),
     Writer(
         "plan --out",
         "plan.json",

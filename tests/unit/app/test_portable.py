@@ -16,7 +16,7 @@ from helpers.paths import EXAMPLES
 
 def test_export_then_import_round_trips_minus_host_fields(tmp_path):
     exported = tmp_path / "n.baimodel"
-    result = run_cli("export", "nemotron-30b", "-f", str(EXAMPLES / "dgx-spark-nemotron.yaml"), "-o", str(exported))
+    result = run_cli("export", "nemotron-30b", "-f", str(EXAMPLES / "dgx-spark-nemotron.yaml"), "--out", str(exported))
     assert result.returncode == 0, result.stderr
     original = load_config(str(EXAMPLES / "dgx-spark-nemotron.yaml")).data["models"]["nemotron-30b"]
     target = write_config(tmp_path, "version: 1\nproject: other\nrouter: {port: 9000}\n\nmodels: {}\n")
@@ -40,7 +40,7 @@ def test_export_then_import_round_trips_minus_host_fields(tmp_path):
 
 def test_import_refuses_an_existing_alias_and_an_invalid_result(tmp_path):
     exported = tmp_path / "q.baimodel"
-    run_cli("export", "qwen3-8b", "-f", str(EXAMPLES / "single-gpu.yaml"), "-o", str(exported))
+    run_cli("export", "qwen3-8b", "-f", str(EXAMPLES / "single-gpu.yaml"), "--out", str(exported))
     target = tmp_path / "aigo.yaml"
     target.write_text((EXAMPLES / "two-models-one-gpu.yaml").read_text())
     before = target.read_text()
@@ -54,7 +54,7 @@ def test_import_refuses_an_existing_alias_and_an_invalid_result(tmp_path):
 
 def test_import_inserts_inside_the_models_block_when_other_sections_follow(tmp_path):
     exported = tmp_path / "q.baimodel"
-    run_cli("export", "qwen3-8b", "-f", str(EXAMPLES / "single-gpu.yaml"), "-o", str(exported))
+    run_cli("export", "qwen3-8b", "-f", str(EXAMPLES / "single-gpu.yaml"), "--out", str(exported))
     target = write_config(
         tmp_path,
         "version: 1\nproject: p\nmodels:\n  a: {source: {path: /m}, context_length: 9, "
@@ -77,7 +77,7 @@ def test_a_long_value_with_spaces_stays_on_one_line_and_imports_again(tmp_path):
         name="src.yaml",
     )
     exported = tmp_path / "m.baimodel"
-    assert run_cli("export", "m", "-f", str(source), "-o", str(exported)).returncode == 0
+    assert run_cli("export", "m", "-f", str(source), "--out", str(exported)).returncode == 0
     target = write_config(tmp_path, "version: 1\nproject: other\nmodels: {}\n")
     added = run_cli("import", str(exported), "-f", str(target), "--write")
     assert added.returncode == 0, added.stderr
@@ -93,7 +93,7 @@ def test_exporting_a_model_from_a_local_path_warns_that_it_is_not_portable(tmp_p
         name="src.yaml",
     )
     exported = tmp_path / "m.baimodel"
-    result = run_cli("export", "m", "-f", str(source), "-o", str(exported))
+    result = run_cli("export", "m", "-f", str(source), "--out", str(exported))
     assert result.returncode == 0, result.stderr
     assert (
         "warning: model 'm': source.path is a local path (/srv/models/m), so this definition is not portable"
@@ -150,7 +150,7 @@ def adapter_source(tmp_path):
 
 def test_export_carries_adapters_and_warns_about_a_local_one(tmp_path):
     exported = tmp_path / "b.baimodel"
-    result = run_cli("export", "base", "-f", str(adapter_source(tmp_path)), "-o", str(exported))
+    result = run_cli("export", "base", "-f", str(adapter_source(tmp_path)), "--out", str(exported))
     assert result.returncode == 0, result.stderr
     notes = tmp_path / "notes"
     assert (
@@ -171,7 +171,7 @@ def test_export_carries_adapters_and_warns_about_a_local_one(tmp_path):
 
 def test_import_brings_the_adapters_back_into_a_file_that_validates(tmp_path):
     exported = tmp_path / "b.baimodel"
-    run_cli("export", "base", "-f", str(adapter_source(tmp_path)), "-o", str(exported))
+    run_cli("export", "base", "-f", str(adapter_source(tmp_path)), "--out", str(exported))
     target = write_config(
         tmp_path,
         "version: 1\nproject: other\nmodels:\n  chat: {source: {repo: org/chat}, context_length: 4096, gpus: none}\n",
@@ -207,7 +207,7 @@ def test_import_brings_the_adapters_back_into_a_file_that_validates(tmp_path):
 )
 def test_import_refuses_an_adapter_alias_the_file_already_has_and_writes_nothing(tmp_path, models, alias, says):
     exported = tmp_path / "b.baimodel"
-    run_cli("export", "base", "-f", str(adapter_source(tmp_path)), "-o", str(exported))
+    run_cli("export", "base", "-f", str(adapter_source(tmp_path)), "--out", str(exported))
     target = write_config(tmp_path, "version: 1\nproject: other\nmodels:\n" + models)
     before = target.read_text()
     result = run_cli("import", str(exported), "-f", str(target), "--write", "--as", alias)

@@ -140,7 +140,7 @@ def test_export_never_writes_through_a_symlink(tmp_path):
     victim.write_text("keep\n")
     out = tmp_path / "m1.baimodel"
     out.symlink_to(victim)
-    result = run_cli("export", "m1", "-f", str(config), "-o", str(out))
+    result = run_cli("export", "m1", "-f", str(config), "--out", str(out))
     assert result.returncode == 1 and "symbolic link" in result.stderr, result.stderr
     assert victim.read_text() == "keep\n" and out.is_symlink()
 

@@ -367,7 +367,7 @@ def test_hostile_command_line_values_are_usage_errors_before_anything_is_touched
     for seconds in ("nan", "inf", "-1"):
         waited = run_cli("apply", "-f", str(path), "-y", "--lock-timeout", seconds, env=state)
         assert waited.returncode == 64 and "is not a number of seconds" in waited.stderr, seconds
-    missing = run_cli("export", "m", "-f", str(path), "-o", str(tmp_path / "no" / "such" / "m.baimodel"))
+    missing = run_cli("export", "m", "-f", str(path), "--out", str(tmp_path / "no" / "such" / "m.baimodel"))
     assert missing.returncode == 1 and "cannot write the definition" in missing.stderr
     assert "Traceback" not in outside.stderr + waited.stderr + missing.stderr
 
