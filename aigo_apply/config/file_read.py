@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from aigo_apply import safe_read
+from aigo_apply.config.defaults import DEFAULT_FILE
 from aigo_apply.errors import ConfigFileError
 
 MAX_FILE_BYTES = safe_read.CONFIG.limit
@@ -32,7 +33,18 @@ PIPE_DEADLINE_S = 10.0
 _piped: dict[str, bytes] = {}  # what was read from a pipe or device, by the name it was given
 
 
-NO_SUCH_FILE = "no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
+NO_SUCH_FILE = (
+    "no such file: `aigo-apply init -f FILE` writes a starter file there (or name another with -f FILE / AIGO_FILE)"
+)
+NO_DEFAULT_FILE = "no aigo.yaml here: `aigo-apply init` writes a starter file (or -f FILE / AIGO_FILE)"
+
+
+def no_such_file(display: str) -> str:
+    """What to say of a config file that is not there: how to make one (`init`, which the wheel has,
+    where a checkout's examples/ is not), or how to name another."""
+    return NO_DEFAULT_FILE if display == DEFAULT_FILE else NO_SUCH_FILE
+
+
 NOT_READABLE = "permission denied; make the file readable by this user"
 TOO_LARGE = f"is larger than {MAX_FILE_BYTES} bytes (1 MiB), the limit for aigo.yaml files"
 
@@ -51,7 +63,7 @@ def read_bytes(path: Path, display: str) -> bytes:
         _piped[key] = _read_stream(path, display)
         return _piped[key]
     except FileNotFoundError:
-        raise ConfigFileError(display, NO_SUCH_FILE) from None
+        raise ConfigFileError(display, no_such_file(display)) from None
     except PermissionError:
         raise ConfigFileError(display, NOT_READABLE) from None
     except OSError as exc:
@@ -67,7 +79,7 @@ def _read_regular(path: Path, display: str) -> bytes:
         if exc.why == "size":
             raise ConfigFileError(display, TOO_LARGE) from None
         if exc.missing or exc.why == "permission":
-            raise ConfigFileError(display, NO_SUCH_FILE if exc.missing else NOT_READABLE) from None
+            raise ConfigFileError(display, no_such_file(display) if exc.missing else NOT_READABLE) from None
         raise ConfigFileError(display, exc.reason + (f"; {exc.fix}" if exc.fix else "")) from None
     assert data is not None
     return data

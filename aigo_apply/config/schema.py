@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, VLLM_DEFAULT_TAG
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.engine_choice import engine_of
+from aigo_apply.config.other_tools import free_form, written_as_text
 from aigo_apply.config.secret_values import credential_kind
 from aigo_apply.config.vllm_facts import (
     ENUM_SETTINGS,
@@ -150,7 +151,9 @@ def _explain(error: ValidationError, path: Path_, source: Source, release: str =
         out = []
         for key in sorted(k for k in value if k not in allowed):
             line, col = marks.of_key(path + (key,))
-            message = _in_vllm_words(path, key, source.data) or _unknown_key(key, allowed)
+            message = (
+                _in_vllm_words(path, key, source.data) or free_form(path, key, allowed) or _unknown_key(key, allowed)
+            )
             out.append(Problem(line, col, dotted(path + (key,)), message, file))
         return out
     if kind == "required":
@@ -186,6 +189,8 @@ def _explain(error: ValidationError, path: Path_, source: Source, release: str =
     if kind == "pattern" and path[-3:] == ("engines", "vllm", "image_tag") and ":" in str(value):
         tag = str(value).rsplit(":", 1)[1]
         return [at_value(f"write only the tag here, e.g. image_tag: {tag} (the repository goes in engines.vllm.image)")]
+    if custom and (hint := written_as_text(path, value, _describe(value))):
+        return [at_value(hint)]
     if custom:
         return [at_value(f"{custom} (got {_describe(value)})" if kind != "const" else custom)]
     return [at_value(error.message)]

@@ -103,6 +103,12 @@ class Source:
     text: str = ""  # the text parsed, comments included (`comments`)
 
 
+EMPTY = (
+    "is empty; it needs at least `version: 1`, `project:` and `models:` "
+    "(`aigo-apply init -f FILE --force` writes a starter file in its place)"
+)
+
+
 def read_text(path: Path, display: str) -> tuple[str, str]:
     """The file as UTF-8 text, and the sha256 of its bytes (read once, see file_read.py)."""
     return decode_text(read_bytes(path, display), display)
@@ -124,9 +130,7 @@ def decode_text(raw: bytes, display: str) -> tuple[str, str]:
     if found := invisible.in_file(text):  # YAML breaks lines at U+2028, NEL, a lone CR: even in a comment
         raise ConfigFileError(display, found[2], found[0], found[1])
     if not text.strip() or all(not ln.strip() or ln.lstrip().startswith("#") for ln in text.splitlines()):
-        raise ConfigFileError(
-            display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)"
-        )
+        raise ConfigFileError(display, EMPTY)
     return text, hashlib.sha256(raw).hexdigest()
 
 
@@ -149,9 +153,7 @@ def load_text(text: str, display: str, digest: str = "") -> Source:
         raise ConfigFileError(display, found[2], found[0], found[1])
     node, loader = _compose(text, display)
     if node is None:
-        raise ConfigFileError(
-            display, "is empty; it needs at least `version: 1`, `project:` and `models:` (see examples/)"
-        )
+        raise ConfigFileError(display, EMPTY)
     builder = _Builder(loader, display)
     data = builder.build(node, ())
     return Source(display, data, builder.marks, builder.problems, digest, text)
@@ -191,6 +193,8 @@ def _compose(text: str, display: str) -> tuple[yaml.Node | None, yaml.SafeLoader
         mark = exc.problem_mark or exc.context_mark
         what = ", ".join(part for part in (exc.context, exc.problem) if part) or "syntax error"
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        if mark and (tab := _tab_at(text, mark.line, mark.column)):
+            raise ConfigFileError(display, tab, line, col) from None
         raise ConfigFileError(display, f"YAML syntax error: {what}", line, col) from None
     except yaml.YAMLError as exc:
         raise ConfigFileError(display, f"YAML error: {exc}") from None
@@ -198,6 +202,19 @@ def _compose(text: str, display: str) -> tuple[yaml.Node | None, yaml.SafeLoader
         raise ConfigFileError(display, f"nests deeper than {MAX_DEPTH} levels; aigo.yaml needs at most 6") from None
     finally:
         loader.dispose()
+
+
+def _tab_at(text: str, line: int, column: int) -> str | None:
+    """What to do about a tab where the parser stopped (0-based `line`, `column`), in place of
+    PyYAML's "found character '\\t' that cannot start any token"; None if no tab is there."""
+    rows = text.split("\n")
+    row = rows[line] if line < len(rows) else ""
+    if row[column : column + 1] != "\t":
+        return None
+    where = f"line {line + 1} column {column + 1}"
+    if not row[:column].strip(" \t"):
+        return f"YAML does not allow tabs for indentation: {where}; indent with spaces"
+    return f"a tab at {where}: YAML takes a tab here only inside quotes; write spaces instead"
 
 
 class _Builder:

@@ -261,7 +261,7 @@ def test_file_choice_flag_env_and_default(tmp_path):
     missing = run_cli("validate", cwd=tmp_path / "..")
     assert missing.returncode == 1
     assert missing.stderr.strip() == (
-        "error: aigo.yaml: no such file; create it (see examples/) or choose another with -f/--file or AIGO_FILE"
+        "error: aigo.yaml: no aigo.yaml here: `aigo-apply init` writes a starter file (or -f FILE / AIGO_FILE)"
     )
 
 
