@@ -64,7 +64,7 @@ LOCK = Kind(
 )
 PLAN = Kind("the plan file", 16 * MIB, True, "make a new one with `aigo-apply plan --out` (nothing was changed)")
 MODEL_DEFINITION = Kind(
-    "a model definition", MIB, True, "give the file that `aigo-apply export ALIAS -o NAME.baimodel` wrote"
+    "a model definition", MIB, True, "give the file that `aigo-apply export ALIAS --out NAME.baimodel` wrote"
 )
 KUBECONFIG = Kind(
     "the kubeconfig",

@@ -130,7 +130,7 @@ def read_definition(
     except Unreadable as exc:
         if exc.missing:
             raise AigoError(
-                f"{shown(path)}: no such file; give the path of a definition that `aigo-apply export ALIAS -o "
+                f"{shown(path)}: no such file; give the path of a definition that `aigo-apply export ALIAS --out "
                 "NAME.baimodel` wrote (the first argument of import; -f/--file names the aigo.yaml to add it to)"
             ) from None
         raise
