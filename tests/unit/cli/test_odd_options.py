@@ -35,7 +35,7 @@ def _number_options() -> list[tuple[tuple[str, ...], str, click.ParamType]]:
             if isinstance(param, click.Option) and isinstance(
                 param.type, (click.types.FloatParamType, click.types.IntParamType)
             ):
-                yield path, param.opts[0], param.type
+                yield path, max(param.opts, key=len), param.type  # its long name: --tail, not -n
 
     return sorted(walk(cli, ()), key=lambda found: (found[0], found[1]))
 
