@@ -76,6 +76,21 @@ class Added:
     read: tuple[str, ...]  # the model's files read
     source: str
 
+    def to_dict(self) -> dict[str, Any]:
+        """What `add -o json` prints."""
+        return {
+            "alias": self.proposal.alias,
+            "file": self.file,
+            "source": self.source,
+            "written": self.written,
+            "fits": self.proposal.placed,
+            "vllm_release": self.release,
+            "files_read": list(self.read),
+            "entry": self.proposal.entry,
+            "why": self.proposal.why,
+            "notes": list(self.proposal.notes),
+        }
+
 
 def add_model(request: AddRequest, gpus: GpuFacts | None = None) -> Added:
     """The proposal for SOURCE, added to the file unless `request.write` is false (see the module's

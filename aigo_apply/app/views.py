@@ -14,6 +14,11 @@ from aigo_apply.errors import ConfigFileError, ConfigInvalid
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.types import Plan
 
+# `format_version` of every JSON document and JSON line aigo-apply prints with -o json (status, validate,
+# readiness, models list, image inspect, top, bench, logs, apply's and destroy's lines), bumped for an
+# output when its shape changes incompatibly. The plan's own is plan/plan_file.FORMAT_VERSION.
+JSON_FORMAT_VERSION = 1
+
 
 class Console(Protocol):
     """How apply, destroy and the pulls talk (cli/reporter.py: human lines, or JSON lines with -o json):
@@ -97,6 +102,12 @@ class StoreView(Protocol):
 
     def image(self, info: dict[str, Any]) -> None: ...
     def stored_models(self, rows: list[dict[str, Any]]) -> None: ...
+
+
+class AddView(Protocol):
+    def added(self, report: dict[str, Any], entry: str) -> None:
+        """`add`: the proposal (app/add_model.Added.to_dict: the entry, why each setting, the notes,
+        whether it was written) and the entry as YAML with its comments."""
 
 
 class DocumentView(Protocol):

@@ -35,32 +35,9 @@ def add_cmd(source: str, file: str | None, alias: str | None, dry_run: bool, out
     the tool-call and reasoning parsers, a context length and a memory fraction that fit this
     machine's GPUs beside the file's models, each with a comment saying why."""
     from aigo_apply.app.add_model import AddRequest, add_model
+    from aigo_apply.cli.views import view_for
     from aigo_apply.config.load import choose_file
-    from aigo_apply.config.machine_text import json_text
-    from aigo_apply.plan.text import printable
 
-    target = choose_file(file)
-    added = add_model(AddRequest(source=source, config_file=target, alias=alias, write=not dry_run))
-    proposal = added.proposal
-    code = EXIT_OK if proposal.placed else EXIT_ERROR
-    if output == "json":
-        document = {
-            "alias": proposal.alias,
-            "file": added.file,
-            "source": added.source,
-            "written": added.written,
-            "fits": proposal.placed,
-            "vllm_release": added.release,
-            "files_read": list(added.read),
-            "entry": proposal.entry,
-            "why": proposal.why,
-            "notes": list(proposal.notes),
-        }
-        click.echo(json_text(document, indent=2))
-        return code
-    for note in proposal.notes:
-        click.echo(printable(f"note: {note}", keep=""), err=True)
-    click.echo("models:\n" + added.text, nl=False)  # YAML: its values and comments escape in its own grammar
-    if added.written:
-        click.echo(printable(f"added model '{proposal.alias}' to {target}; run `aigo-apply plan` to see it", keep=""))
-    return code
+    added = add_model(AddRequest(source=source, config_file=choose_file(file), alias=alias, write=not dry_run))
+    view_for(output).added(added.to_dict(), added.text)
+    return EXIT_OK if added.proposal.placed else EXIT_ERROR

@@ -113,6 +113,20 @@ class TextView(TextReporter):
     def document(self, text: str) -> None:
         echo(text, colours=False)
 
+    def added(self, report: dict[str, Any], entry: str) -> None:
+        """`add`: each note on standard error, the entry (YAML with its comments), and where it went."""
+        from aigo_apply.plan.text import printable
+
+        for note in report["notes"]:
+            echo(printable(f"note: {note}", keep=""), err=True, colours=False)
+        echo("models:\n" + entry.removesuffix("\n"), colours=False)
+        if report["written"]:
+            echo(
+                printable(
+                    f"added model '{report['alias']}' to {report['file']}; run `aigo-apply plan` to see it", keep=""
+                )
+            )
+
 
 class JsonView(JsonReporter):
     """The versioned JSON of each command (apply and destroy: JSON lines)."""
@@ -157,6 +171,9 @@ class JsonView(JsonReporter):
 
     def document(self, text: str) -> None:
         echo(text, colours=False)
+
+    def added(self, report: dict[str, Any], entry: str) -> None:
+        _json(report)
 
 
 class MarkdownView(TextView):
