@@ -58,12 +58,19 @@ def _typed(raw: dict[str, Any], fields: Mapping[str, Reader]) -> dict[str, Any]:
     return out
 
 
+def _seconds(value: Any) -> int | None:
+    """A Unix time in seconds: an int that a float holds (a JSON integer of 400 digits overflowed
+    float() where a container's age is worked out)."""
+    return value if type(value) is int and 0 <= value < 2**53 else None
+
+
 _PORT = {"IP": _text, "Type": _text, "PublicPort": _integer, "PrivatePort": _integer}
 CONTAINER = {
     **dict.fromkeys(("Id", "State", "Status", "Image", "ImageID"), _text),
     "Names": _texts,
     "Labels": _text_map,
     "Ports": _objects(_PORT),
+    "Created": _seconds,
 }
 IMAGE = {
     "Id": _text,

@@ -15,6 +15,7 @@ import pytest
 from aigo_apply.app.models import listing, render
 from aigo_apply.desired.model_store import MARKER
 from aigo_apply.observe import gguf
+from aigo_apply.observe.docker_answers import container_list
 from aigo_apply.observe.markers import marker_or_why, read_marker
 from aigo_apply.observe.model_files import model_facts
 
@@ -144,3 +145,12 @@ def test_gguf_sizes_that_are_no_finite_count_give_no_size(value):
     meta["llama.attention.head_count"] = [value, 8.0]
     config, _ = gguf.as_config(meta)
     assert config is not None and config["num_attention_heads"] == 8
+
+
+@pytest.mark.parametrize("created", [10**400, -1, 2**63, 1.5, "2024-01-01", True, None])
+def test_a_container_time_that_is_no_unix_time_is_left_out(created):
+    """`logs` orders containers by their Created time with float(): 10**400 overflowed it."""
+    (container,) = container_list([{"Id": "a" * 64, "Created": created}])
+    assert "Created" not in container
+    (container,) = container_list([{"Id": "a" * 64, "Created": 1_700_000_000}])
+    assert container["Created"] == 1_700_000_000 and float(container["Created"])
