@@ -25,7 +25,7 @@ from aigo_apply.config.swap_groups import awake_sum, membership
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.gpu_ledger import model_gpus
 from aigo_apply.plan.swap_ledger import ASLEEP_BYTES
-from aigo_apply.plan.vram import TIGHT, Estimate, estimate, gib, text_config
+from aigo_apply.plan.vram import LAYER_KEYS, TIGHT, Estimate, estimate, gib, text_config
 
 MIN_CONTEXT = 4096
 _CONTEXTS = tuple(2**n for n in range(20, 11, -1))  # 1M ... 4096 tokens: the shorter lengths tried
@@ -78,8 +78,11 @@ def fit(
     heads = text_config(config or {}).get("num_attention_heads")
     sizes = [tp for tp in _TP if tp <= len(rows) and (not isinstance(heads, int) or heads % tp == 0)]
     ranked = sorted(rows, key=lambda r: (-_room(r), r["index"]))
-    if weights is None or not config:
-        return _unsized(ranked[0], longest, "no weights" if weights is None else "no config.json")
+    if weights is None or not config or not LAYER_KEYS & set(text_config(config)):
+        missing = (
+            "no weights" if weights is None else "config.json gives no layer count" if config else "no config.json"
+        )
+        return _unsized(ranked[0], longest, missing)
     for context in contexts(longest):
         for tp in sizes:
             chosen = ranked[:tp]
@@ -178,7 +181,7 @@ def _join_group(
         on = model_gpus({"gpus": spec["gpus"], "engine": "vllm"}, len(rows))
         row = by_index.get(on[0]) if on else None
         summary = next((g for g in (row or {}).get("swap_groups", []) if g["name"] == group.name), None)
-        if row is None or summary is None or spec["engine"] != "vllm":
+        if row is None or summary is None or spec["engine"] != "vllm" or not row["memory_total"]:
             continue
         fractions = sorted(
             (m["fraction"] or 0.0 for m in row["models"] if m.get("swap_group") == group.name), reverse=True

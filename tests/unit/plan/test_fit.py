@@ -176,6 +176,13 @@ def test_a_model_of_unknown_size_goes_where_the_room_is_and_says_nothing_checked
     assert "nothing checks that it fits" in placed.why["context_length"]
 
 
+def test_a_config_without_a_layer_count_is_of_unknown_size_too(tmp_path):
+    config = {"model_type": "odd", "max_position_embeddings": 8192}
+    placed = _proposed(tmp_path, "", nvml(gpu(0, 48)), config=config)
+    assert placed.placed and placed.context_length == 8192 and placed.fraction == 0.9
+    assert placed.notes == ("the model's size is unknown: config.json gives no layer count",)
+
+
 def test_without_gpu_facts_the_fraction_is_what_the_file_leaves(tmp_path):
     body = model("chat", gpus="all", fraction=0.3) + model("other", gpus="[1]", fraction=0.5)
     desired = _desired(tmp_path, body)
