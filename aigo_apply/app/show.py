@@ -1,6 +1,7 @@
-"""`plan` and `status` as use cases, on the platform chosen once: the plan made fresh from what runs
-now, shown by the view, saved for `apply PLANFILE` when asked, with its exit code (1 blocked, 2 with
-changes under --detailed-exitcode); and what runs now, in the platform's one-screen report."""
+"""`plan`, `show` and `status` as use cases, on the platform chosen once: the plan made fresh from what
+runs now, shown by the view, saved for `apply PLANFILE` when asked, with its exit code (1 blocked, 2
+with changes under --detailed-exitcode); a saved plan shown as `plan` shows it, read by the one
+bounded reader (app/saved_plan.read_plan); and what runs now, in the platform's one-screen report."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from aigo_apply.app import planning
 from aigo_apply.app.choose_platform import open_platform
-from aigo_apply.app.saved_plan import save_plan
+from aigo_apply.app.saved_plan import read_plan, save_plan
 from aigo_apply.app.views import PlanView, StatusView
 from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PlanFileError, UsageProblem
 from aigo_apply.plan.facts import PlanRequest
@@ -31,6 +32,14 @@ class PlanCommand:
     platform: str | None = None
     skip_canary: bool = False
     require_canary: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShowRequest:
+    """What `show` asks for: a saved plan's file, and whether to show the router diff it may carry."""
+
+    planfile: Path
+    show_diff: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +74,13 @@ def run_plan(request: PlanCommand, view: PlanView) -> int:
     if result.blockers:
         return EXIT_ERROR
     return EXIT_CHANGES if request.detailed_exitcode and result.has_changes else EXIT_OK
+
+
+def run_show(request: ShowRequest, view: PlanView) -> int:
+    """A saved plan as `plan` printed it; nothing of this machine is read (PlanFileError if the file
+    is not one `plan --out` wrote)."""
+    view.plan(read_plan(request.planfile), request.show_diff)
+    return EXIT_OK
 
 
 def run_status(request: StatusRequest, view: StatusView) -> int:

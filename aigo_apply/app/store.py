@@ -34,14 +34,14 @@ class ModelsRequest:
 
 def run_image_inspect(request: ImageRequest, view: StoreView) -> int:
     info = images.image_object(load_config(choose_file(request.file)).data, request.engine)
-    reference = info["imageReference"]
+    reference = info["image_reference"]
     view.image(images.with_local(info, DockerRuntime().inspect_image(reference) if reference else None))
     return EXIT_OK
 
 
 def run_image_pull(request: ImageRequest, console: Console) -> int:
     engine = request.engine
-    reference = images.image_object(load_config(choose_file(request.file)).data, engine)["imageReference"]
+    reference = images.image_object(load_config(choose_file(request.file)).data, engine)["image_reference"]
     if reference is None:
         raise AigoError(f"{engine} has no built-in image tag; set engines.{engine}.image_tag in the file first")
     pull_image(DockerRuntime(), console, reference)

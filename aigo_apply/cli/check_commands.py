@@ -1,5 +1,5 @@
-"""Commands that read and report, and never change the machine: validate, plan, readiness,
-status, render. Each parses its options into a request (app/requests.py) and runs its use case with
+"""Commands that read and report, and never change the machine: validate, plan, show (a saved
+plan), readiness, status, render. Each parses its options into a request (app/requests.py) and runs its use case with
 the view of its -o/--output (cli/views.py); `plan --out` writes only its plan file, the safe way
 (app/saved_plan.save_plan)."""
 
@@ -30,7 +30,7 @@ from aigo_apply.cli.group import (
 @click.argument("files", nargs=-1, metavar="[FILE]...")
 @file_option
 @output_option_with(
-    "github", help="Human text, the versioned JSON contract, or GitHub Actions annotations (-o github)."
+    "github", help="Human text, JSON (with format_version), or GitHub Actions annotations (-o github)."
 )
 def validate(files: tuple[str, ...], file: str | None, output: str) -> int:
     """Check config files (-f FILE, FILE..., default ./aigo.yaml) against the schema and the cross-field
@@ -48,7 +48,9 @@ def validate(files: tuple[str, ...], file: str | None, output: str) -> int:
 
 @cli.command()
 @file_option
-@output_option_with("markdown", help="Human text, the versioned JSON contract, or Markdown for a pull request comment.")
+@output_option_with(
+    "markdown", help="Human text, the plan's JSON contract (format_version 1), or Markdown for a pull request comment."
+)
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on error.")
 @click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff of the router's config files.")
 @click.option(
@@ -96,6 +98,23 @@ def plan(
     if skip_canary and require_canary:
         raise click.UsageError("--skip-canary and --require-canary contradict each other: pass one")
     return run_plan(request, view_for(output))
+
+
+@cli.command("show")
+@click.argument("planfile", metavar="PLANFILE", type=click.Path(dir_okay=False, path_type=Path), callback=path_value)
+@output_option_with(
+    "markdown", help="Human text, the plan's JSON contract (format_version 1), or Markdown for a pull request comment."
+)
+@click.option("--diff", "show_diff", is_flag=True, help="Show the router files' diff, if the plan was saved with it.")
+def show_cmd(planfile: Path, output: str, show_diff: bool) -> int:
+    """Print a plan saved by `plan --out` as `plan` prints it (text, -o json, -o markdown).
+
+    The file is read as one nobody reviewed (bounded, strict JSON, its shape checked); nothing is asked
+    of this machine: `aigo-apply apply PLANFILE` makes the plan again and acts only if it is this one."""
+    from aigo_apply.app.show import ShowRequest, run_show
+    from aigo_apply.cli.views import view_for
+
+    return run_show(ShowRequest(planfile=planfile, show_diff=show_diff), view_for(output))
 
 
 @cli.command()

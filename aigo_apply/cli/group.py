@@ -70,8 +70,11 @@ ignore_option = click.option(
 )
 
 
-def output_option_with(*extra: str, help: str = "Human text, or the versioned JSON contract.") -> Callable:
-    """-o/--output: human text, the versioned JSON contract, and the command's own extra formats."""
+def output_option_with(
+    *extra: str, help: str = "Human text, or JSON for programs (every document and line carries format_version)."
+) -> Callable:
+    """-o/--output: human text, JSON (each document or line with its format_version), and the
+    command's own extra formats."""
     return click.option(
         "-o", "--output", type=click.Choice(["text", "json", *extra]), default="text", show_default=True, help=help
     )

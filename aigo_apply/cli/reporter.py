@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import click
 
+from aigo_apply.app.views import JSON_FORMAT_VERSION
 from aigo_apply.apply.secrets import redact, redact_data
 from aigo_apply.plan.text import plan_json, plan_text, printable
 from aigo_apply.plan.types import Plan
@@ -54,7 +55,7 @@ def _u_escape(char: str) -> str:
 
 
 class JsonReporter:
-    """One JSON object per line on stdout: {"event": ..., "time": ..., ...}."""
+    """One JSON object per line on stdout: {"format_version": 1, "event": ..., "time": ..., ...}."""
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stdout
@@ -62,7 +63,8 @@ class JsonReporter:
         self.confirm: Callable[[str], bool] | None = None  # asks on the terminal (cli/views.view_for)
 
     def event(self, kind: str, **fields: Any) -> None:
-        record = {"event": kind, "time": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        record = {"format_version": JSON_FORMAT_VERSION, "event": kind, "time": now, **fields}
         with self._lock:
             self.stream.write(json_line(redact_data(record)) + "\n")
             self.stream.flush()

@@ -20,7 +20,7 @@ def image() -> None:
 @file_option
 @output_option
 def image_inspect(engine: str, file: str | None, output: str) -> int:
-    """Show imageReference, defaultTag, tagOverridden, and the local id and digest."""
+    """Show image_reference, default_tag, tag_overridden, and the local id and digest."""
     from aigo_apply.app.store import ImageRequest, run_image_inspect
     from aigo_apply.cli.views import view_for
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from aigo_apply.app.views import Readiness
+from aigo_apply.app.views import JSON_FORMAT_VERSION, Readiness
 from aigo_apply.cli.ci_output import command
 from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, shown_path
@@ -64,8 +64,8 @@ class TextView(TextReporter):
         }
         image = report.image
         echo(
-            f"image: {image['imageReference'] or f'(no tag: set engines.{report.engine}.image_tag)'}"
-            + (" (tag overridden)" if image["tagOverridden"] else "")
+            f"image: {image['image_reference'] or f'(no tag: set engines.{report.engine}.image_tag)'}"
+            + (" (tag overridden)" if image["tag_overridden"] else "")
         )
         for check in report.checks:
             echo(f"  {marks[check.status]:<8} {check.id}: {printable(check.message, keep='')}")
@@ -129,7 +129,8 @@ class TextView(TextReporter):
 
 
 class JsonView(JsonReporter):
-    """The versioned JSON of each command (apply and destroy: JSON lines)."""
+    """The JSON of each command (apply and destroy: JSON lines), every document and line with its
+    `format_version` (app/views.JSON_FORMAT_VERSION; the plan's is its own)."""
 
     def plan(self, plan: Any, show_diff: bool) -> None:
         from aigo_apply.plan.text import plan_json
@@ -152,13 +153,15 @@ class JsonView(JsonReporter):
         _json(report.to_dict())
 
     def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
-        echo(json.dumps(report, indent=2), colours=False)
+        echo(json.dumps({"format_version": JSON_FORMAT_VERSION, **report}, indent=2), colours=False)
 
     def log_line(self, name: str, line: str, prefixed: bool) -> None:
-        echo(json.dumps({"source": name, "line": line}, ensure_ascii=False), colours=False)
+        record = {"format_version": JSON_FORMAT_VERSION, "source": name, "line": line}
+        echo(json.dumps(record, ensure_ascii=False), colours=False)
 
     def top(self, report: dict[str, Any], live: bool) -> None:
-        echo(json.dumps(report), colours=False)  # one object a line while it runs; one with --once
+        versioned = {"format_version": JSON_FORMAT_VERSION, **report}
+        echo(json.dumps(versioned), colours=False)  # one object a line while it runs; one with --once
 
     def bench(self, report: dict[str, Any]) -> None:
         _json(report)
@@ -167,7 +170,7 @@ class JsonView(JsonReporter):
         _json(info)
 
     def stored_models(self, rows: list[dict[str, Any]]) -> None:
-        _json(rows)
+        _json({"models": rows})
 
     def document(self, text: str) -> None:
         echo(text, colours=False)
@@ -213,5 +216,6 @@ def view_for(output: str, confirm: Callable[[str], bool] | None = None) -> TextV
     return view
 
 
-def _json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
+def _json(data: dict[str, Any]) -> None:
+    """One JSON document, its `format_version` first."""
+    click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, **data}, indent=2))

@@ -1,6 +1,8 @@
 """The image an engine (or the router) runs: which reference the file resolves to, whether the tag
 is the built-in one, and what Docker has locally. The same `image` object appears in
-`aigo-apply image inspect` and, later, in the readiness report."""
+`aigo-apply image inspect` and in the readiness report, its keys in snake_case like every other JSON
+output (before format_version 1 they were imageReference, defaultTag, tagOverridden,
+repositoryOverridden, repoDigests and sizeBytes)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ BUILT_IN = {
 
 def image_reference(data: dict[str, Any], engine: str) -> str | None:
     """'repository:tag' for an engine from a validated config; None when its tag is not given."""
-    ref: str | None = image_object(data, engine)["imageReference"]
+    ref: str | None = image_object(data, engine)["image_reference"]
     return ref
 
 
@@ -40,12 +42,12 @@ def image_object(data: dict[str, Any], engine: str) -> dict[str, Any]:
     chosen = section.get("image_tag", tag)
     return {
         "engine": engine,
-        "imageReference": f"{section.get('image', repo)}:{chosen}" if chosen else None,
+        "image_reference": f"{section.get('image', repo)}:{chosen}" if chosen else None,
         "repository": section.get("image", repo),
-        "defaultTag": tag,
+        "default_tag": tag,
         "tag": chosen,
-        "tagOverridden": tag is not None and "image_tag" in section and section["image_tag"] != tag,
-        "repositoryOverridden": "image" in section and section["image"] != repo,
+        "tag_overridden": tag is not None and "image_tag" in section and section["image_tag"] != tag,
+        "repository_overridden": "image" in section and section["image"] != repo,
     }
 
 
@@ -55,24 +57,24 @@ def with_local(image: dict[str, Any], inspected: dict[str, Any] | None) -> dict[
         **image,
         "present": inspected is not None,
         "id": inspected.get("Id") if inspected else None,
-        "repoDigests": list(inspected.get("RepoDigests") or []) if inspected else [],
+        "repo_digests": list(inspected.get("RepoDigests") or []) if inspected else [],
         "created": inspected.get("Created") if inspected else None,
-        "sizeBytes": inspected.get("Size") if inspected else None,
+        "size_bytes": inspected.get("Size") if inspected else None,
     }
 
 
 def render(image: dict[str, Any]) -> str:
-    default = image["defaultTag"] or "(none built in: the file names the tag)"
+    default = image["default_tag"] or "(none built in: the file names the tag)"
     lines = [
         f"engine:          {image['engine']}",
-        f"imageReference:  {image['imageReference'] or '(no tag given)'}",
-        f"defaultTag:      {default}" + ("" if not image["tagOverridden"] else f"  (overridden: {image['tag']})"),
-        f"tagOverridden:   {str(image['tagOverridden']).lower()}",
+        f"image_reference: {image['image_reference'] or '(no tag given)'}",
+        f"default_tag:     {default}" + ("" if not image["tag_overridden"] else f"  (overridden: {image['tag']})"),
+        f"tag_overridden:  {str(image['tag_overridden']).lower()}",
         f"present locally: {'yes' if image['present'] else 'no (apply pulls it; or aigo-apply image pull)'}",
     ]
     if image["present"]:
         lines.append(f"id:              {image['id']}")
-        lines += [f"digest:          {d}" for d in image["repoDigests"]] or [
+        lines += [f"digest:          {d}" for d in image["repo_digests"]] or [
             "digest:          (none: built or imported locally)"
         ]
     return "\n".join(lines)

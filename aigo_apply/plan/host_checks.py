@@ -108,7 +108,7 @@ def moe_restrictions() -> dict[str, str]:
 
 
 def engine_images(desired: DesiredState, vllm_image: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """engine -> {imageReference, tag, cuda} for the engines of the models that want a GPU; `cuda`
+    """engine -> {image_reference, tag, cuda} for the engines of the models that want a GPU; `cuda`
     is the CUDA major version the image is built for, when known (None: aigo-apply cannot tell)."""
     out: dict[str, dict[str, Any]] = {}
     for model in desired.models.values():
@@ -116,11 +116,11 @@ def engine_images(desired: DesiredState, vllm_image: dict[str, Any]) -> dict[str
         if model.spec["gpus"] == "none" or engine in out:
             continue
         if engine == "vllm":
-            reference, tag = vllm_image.get("imageReference"), str(vllm_image.get("tag") or "")
+            reference, tag = vllm_image.get("image_reference"), str(vllm_image.get("tag") or "")
         else:
             reference = str(model.spec.get("image", ""))
             tag = reference.rpartition(":")[2] if ":" in reference.rpartition("/")[2] else ""
-        out[engine] = {"imageReference": reference, "tag": tag, "cuda": image_cuda(engine, tag)}
+        out[engine] = {"image_reference": reference, "tag": tag, "cuda": image_cuda(engine, tag)}
     return out
 
 
@@ -219,11 +219,11 @@ def _nvidia(nvml: dict[str, Any], who: str, indices: list[int], images: dict[str
 def _install_driver(images: dict[str, dict[str, Any]]) -> str:
     """The fix when no driver answers: the driver the file's images need, as far as it is known."""
     known = {e: i for e, i in images.items() if i["cuda"] is not None}
-    unknown = sorted(i["imageReference"] for i in images.values() if i["cuda"] is None)
+    unknown = sorted(i["image_reference"] for i in images.values() if i["cuda"] is None)
     newest = max((i["cuda"] for i in known.values()), default=None)
     text = "Install the NVIDIA driver"
     if newest is not None:
-        refs = ", ".join(sorted(i["imageReference"] for i in known.values() if i["cuda"] == newest))
+        refs = ", ".join(sorted(i["image_reference"] for i in known.values() if i["cuda"] == newest))
         floor = MIN_DRIVER.get(newest)
         text += f", R{floor} or newer" if floor else f", one for CUDA {newest}"
         text += f" for the CUDA {newest} image {refs}"
@@ -235,7 +235,7 @@ def _install_driver(images: dict[str, dict[str, Any]]) -> str:
 def _driver_fits(engine: str, image: dict[str, Any], nvml: dict[str, Any], major: int) -> Check:
     """One engine's image against the driver: vLLM's rule is `nvidia.driver`, others `nvidia.driver.ENGINE`."""
     check_id = "nvidia.driver" if engine == "vllm" else f"nvidia.driver.{engine}"
-    reference, cuda = image.get("imageReference"), image["cuda"]
+    reference, cuda = image.get("image_reference"), image["cuda"]
     if cuda is None:
         return Check(
             check_id,

@@ -107,7 +107,7 @@ def test_apply_downloads_on_the_host_and_the_engine_runs_offline_without_a_token
     lock = json.loads((tmp_path / "aigo.lock").read_text())
     assert lock["models"] == {"org/tiny@main": {"commit": commit, "models": ["tiny"]}}
     assert lock["images"]["aigo-stub-engine:1"]["id"].startswith("sha256:")
-    listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)
+    listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)["models"]
     assert [(r["repo"], r["revision"], r["commit"], r["files"], r["used_by"]) for r in listed] == [
         ("org/tiny", "main", commit, 4, ["tiny"])
     ]
@@ -271,7 +271,7 @@ def test_a_repo_adapter_is_downloaded_on_the_host_recorded_in_the_lock_and_reins
         "models": ["tiny"],
         "adapters": ["sql"],
     }
-    listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)
+    listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)["models"]
     assert [(r["repo"], r.get("kind"), r["used_by"]) for r in listed] == [
         ("org/sql-lora", "adapter", ["tiny"]),
         ("org/tiny", None, ["tiny"]),
@@ -320,7 +320,7 @@ def test_a_store_of_the_older_layout_is_taken_over_by_links_and_nothing_is_downl
     (store / "adapters" / "org--sql-lora").rmdir()
     planned = run_cli("plan", "-f", path, env=env)
     assert f"org/sql-lora@main is in {older}, where an older aigo-apply kept it" in planned.stdout, planned.stdout
-    listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)
+    listed = json.loads(run_cli("models", "list", "-f", path, "-o", "json", env=env).stdout)["models"]
     older_row = next(r for r in listed if r["folder"] == str(older))
     assert older_row["moved"] == str(store / "adapters" / "org--sql-lora" / "main") and older_row["used_by"] == []
     hub.requests.clear()  # (the plan asked the Hub for the adapter's config, as for any folder not complete)

@@ -190,12 +190,12 @@ def test_plan_with_docker_unreachable_is_a_clear_error(tmp_path, project):
 def test_image_inspect_reports_reference_and_local_presence(runtime, project, tmp_path):
     path = config(tmp_path, project)
     info = json.loads(run_cli("image", "inspect", "vllm", "-f", str(path), "--output", "json").stdout)
-    assert info["imageReference"] == "aigo-stub-engine:1" and info["tagOverridden"] is True
+    assert info["image_reference"] == "aigo-stub-engine:1" and info["tag_overridden"] is True
     assert info["present"] is True and info["id"].startswith("sha256:")
     text = path.read_text().replace('image: aigo-stub-engine, image_tag: "1"', "image_tag: v0.31.0-cu129")
     path.write_text(text)
     info = json.loads(run_cli("image", "inspect", "vllm", "-f", str(path), "--output", "json").stdout)
-    assert (info["imageReference"], info["defaultTag"], info["tagOverridden"], info["present"]) == (
+    assert (info["image_reference"], info["default_tag"], info["tag_overridden"], info["present"]) == (
         "vllm/vllm-openai:v0.31.0-cu129",
         "v0.31.0",
         True,

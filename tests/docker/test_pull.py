@@ -53,7 +53,7 @@ def test_image_pull_streams_layer_progress_and_plan_stops_planning_a_pull(regist
     plan = json.loads(run_cli("plan", "-f", str(path), "-o", "json").stdout)
     assert [a for a in plan["actions"] if a["kind"] == "pull" and registry.reference in a["address"]] == []
     info = json.loads(run_cli("image", "inspect", "vllm", "-f", str(path), "-o", "json").stdout)
-    assert info["present"] and info["repoDigests"][0].startswith(f"{repo}@sha256:")
+    assert info["present"] and info["repo_digests"][0].startswith(f"{repo}@sha256:")
 
 
 def test_pull_of_a_missing_tag_is_a_clear_error(registry, project, tmp_path):

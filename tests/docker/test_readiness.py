@@ -17,7 +17,7 @@ def test_this_host_docker_ok_gpu_blocking_and_demo_unblocked(runtime):
     assert checks["nvidia.driver"]["status"] == "blocking"
     assert checks["nvidia.driver"]["remediation"].startswith("Install the NVIDIA driver, R580 or newer")
     assert checks["docker.gpu_runtime"]["remediation"].startswith("Install the NVIDIA Container Toolkit")
-    assert report["image"]["imageReference"] == "vllm/vllm-openai:v0.31.0" and not report["image"]["tagOverridden"]
+    assert report["image"]["image_reference"] == "vllm/vllm-openai:v0.31.0" and not report["image"]["tag_overridden"]
     demo = json.loads(run_cli("plan", "-f", str(EXAMPLES / "demo.yaml"), "-o", "json").stdout)
     assert demo["blockers"] == []
     blocked = run_cli("apply", "-f", str(EXAMPLES / "single-gpu.yaml"), "-y")

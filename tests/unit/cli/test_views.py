@@ -110,7 +110,7 @@ def test_readiness_views(capsys):
     report = Readiness(
         "lab",
         "vllm",
-        {"imageReference": "vllm/vllm-openai:v0.31.0", "tagOverridden": False},
+        {"image_reference": "vllm/vllm-openai:v0.31.0", "tag_overridden": False},
         (Check("docker.engine", "ok", "Docker 27"), Check("nvidia.gpus", "blocking", "no GPU", "add one")),
         [],
     )

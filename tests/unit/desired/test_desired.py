@@ -198,27 +198,27 @@ def test_image_object_with_and_without_override(tmp_path):
 
     base = "version: 1\nproject: p\nmodels: {}\n"
     plain = image_object(load_config(str(write_config(tmp_path, base))).data, "vllm")
-    assert (plain["imageReference"], plain["defaultTag"], plain["tagOverridden"]) == (
+    assert (plain["image_reference"], plain["default_tag"], plain["tag_overridden"]) == (
         "vllm/vllm-openai:v0.31.0",
         "v0.31.0",
         False,
     )
     data = load_config(str(write_config(tmp_path, base + "engines: {vllm: {image_tag: v0.31.0-cu129}}\n"))).data
     over = image_object(data, "vllm")
-    assert (over["imageReference"], over["defaultTag"], over["tagOverridden"]) == (
+    assert (over["image_reference"], over["default_tag"], over["tag_overridden"]) == (
         "vllm/vllm-openai:v0.31.0-cu129",
         "v0.31.0",
         True,
     )
     data = load_config(str(write_config(tmp_path, base + "engines: {vllm: {image: mirror.local/vllm}}\n"))).data
     mirror = image_object(data, "vllm")
-    assert mirror["imageReference"] == "mirror.local/vllm:v0.31.0" and mirror["repositoryOverridden"]
-    assert not mirror["tagOverridden"]
+    assert mirror["image_reference"] == "mirror.local/vllm:v0.31.0" and mirror["repository_overridden"]
+    assert not mirror["tag_overridden"]
     untagged = image_object(data, "sglang")  # no built-in tag: nothing to pull until the file names one
-    assert (untagged["imageReference"], untagged["defaultTag"], untagged["tagOverridden"]) == (None, None, False)
+    assert (untagged["image_reference"], untagged["default_tag"], untagged["tag_overridden"]) == (None, None, False)
     data = load_config(str(write_config(tmp_path, base + "engines: {llama.cpp: {image_tag: server-cuda}}\n"))).data
     tagged = image_object(data, "llama.cpp")
-    assert (tagged["imageReference"], tagged["defaultTag"], tagged["tagOverridden"]) == (
+    assert (tagged["image_reference"], tagged["default_tag"], tagged["tag_overridden"]) == (
         "ghcr.io/ggml-org/llama.cpp:server-cuda",
         None,
         False,

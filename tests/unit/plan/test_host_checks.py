@@ -72,10 +72,10 @@ def test_missing_gpu_index_and_missing_toolkit(tmp_path):
     )
     d = desired_of(tmp_path, text=text)
     host = facts("two-gpu-r570")
-    checks = {c.id: c for c in run_checks(host, d, {"tag": "v0.31.0-cu129", "imageReference": "x"})}
+    checks = {c.id: c for c in run_checks(host, d, {"tag": "v0.31.0-cu129", "image_reference": "x"})}
     assert checks["nvidia.gpu_index"].message == "GPU 2 does not exist: this machine has 2 GPUs (0-1)"
     host["docker"]["runtimes"] = ["runc"]
-    checks = {c.id: c for c in run_checks(host, d, {"tag": "v0.31.0-cu129", "imageReference": "x"})}
+    checks = {c.id: c for c in run_checks(host, d, {"tag": "v0.31.0-cu129", "image_reference": "x"})}
     assert checks["docker.gpu_runtime"].status == "blocking"
     assert checks["docker.gpu_runtime"].remediation.startswith("Install the NVIDIA Container Toolkit")
 
