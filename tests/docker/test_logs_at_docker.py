@@ -5,6 +5,7 @@ of the model's container until Ctrl-C (exit 130, no traceback)."""
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -78,7 +79,8 @@ def test_logs_show_each_model_and_the_router_prefixed_with_secrets_redacted(proj
     assert one.returncode == 0 and len(one.stdout.splitlines()) == 1, one.stdout
     assert " | " not in one.stdout  # one model: no prefix
     as_json = run_cli("logs", "chat", "-o", "json", "-f", path, env=proj.env)
-    assert '{"source": "chat", "line": "stub engine: SERVICE_TOKEN=***"}' in as_json.stdout.splitlines()
+    record = {"format_version": 1, "source": "chat", "line": "stub engine: SERVICE_TOKEN=***"}
+    assert record in [json.loads(line) for line in as_json.stdout.splitlines()]
     refused = run_cli("logs", "chat", "nope", "-f", path, env=proj.env)
     assert refused.returncode == 64 and "no model 'nope'" in refused.stderr and refused.stdout == ""
     recent = run_cli("logs", "tools", "--since", "1h", "-f", path, env=proj.env)
