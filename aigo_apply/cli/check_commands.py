@@ -197,8 +197,9 @@ def logs(
     from aigo_apply.cli.views import view_for
 
     if file is not None and _a_model_not_a_file(file):
+        what = "the router" if file == "router" else "a model of the config"
         raise click.UsageError(  # (an alias is letters, digits, '.', '_' and '-': nothing to escape)
-            f"-f is --file here (the config file), and '{file}' is no file but a model of the config; "
+            f"-f is --file here (the config file), and '{file}' is no file but {what}; "
             f"did you mean --follow? (`aigo-apply logs --follow {file}`)"
         )
 
@@ -214,8 +215,9 @@ def logs(
 
 
 def _a_model_not_a_file(value: str) -> bool:
-    """`logs -f chat` where chat is no file but a model alias of the default config: `docker logs -f`
-    and `kubectl logs -f` follow, so the -f meant --follow (asked only when -f names no file)."""
+    """`logs -f chat` where chat is no file but a model alias of the default config (or `router`):
+    `docker logs -f` and `kubectl logs -f` follow, so the -f meant --follow (asked only when -f names
+    no file)."""
     from aigo_apply.config.load import choose_file
     from aigo_apply.config.names import ALIAS_RE
     from aigo_apply.config.yaml_source import load
@@ -223,6 +225,8 @@ def _a_model_not_a_file(value: str) -> bool:
 
     if not ALIAS_RE.match(value) or os.path.lexists(value):
         return False
+    if value == "router":  # a name logs takes in every project
+        return True
     try:
         models = load(Path(choose_file(None))).data.get("models")
     except (AigoError, AttributeError):  # no default config, or not one: nothing says it is a model

@@ -55,6 +55,16 @@ def test_logs_f_naming_a_model_asks_whether_follow_was_meant(tmp_path, alias, ex
         assert done.returncode == 1 and "no such file" in done.stderr and "--follow" not in done.stderr
 
 
+def test_logs_f_router_asks_whether_follow_was_meant_with_or_without_a_config(tmp_path):
+    for config in (CONFIG, None):
+        if config is None:
+            (tmp_path / "aigo.yaml").unlink()
+        else:
+            (tmp_path / "aigo.yaml").write_text(config)
+        done = run_cli("logs", "-f", "router", cwd=tmp_path)
+        assert done.returncode == 64 and "'router' is no file but the router; did you mean --follow?" in done.stderr
+
+
 def test_logs_f_names_a_model_of_the_file_aigo_file_names(tmp_path):
     elsewhere = tmp_path / "repo" / "lab.yaml"
     elsewhere.parent.mkdir()
