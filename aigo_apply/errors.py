@@ -16,9 +16,25 @@ EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
 
+def visible(text: str) -> str:
+    """`text` with each character that is not printable (a line feed, CR, an escape, a bidi override, a
+    line separator) written as a visible escape (`\\x0a`, `\\u202e`): it stays on its line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else escape_char(c) for c in text)
+
+
+def escape_char(char: str) -> str:
+    """One character as Python writes it in a string: `\\x0a`, `\\u202e`, `\\U000e0001`."""
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def shown_path(path: str) -> str:
-    """A path as a line of output may begin with it: `./::x` for `::x`, since a CI runner reads a line
-    that begins with `::` (after white space) as a workflow command; any other path as it is."""
+    """A path (a name from outside) as a line of output shows it: on that line whatever characters it
+    holds (`visible`), and `./::x` for `::x`, since a CI runner reads a line that begins with `::`
+    (after white space) as a workflow command; any other path as it is."""
+    path = visible(path)
     return f"./{path}" if path.lstrip().startswith(":") and not path.startswith("/") else path
 
 
@@ -51,7 +67,7 @@ class ConfigFileError(AigoError):
 
     def __init__(self, file: str, message: str, line: int | None = None, column: int | None = None):
         self.file, self.line, self.column = file, line, column
-        where = file if line is None else f"{file}:{line}:{column or 1}"
+        where = shown_path(file) if line is None else f"{shown_path(file)}:{line}:{column or 1}"
         super().__init__(f"{where}: {message}")
 
     def lines(self) -> list[str]:
@@ -65,7 +81,7 @@ class ConfigInvalid(AigoError):
         self.file = file
         self.problems = sorted(problems)
         noun = "problem" if len(problems) == 1 else "problems"
-        super().__init__(f"{file}: {len(problems)} {noun} found")
+        super().__init__(f"{shown_path(file)}: {len(problems)} {noun} found")
 
     def lines(self) -> list[str]:
         return [p.format() for p in self.problems] + [
@@ -193,7 +209,7 @@ class OnKubernetes(AigoError):
 
     def __init__(self, file: str):
         super().__init__(
-            f"{file} deploys to Kubernetes (platform: kubernetes), and this command works on Docker only; "
+            f"{shown_path(file)} deploys to Kubernetes (platform: kubernetes), and this command works on Docker only; "
             "on a cluster use validate, plan, apply, status, destroy and `render --as kubernetes` "
             "(those four also take --platform docker, to act on this machine's Docker instead)"
         )

@@ -36,7 +36,7 @@ from aigo_apply.app.fmt_comments import attach, comments, detach, squeeze, token
 from aigo_apply.app.fmt_refusal import at_path, first_difference, lost_comment_line, refusal, yaml_mark
 from aigo_apply.config import scalars
 from aigo_apply.config.yaml_source import Marks, _Builder, _compose
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, FormatUnkept
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, FormatUnkept, visible
 from aigo_apply.observe.config_file import load_config
 
 INDENT = 2
@@ -103,8 +103,8 @@ class Formatted:
         lines = difflib.unified_diff(
             self.before.splitlines(keepends=True),
             self.after.splitlines(keepends=True),
-            f"{self.file} (as written)",
-            f"{self.file} (formatted)",
+            f"{visible(self.file)} (as written)",  # a file name stays on its line
+            f"{visible(self.file)} (formatted)",
         )
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 

@@ -24,7 +24,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt import ORDER, string_scalar
 from aigo_apply.desired.images import BUILT_IN
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, UsageProblem
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, UsageProblem, shown_path
 from aigo_apply.observe.config_file import load_config
 
 
@@ -244,14 +244,15 @@ def _write_validated(path: Path, display: str, text: str, raw: bytes, edit: str)
     and mode kept, refused when the file is no longer `raw`."""
 
     def check(tmp: str) -> None:
+        shown = shown_path(display)  # the file's name stays on its line
         try:
             load_config(tmp)
         except ConfigInvalid as exc:
             raise AigoError(
-                f"{display} would not validate {edit}, so it was not changed:\n  "
-                + "\n  ".join(p.format().replace(tmp, display) for p in exc.problems)
+                f"{shown} would not validate {edit}, so it was not changed:\n  "
+                + "\n  ".join(p.format().replace(tmp, shown) for p in exc.problems)
             ) from None
         except ConfigFileError as exc:
-            raise AigoError(f"{str(exc).replace(tmp, display)}; so it was not changed") from None
+            raise AigoError(f"{str(exc).replace(tmp, shown)}; so it was not changed") from None
 
     replace_config(path, display, text, raw, check)

@@ -13,14 +13,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.config import rules, schema
 from aigo_apply.config.adapter_rules import adapters_of
 from aigo_apply.config.doc_path import dotted
+from aigo_apply.config.machine_text import yaml_comment, yaml_text
 from aigo_apply.config.yaml_source import Source, load, load_bytes, load_text
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem, shown_path
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.host_paths import file_facts
 from aigo_apply.plan.text import shown
@@ -102,7 +101,7 @@ def export_model(config_file: str, alias: str) -> tuple[str, list[str]]:
     document = {"format": FORMAT, "alias": alias, "model": portable(models[alias])}
     local = local_paths(models[alias])
     header = (
-        f"# aigo-apply portable model definition, exported from {Path(config_file).name}.\n"
+        f"# aigo-apply portable model definition, exported from {yaml_comment(Path(config_file).name)}.\n"
         "# Host settings (GPU memory, tensor parallelism, MoE/Mamba kernels, GPUs, port) are left out:\n"
         "# `aigo-apply import` adds it to another aigo.yaml, where those come from that machine.\n"
     )
@@ -114,7 +113,7 @@ def export_model(config_file: str, alias: str) -> tuple[str, list[str]]:
         "machine needs the same files at that path (or change it after import, e.g. to source: {repo: ORG/NAME})"
         for where, path in local
     ]
-    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=2**31 - 1), warnings
+    return header + yaml_text(document), warnings
 
 
 def read_definition(
@@ -220,9 +219,7 @@ def _in_definition(
 
 
 def entry_text(alias: str, model: dict[str, Any], indent: int = 2) -> str:
-    body = yaml.safe_dump(
-        {alias: model}, sort_keys=False, allow_unicode=True, default_flow_style=False, width=2**31 - 1
-    )
+    body = yaml_text({alias: model})  # the exact values, and no line a CI runner reads as a command
     return "".join(" " * indent + line if line.strip() else line for line in body.splitlines(keepends=True))
 
 
@@ -298,15 +295,16 @@ def with_entry(text: str, source: Source, alias: str, model: dict[str, Any], dis
 
 def _write_checked(target: Path, config_file: str, alias: str, text: str, raw: bytes) -> None:
     def check(tmp: str) -> None:
+        shown = shown_path(config_file)  # the file's name stays on its line
         try:
             load_config(tmp)
         except ConfigInvalid as exc:
             raise AigoError(
-                f"adding '{alias}' would make {config_file} invalid, so it was not changed:\n  "
-                + "\n  ".join(p.format().replace(tmp, config_file) for p in exc.problems)
+                f"adding '{alias}' would make {shown} invalid, so it was not changed:\n  "
+                + "\n  ".join(p.format().replace(tmp, shown) for p in exc.problems)
             ) from None
         except ConfigFileError as exc:
-            raise AigoError(f"adding '{alias}': {str(exc).replace(tmp, config_file)}; so it was not changed") from None
+            raise AigoError(f"adding '{alias}': {str(exc).replace(tmp, shown)}; so it was not changed") from None
 
     replace_config(target, config_file, text, raw, check)
 

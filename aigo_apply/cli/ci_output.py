@@ -2,14 +2,18 @@
 
 GitHub Actions reads every line of a step's output whose text, after leading white space, begins
 with `::` as a workflow command (`::error ...::`, `::add-mask::`, `::stop-commands::`), and a line
-holding `##[` anywhere as one of the older form; the runner splits lines at LF, CR and CR LF. A
-file name, an alias's path, a log line or a repo name from a download marker is printed at the start
-of a line often enough (`FILE:LINE:COL: ...`), so the guard sits where every line leaves the process:
-main() wraps stdout and stderr in CommandSafe, which writes the second `:` of a line-opening `::`
-as `\\x3a` and the `[` of `##[` as `\\x5b` (the way printable() shows other characters a reader must
-not act on). Paths are shown as `./::...` before they reach it (errors.shown_path). The one output
-that is made of commands, `validate -o github`'s annotations (escaped by config/annotations.py),
-goes through `command()`, which only writes a line built as one."""
+holding `##[` anywhere as one of the older form; the runner splits lines at LF, CR and CR LF.
+
+This guard is for human text: a file name, an alias's path, a log line or a repo name from a download
+marker is printed at the start of a line often enough (`FILE:LINE:COL: ...`), so main() wraps stdout
+and stderr in CommandSafe, which writes the second `:` of a line-opening `::` as `\\x3a` and the `[`
+of `##[` as `\\x5b` (the way printable() shows other characters a reader must not act on). Paths are
+shown as `./::...` before they reach it (errors.shown_path). The machine formats (JSON, the YAML of
+`render --as kubernetes`, `export` and `import`, the shell line of `render --as docker-run`) pass
+through it unchanged: each escapes in its own grammar (config/machine_text.py), so no line of theirs
+is a command and the guard, whose escapes would change their values, finds nothing to rewrite. The one output that is made
+of commands, `validate -o github`'s annotations (escaped by config/annotations.py), goes through
+`command()`, which only writes a line built as one."""
 
 from __future__ import annotations
 

@@ -24,11 +24,12 @@ def init(file: str | None, project: str | None, force: bool) -> int:
     from aigo_apply.app.starter import project_name_for, write_starter
     from aigo_apply.config.load import choose_file
     from aigo_apply.observe.config_file import load_config
+    from aigo_apply.plan.text import printable
 
     path = Path(choose_file(file))
     write_starter(path, project or project_name_for(Path.cwd()), force)
     load_config(str(path))  # what we write must validate; an invalid --project is reported here
-    click.echo(f"wrote {path}; next: edit it, then `aigo-apply validate` and `aigo-apply plan`")
+    click.echo(printable(f"wrote {path}; next: edit it, then `aigo-apply validate` and `aigo-apply plan`", keep=""))
     return EXIT_OK
 
 
@@ -63,12 +64,12 @@ def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
 
     text, warnings = export_model(choose_file(file), alias)
     for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(printable(f"warning: {warning}", keep=""), err=True)
     if out is None:
         click.echo(text, nl=False)
     else:  # never through a symlink, into a FIFO or a device
         safe_write.write(out, text, expect=safe_write.ANY, new_mode=0o644, what="definition")
-        click.echo(printable(f"wrote {out}"))
+        click.echo(printable(f"wrote {out}", keep=""))  # one line, whatever the file is called
     return EXIT_OK
 
 
@@ -86,10 +87,10 @@ def import_cmd(definition: str, file: str | None, alias: str | None, write: bool
     target = choose_file(file)
     name, model, notes = read_definition(definition, alias, target)  # checked as the config checks a model
     for note in notes:
-        click.echo(printable(f"note: {note}"), err=True)
+        click.echo(printable(f"note: {note}", keep=""), err=True)
     if not write:
-        click.echo(printable("models:\n" + entry_text(name, model)), nl=False)
+        click.echo("models:\n" + entry_text(name, model), nl=False)  # YAML that escapes in its own grammar
         return EXIT_OK
     add_to_file(target, name, model)
-    click.echo(printable(f"added model '{name}' to {target}; run `aigo-apply plan` to see what it does here"))
+    click.echo(printable(f"added model '{name}' to {target}; run `aigo-apply plan` to see what it does here", keep=""))
     return EXIT_OK

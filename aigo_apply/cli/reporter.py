@@ -20,6 +20,7 @@ import click
 
 from aigo_apply.app.views import JSON_FORMAT_VERSION
 from aigo_apply.apply.secrets import redact, redact_data
+from aigo_apply.config.machine_text import json_text
 from aigo_apply.plan.text import plan_json, plan_text, printable
 from aigo_apply.plan.types import Plan
 
@@ -40,18 +41,10 @@ def _plain(text: object, keep: str = "") -> str:
 
 
 def json_line(record: Any) -> str:
-    """One JSON line that a terminal can show safely: what json.dumps leaves raw (C1 controls, bidi
-    and other format characters, lone surrogates) written as \\u escapes, which JSON reads back."""
-    text = json.dumps(record, ensure_ascii=False)
-    return text if text.isprintable() else "".join(c if c.isprintable() else _u_escape(c) for c in text)
-
-
-def _u_escape(char: str) -> str:
-    code = ord(char)
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    code -= 0x10000
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    """One JSON line that a terminal can show safely and a CI runner reads no command in: what
+    json.dumps leaves raw (C1 controls, bidi and other format characters, lone surrogates) and the `[`
+    of `##[` written as \\u escapes, which JSON reads back (config/machine_text.json_text)."""
+    return json_text(record, ascii=False)
 
 
 class JsonReporter:

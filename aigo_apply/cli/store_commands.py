@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from aigo_apply.cli.group import cli, file_option, output_option
-from aigo_apply.errors import EXIT_OK
+from aigo_apply.errors import EXIT_OK, shown_path
 
 
 @cli.group()
@@ -52,7 +52,7 @@ def image_tag(engine: str, tag: str | None, reset: bool, file: str | None) -> in
     if (tag is None) == (not reset):
         raise click.UsageError("give either TAG or --reset", click.get_current_context())
     target = choose_file(file)
-    click.echo(set_tag(target, engine, None if reset else tag).describe(target))
+    click.echo(set_tag(target, engine, None if reset else tag).describe(shown_path(target)))
     return EXIT_OK
 
 

@@ -3,11 +3,13 @@
 a pull request comment (plan), GitHub Actions annotations (validate). Each is also the run's console
 (cli/reporter.py's human lines or JSON lines) for apply, destroy and the pulls. The plan itself is
 rendered by plan/text.py and plan/markdown.py; a view only chooses and prints. What a view prints
-passes through cli/reporter.echo: secrets redacted, nothing a terminal would act on."""
+passes through cli/reporter.echo: secrets redacted, nothing a terminal would act on. Text for people
+shows each name from outside on its line (a line feed in it escaped); JSON is written by
+config/machine_text.json_text, which escapes in JSON's own grammar, so cli/ci_output's guard (meant
+for human text) has nothing to rewrite in it and every value reads back exactly."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,10 @@ from typing import Any
 import click
 
 from aigo_apply.app.views import JSON_FORMAT_VERSION, Readiness
+from aigo_apply.apply.secrets import redact_data
 from aigo_apply.cli.ci_output import command
-from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo
+from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo, json_line
+from aigo_apply.config.machine_text import json_text
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, shown_path
 
 FORMATS = ("text", "json", "markdown", "github")
@@ -46,12 +50,12 @@ class TextView(TextReporter):
         if alone:
             raise error  # the error boundary says it, with its exit code
         for line in error.lines():
-            click.echo(line, err=True)
+            echo(line, err=True, colours=False)
 
     def unreadable(self, error: ConfigFileError, alone: bool) -> None:
         if alone:
             raise error
-        click.echo(f"error: {error}", err=True)
+        echo(f"error: {error}", err=True, colours=False)
 
     def readiness(self, report: Readiness) -> None:
         from aigo_apply.plan.gpu_ledger import render as ledger_lines
@@ -62,7 +66,7 @@ class TextView(TextReporter):
             "warning": click.style("warning", fg="yellow"),
             "blocking": click.style("blocking", fg="red", bold=True),
         }
-        image = report.image
+        image = _one_line_each(report.image)
         echo(
             f"image: {image['image_reference'] or f'(no tag: set engines.{report.engine}.image_tag)'}"
             + (" (tag overridden)" if image["tag_overridden"] else "")
@@ -75,10 +79,11 @@ class TextView(TextReporter):
             echo("  " + printable(line, keep=""))
 
     def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
-        echo(text(report), colours=False)
+        echo(text(_one_line_each(report)), colours=False)
 
     def log_line(self, name: str, line: str, prefixed: bool) -> None:
-        echo(f"{name} | {line}" if prefixed else line, colours=False)
+        shown = _one_line_each(line, keep="\t")
+        echo(f"{_one_line_each(name)} | {shown}" if prefixed else shown, colours=False)
 
     def top(self, report: dict[str, Any], live: bool) -> None:
         from rich.console import Console as Screen
@@ -103,12 +108,12 @@ class TextView(TextReporter):
     def image(self, info: dict[str, Any]) -> None:
         from aigo_apply.desired.images import render
 
-        click.echo(render(info))
+        echo(render(_one_line_each(info)), colours=False)
 
     def stored_models(self, rows: list[dict[str, Any]]) -> None:
         from aigo_apply.app.models import render
 
-        click.echo(render(rows))
+        echo(render(_one_line_each(rows)), colours=False)
 
     def document(self, text: str) -> None:
         echo(text, colours=False)
@@ -153,15 +158,15 @@ class JsonView(JsonReporter):
         _json(report.to_dict())
 
     def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
-        echo(json.dumps({"format_version": JSON_FORMAT_VERSION, **report}, indent=2), colours=False)
+        _json(report)
 
     def log_line(self, name: str, line: str, prefixed: bool) -> None:
         record = {"format_version": JSON_FORMAT_VERSION, "source": name, "line": line}
-        echo(json.dumps(record, ensure_ascii=False), colours=False)
+        echo(json_line(redact_data(record)), colours=False)
 
     def top(self, report: dict[str, Any], live: bool) -> None:
         versioned = {"format_version": JSON_FORMAT_VERSION, **report}
-        echo(json.dumps(versioned), colours=False)  # one object a line while it runs; one with --once
+        echo(json_text(redact_data(versioned)), colours=False)  # one object a line while it runs; one with --once
 
     def bench(self, report: dict[str, Any]) -> None:
         _json(report)
@@ -216,6 +221,23 @@ def view_for(output: str, confirm: Callable[[str], bool] | None = None) -> TextV
     return view
 
 
+def _one_line_each(data: Any, keep: str = "") -> Any:
+    """`data` (a report from Docker, a cluster or the model store) with every text in it shown on
+    one line, each character a terminal would act on, a line feed too, escaped (plan.text.printable):
+    a name cannot print a line of its own in the text made of it."""
+    from aigo_apply.plan.text import printable
+
+    if isinstance(data, str):
+        return printable(data, keep=keep)
+    if isinstance(data, dict):
+        return {_one_line_each(k): _one_line_each(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_one_line_each(v) for v in data]
+    return data
+
+
 def _json(data: dict[str, Any]) -> None:
-    """One JSON document, its `format_version` first."""
-    click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, **data}, indent=2))
+    """One JSON document, its `format_version` first: secrets redacted in the data (a value escaped
+    in JSON no longer reads as itself), written by config/machine_text (no CI command in it, the
+    exact values)."""
+    echo(json_text(redact_data({"format_version": JSON_FORMAT_VERSION, **data}), indent=2), colours=False)

@@ -1,16 +1,30 @@
 """`aigo-apply render ALIAS --as docker-run`: the exact `docker run` command line that makes the same
 container apply makes (same labels, so plan sees it as its own), with secrets as shell references
-(`"$HF_TOKEN"`, `"$(cat FILE)"`), never their values. Pure: for debugging and for sharing."""
+(`"$HF_TOKEN"`, `"$(cat FILE)"`), never their values. Pure: for debugging and for sharing.
+
+A POSIX shell reads every word back as the value apply passes: each is written by
+config/machine_text.shell_word (quoted, no line a CI runner takes for a command), and a secret file
+under `~/` is read from `"$HOME"/...`, the home apply expands it against (quotes would keep a `~`
+from expanding, and the secret would be set empty)."""
 
 from __future__ import annotations
 
-import shlex
-
+from aigo_apply.config.machine_text import shell_word
 from aigo_apply.desired.types import CONFINED_CAPS, ContainerSpec, SecretRef
 
 
+def secret_word(ref: SecretRef) -> str:
+    """The shell's word for a secret's value: `"$NAME"`, or the file's text (`$(cat ...)` drops the
+    line feeds that end it; apply's read drops white space around the value too)."""
+    if ref.kind == "from_env":
+        return f'"${ref.target}"'
+    path = ref.target
+    where = '"$HOME"/' + shell_word(path[2:]) if path.startswith("~/") else shell_word(path)
+    return f'"$(cat {where})"'
+
+
 def docker_run(container: ContainerSpec) -> str:
-    q = shlex.quote
+    q = shell_word
     args: list[str] = ["docker run -d", f"--name {q(container.name)}"]
     if container.network_mode != "bridge":
         args.append(f"--network {q(container.network_mode)}")
@@ -36,8 +50,7 @@ def docker_run(container: ContainerSpec) -> str:
         args.append(f"-v {q(f'{mount.source}:{mount.target}' + (':ro' if mount.read_only else ''))}")
     for name, value in container.env:
         if isinstance(value, SecretRef):
-            ref = f'"${value.target}"' if value.kind == "from_env" else f'"$(cat {q(value.target)})"'
-            args.append(f"-e {name}={ref}")
+            args.append(f"-e {q(name)}={secret_word(value)}")
         else:
             args.append(f"-e {q(f'{name}={value}')}")
     for key, value in sorted(container.labels.items()):

@@ -19,7 +19,7 @@ from typing import Any
 
 from aigo_apply.desired.model_store import downloads, label, marker_for
 from aigo_apply.desired.types import DesiredState
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import AigoError, shown_path, visible
 from aigo_apply.safe_read import LOCK, BadData, json_value
 
 FORMAT = 1
@@ -30,18 +30,19 @@ DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
 
 def parse(raw: bytes, path: Path) -> dict[str, Any]:
     """The lock file's bytes (read by app/lock_file.py) as checked data, or an AigoError naming `path`."""
+    where = shown_path(str(path))  # on its line, whatever the folder is called
     try:  # bounded: nesting, and numbers (a huge integer or 1e999 is refused, never a traceback)
         data = json_value(raw, LOCK.depth)
     except BadData as exc:
-        raise AigoError(f"{path}: not a readable lock file: it {exc}; {LOCK.fix}") from None
+        raise AigoError(f"{where}: not a readable lock file: it {exc}; {LOCK.fix}") from None
     if not isinstance(data, dict) or data.get("version") != FORMAT:
-        raise AigoError(f"{path}: not an aigo-apply lock file of version {FORMAT}; delete it and apply again")
+        raise AigoError(f"{where}: not an aigo-apply lock file of version {FORMAT}; delete it and apply again")
     data.setdefault("images", {})
     data.setdefault("models", {})
     problem = _shape_problem(data)
     if problem:
         raise AigoError(
-            f"{path}: {problem}: the lock file was edited or damaged; restore it from git, or delete it and "
+            f"{where}: {problem}: the lock file was edited or damaged; restore it from git, or delete it and "
             "apply again to write a new one"
         )
     return data
@@ -58,7 +59,8 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
         entries = data[section]
         if not isinstance(entries, dict):
             return f"{section} is not a mapping"
-        for key, entry in entries.items():
+        for name_in_file, entry in entries.items():
+            key = visible(name_in_file)  # on its line in the message, whatever it holds
             if not isinstance(entry, dict):
                 return f"{section}.{key} is not a mapping"
             for name in fields:

@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any
 
+from aigo_apply.config.machine_text import json_text
+from aigo_apply.errors import escape_char
 from aigo_apply.plan.gpu_ledger import render
 from aigo_apply.plan.swap_ledger import render_groups
 from aigo_apply.plan.types import Action, Plan
@@ -68,14 +70,9 @@ def printable(text: str, keep: str = "\n\t", colours: bool = False) -> str:
             i = sgr.end()
             continue
         else:
-            out.append(_escape(char))
+            out.append(escape_char(char))
         i += 1
     return "".join(out)
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def shown(value: object) -> str:
@@ -199,4 +196,5 @@ def _t(text: object) -> str:
 
 
 def plan_json(plan: Plan) -> str:
-    return json.dumps(plan.to_dict(), indent=2)
+    """The plan's versioned JSON, as printed (config/machine_text: no CI command in it)."""
+    return json_text(plan.to_dict(), indent=2)
