@@ -10,15 +10,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app import log_follow
 from aigo_apply.app.log_follow import ROUTER, Source
 from aigo_apply.app.platform import LogStream
 from aigo_apply.app.requests import LogsRequest
+from aigo_apply.apply import failed_starts
 from aigo_apply.apply.secrets import host_hub_tokens, remember
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import DesiredState, SecretRef
+from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.label_checks import label_problem, names_of
 
 
@@ -75,3 +78,44 @@ def log_stream(runtime: Runtime, project: str, desired: DesiredState | None, req
     else:
         lines = log_follow.read(found, open_lines, request.tail, since)
     return LogStream(several=len(wanted) != 1, lines=lines)
+
+
+def failed_stream(
+    runtime: Runtime, project: str, desired: DesiredState | None, request: LogsRequest, state: Path
+) -> LogStream:
+    """`logs --failed`: the log apply kept of each asked model's newest failed start
+    (apply/failed_starts.py), after a line saying when it failed, what and why; the last --tail
+    lines of it. Its container is gone, so --follow and --since have nothing to read."""
+    if request.follow or request.since_s is not None:
+        raise UsageProblem("logs --failed prints a kept log, whole: it takes neither --follow nor --since")
+    if ROUTER in request.names:
+        raise UsageProblem("logs --failed: the router's starts are not kept; give models' aliases")
+    running = sources(runtime, project)
+    known = sorted({*(desired.models if desired else ()), *(s.name for s in running if s.name != ROUTER)})
+    asked = log_follow.check_names(request.names, known, project) or tuple(known)
+    kept = {alias: failed_starts.newest(state, alias) for alias in asked}
+    found = {alias: record for alias, record in kept.items() if record is not None}
+    if not found:
+        where = state / failed_starts.FOLDER
+        raise UsageProblem(
+            f"logs --failed: no failed start of {', '.join(asked) or 'any model'} is kept in {where}; "
+            "`aigo-apply logs ALIAS` shows a running engine's log"
+        )
+
+    def lines() -> Iterator[tuple[str, str]]:
+        for alias, record in found.items():
+            exit_code = "" if record.exit_code is None else f", exit code {record.exit_code}"
+            yield (
+                alias,
+                f"== the start of {alias} failed at {record.at} ({record.container}, {record.image}{exit_code})",
+            )
+            yield alias, f"== why: {record.why}"
+            if record.error:
+                yield alias, f"== the log says: {record.error}"
+            yield alias, f"== command: {' '.join(record.command)}"
+            yield alias, f"== log ({record.lines} lines, secrets redacted): {record.log}"
+            text = failed_starts.read_log(record).splitlines()
+            for line in text if request.tail is None else text[-request.tail :] if request.tail else []:
+                yield alias, line
+
+    return LogStream(several=len(found) != 1, lines=lines())

@@ -21,7 +21,7 @@ from aigo_apply.app.planning import hub_adapters, observe, plan_for, remote_info
 from aigo_apply.app.platform import LogStream, Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.project_lock import ProjectLock
-from aigo_apply.apply.state_dir import state_dir, state_path
+from aigo_apply.apply.state_dir import FAILED_STARTS, state_dir, state_path
 from aigo_apply.desired import labels
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
@@ -163,7 +163,7 @@ class DockerPlatform:
             record_lock(self.desired, self.runtime, canaries, self.aigo_lock)
             _prune_sockets(self.state / SOCKETS_FOLDER, set(self.desired.models))
         elif command == "destroy":
-            for folder in ("router", SOCKETS_FOLDER):  # rmtree refuses a link, follows none inside
+            for folder in ("router", SOCKETS_FOLDER, FAILED_STARTS):  # rmtree refuses a link, follows none inside
                 shutil.rmtree(self.state / folder, ignore_errors=True)
             _remove_cache_volume(self.project, self.runtime, console)
 
@@ -176,7 +176,7 @@ class DockerPlatform:
         except AigoError:
             keys = None  # the router's /metrics then answers only without a key (metrics_without_key)
         observed = observe(self.project, self.runtime, state_root=self.state.parent)
-        return collect(desired, observed, self.runtime, keys[0] if keys else None)
+        return collect(desired, observed, self.runtime, keys[0] if keys else None, self.state)
 
     def status_text(self, report: dict[str, Any]) -> str:
         from aigo_apply.app.status import render
@@ -186,6 +186,10 @@ class DockerPlatform:
     def logs(self, request: LogsRequest) -> LogStream:
         from aigo_apply.app.docker_logs import log_stream
 
+        if request.failed:
+            from aigo_apply.app.docker_logs import failed_stream
+
+            return failed_stream(self.runtime, self.project, self.desired, request, self.state)
         return log_stream(self.runtime, self.project, self.desired, request)
 
 

@@ -22,7 +22,7 @@ from aigo_apply.app.requests import LogsRequest
 from aigo_apply.apply.secrets import host_hub_tokens, resolve
 from aigo_apply.config.kube_names import COMPONENT, NAME, label_value
 from aigo_apply.desired.types import DesiredState, SecretRef
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import AigoError, UsageProblem
 from aigo_apply.kube.observe import selector
 
 CONTAINERS = {"model": "engine", "router": "router"}  # a pod's component -> the container shown
@@ -64,6 +64,11 @@ def remember_secrets(desired: DesiredState) -> None:
 
 def log_stream(client: KubeClient, project: str, desired: DesiredState, request: LogsRequest) -> LogStream:
     """The asked names checked before anything is read, the secrets remembered, then the lines."""
+    if request.failed:
+        raise UsageProblem(
+            "logs --failed reads the logs apply keeps of failed starts on Docker; on a cluster, a pod that "
+            "failed to start keeps its log: use `kubectl logs --previous`"
+        )
     wanted = log_follow.check_names(request.names, sorted(desired.models), project)
     remember_secrets(desired)
     since = None if request.since_s is None else time.time() - request.since_s

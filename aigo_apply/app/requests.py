@@ -40,5 +40,6 @@ class LogsRequest:
     follow: bool = False
     tail: int | None = None  # the last N lines of each; None: all
     since_s: float | None = None  # only lines of the last this many seconds
+    failed: bool = False  # the log kept of each model's newest failed start, not the running engine's
     file: str | None = None
     platform: str | None = None

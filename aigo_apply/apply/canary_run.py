@@ -19,11 +19,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aigo_apply.adapters.engine_http import EngineClient
+from aigo_apply.apply.outcome import StepLog
 from aigo_apply.desired.canary import CanarySettings
 from aigo_apply.desired.types import EngineAddress
-from aigo_apply.errors import AigoError, NotReady
+from aigo_apply.errors import AigoError, CanaryRefused, NotReady
 from aigo_apply.observe.tokenizer_vocab import vocabulary
 from aigo_apply.plan.canary_verdict import CanaryResult, Measurement, Sample, decide, differences, prompts
+from aigo_apply.plan.types import Action
 
 REQUEST_TIMEOUT = 300.0  # one measured request, at most
 # The pause before each engine's turn, not timed. An engine keeps its CPU threads busy for a moment
@@ -38,6 +40,39 @@ FALLBACK_TEXT = (
     "The quick brown fox jumps over the lazy dog while seven wizards quietly judge boxing matches; "
     "meanwhile engineers measure throughput, latency and memory on every machine they deploy to."
 )
+
+
+def replace_gate(
+    action: Action, old_spec: dict[str, Any], log: StepLog, should_stop: Callable[[], bool]
+) -> Callable[[EngineAddress], dict[str, Any] | None] | None:
+    """A parallel replace's canary gate as the plan decided it: run (between the new engine's readiness
+    and the route's move; refusing raises CanaryRefused), said to be skipped, or none. `old_spec`:
+    the replaced engine's spec (where it serves, and its model folder)."""
+    gate = action.canary
+    if gate is None:
+        return None
+    if not gate.runs:
+        log.step(action.address, "recreate", "", f"canary not run: {gate.why}")
+        return None
+    old = EngineAddress.of(old_spec, "a" if action.slot == "b" else "b")
+
+    def run(new: EngineAddress) -> dict[str, Any] | None:
+        log.step(
+            action.address, "recreate", "", f"canary: measuring the old and the new engine ({gate.settings.describe()})"
+        )
+        dirs = (old_spec.get("model_dir"), (action.spec or {}).get("model_dir"))
+        try:
+            result = run_gate(action.model or "", gate.settings, old, new, dirs, should_stop)
+        except AigoError:
+            raise
+        except Exception as exc:  # anything else a hostile or broken engine causes: the gate fails, apply goes on
+            raise AigoError(f"the canary gate could not measure: {type(exc).__name__}: {exc}"[:400]) from None
+        log.reporter.event("canary", address=action.address, result=result.to_dict())
+        if not result.verdict.passed:
+            raise CanaryRefused(result.verdict.reason, result.to_dict())
+        return result.to_dict()
+
+    return run
 
 
 def run_gate(

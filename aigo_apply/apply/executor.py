@@ -73,7 +73,9 @@ class Executor:
         self.clock = clock
         self.log = StepLog(journal, reporter)
         self.router = RouterSteps(runtime, routes, self.log, wait_router) if routes else None
-        self.models = ModelSteps(runtime, self.log, self.router, self.interrupted, make_waiter)
+        self.models = ModelSteps(
+            runtime, self.log, self.router, self.interrupted, make_waiter, evidence=journal.path.parent
+        )
 
     # -- the fixed order -----------------------------------------------------------------------
     def run(self, plan: Plan) -> ApplyReport:

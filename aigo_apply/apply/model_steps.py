@@ -12,11 +12,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
-from aigo_apply.apply.canary_run import run_gate
+from aigo_apply.apply import failed_starts
+from aigo_apply.apply.canary_run import replace_gate
 from aigo_apply.apply.outcome import Outcome, StepLog
+from aigo_apply.apply.previous import old_address, old_route, old_spec
 from aigo_apply.apply.router_steps import RouterSteps
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
@@ -46,9 +49,11 @@ class ModelSteps:
         router: RouterSteps | None,
         interrupted: threading.Event,
         make_waiter: Callable[..., Waiter],
+        evidence: Path | None = None,
     ):
         self.runtime, self.log, self.router = runtime, log, router
         self.interrupted, self.make_waiter = interrupted, make_waiter
+        self.evidence = evidence  # the project's state folder, where a failed start's log is kept
         # called once a model is proven ready, before its route is added (apply/swap_steps.py: an
         # on-demand model goes to sleep then); an AigoError from it fails the step like a refused route
         self.on_ready: Callable[[str, dict[str, Any] | None, EngineAddress], None] | None = None
@@ -84,6 +89,7 @@ class ModelSteps:
             if exc.interrupted:
                 self.log.step(action.address, "start", "interrupted", f"interrupted; {name} was started, not routed")
                 return Outcome(action.address, "start", False, "interrupted")
+            exc = self._keep_evidence(action, name, None, exc)
             return self.log.failed(action.address, action.kind, f"{exc}; no route was added", exc.log_tail)
         except AigoError as exc:  # ready, but the router refused the route
             return self.log.failed(action.address, action.kind, f"{name} serves but is not routed: {exc}", [])
@@ -100,6 +106,8 @@ class ModelSteps:
         try:
             return self._await_and_route(item, cid, "created")
         except AigoError as exc:  # not ready, or ready but its route could not be added
+            if isinstance(exc, NotReady):
+                exc = self._keep_evidence(action, cid, container, exc)
             self.runtime.remove(cid)  # never leave an engine that was not verified ready and routed
             if not isinstance(exc, NotReady):
                 return self.log.failed(action.address, action.kind, f"{exc}; the container was removed", [])
@@ -164,6 +172,8 @@ class ModelSteps:
             outcome = self._await_and_route(item, cid, "replaced")
         except (NotReady, AigoError) as exc:
             if cid:
+                if isinstance(exc, NotReady):
+                    exc = self._keep_evidence(action, cid, container, exc)
                 self.runtime.remove(cid)
             return self._restore(action, name, backup, exc)
         self.runtime.remove(backup)
@@ -193,6 +203,8 @@ class ModelSteps:
             self.runtime.start(cid)
             outcome = self._await_and_route(item, cid, "replaced", gate)
         except BaseException as exc:  # the route did not move: the new engine goes, whatever stopped it
+            if cid and isinstance(exc, NotReady):
+                exc = self._keep_evidence(action, cid, container, exc)
             if cid:
                 self.runtime.remove(cid)
             if not isinstance(exc, AigoError):
@@ -222,38 +234,16 @@ class ModelSteps:
         )
         return Outcome(action.address, action.kind, True, message, canary=outcome.canary)
 
+    def _keep_evidence(
+        self, action: Action, container_id: str, container: ContainerSpec | None, exc: NotReady
+    ) -> NotReady:
+        """Before a failed engine is removed: its whole log kept (apply/failed_starts.py)."""
+        if self.evidence is None:
+            return exc
+        return failed_starts.kept(self.runtime, self.log.journal, self.evidence, action, container_id, container, exc)
+
     def _gate(self, action: Action) -> Callable[[EngineAddress], dict[str, Any] | None] | None:
-        """The replace's canary gate as the plan decided it: run (between the new engine's readiness
-        and the route's move; refusing raises CanaryRefused), said to be skipped, or none."""
-        gate = action.canary
-        if gate is None:
-            return None
-        if not gate.runs:
-            self.log.step(action.address, "recreate", "", f"canary not run: {gate.why}")
-            return None
-        old_slot = "a" if action.slot == "b" else "b"
-        old = EngineAddress.of(_old_spec(action), old_slot)
-
-        def run(new: EngineAddress) -> dict[str, Any] | None:
-            self.log.step(
-                action.address,
-                "recreate",
-                "",
-                f"canary: measuring the old and the new engine ({gate.settings.describe()})",
-            )
-            dirs = (_old_spec(action).get("model_dir"), (action.spec or {}).get("model_dir"))
-            try:
-                result = run_gate(action.model or "", gate.settings, old, new, dirs, self.interrupted.is_set)
-            except AigoError:
-                raise
-            except Exception as exc:  # anything else a hostile or broken engine causes: the gate fails, apply goes on
-                raise AigoError(f"the canary gate could not measure: {type(exc).__name__}: {exc}"[:400]) from None
-            self.log.reporter.event("canary", address=action.address, result=result.to_dict())
-            if not result.verdict.passed:
-                raise CanaryRefused(result.verdict.reason, result.to_dict())
-            return result.to_dict()
-
-        return run
+        return replace_gate(action, old_spec(action), self.log, self.interrupted.is_set)
 
     def _restore(self, action: Action, name: str, backup: str, exc: AigoError) -> Outcome:
         """The new container failed or was interrupted: the previous one takes its name back."""
@@ -280,7 +270,7 @@ class ModelSteps:
         if getattr(exc, "interrupted", False):
             # not waited for, but routed again: the router's health check keeps it out until it
             # answers, and an apply that is interrupted must not leave a serving model unrouted
-            routed = self._route_quietly(_old_route(action))
+            routed = self._route_quietly(old_route(action))
             message = (
                 f"interrupted; the previous {name} is started again (not waited for{'' if routed else ', not routed'})"
             )
@@ -289,10 +279,10 @@ class ModelSteps:
         if tail:
             self.log.reporter.event("log_tail", address=action.address, lines=tail)
         self.log.step(action.address, "recreate", "", f"restoring the previous version of {name}")
-        old, old_address = _old_route(action), _old_address(action)
+        old, where = old_route(action), old_address(action)
         previous = Engine(
             action.model or "",
-            old_address,
+            where,
             name,
             lambda: self.runtime.state(name),
             lambda n: self.runtime.logs_tail(name, n),
@@ -369,26 +359,3 @@ def _container(item: Prepared) -> ContainerSpec:
     if item.container is None:
         raise AigoError(f"{item.action.address}: no container was rendered for this {item.action.kind}")
     return item.container
-
-
-def _old_spec(action: Action) -> dict[str, Any]:
-    """The spec of the container a recreate replaces, as far as its address and route go: the new
-    spec with each changed top-level field as it was (a field the old one did not have is absent)."""
-    spec = dict(action.spec or {})
-    for change in action.changes:
-        if "." in change.path:
-            continue
-        if change.before is None:
-            spec.pop(change.path, None)
-        else:
-            spec[change.path] = change.before
-    return spec
-
-
-def _old_route(action: Action) -> Route:
-    """The route of the container a recreate replaces (its port or socket and length before the change)."""
-    return Route.of(action.model or "", _old_spec(action), action.slot)
-
-
-def _old_address(action: Action) -> EngineAddress:
-    return EngineAddress.of(_old_spec(action), action.slot)

@@ -22,6 +22,8 @@ from aigo_apply.config.host_paths import shared_folder, short, system_folder
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.host_paths import resolve_or_why, state_root_of
 
+FAILED_STARTS = "failed-starts"  # in a project's state folder: apply/failed_starts.py
+
 
 def state_root() -> Path:
     """The folder that holds one state folder per project (observe/host_paths.state_root_of, the

@@ -29,9 +29,7 @@ from aigo_apply.cli.group import (
 @cli.command()
 @click.argument("files", nargs=-1, metavar="[FILE]...")
 @file_option
-@output_option_with(
-    "github", help="Human text, JSON (with format_version), or GitHub Actions annotations (-o github)."
-)
+@output_option_with("github", help="Human text, JSON (with format_version), or GitHub Actions annotations (-o github).")
 def validate(files: tuple[str, ...], file: str | None, output: str) -> int:
     """Check config files (-f FILE, FILE..., default ./aigo.yaml) against the schema and the cross-field
     rules; report every problem of each."""
@@ -177,6 +175,11 @@ def render_cmd(alias: str | None, file: str | None, form: str) -> int:
     "-n", "--tail", type=click.IntRange(0, 10**9), default=None, metavar="N", help="Only the last N lines of each."
 )
 @click.option("--since", "since", default=None, metavar="DURATION", help="Only lines of the last 30s, 10m, 1h30m...")
+@click.option(
+    "--failed",
+    is_flag=True,
+    help="The whole log apply kept of each model's newest failed start (its container is gone).",
+)
 @file_option
 @output_option
 @platform_option
@@ -185,6 +188,7 @@ def logs(
     follow: bool,
     tail: int | None,
     since: str | None,
+    failed: bool,
     file: str | None,
     output: str,
     platform: str | None,
@@ -208,6 +212,7 @@ def logs(
         follow=follow,
         tail=tail,
         since_s=None if since is None else parse_since(since),
+        failed=failed,
         file=file,
         platform=platform,
     )

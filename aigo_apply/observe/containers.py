@@ -32,6 +32,7 @@ class ObservedContainer:
     labels: dict[str, str] = field(compare=False)
     # (host ip, host port, container port), running only; a router's own port too (_router_port)
     ports: tuple[tuple[str, int, int], ...] = ()
+    created: float | None = field(default=None, compare=False)  # Unix time Docker created it
 
     @property
     def alias(self) -> str | None:
@@ -129,6 +130,7 @@ def parse_container(raw: dict[str, Any]) -> ObservedContainer:
         image_id=_text(raw.get("ImageID")),
         labels=labels,
         ports=_ports(raw.get("Ports")) + _router_port(state, raw.get("HostConfig"), labels),
+        created=float(created) if isinstance(created := raw.get("Created"), int) and created >= 0 else None,
     )
 
 

@@ -329,7 +329,12 @@ OTHER_WRITERS = {
     "creates itself (0700, in the state folder), and a `live` link swapped by rename",
     "aigo_apply.apply.journal": "the apply journal: appended to, in the state folder",
     "aigo_apply.apply.project_lock": "the project's lock file (flock), in the state folder",
-    "aigo_apply.apply.swap_steps": "swap-group holds, in the state folder",
+    "aigo_apply.router.hold_lease": "the router's hold files, in the state folder: each written whole beside "
+    "itself and renamed into place, renewed every few seconds while the apply that holds runs",
+    "aigo_apply.apply.failed_starts": "the logs of failed starts, in the state folder: new files only "
+    "(O_EXCL, O_NOFOLLOW, 0600), never one that exists",
+    "aigo_apply.apply.legacy_store": "hard-links an older layout's download into its folder in the model store "
+    "(the marker is a safe write)",
     "aigo_apply.adapters.hub": "moves whole download folders within the model store (the marker is a safe write)",
 }
 PACKAGE = Path(aigo_apply.__file__).parent
