@@ -19,6 +19,7 @@ Two more dialects stand in for the other engines, reached the way their images a
 Behaviour for tests, through the container environment:
   AIGO_STUB_LOAD_SECONDS   seconds of "loading" before the port opens (default 0.5)
   AIGO_STUB_FAIL_START     exit with status 1 right after loading, as an engine that cannot start
+                           ("vllm": after vLLM's shape of failure, the cause 40 lines before the end)
   AIGO_STUB_NEVER_READY    keep "loading" forever
   AIGO_STUB_CRASH_AFTER    exit with status 1 this many seconds after becoming ready
   AIGO_STUB_STREAM_DELAY   seconds between the events of a streamed reply (default 0)
@@ -194,6 +195,20 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def error(message: str, kind: str, code: int, param: str | None = None) -> tuple[int, dict]:
     return code, {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
+
+# vLLM's engine-core process prints the cause; the API server's traceback that follows only points back
+_VLLM_FAILURE = "\n".join(
+    [
+        "ERROR 12-06 16:40:00 [core.py:700] EngineCore failed to start.",
+        "ERROR 12-06 16:40:00 [core.py:700] Traceback (most recent call last):",
+        'ERROR 12-06 16:40:00 [core.py:700]   File "/usr/lib/python3/vllm/v1/engine/core.py", line 691, in run',
+        "ERROR 12-06 16:40:00 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB "
+        "(stub: the profiling run)",
+        "Process EngineCore_DP0:",
+    ]
+    + [f'  File "/usr/lib/python3/vllm/entrypoints/frame_{i}.py", line {i}, in run_{i}' for i in range(40)]
+    + ["RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+)
 
 class Sleep:
     """The engine's sleep state (vLLM dialect with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1)."""
@@ -608,6 +623,9 @@ def main(dialect: str = "vllm") -> None:
     time.sleep(float(os.environ.get("AIGO_STUB_LOAD_SECONDS", "0.5")))
     while os.environ.get("AIGO_STUB_NEVER_READY"):
         time.sleep(3600)
+    if os.environ.get("AIGO_STUB_FAIL_START") == "vllm":  # as vLLM fails: the cause, then a long traceback
+        print(_VLLM_FAILURE, flush=True)
+        sys.exit(1)
     if os.environ.get("AIGO_STUB_FAIL_START"):
         print("RuntimeError: stub engine told to fail at start-up (AIGO_STUB_FAIL_START)", flush=True)
         sys.exit(1)
