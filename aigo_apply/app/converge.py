@@ -6,6 +6,7 @@ what differs between them is the platform's, never a second loop."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -115,21 +116,41 @@ _PAST = {
 
 @contextmanager
 def _interrupts(event: threading.Event, reporter: Console) -> Iterator[None]:
-    """First Ctrl-C (or SIGTERM): finish the current step, undo the model in progress, stop.
-    A second Ctrl-C: stop at once."""
+    """First Ctrl-C, SIGTERM or SIGHUP (a closed terminal, a dropped SSH session): finish the current
+    step, undo the model in progress, stop. A second Ctrl-C or SIGTERM: stop at once. After SIGHUP the
+    terminal is gone: what apply still prints goes nowhere (a write to a hung-up terminal fails, and
+    must not cut the undo short); the journal keeps every step."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: object) -> None:
+        if signum == signal.SIGHUP:
+            _detach_output()
+            event.set()
+            return
         if event.is_set():
             raise KeyboardInterrupt
         event.set()
         reporter.say("\nStopping after the current step (Ctrl-C again to abort at once)...", err=True)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _detach_output() -> None:
+    """Point standard output and error at /dev/null (the terminal hung up)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    for fd in (1, 2):
+        try:
+            os.dup2(null, fd)
+        except OSError:
+            pass
+    os.close(null)

@@ -7,12 +7,16 @@ folder (derived from the alias, never from a label)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.adapters.engine_metrics import fetch_url, samples
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.effective import compare, read_engine
+from aigo_apply.apply import failed_starts
+from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import DesiredState, EngineAddress, socket_file
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.plan.planner import build_plan
@@ -22,11 +26,16 @@ PROBE_TIMEOUT = 1.0
 
 
 def collect(
-    desired: DesiredState, observed: ObservedState, runtime: Runtime | None = None, router_key: str | None = None
+    desired: DesiredState,
+    observed: ObservedState,
+    runtime: Runtime | None = None,
+    router_key: str | None = None,
+    state: Path | None = None,
 ) -> dict[str, Any]:
     """The status report; with `runtime`, each running model's effective settings (app/effective.py)
     read from its engine and container, every field where they differ from the file, and which
-    engines the router sees stalled (its /metrics, with `router_key` when it needs one)."""
+    engines the router sees stalled (its /metrics, with `router_key` when it needs one); with
+    `state` (the project's state folder), whether each model's last start failed."""
     plan = build_plan(desired, observed)
     routed = set(routes_from_models_json(observed.router_files.get("models.json", "")))
     by_alias = {c.alias: c for c in observed.ours if c.alias and c.name == _name(desired, c.alias, c)}
@@ -75,6 +84,7 @@ def collect(
                 "uptime": c.status if c else "",
                 "route": alias in routed,
                 "sleep": sleep[alias],  # on-demand models: "awake", "asleep" (None: not on demand, or unknown)
+                "last_failed_start": _last_failed(state, alias, c),
             }
         )
         if runtime is not None:
@@ -92,12 +102,22 @@ def collect(
         "url": f"http://{desired.router.spec['bind']}:{desired.router.port}/v1",
         "routes": sorted(routed),
         "in_sync": in_sync,
+        # models whose requests the deployed router holds (a replace in progress, or one a killed apply left)
+        "held": sorted({ln.split()[0] for ln in observed.router_files.get("held.map", "").splitlines() if ln.split()}),
     }
+    # containers of this project that are no model's current one: what a replace that did not finish left
+    current = {c.name for c in containers.values() if c is not None}
+    leftovers = [
+        {"container": c.name, "model": c.alias, "state": c.state}
+        for c in observed.ours
+        if c.role == L.ROLE_ENGINE and c.alias and c.name not in current
+    ] + [{"container": c.name, "model": None, "state": c.state} for c in observed.spare_routers]
     return {
         "project": desired.project,
         "config_file": desired.file,
         "models": rows,
         "router": router,
+        "leftovers": sorted(leftovers, key=lambda x: x["container"]),
         "drift": {
             "models_changing": len(changing),
             "models": changing,
@@ -118,6 +138,21 @@ def router_stalls(desired: DesiredState, key: str | None) -> dict[str, bool]:
         for labels, value in samples(text, "aigo_engine_stalled")
         if labels.get("project") == desired.project and "model" in labels
     }
+
+
+def _last_failed(state: Path | None, alias: str, container: ObservedContainer | None) -> dict[str, Any] | None:
+    """The model's newest kept failed start (apply/failed_starts.py) when it came after the container
+    that runs now was made (a failed replace puts the previous one back: that start still failed)."""
+    record = failed_starts.newest(state, alias) if state is not None else None
+    if record is None:
+        return None
+    try:
+        failed_at = datetime.fromisoformat(record.at.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    if container is not None and container.created is not None and container.created > failed_at:
+        return None
+    return {"at": record.at, "error": record.error, "why": record.why, "log": str(record.log)}
 
 
 def _engine_reads(alias: str, container: ObservedContainer | None, address: EngineAddress | None) -> dict[str, Any]:
@@ -209,8 +244,25 @@ def render(report: dict[str, Any]) -> str:
                 f"  {r['model']}: {d['field']}: the file asks {_short(d['file'])}, the engine runs {_short(d['effective'])}"
                 f" ({d['why']})"
             )
+    for r in report["models"]:
+        failed = r.get("last_failed_start")
+        if failed:
+            said = f": {_short(failed['error'])}" if failed.get("error") else ""
+            lines.append(
+                f"  {r['model']}: its last start failed at {failed['at']}{said} (aigo-apply logs {r['model']} --failed)"
+            )
+    for left in report.get("leftovers") or []:
+        lines.append(
+            f"  {left['container']} ({left['state']}): left by a replace that did not finish (an apply that was "
+            "interrupted or killed); the next apply removes it"
+        )
     router = report["router"]
     lines.append(f"\nRouter: {router['url']} ({router['state']}), routes: {', '.join(router['routes']) or 'none'}")
+    if router.get("held"):
+        lines.append(
+            f"The router holds the requests of {', '.join(router['held'])} for a replace; if no apply runs now, "
+            "the one that did was killed: `aigo-apply apply` releases them"
+        )
     drift = report["drift"]
     if drift["router"]:
         lines.append(

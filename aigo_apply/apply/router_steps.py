@@ -13,6 +13,7 @@ from typing import Protocol
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply.outcome import Outcome, StepLog
+from aigo_apply.apply.previous import serving_route
 from aigo_apply.config.names import NEXT_SUFFIX
 from aigo_apply.desired.types import ContainerSpec, Route, RouterSettings
 from aigo_apply.errors import AigoError
@@ -40,7 +41,7 @@ class Routes(Protocol):
     def answer(self) -> str: ...
     def prepare_first(self, routes: list[Route], check: bool = True) -> None: ...
     def drain(self) -> float: ...
-    def hold(self, alias: str, seconds: float) -> None: ...
+    def hold(self, alias: str, seconds: float, route: Route | None = None) -> None: ...
     def release(self, alias: str) -> None: ...
     def remove_files(self) -> None: ...
 
@@ -77,7 +78,7 @@ class RouterSteps:
     def _run(self, action: Action, container: ContainerSpec | None, plan: Plan) -> Outcome:
         """Create, recreate or start the router; route changes wait until it serves."""
         name = action.container or ""
-        keep = self.routes_to_keep(plan, set(running_engines(plan.project, self.runtime.list_containers())))
+        keep = self.routes_to_keep(plan, set(running_engines(plan.project, self.runtime.list_containers())), True)
         made = "created"  # what a router that does not come up leaves behind is undone (_undo)
         if action.kind == "start":
             # the files it starts with are this run's (keys, settings): its answer is checked with them
@@ -219,7 +220,7 @@ class RouterSteps:
         """The model's new requests wait in the router while its engine is replaced."""
         self._wait_for_router()
         seconds = (action.ready_timeout or 1800.0) + self.routes.settings.timeout_s + 60
-        self.routes.hold(action.model or "", seconds)
+        self.routes.hold(action.model or "", seconds, serving_route(action))
         self.log.journal.record("hold", action.address, "ok")
 
     def release(self, alias: str) -> None:
@@ -244,12 +245,16 @@ class RouterSteps:
         if self.failed:
             raise AigoError(f"the router is not serving ({self.failed}); the route was not changed")
 
-    def routes_to_keep(self, plan: Plan, running: set[str]) -> dict[str, Route]:
-        """Routes of models that stay as they are and are running: they go into a new router at once."""
+    def routes_to_keep(self, plan: Plan, running: set[str], replaced: bool = False) -> dict[str, Route]:
+        """Routes of running models that stay as they are. With `replaced` (what a new router starts
+        with), also each model whose engine this apply replaces, to the engine that serves it now,
+        until its own step holds it or moves its route: else a router made anew in the same apply
+        would not know it, a 404, from its start to the end of that model's replace."""
+        kinds = ("noop", "recreate") if replaced else ("noop",)
         return {
-            a.model: Route.of(a.model, a.spec, a.slot)
+            a.model: Route.of(a.model, a.spec, a.slot) if a.kind == "noop" else serving_route(a)
             for a in plan.actions
-            if a.kind == "noop" and a.model and a.spec and a.model in running
+            if a.kind in kinds and a.model and a.spec and a.model in running
         }
 
     def converge(self, plan: Plan) -> list[Outcome]:

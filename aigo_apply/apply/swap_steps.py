@@ -11,9 +11,7 @@ VLLM_SERVER_DEV_MODE=1)."""
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError
 from aigo_apply.plan.types import Plan
 from aigo_apply.router.haproxy_swap import HOLDS
+from aigo_apply.router.hold_lease import LEASES
 
 CALL_TIMEOUT = 300.0  # one /sleep or /wake_up (level 1 moves the weights between GPU and host memory)
 HOLD_MARGIN = 600.0  # seconds a hold outlives the longest start it covers
@@ -136,9 +135,7 @@ class SwapSteps:
         if self.holds is None:
             return
         try:
-            self.holds.mkdir(parents=True, exist_ok=True)
-            until = int(time.time() + self.hold_seconds)
-            (self.holds / group.name).write_text(f"aigo-apply pid {os.getpid()} until {until}\n", encoding="utf-8")
+            LEASES.hold(self.holds / group.name, self.hold_seconds)  # renewed while apply runs
         except OSError as exc:
             self.log.step("router", "hold", "failed", f"could not hold swap group {group.name}: {exc.strerror or exc}")
 
@@ -154,6 +151,6 @@ class SwapSteps:
     def _release(self, group: SwapGroup) -> None:
         if self.holds is not None:
             try:
-                (self.holds / group.name).unlink(missing_ok=True)
+                LEASES.release(self.holds / group.name)
             except OSError:
                 pass

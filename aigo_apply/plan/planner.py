@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from aigo_apply.config.names import BACKUP_SUFFIX, NEXT_SUFFIX
 from aigo_apply.desired.labels import PREFIX as LABEL_PREFIX
 from aigo_apply.desired.labels import is_ours
 from aigo_apply.desired.types import DesiredModel, DesiredState, Route
@@ -20,7 +21,7 @@ from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_
 from aigo_apply.plan.lanes import start_lanes
 from aigo_apply.plan.replace_strategy import choose
 from aigo_apply.plan.router_plan import STOPPED, router_action
-from aigo_apply.plan.spec_diff import adapter_reasons, diff_specs, flatten, image_moved, is_adapter_path
+from aigo_apply.plan.spec_diff import adapter_reasons, change_reasons, diff_specs, flatten, image_moved
 from aigo_apply.plan.swap_ledger import plan_groups
 from aigo_apply.plan.types import Action, Blocker, Change, Plan, SpecPayload
 
@@ -118,11 +119,7 @@ def _model_actions(
 ) -> list[Action]:
     name = model.container.name
     primary = next((c for c in containers if c.name == name), None)
-    extras = [
-        _remove(c, f"leftover container of model '{model.alias}' (not its current container {name})")
-        for c in containers
-        if c is not primary
-    ]
+    extras = [_remove(c, _leftover(model.alias, name, c.name)) for c in containers if c is not primary]
     address = f"model.{model.alias}"
     base: dict[str, Any] = {
         "model": model.alias,
@@ -173,8 +170,7 @@ def _differences(
     reasons, changes = [], []
     if before != model.spec:
         changes = diff_specs(before, model.spec)
-        reasons = [f"{c.path} changed" for c in changes if not is_adapter_path(c.path)]
-        reasons += adapter_reasons(before, model.spec)
+        reasons = change_reasons(changes) + adapter_reasons(before, model.spec)
         if before.get("port") and model.spec.get("socket") and {"port", "socket"} <= {c.path for c in changes}:
             reasons = [r for r in reasons if r not in ("port changed", "socket changed")] + [
                 f"the engine now serves on a Unix socket only the router reaches: 127.0.0.1:{before['port']}, "
@@ -251,6 +247,18 @@ def placed(desired: DesiredState, actions: list[Action]) -> DesiredState:
         Route.of(r.alias, desired.models[r.alias].spec, slots.get(r.alias, "a")) for r in desired.router.routes
     )
     return dataclasses.replace(desired, router=dataclasses.replace(desired.router, routes=routes))
+
+
+def _leftover(alias: str, name: str, other: str) -> str:
+    """Why a second container of a model goes: what a replace that did not finish left, said as such."""
+    if other == name + BACKUP_SUFFIX:
+        return (
+            f"the previous engine of model '{alias}', kept as {other} by a replace that did not finish "
+            "(an apply that was interrupted or killed)"
+        )
+    if other == name + NEXT_SUFFIX:
+        return f"the new engine a parallel replace of model '{alias}' started, left by an apply that did not finish"
+    return f"leftover container of model '{alias}' (not its current container {name})"
 
 
 def _remove(container: ObservedContainer, reason: str) -> Action:

@@ -9,7 +9,7 @@ from typing import Any
 
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.observe.containers import ObservedState
-from aigo_apply.plan.spec_diff import diff_specs, flatten, image_moved
+from aigo_apply.plan.spec_diff import change_reasons, diff_specs, flatten, image_moved
 from aigo_apply.plan.types import Action, Change, SpecPayload
 from aigo_apply.router.haproxy import (
     KEYS_DIGEST_FILE,
@@ -43,7 +43,7 @@ def router_action(
     if before != want.spec or have.spec_hash != want.container.definition_hash() or have.state in ("dead", "removing"):
         changes = diff_specs(before, want.spec) if before else []
         changes = [Change(c.path, c.before, c.after, "router") for c in changes]
-        reasons = [f"{c.path} changed" for c in changes]
+        reasons = change_reasons(changes)
         if have.state in ("dead", "removing"):
             reasons.append(f"router container is {have.state}")
         elif not reasons and before:  # the same settings made into another container: another version of this tool
@@ -57,7 +57,7 @@ def router_action(
         return [Action("router", "start", (_stopped_reason(have.state, have.status),), **base)]
     if targeted:
         return []
-    reasons = _route_reasons(desired, observed, model_actions)
+    reasons = _route_reasons(desired, observed, model_actions) + _hold_reasons(observed.router_files)
     same = verified_render_key(observed.router_files) == render_key(want.settings, list(want.routes))
     rendered = {} if same else render_files(want.settings, list(want.routes))
     diff = "" if same else unified_diff(observed.router_files, rendered)
@@ -77,8 +77,9 @@ def router_action(
 def _stopped_reason(state: str, status: str) -> str:
     """Why a router container is not running, as far as Docker says, and why Docker left it so: a
     router that exited is restarted by Docker (`unless-stopped`) unless Docker counts it as stopped
-    by hand, which it also does for a container it once signalled (moby#41302: how earlier versions of
-    aigo-apply reloaded the router; reloads now signal from inside the container)."""
+    by hand, which it also does for a container it once signalled, how earlier versions of aigo-apply
+    reloaded the router (https://github.com/moby/moby/issues/41302); reloads now signal from inside
+    the container."""
     if state != "exited":
         return f"router container is {state}"
     return (
@@ -86,6 +87,20 @@ def _stopped_reason(state: str, status: str) -> str:
         "by hand, or an earlier aigo-apply reloaded it with `docker kill --signal`, which Docker counts as a "
         "manual stop; apply starts it, and its reloads no longer do that"
     )
+
+
+def _hold_reasons(deployed: dict[str, str]) -> list[str]:
+    """The models the deployed router still holds: apply holds a model only while it replaces its
+    engine, and releases it before it ends, so a plan that sees one reads a replace that did not finish
+    (its apply was killed), unless an apply runs right now."""
+    held = sorted({line.split()[0] for line in deployed.get("held.map", "").splitlines() if line.split()})
+    if not held:
+        return []
+    names = ", ".join(f"'{a}'" for a in held)
+    return [
+        f"the router holds the requests of {names} for a replace that did not finish (an apply that was killed, "
+        "unless one runs now); the reload releases them"
+    ]
 
 
 def _route_reasons(desired: DesiredState, observed: ObservedState, model_actions: list[Action]) -> list[str]:

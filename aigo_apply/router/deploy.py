@@ -41,6 +41,7 @@ from aigo_apply.router.haproxy import (
 )
 from aigo_apply.router.haproxy_safety import check_routes
 from aigo_apply.router.haproxy_swap import HOLDS
+from aigo_apply.router.hold_lease import LEASES, clear_lapsed
 
 if TYPE_CHECKING:
     import httpx
@@ -105,6 +106,7 @@ class Router:
         self.container, self.image, self.keys, self.user = container, image, keys, user
         self.routes: dict[str, Route] = {r.alias: r for r in live_routes(folder)}
         self.held: frozenset[str] = frozenset()  # models whose requests wait while their engine is replaced
+        clear_lapsed(folder / HOLDS / MODEL_HOLDS)  # a killed apply's: its next reload renders them unheld
         self._lock = threading.Lock()
         self._pending: dict[str, Route] = {}
         self._pending_lock = threading.Lock()
@@ -209,8 +211,8 @@ class Router:
     def _signal_reload(self) -> None:
         """SIGUSR2 to HAProxy's master, which is PID 1 of the router container, sent by a process inside
         it (RELOAD_COMMAND). Not `docker kill --signal`: Docker marks a container it signalled as
-        manually stopped (moby#41302), and `unless-stopped` then restarts it neither after a crash
-        nor after a reboot."""
+        manually stopped (https://github.com/moby/moby/issues/41302), and `unless-stopped` then
+        restarts it neither after a crash nor after a reboot."""
         code, output = self.runtime.exec(self.container, list(RELOAD_COMMAND))
         if code != 0:
             shown = " ".join(output.split())[:200] or "no output"
@@ -326,26 +328,31 @@ class Router:
             if path.name not in keep:
                 shutil.rmtree(path, ignore_errors=True)
 
-    def hold(self, alias: str, seconds: float) -> None:
+    def hold(self, alias: str, seconds: float, route: Route | None = None) -> None:
         """From now until release(alias), the model's new requests wait in the router (at most
-        router.hold_seconds each) instead of reaching its engine, which apply is about to stop."""
+        router.hold_seconds each) instead of reaching its engine, which apply is about to stop.
+        `route`: where its engine serves until then, routed if the router does not route it yet (a
+        router this apply made anew routes only the models it leaves as they are): a held model
+        without a route would answer 404 "does not exist" for as long as the replace takes."""
         folder = self.folder / HOLDS / MODEL_HOLDS
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / alias).write_text(f"aigo-apply pid {os.getpid()} until {int(time.time() + seconds)}\n")
+            LEASES.hold(folder / alias, seconds)  # renewed while this apply runs (router/hold_lease.py)
         except OSError as exc:
             raise RouterError(f"cannot hold model {alias}'s requests in {folder}: {exc.strerror or exc}") from None
         with self._lock:
             self.held = self.held | {alias}
-            self._deploy(dict(self.routes))
+            routes = dict(self.routes)
+            if route is not None:
+                routes.setdefault(alias, route)
+            self._deploy(routes)
 
     def release(self, alias: str) -> None:
         """The held requests go on (to the new engine, once the router sees it up), and the model's
         requests are no longer held."""
         try:
-            (self.folder / HOLDS / MODEL_HOLDS / alias).unlink()
-        except FileNotFoundError:
-            pass
+            LEASES.release(self.folder / HOLDS / MODEL_HOLDS / alias)
+        except OSError:
+            pass  # the lease lapses by itself
         with self._lock:
             if alias in self.held:
                 self.held = self.held - {alias}

@@ -294,6 +294,11 @@ def _render_lua(
             models=models,
             routes=" ".join(m["alias"] for m in models_only),
             held_backends=sorted(check_lua_value("backend name", r.backend) for r in routes if r.alias in held),
+            held_at=[
+                {"alias": check_lua_value("model alias", r.alias), **swap.lua_address(r)}
+                for r in sorted(routes)
+                if r.alias in held
+            ],
             hold_dir=f"{swap.HOLD_DIR}/{MODEL_HOLDS}",
             hold_ms=check_lua_value("hold_seconds", settings.hold_s) * 1000,
         )

@@ -428,9 +428,11 @@ class FakeRoutes:
         self.log.add("drain", "router")
         return 0.0
 
-    def hold(self, alias: str, seconds: float) -> None:
+    def hold(self, alias: str, seconds: float, route: Route | None = None) -> None:
         self.log.add("hold", alias)
         self.held.add(alias)
+        if route is not None:
+            self.routes.setdefault(alias, route)
 
     def release(self, alias: str) -> None:
         self.log.add("release", alias)

@@ -35,6 +35,9 @@ READS = {
         "the router's live files in the project's state folder, which only aigo-apply writes (0700)"
     ),
     ("aigo_apply.router.deploy", "live_routes"): "the router's route table in the project's state folder (as above)",
+    ("aigo_apply.router.hold_lease", "clear_lapsed"): (
+        "the router's hold files in the project's state folder (256 bytes of each regular file, no link)"
+    ),
     ("aigo_apply.resources", "schema_data"): PACKAGE_DATA,
     ("aigo_apply.app.starter", "schema_text"): PACKAGE_DATA,
     ("aigo_apply.config.load", "_validated_key"): PACKAGE_DATA + " (the validity cache's key)",

@@ -57,6 +57,7 @@ RENAMES_ALLOWED = {
     "safe_write.py": "the one atomic write: a temporary file beside the target, then link() or rename()",
     "router/deploy.py": "switches the router's `live` link to a new generation folder (a link, not a file's contents)",
     "adapters/hub.py": "swaps a verified download folder in whole for the one it replaces",
+    "router/hold_lease.py": "puts a hold file (one line the router's Lua reads) in place whole, so it never reads half",
 }
 MOVES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")} | {
     ("tempfile", name) for name in ("mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryDirectory")

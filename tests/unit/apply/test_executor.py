@@ -315,6 +315,37 @@ def test_recreate_restores_the_previous_version_when_the_new_one_is_not_ready(tm
     assert ("restore", "ok") in steps and ("remove_backup", "ok") not in steps
 
 
+@pytest.mark.parametrize("how", ["recreate", "create", "parallel"])
+def test_a_failed_start_keeps_the_engines_whole_log_before_its_container_goes(tmp_path, how):
+    from aigo_apply.apply import failed_starts
+
+    if how == "create":
+        before = after = desired(tmp_path, config(alpha="none", beta="none"))
+    else:
+        way = "update: parallel\nenv: {X: '%s'}" if how == "parallel" else "update: recreate\nport: 900%s"
+        before = desired(tmp_path, config(alpha="none\n" + way % "1", beta="none"))
+        after = desired(tmp_path, config(alpha="none\n" + way % "2", beta="none"))
+    w = World(tmp_path, before, fail={"alpha": 1}, routed=("alpha", "beta"))
+    if how == "create":
+        machine(before, w.rt, states={"beta": "running"})
+        w.rt.remove("aigo-lab-alpha")
+    else:
+        machine(before, w.rt)
+    long_log = [f"loading {i}" for i in range(300)] + ["ValueError: the real cause"] + [f"  at {i}" for i in range(50)]
+    new_name = "aigo-lab-alpha-aigo-next" if how == "parallel" else "aigo-lab-alpha"
+    w.rt.logs[new_name] = long_log
+
+    report = w.run(plan_of(after, observe(before, w.rt)))
+
+    alpha = outcome(report, "model.alpha")
+    assert not alpha.ok and "the engine's log says: ValueError: the real cause" in alpha.message, alpha.message
+    assert "aigo-apply logs alpha --failed" in alpha.message
+    kept = failed_starts.newest(tmp_path / "state", "alpha")
+    assert kept is not None and failed_starts.read_log(kept).splitlines() == long_log  # read before it was removed
+    assert kept.container == new_name.removesuffix("-aigo-next") or kept.container == new_name
+    assert ("failed_start", "kept") in [(e["step"], e["outcome"]) for e in w.journal_entries()]
+
+
 def test_recreate_whose_previous_version_is_not_ready_either_leaves_it_unrouted(tmp_path):
     d = desired(tmp_path, config(alpha="none\nupdate: recreate"))
     w = World(tmp_path, d, fail={"alpha": 2}, routed=("alpha",))
@@ -643,7 +674,7 @@ def test_a_router_that_cannot_hold_takes_the_route_away_as_before(tmp_path):
     w = World(tmp_path, d, routed=("alpha",))
     machine(d, w.rt)
 
-    def refuse(alias, seconds):
+    def refuse(alias, seconds, route=None):
         raise AigoError("haproxy -c refused the configuration")
 
     w.routes.hold = refuse
@@ -651,3 +682,21 @@ def test_a_router_that_cannot_hold_takes_the_route_away_as_before(tmp_path):
     assert outcome(report, "model.alpha").ok
     w.before(("route_remove", "alpha"), ("drain", "router"), ("stop", "aigo-lab-alpha"), ("route_add", "alpha"))
     assert w.log.count("release", "alpha") == 0
+
+
+def test_a_router_made_anew_routes_the_models_this_apply_replaces_to_the_engines_serving_them(tmp_path):
+    """The router and a model change in one apply: the new router starts routing the replaced model to
+    the engine that serves it now (else it would answer 404 "does not exist" from the router's start to
+    the end of that model's replace), and the model's hold keeps a route to it."""
+    before = desired(tmp_path, config(alpha="none\nupdate: recreate", beta="none"))
+    after = desired(tmp_path, config(alpha="none\nupdate: recreate\nenv: {X: '2'}", beta="none") + "router: {port: 18999}\n")
+    w = World(tmp_path, before, routed=("alpha", "beta"))
+    machine(before, w.rt)
+    plan = plan_of(after, observe(before, w.rt))
+    assert kinds(plan)["router"] == "recreate" and kinds(plan)["model.alpha"] == "recreate"
+
+    report = w.run(plan)
+
+    assert outcome(report, "model.alpha").ok
+    assert ("prepare_first", "alpha,beta") in w.log.ops()  # alpha's old engine, not left out until it is ready
+    w.before(("prepare_first", "alpha,beta"), ("hold", "alpha"), ("stop", "aigo-lab-alpha"))

@@ -51,18 +51,22 @@ def test_health_checks_decide_quickly_and_an_engine_returns_only_after_health_pa
         assert f"errorfile 503 {errorfile}\n" in block and f"errorfile 502 {errorfile}\n" in block
 
 
-def test_a_held_model_s_server_has_no_health_check_and_its_hold_waits_on_the_file_alone():
+def test_a_held_model_s_server_has_no_health_check_and_its_hold_waits_on_the_file_or_its_engine():
     """A reload stops the previous worker's checks (HAProxy stops them in a stopping process): a
     server that worker last saw down would stay down and fail every request it holds. So a held
     model's server is not checked, its hold waits for apply to remove the hold file (done once the
-    engine serves), and /v1/models keeps listing it while its requests wait."""
+    engine serves) while apply renews its lease, then (apply killed) until its engine answers /health
+    at the held route's address; /v1/models keeps listing it while its requests wait."""
     files = render_files(SETTINGS, ROUTES, held=frozenset({"alpha"}))
     cfg, lua = files["haproxy.cfg"], files["models.lua"]
     held, other = ROUTES[1], ROUTES[0]
     assert f"    server engine 127.0.0.1:{held.port}\n" in cfg
     assert f"server engine 127.0.0.1:{other.port} check observe layer4" in cfg
     assert f'    ["{held.backend}"] = true,\n' in lua and f'["{other.backend}"]' not in lua
-    assert "while still_held(path) do\n" in lua
+    assert 'local state = hold_state(path)\n' in lua
+    assert 'if state == "free" or (state == "lapsed" and engine_serves(alias)) then\n' in lua
+    assert f'    ["alpha"] = {{"127.0.0.1", {held.port}}},\n' in lua  # where a lapsed hold asks /health
+    assert f'    ["{other.alias}"] = {{' not in lua
     assert f"alpha {held.backend}\n" == files["held.map"]
     unheld = render_files(SETTINGS, ROUTES)
     assert f"server engine 127.0.0.1:{held.port} check " in unheld["haproxy.cfg"]
