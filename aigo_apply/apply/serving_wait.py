@@ -9,6 +9,7 @@ socket, or the port it publishes on 127.0.0.1.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,23 @@ from aigo_apply.errors import NotReady
 FIRST_DELAY, MAX_DELAY, BACKOFF = 0.02, 0.1, 1.5  # a low cap keeps apply within 0.1 s of the engine
 STATE_EVERY = 0.5  # how often to ask Docker whether the container still runs
 PROGRESS_EVERY = 5.0
+UNREADABLE_MODELS = "health ok, /v1/models unreadable"
+UNREADABLE_TRIES = 20  # answers in a row (a second or two of polling): an engine that loads does not answer so
+MAX_MODELS_BYTES = 4 * 1024 * 1024
+
+
+def listed_ids(body: bytes) -> set[str] | None:
+    """The ids an engine's GET /v1/models lists; None when the answer is not such a list (not JSON, no
+    `data` list, an entry that is not an object with a string id, or larger than MAX_MODELS_BYTES)."""
+    if len(body) > MAX_MODELS_BYTES:
+        return None
+    try:
+        data = json.loads(body).get("data")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    if not isinstance(data, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
+        return None
+    return {m["id"] for m in data}
 
 
 @dataclass
@@ -51,6 +69,7 @@ class Waiter:
         cheap enough to do every 0.1 s; the HTTP client is imported meanwhile, in the background."""
         start = self.clock()
         delay, next_report, next_state, stage = FIRST_DELAY, start + PROGRESS_EVERY, start, "loading"
+        unreadable = 0
         client = _ClientLoader(engine.address, self.request_timeout)
         try:
             while True:
@@ -65,6 +84,14 @@ class Waiter:
                     if stage == "ready":
                         self._check_alive(engine)
                         return self.clock() - start
+                    unreadable = unreadable + 1 if stage == UNREADABLE_MODELS else 0
+                    if unreadable >= UNREADABLE_TRIES:  # not loading: the engine answers, unreadably
+                        raise NotReady(
+                            f"model '{engine.alias}': the engine answers /health, but its GET /v1/models answer "
+                            f"cannot be read ({UNREADABLE_TRIES} times in a row: not an OpenAI model list with an "
+                            "id in each entry); it is not an engine aigo-apply can serve through the router",
+                            engine.logs(20),
+                        )
                 now = self.clock()
                 elapsed = now - start
                 if elapsed > self.timeout:
@@ -99,7 +126,12 @@ class Waiter:
             if http.get("/health").status_code != 200:
                 return "starting"
             models = http.get("/v1/models")
-            if models.status_code != 200 or alias not in {m.get("id") for m in models.json().get("data", [])}:
+            if models.status_code != 200:
+                return "health ok, model not listed"
+            listed = listed_ids(models.content)
+            if listed is None:
+                return UNREADABLE_MODELS
+            if alias not in listed:
                 return "health ok, model not listed"
             reply = http.post(
                 "/v1/chat/completions",

@@ -326,3 +326,54 @@ def test_a_link_in_an_engines_folder_leads_this_tool_nowhere(serve, tmp_path):
     with pytest.raises(NotReady):
         Waiter(1, clock=clock, sleep=clock.sleep).wait(engine(str(mine)))
     assert [p for _, p, _ in script.requests] == ["/health"]  # only the one direct call above arrived
+
+
+# -- an engine whose model list cannot be read -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"object": "list", "data": [{"id": "alpha"}, "oops"]}',
+        b'{"object": "list", "data": [{"id": "alpha"}, {"id": 7}]}',
+        b'{"object": "list", "data": {"id": "alpha"}}',
+        b'{"object": "list"}',
+        b"[1, 2]",
+        b"not json",
+        b"[" * 100_000,
+    ],
+)
+def test_a_model_list_that_cannot_be_read_ends_the_wait_early_with_the_reason(body):
+    class Malformed(BaseHTTPRequestHandler):
+        def do_GET(self):
+            data = b"{}" if self.path == "/health" else body
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Malformed)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        clock = FakeClock(step=0.1)
+        with pytest.raises(NotReady) as caught:
+            Waiter(1800, clock=clock, sleep=clock.sleep).wait(engine(server.server_address[1]))
+        assert "GET /v1/models answer cannot be read" in str(caught.value)
+        assert clock.now - 1000 < 60  # not the ready timeout's half hour, saying "loading"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_listed_ids_reads_only_an_openai_model_list():
+    from aigo_apply.apply.serving_wait import listed_ids
+
+    assert listed_ids(b'{"data": [{"id": "a"}, {"id": "b", "max_model_len": 4096}]}') == {"a", "b"}
+    assert listed_ids(b'{"data": []}') == set()
+    assert listed_ids(b'{"data": [{"name": "a"}]}') is None
+    assert listed_ids(b" " * (5 * 1024 * 1024) + b"{}") is None
