@@ -213,3 +213,18 @@ class OnKubernetes(AigoError):
             "on a cluster use validate, plan, apply, status, destroy and `render --as kubernetes` "
             "(those four also take --platform docker, to act on this machine's Docker instead)"
         )
+
+
+class Unreadable(AigoError):
+    """A file from outside that is not read: `display` (the file), `reason` (why, in words that
+    follow the file's name), `fix` (what to do), and `why`, the kind of refusal, for a caller that
+    words one itself: missing, link, kind (not a regular file), size, permission, judge (the
+    caller's own check) or os (any other failure of the system)."""
+
+    def __init__(self, display: str, reason: str, fix: str = "", why: str = "os"):
+        super().__init__(f"{display}: {reason}" + (f"; {fix}" if fix else ""))
+        self.display, self.reason, self.fix, self.why = display, reason, fix, why
+
+    @property
+    def missing(self) -> bool:
+        return self.why == "missing"

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from aigo_apply.errors import AigoError
+from aigo_apply.errors import AigoError, Unreadable
 
 MIB = 1024 * 1024
 MAX_INT_DIGITS = 30  # no count, size or id a file of ours holds comes near 10**30
@@ -85,21 +85,6 @@ SECRET = Kind(  # at the path as resolved and judged by apply/secrets.py: never 
 MARKER = Kind(
     "the download marker", 16 * MIB, False, "`aigo-apply models pull` downloads and verifies the folder again", 8
 )
-
-
-class Unreadable(AigoError):
-    """A file from outside that is not read: `display` (the file), `reason` (why, in words that
-    follow the file's name), `fix` (what to do), and `why`, the kind of refusal, for a caller that
-    words one itself: missing, link, kind (not a regular file), size, permission, judge (the
-    caller's own check) or os (any other failure of the system)."""
-
-    def __init__(self, display: str, reason: str, fix: str = "", why: str = "os"):
-        super().__init__(f"{display}: {reason}" + (f"; {fix}" if fix else ""))
-        self.display, self.reason, self.fix, self.why = display, reason, fix, why
-
-    @property
-    def missing(self) -> bool:
-        return self.why == "missing"
 
 
 def shown(path: Path | str) -> str:
