@@ -342,7 +342,7 @@ def _digest(files: dict[str, str]) -> str:
 @cache
 def _code_digest() -> str:
 
-    names = (TEMPLATE, LUA_TEMPLATE, swap.SWAP_TEMPLATE, metrics.METRICS_TEMPLATE, metrics.HTTP_TEMPLATE)
+    names = (TEMPLATE, LUA_TEMPLATE, swap.SWAP_TEMPLATE, *metrics.TEMPLATES)
     templates = [(data_dir("templates") / name).read_bytes() for name in names]
     modules = [Path(str(m.__file__)).read_bytes() for m in (swap, metrics)]
     parts = [__version__.encode(), *templates, Path(__file__).read_bytes(), *modules]

@@ -1,7 +1,8 @@
 """The router's one /metrics on the real Docker engine and HAProxy, with stub engines that write
-vLLM's families (one of them hostile): HAProxy's own metrics and every engine's, each engine series
-labelled with its model, engine and project, one # HELP and # TYPE per family, aigo_engine_up 0 for an
-engine that does not answer, and always text that Debian's promtool and Prometheus read."""
+vLLM's families (one of them hostile, one late): HAProxy's own metrics and every engine's, each engine
+series labelled with its model, engine and project, one # HELP and # TYPE per family, aigo_engine_up 0
+for an engine that does not answer and aigo_engine_scrape_timeout 1 for one that did not in time, a
+page within the gather's deadline, and always text that Debian's promtool and Prometheus read."""
 
 from __future__ import annotations
 
@@ -16,26 +17,57 @@ import urllib.request
 
 import pytest
 
+from aigo_apply.router.haproxy_metrics import GATHER_S
+
 from helpers.cli import run_cli
 from helpers.configs import free_port, model_folder, write_config
 
-# A hostile engine's extra lines: each must be dropped (and counted), escaped or relabelled, never
+# A hostile engine's extra lines, in order (their order matters: a family's state runs on), each with
+# whether the router must leave it out (and count it). A line left in is escaped or relabelled, never
 # passed through in a way that breaks the page or speaks for the router or another model.
-HOSTILE = json.dumps(
-    [
-        r'vllm:evil{a="x\q"} 1',  # an escape Prometheus does not have
-        "haproxy_process_nbthread 99",  # a name the router keeps
-        'aigo_engine_up{model="chat"} 1',  # the router's own family, spoofed
-        "this is not a sample",
-        "# TYPE vllm:num_requests_running counter",  # a second TYPE for a family, contradicting
-        'vllm:num_requests_running{engine="0",model_name="tools"} 5',  # a repeated series
-        'vllm:labelled{project="someone-else",model="chat"} 7',  # labels the router sets
-        r'vllm:quoted{note="a \"quote\" and a\nline"} 1',  # escapes kept as escapes
-        'vllm:novalue{a="b"}',
-        "vllm:badvalue 12abc",
-    ]
-)
-DROPPED_FROM_HOSTILE = 8
+HOSTILE_LINES: list[tuple[str | dict, bool]] = [
+    (r'vllm:evil{a="x\q"} 1', True),  # an escape Prometheus does not have
+    ("haproxy_process_nbthread 99", True),  # a name the router keeps
+    ('aigo_engine_up{model="chat"} 1', True),  # the router's own family, spoofed
+    ("this is not a sample", True),
+    ("# TYPE vllm:num_requests_running counter", True),  # a second TYPE for a family, contradicting
+    ('vllm:num_requests_running{engine="0",model_name="tools"} 5', True),  # a repeated series
+    ('vllm:labelled{project="someone-else",model="chat"} 7', False),  # labels the router sets
+    (r'vllm:quoted{note="a \"quote\" and a\nline"} 1', False),  # escapes kept as escapes
+    ('vllm:novalue{a="b"}', True),
+    ("vllm:badvalue 12abc", True),
+    ("vllm:huge_value 1e999", True),  # beyond float64: Prometheus refuses the whole page for it
+    ("vllm:future 1 9223372036854775808", True),  # a timestamp beyond int64
+    ("vllm:max_time 1 9223372036854775807", False),
+    ("vllm:negative_time 1 -5", True),  # Prometheus' scraper takes no sign (promtool does)
+    ("vllm:odd_nan nan", True),  # NaN as Prometheus writes it only
+    ("vllm:odd_inf Infinity", True),
+    ("vllm:fine_nan NaN", False),
+    ('vllm:cr{a="x\ry"} 1', True),  # a carriage return inside a label value
+    ("vllm:crlf 1\r", True),  # a CRLF line end
+    ({"line": 'vllm:huge{a="{fill}"} 1', "fill": 70000}, True),  # a 70 KB line
+    ('vllm:latin{a="\udcff"} 1', True),  # a byte that is not UTF-8
+    ('vllm:nul{a="x\u0000y"} 1', True),
+    ('vllm:pair{b="2",a="1"} 1', False),
+    ('vllm:pair{a="1",b="2"} 2', True),  # the same series, its labels in another order
+    ('vllm:empty{a=""} 1', False),
+    ("vllm:empty 2", True),  # the same series: an empty label is no label
+    ("# TYPE vllm:lat histogram", False),
+    ('vllm:lat_bucket{le="0.5"} 1', False),
+    ('vllm:lat_bucket{le="0.50"} 1', True),  # the same bucket
+    ('vllm:lat_bucket{le="half"} 1', True),  # a bucket bound that is no number
+    ('vllm:lat_bucket{le="+Inf"} 1', False),
+    ("vllm:lat_sum 1", False),
+    ("vllm:lat_count 1", False),
+    ("# TYPE vllm:lat_count gauge", True),  # a family named like another's samples
+    ("vllm:late 1", False),
+    ("# TYPE vllm:late gauge", True),  # a TYPE after its family's samples
+    ('vllm:late{x="1"} 2', True),  # and so this family's samples under it
+    ("vllm-dash 1", True),
+    ({"line": "vllm:cut 12", "end": ""}, True),  # the last line without its line feed: maybe cut
+]
+HOSTILE = json.dumps([line for line, _ in HOSTILE_LINES])
+DROPPED_FROM_HOSTILE = sum(dropped for _, dropped in HOSTILE_LINES)
 
 
 class Project:
@@ -69,10 +101,12 @@ class Project:
         result = run_cli("apply", "-f", path, "-y", env=self.env, timeout=180)
         assert result.returncode == 0, result.stdout + result.stderr
 
-    def scrape(self) -> str:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as reply:
+    def scrape(self, headers: dict[str, str] | None = None) -> str:
+        request = urllib.request.Request(f"{self.url}/metrics", headers=headers or {})
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            assert reply.status == 200
             assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
-            return reply.read().decode()
+            return reply.read().decode()  # strictly UTF-8: an engine's other bytes never reach the page
 
     def chat(self, alias: str) -> None:
         body = json.dumps({"model": alias, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
@@ -126,8 +160,24 @@ def test_one_page_holds_the_routers_and_every_engines_metrics_labelled_by_model(
     # the labels the router sets are its own; the engine's are kept as exported_*
     labelled = samples(page, "vllm:labelled")
     assert labelled == {
-        f'project="{proj.name}",model="tools",engine="vllm",exported_project="someone-else",exported_model="chat"': "7"
+        f'project="{proj.name}",model="tools",engine="vllm",exported_model="chat",exported_project="someone-else"': "7"
     }
+    tools = f'project="{proj.name}",model="tools",engine="vllm"'
+    for kept in (
+        f"vllm:max_time{{{tools}}} 1 9223372036854775807",
+        f"vllm:fine_nan{{{tools}}} NaN",
+        f'vllm:pair{{{tools},a="1",b="2"}} 1',
+        f'vllm:empty{{{tools},a=""}} 1',
+        f'vllm:lat_bucket{{{tools},le="0.5"}} 1',
+        f'vllm:lat_bucket{{{tools},le="+Inf"}} 1',
+        f"vllm:late{{{tools}}} 1",
+    ):
+        assert f"\n{kept}\n" in page, kept
+    for left_out in ("1e999", "9223372036854775808", "vllm:negative_time", "vllm:odd_", "vllm:cr", "vllm:huge"):
+        assert left_out not in page, left_out
+    for left_out in ("vllm:latin", "vllm:nul", "vllm:cut", "half", "# TYPE vllm:lat_count", "# TYPE vllm:late"):
+        assert left_out not in page, left_out
+    assert "\r" not in page and "\0" not in page
     assert samples(page, "vllm:quoted") == {
         f'project="{proj.name}",model="tools",engine="vllm",note="a \\"quote\\" and a\\nline"': "1"
     }
@@ -143,26 +193,39 @@ def test_one_page_holds_the_routers_and_every_engines_metrics_labelled_by_model(
     assert all(r.startswith(("vllm:", "haproxy_")) for r in remarks), remarks
 
 
-def test_an_engine_that_does_not_answer_is_down_and_its_series_left_out(proj, runtime):
-    proj.apply(proj.write(tools_env=', AIGO_STUB_METRICS_SECONDS: "30"'))  # answers after the router's 2 s
-    started = time.monotonic()
-    page = proj.scrape()
-    took = time.monotonic() - started
-    up = samples(page, "aigo_engine_up")
-    assert up[f'project="{proj.name}",model="tools",engine="vllm"'] == "0"
-    assert up[f'project="{proj.name}",model="chat",engine="vllm"'] == "1"
-    assert not [k for k in samples(page, "vllm:num_requests_running") if 'model="tools"' in k]
-    assert took < 10, took  # bounded by the per-engine timeout, whatever the engine does
+@needs_prometheus
+def test_a_late_engine_is_left_out_and_named_and_the_page_comes_within_the_deadline(proj, runtime):
+    """One deadline for the whole gather (GATHER_S from the request's arrival, or half the scrape timeout
+    Prometheus says when that is shorter): an engine that has not answered by then is left out of that
+    page and named late, and the page is a 200 in time, whatever the engine does."""
+    proj.apply(proj.write(tools_env=', AIGO_STUB_METRICS_SECONDS: "30"'))  # answers after 30 s
+    chat, tools = (f'project="{proj.name}",model="{alias}",engine="vllm"' for alias in ("chat", "tools"))
+    # within: the page in the scraper's own timeout (half of Prometheus' default without one said)
+    for said, within in ((None, GATHER_S * 2), ("10", GATHER_S * 2), ("1.5", 1.5), ("1", 1.0)):
+        started = time.monotonic()
+        page = proj.scrape({"X-Prometheus-Scrape-Timeout-Seconds": said} if said else None)
+        took = time.monotonic() - started
+        assert took < within, (said, took)
+        assert samples(page, "aigo_engine_up") == {chat: "1", tools: "0"}
+        assert samples(page, "aigo_engine_scrape_timeout") == {chat: "0", tools: "1"}
+        assert not [k for k in samples(page, "vllm:num_requests_running") if 'model="tools"' in k]
+        assert [k for k in samples(page, "vllm:num_requests_running") if 'model="chat"' in k]
+        checked = promtool(page)
+        assert checked.returncode in (0, 3), checked.stdout + checked.stderr
     runtime.api.stop(f"aigo-{proj.name}-chat", timeout=1)
     page = proj.scrape()
-    assert samples(page, "aigo_engine_up")[f'project="{proj.name}",model="chat",engine="vllm"'] == "0"
+    assert samples(page, "aigo_engine_up")[chat] == "0"
+    assert samples(page, "aigo_engine_scrape_timeout")[chat] == "0"  # refused at once: down, not late
     assert not [k for k in samples(page, "vllm:num_requests_running") if 'model="chat"' in k]
     assert "haproxy_process_nbthread" in page  # the router's own still there
 
 
 @needs_prometheus
 def test_debians_prometheus_scrapes_the_router_and_sees_both_models(proj, runtime, tmp_path):
-    proj.apply(proj.write())
+    """Prometheus itself takes the whole page while one engine writes every kind of bad line (its parser
+    is stricter than promtool's: a signed timestamp fails the scrape), so the healthy engine's numbers
+    are never lost with it."""
+    proj.apply(proj.write(tools_env=f", AIGO_STUB_METRICS_EXTRA: '{HOSTILE}'"))
     web = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
@@ -206,6 +269,7 @@ def test_debians_prometheus_scrapes_the_router_and_sees_both_models(proj, runtim
         eventually(f'aigo_engine_up{{project="{proj.name}"}}', {"chat": "1", "tools": "1"})
         eventually(f'vllm:num_requests_running{{project="{proj.name}"}}', {"chat": "0", "tools": "0"})
         eventually('up{job="aigo"}', {"": "1"})  # Prometheus took the whole page
+        eventually(f'vllm:pair{{project="{proj.name}"}}', {"tools": "1"})  # the hostile engine's good lines too
         runtime.api.stop(f"aigo-{proj.name}-tools", timeout=1)
         eventually(f'aigo_engine_up{{project="{proj.name}"}}', {"chat": "1", "tools": "0"})
         eventually(f'vllm:num_requests_running{{project="{proj.name}"}}', {"chat": "0"}, within=60)

@@ -8,6 +8,7 @@ engine starts (about 25 s each alone; slower on a 2-core CI)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -65,6 +66,11 @@ def test_debians_prometheus_sees_both_real_engines_then_one_down(two, runtime):
     checked = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True, text=True, timeout=30)
     assert checked.returncode in (0, 3), checked.stdout + checked.stderr  # 3: lint remarks only (vLLM's ':')
     assert not [line for line in checked.stdout.splitlines() if line.startswith("aigo_")], checked.stdout
+    # every line the real vLLM writes passes the router's check: none is left out
+    dropped = re.findall(
+        rf'^aigo_engine_metrics_dropped_lines\{{project="{project}",model="(\w+)",[^}}]*\}} (\S+)$', page, re.M
+    )
+    assert sorted(dropped) == [("first", "0"), ("second", "0")], dropped
     web = free_port()
     (root / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, scrape_timeout: 1s}\n"

@@ -30,7 +30,10 @@ Behaviour for tests, through the container environment:
   AIGO_STUB_METRICS_SECONDS seconds /metrics takes to answer (default 0)
   AIGO_STUB_MAX_MODEL_LEN_CAP  /v1/models reports at most this max_model_len (an engine that capped it)
   AIGO_STUB_PRINT_ENV      names of variables whose values the stub prints at start (a careless engine)
-  AIGO_STUB_METRICS_EXTRA  a JSON list of lines appended to /metrics as they are (a hostile engine's)
+  AIGO_STUB_METRICS_EXTRA  a JSON list of lines appended to /metrics as they are (a hostile engine's),
+                           each a string (a lone surrogate such as "\udcff" is that byte, not UTF-8) or
+                           {"line": TEXT, "fill": N, "end": END}: TEXT's "{fill}" as N x's, END (default
+                           a line feed) after it
   AIGO_STUB_TOKEN_SECONDS  seconds each token of a /v1/completions reply takes (default 0)
   AIGO_STUB_OUTPUT_VARIANT a word mixed into what /v1/completions answers (another variant, other words)
 POST /v1/completions takes a prompt of token ids or text (ignore_eos: exactly max_tokens words), streamed
@@ -340,6 +343,13 @@ def llamacpp_metrics_text() -> str:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+def extra_line(entry: str | dict) -> str:
+    """One line of AIGO_STUB_METRICS_EXTRA as the stub writes it (see the module's docstring)."""
+    if isinstance(entry, str):
+        return f"{entry}\n"
+    return entry["line"].replace("{fill}", "x" * int(entry.get("fill", 0))) + entry.get("end", "\n")
+
+
     disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
     args: argparse.Namespace
     names: list[str]
@@ -450,13 +460,13 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(404, {"detail": "Not Found"})
         elif self.path == "/metrics":
             time.sleep(float(os.environ.get("AIGO_STUB_METRICS_SECONDS") or 0))
-            extra = json.loads(os.environ.get("AIGO_STUB_METRICS_EXTRA") or "[]")
+            extra = "".join(extra_line(e) for e in json.loads(os.environ.get("AIGO_STUB_METRICS_EXTRA") or "[]"))
             own = (
                 sglang_metrics_text(self.names[0]) if self.args.owned_by == "sglang"
                 else llamacpp_metrics_text() if self.args.owned_by == "llamacpp"
                 else metrics_text(self.names[0], getattr(self.args, "gpu_memory_utilization", 0.9))
             )
-            data = (own + "".join(f"{line}\n" for line in extra)).encode()
+            data = (own + extra).encode("utf-8", "surrogateescape")
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
