@@ -22,7 +22,6 @@ import re
 import shlex
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,34 +35,26 @@ from aigo_apply.errors import ConfigInvalid
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.resources import schema_data
 
+from helpers.cli import run_cli
+from helpers.doc_blocks import (
+    DOCS,
+    FENCE,
+    NOT_RUN_MARK,
+    PAGES,
+    ROUTER_URL,
+    RUN_MARK,
+    SHELL,
+    Block,
+    all_blocks,
+    blocks,
+    command_lines,
+    is_request,
+    models_named,
+    parse,
+    quick_start_file,
+    runnable,
+)
 from helpers.paths import ROOT
-
-DOCS = sorted((ROOT / "docs").glob("*.md"))
-PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *DOCS]
-FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w.+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
-SHELL = {"sh", "bash", "console", "shell"}
-
-
-@dataclass(frozen=True)
-class Block:
-    page: Path
-    line: int
-    lang: str
-    body: str
-
-    @property
-    def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
-
-
-def blocks(page: Path) -> list[Block]:
-    text = page.read_text(encoding="utf-8")
-    found = []
-    for m in FENCE.finditer(text):
-        indent = len(m["indent"])
-        body = "\n".join(line[indent:] for line in m["body"].splitlines())
-        found.append(Block(page, text.count("\n", 0, m.start()) + 1, m["lang"], body))
-    return found
 
 
 def prose(page: Path) -> str:
@@ -72,7 +63,7 @@ def prose(page: Path) -> str:
     return FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
 
 
-ALL_BLOCKS = [b for page in PAGES for b in blocks(page)]
+ALL_BLOCKS = all_blocks()
 YAML_BLOCKS = [b for b in ALL_BLOCKS if b.lang in ("yaml", "yml")]
 SHELL_BLOCKS = [b for b in ALL_BLOCKS if b.lang in SHELL]
 
@@ -80,7 +71,8 @@ SHELL_BLOCKS = [b for b in ALL_BLOCKS if b.lang in SHELL]
 def test_the_pages_exist_and_each_has_blocks_to_test():
     names = {p.name for p in DOCS}
     for name in ["README.md", "configuration.md", "plan-and-state.md", "router-and-security.md", "swap-groups.md",
-                 "kubernetes.md", "models-and-hub.md", "troubleshooting.md", "performance.md"]:  # fmt: skip
+                 "kubernetes.md", "models-and-hub.md", "troubleshooting.md", "performance.md",
+                 "coming-from.md"]:  # fmt: skip
         assert name in names, f"docs/{name} is missing"
     assert YAML_BLOCKS and SHELL_BLOCKS
 
@@ -238,32 +230,6 @@ def cli() -> click.Group:
     return group
 
 
-def parse(args: list[str]) -> click.Command:
-    """Parse `args` as the real CLI does, down to the subcommand; return it. Raises click's error."""
-    group = cli()
-    ctx = group.make_context("aigo-apply", list(args), resilient_parsing=False)
-    command: click.Command = group
-    while isinstance(command, click.Group):
-        rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
-        if not rest:
-            return command
-        name, sub, rest = command.resolve_command(ctx, rest)
-        assert sub is not None and name is not None
-        ctx = sub.make_context(name, rest, parent=ctx, resilient_parsing=False)
-        command = sub
-    return command
-
-
-def command_lines(block: Block) -> Iterator[tuple[int, list[str]]]:
-    """Each `aigo-apply` invocation in a shell block: after a prompt, a pipe, `&&` or `;`."""
-    for n, line in enumerate(block.body.splitlines()):
-        line = re.sub(r"^\$ ", "", line.strip())
-        for segment in re.split(r"\|\||&&|[|;]", line):
-            words = shlex.split(segment, comments=True)
-            if words and re.fullmatch(r"(\S*/)?aigo-apply", words[0]):
-                yield block.line + 1 + n, words[1:]
-
-
 SHELL_LINES = [(b, n, args) for b in SHELL_BLOCKS for n, args in command_lines(b)]
 
 
@@ -304,6 +270,132 @@ def test_every_inline_command_names_a_command_and_its_options(where, span):
         option = re.match(r"-{1,2}[A-Za-z][\w-]*", word.split("=", 1)[0])
         if option and word.startswith("-"):
             assert option[0] in options, f"{where}: `{span}`: {command.name} has no option {option[0]}"
+
+
+# -- requests: the examples a user sends to the router ----------------------------------------------------
+
+REQUEST_BLOCKS = [b for b in ALL_BLOCKS if is_request(b)]
+
+
+@pytest.mark.parametrize("block", REQUEST_BLOCKS, ids=lambda b: b.where)
+def test_every_request_shown_is_marked_run_or_not(block):
+    """A curl to this host or a Python snippet is either run by tests/docker/test_docs_at_docker.py
+    against a real router (`# through the router: WHAT`) or says why not (`# not run: WHY`)."""
+    assert block.first_line.startswith((RUN_MARK, NOT_RUN_MARK)), (
+        f"{block.where}: say on its first line `{RUN_MARK} WHAT` (tests/docker/test_docs_at_docker.py runs it "
+        f"against the router) or `{NOT_RUN_MARK} WHY`"
+    )
+
+
+@pytest.mark.parametrize("block", runnable(ALL_BLOCKS), ids=lambda b: b.where)
+def test_each_request_run_goes_to_the_quick_start_router_and_its_models(block):
+    """The Docker test points `http://127.0.0.1:8000` at its router and serves the quick start's models:
+    a request block that names another address or model would not be what it runs."""
+    assert ROUTER_URL in block.body, f"{block.where}: a request run against the router must use {ROUTER_URL}"
+    served = set(yaml.safe_load(quick_start_file().body)["models"])
+    assert models_named(block) <= served, (
+        f"{block.where}: names {sorted(models_named(block) - served)}, not models of the README's quick start "
+        f"({sorted(served)})"
+    )
+    if block.lang == "python":
+        compile(block.body, block.where, "exec")
+
+
+def test_the_readme_s_quick_start_ends_in_requests_with_curl_and_the_openai_sdk():
+    shown = runnable(blocks(ROOT / "README.md"))
+    assert any(b.lang in SHELL and "curl " in b.body for b in shown), "README.md: no curl to the router"
+    assert any(b.lang == "python" and "from openai import OpenAI" in b.body for b in shown), (
+        "README.md: no OpenAI SDK call to the router"
+    )
+
+
+def test_the_readme_s_quick_start_file_is_what_init_writes(tmp_path):
+    """The README's file and `init`'s starter serve the same models, with the same settings (alias,
+    parser), behind the same router: what a reader sees is what init wrote."""
+    assert run_cli("init", "--project", "lab", cwd=tmp_path).returncode == 0
+    written = yaml.safe_load((tmp_path / "aigo.yaml").read_text(encoding="utf-8"))
+    shown = yaml.safe_load(quick_start_file().body)
+    assert shown["models"] == written["models"], f"{quick_start_file().where}: not init's models"
+    assert shown["router"] == written["router"] and shown["project"] == written["project"]
+
+
+# -- the k3s walkthrough ----------------------------------------------------------------------------------
+
+K3S_CONTEXT = "default"  # the one context of the kubeconfig k3s writes, /etc/rancher/k3s/k3s.yaml
+
+
+def _walkthrough_files() -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each file an `aigo-apply` line acts on in a shell block that uses k3s's kubeconfig: its `-f FILE`,
+    else the page's last whole `aigo.yaml` block before it."""
+    for page in PAGES:
+        shown: Block | None = None
+        for block in blocks(page):
+            if block.lang == "yaml" and block.first_line == "# aigo.yaml":
+                shown = block
+            if block.lang not in SHELL or "/etc/rancher/k3s/k3s.yaml" not in block.body:
+                continue
+            for line, args in command_lines(block):
+                where = f"{page.relative_to(ROOT)}:{line}"
+                named = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-f", "--file")), None)
+                if named is not None:
+                    yield where, yaml.safe_load((ROOT / named).read_text(encoding="utf-8"))
+                else:
+                    assert shown is not None, f"{where}: no -f and no aigo.yaml shown before it"
+                    yield where, yaml.safe_load(shown.body)
+
+
+def test_the_k3s_walkthrough_acts_on_a_file_for_k3s():
+    found = list(_walkthrough_files())
+    assert found, "docs/kubernetes.md: the k3s walkthrough is gone"
+    for where, data in found:
+        kube = data.get("kubernetes") or {}
+        assert kube.get("context", K3S_CONTEXT) == K3S_CONTEXT, (
+            f"{where}: the file pins the context {kube.get('context')!r}; k3s's kubeconfig has only {K3S_CONTEXT!r}"
+        )
+        assert kube.get("storage", {}).get("storage_class", "local-path") == "local-path", where
+        assert "node_selector" not in kube, f"{where}: a node selector k3s's node does not carry"
+        assert data.get("platform") == "kubernetes", where
+
+
+# -- performance figures: one page, each table with its provenance ------------------------------------------
+
+# a table's header (the line above its |---|) that names figures measured: latencies, rates, durations
+FIGURES_TABLE = re.compile(r"^\|.*(\bp50\b|\bp99\b|req/s|\(ms\)|\(s\)).*\|[ \t]*\n\|[ :|-]+\|[ \t]*$", re.M)
+PERFORMANCE = ROOT / "docs" / "performance.md"
+
+
+def test_benchmark_tables_are_on_the_performance_page_only():
+    """A table of measured figures elsewhere goes stale beside the performance page's (they differed):
+    other pages link to it."""
+    found = [
+        f"{page.relative_to(ROOT)}:{prose(page).count(chr(10), 0, m.start()) + 1}"
+        for page in PAGES
+        if page != PERFORMANCE
+        for m in FIGURES_TABLE.finditer(prose(page))
+    ]
+    assert not found, f"a table of measured figures outside docs/performance.md: {found}"
+
+
+def test_the_performance_page_says_first_what_was_measured_where():
+    """It opens with a summary that says no figure was measured on a GPU, and every section holding a table
+    of figures has a row in the index of where each comes from (date, commit, machine)."""
+    text = prose(PERFORMANCE)
+    sections = re.split(r"^## +", text, flags=re.M)
+    assert sections[1].startswith("In short") and "No figure on this page was measured on a GPU" in sections[1]
+    index = next(s for s in sections if s.startswith("Where each table comes from"))
+    page_anchors = anchors(PERFORMANCE)
+    linked = set(re.findall(r"\]\(#([\w-]+)\)", index))
+    assert linked <= page_anchors, sorted(linked - page_anchors)
+    with_tables = [s.split("\n", 1)[0] for s in sections[1:] if "|---" in s or "<!-- bench:start -->" in s]
+    bench = PERFORMANCE.read_text(encoding="utf-8").split("<!-- bench:start -->", 1)[1]
+    assert "|---" in bench  # the full run's tables are between the markers, in the section before them
+    for heading in with_tables:
+        if heading.startswith(("Where each table comes from", "In short")):
+            continue
+        assert slug(heading) in linked, f"docs/performance.md: '## {heading}' has a table but no row in the index"
+    for row in re.findall(r"^\|.*\|\s*$", index, re.M)[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert re.search(r"\d{4}-\d{2}-\d{2}", cells[1]) and re.search(r"[0-9a-f]{7}", cells[2]) and cells[3], row
 
 
 # -- links --------------------------------------------------------------------------------------------------
