@@ -18,8 +18,9 @@ from typing import Any
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.apply import failed_starts
 from aigo_apply.apply.canary_run import replace_gate
+from aigo_apply.apply.engine_drain import wait_idle
 from aigo_apply.apply.outcome import Outcome, StepLog
-from aigo_apply.apply.previous import old_address, old_route, old_spec
+from aigo_apply.apply.previous import old_address, old_route, old_slot, old_spec
 from aigo_apply.apply.router_steps import RouterSteps
 from aigo_apply.apply.serving_wait import Engine, Waiter
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
@@ -29,6 +30,7 @@ from aigo_apply.errors import AigoError, CanaryRefused, NotReady
 from aigo_apply.plan.types import Action
 
 BACKUP_SUFFIX = "-aigo-previous"
+DRAIN_BUDGET_S = 600.0  # no router to say its timeout: the router's default
 STAGE_JOIN_TIMEOUT = 30.0  # seconds a step waits for its staging check (`haproxy -c` takes well under one)
 
 
@@ -150,10 +152,26 @@ class ModelSteps:
             self.router.deroute(action)
             held = False
         waited = self.router.drain()
+        idle = self._engine_drain(action, old_address(action))
         self.log.step(
-            action.address, "recreate", "", f"requests held by the router; the running ones finished in {waited:.1f} s"
+            action.address,
+            "recreate",
+            "",
+            f"requests held by the router; the running ones finished in {waited:.1f} s{idle}",
         )
         return held
+
+    def _engine_drain(self, action: Action, address: EngineAddress) -> str:
+        """Until the engine about to stop has no request in hand (apply/engine_drain.py), at most
+        router.timeout; what to add to the step's words."""
+        budget = self.router.routes.settings.timeout_s if self.router else DRAIN_BUDGET_S
+        engine = str((action.spec or {}).get("engine") or "vllm")
+        seconds, left = wait_idle(address, engine, budget, self.interrupted.is_set)
+        if left is None:
+            return ""
+        if left > 0:
+            return f"; the engine still had {left:.0f} request(s) after {seconds:.0f} s (router.timeout)"
+        return f", the engine's own in {seconds:.1f} s"
 
     def _recreate(self, item: Prepared, container: ContainerSpec, name: str, backup: str) -> Outcome:
         action = item.action
@@ -224,14 +242,14 @@ class ModelSteps:
             return Outcome(action.address, "recreate", False, message, restored=True, log_tail=tail)
         self.log.journal.record("route_moved", action.address, "ok", container=temporary)
         waited = self.router.drain() if self.router else 0.0
+        idle = self._engine_drain(action, EngineAddress.of(old_spec(action), old_slot(action)))
         self.runtime.stop(name)
         self.runtime.remove(name)
         self.runtime.rename(cid, name)
         self.log.journal.record("remove_previous", action.address, "ok", container=name)
-        message = f"{outcome.message}; the previous one drained in {waited:.1f} s and was removed"
-        self.log.step(
-            action.address, action.kind, "ok", f"the previous {name} drained in {waited:.1f} s and was removed"
-        )
+        drained = f"drained in {waited:.1f} s{idle} and was removed"
+        message = f"{outcome.message}; the previous one {drained}"
+        self.log.step(action.address, action.kind, "ok", f"the previous {name} {drained}")
         return Outcome(action.address, action.kind, True, message, canary=outcome.canary)
 
     def _keep_evidence(
