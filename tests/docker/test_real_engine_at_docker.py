@@ -59,7 +59,7 @@ class RealProject:
     def env(self) -> dict[str, str]:
         return {"AIGO_STATE_DIR": str(self.root / "state")}
 
-    def config(self, context_length: int = 512, max_num_seqs: int = 4) -> Path:
+    def config(self, context_length: int = 512, max_num_seqs: int = 4, update: str = "auto") -> Path:
         path = self.root / "aigo.yaml"
         path.write_text(
             textwrap.dedent(f"""
@@ -73,6 +73,7 @@ class RealProject:
                 source: {{path: tiny}}
                 context_length: {context_length}
                 gpus: none
+                update: {update}
                 env: {{VLLM_CPU_KVCACHE_SPACE: "1"}}
                 vllm:
                   enforce_eager: true
@@ -248,6 +249,36 @@ def test_a_start_vllm_refuses_restores_the_previous_engine_with_vllms_reason(run
     assert real.chat()["model"] == "chat"
     plan = real.cli("plan", "-f", str(real.root / "aigo.yaml"), "--detailed-exitcode")
     assert plan.returncode == 2 and "# model.chat will be replaced" in plan.stdout
+    # the failed engine's whole log was kept before it was removed: apply names the cause and where
+    said = result.stdout + result.stderr
+    assert "the engine's log says:" in said and "aigo-apply logs chat --failed" in said, said
+    kept = real.cli("logs", "chat", "--failed", "-f", str(real.root / "aigo.yaml"))
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert "== the start of chat failed at" in kept.stdout and "max_position_embeddings" in kept.stdout
+    assert "vllm" in kept.stdout.split("== command:", 1)[1].splitlines()[0]  # the command line it ran
+    assert len(kept.stdout.splitlines()) > 40  # vLLM's whole start-up log, not a tail of 20 lines
+
+
+def test_a_recreate_under_load_fails_no_request_streamed_or_not(runtime, real):
+    """`update: recreate`: the router holds the model's requests while the old engine drains and stops and
+    the new one starts; clients that wait as long as the OpenAI SDKs do (600 s) see no failure, whether
+    they stream or not. (A client that gives up sooner fails on its own timeout: the router held it.)"""
+    before = engine_ids(runtime, real.name)
+    url = f"http://127.0.0.1:{real.router_port}"
+    plain = Load(url, "chat", clients=2, max_tokens=4, seconds=900, timeout=600)
+    streamed = Load(url, "chat", clients=2, max_tokens=4, seconds=900, timeout=600, stream=True)
+    streamed.start()
+    change = plain.across(
+        lambda: real.cli("apply", "-f", str(real.config(max_num_seqs=3, update="recreate")), "-y"), steady=2.0
+    )
+    results = streamed.stop()
+    result = change.value
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(how: recreate: models.chat.update is recreate)" in result.stdout, result.stdout
+    assert not change.failed and not Load.failed(results), (change.failed[:3], Load.failed(results)[:3])
+    assert len(change.during) >= 2 and len(Load.during(results, change.began, change.ended)) >= 2
+    assert engine_ids(runtime, real.name)["chat"] != before["chat"]
+    assert real.chat()["model"] == "chat"
 
 
 def test_destroy_removes_the_engine_and_the_router(runtime, real):

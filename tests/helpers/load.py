@@ -50,6 +50,11 @@ class Load:
     limit: int = 5000  # requests in all, at most
     seconds: float = 120.0  # and no longer than this
     max_tokens: int = 2
+    # each client's own patience for one answer: a recreate holds requests for as long as the new
+    # engine takes to start, and a client that gives up first counts as failed (status 0, ReadTimeout)
+    # without any error from the router; the OpenAI SDKs wait 600 s
+    timeout: float = 60.0
+    stream: bool = False  # SSE: a request succeeds when its stream ends with data: [DONE]
     results: list[Result] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -74,21 +79,47 @@ class Load:
 
     def _client(self) -> None:
         body = {"model": self.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": self.max_tokens}
-        with httpx.Client(timeout=60) as http:
+        if self.stream:
+            body["stream"] = True
+        with httpx.Client(timeout=self.timeout) as http:
             while not self._stop.is_set() and time.monotonic() < self._deadline:
                 with self._lock:
                     if len(self.results) >= self.limit:
                         return
                 began = time.monotonic()
                 try:
-                    reply = http.post(f"{self.url}/v1/chat/completions", json=body)
-                    result = Result(
-                        began, time.monotonic(), reply.status_code, reply.text[:200], reply.headers.get("retry-after")
-                    )
+                    if self.stream:
+                        result = self._streamed(http, body, began)
+                    else:
+                        reply = http.post(f"{self.url}/v1/chat/completions", json=body)
+                        result = Result(
+                            began,
+                            time.monotonic(),
+                            reply.status_code,
+                            reply.text[:200],
+                            reply.headers.get("retry-after"),
+                        )
                 except httpx.HTTPError as exc:
                     result = Result(began, time.monotonic(), 0, f"{type(exc).__name__}: {exc}")
                 with self._lock:
                     self.results.append(result)
+
+    def _streamed(self, http: httpx.Client, body: dict, began: float) -> Result:
+        """One streamed request: 200 only when its events end with [DONE] (a stream cut short fails)."""
+        with http.stream("POST", f"{self.url}/v1/chat/completions", json=body) as reply:
+            if reply.status_code != 200:
+                reply.read()
+                return Result(
+                    began, time.monotonic(), reply.status_code, reply.text[:200], reply.headers.get("retry-after")
+                )
+            last = ""
+            for line in reply.iter_lines():
+                if line.startswith("data: "):
+                    last = line
+        done = last == "data: [DONE]"
+        return Result(
+            began, time.monotonic(), 200 if done else 0, "" if done else f"stream ended without [DONE]: {last[:120]}"
+        )
 
     def across(self, change: Callable[[], T], steady: float = 1.0, after: float = 0.5) -> Across[T]:
         """Start the load, let it settle for `steady` seconds, make `change` (an apply), let it run
