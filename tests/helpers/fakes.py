@@ -254,7 +254,10 @@ class FakeRuntime:
             self.containers[name] = entry
 
     def kill(self, container: str, signal: str) -> None:
-        self._call("kill", container)
+        with self._lock:
+            _, entry = self._call("kill", container)
+            if signal in ("SIGUSR1", "SIGTERM", "SIGKILL"):  # HAProxy soft-stops on SIGUSR1: it exits
+                self._set_state(entry, "exited")
 
     def exec(self, container: str, command: list[str]) -> tuple[int, str]:
         self._call("exec", container)
