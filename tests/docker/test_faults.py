@@ -20,7 +20,7 @@ import pytest
 
 from helpers.cli import run_cli
 from helpers.paths import ROOT
-from helpers.stub_project import chat, config, engine_addresses
+from helpers.stub_project import ROUTER_PORTS, chat, config, engine_addresses
 
 pytestmark = pytest.mark.disruptive
 
@@ -154,3 +154,49 @@ def test_docker_daemon_restarts_during_status_and_apply(runtime, project, tmp_pa
     assert proc.returncode in (0, 1), out + err
     assert "Traceback" not in err and "internal error" not in err, err
     converged(runtime, project, changed, state)
+
+
+@pytest.mark.skipif(not _own_dockerd(), reason="restarts the Docker daemon: only where the tests started it")
+def test_after_a_daemon_restart_everything_serves_again_with_nobody_running_apply(runtime, project, tmp_path):
+    """A reboot needs nobody: the engines and the router (whose reloads never made Docker count it as
+    stopped by hand) come back by their restart policy, the routes follow the engines' health, and the
+    plan says no changes. A crashed engine is restarted the same way and its route follows."""
+    state = {"AIGO_STATE_DIR": str(tmp_path / "state")}
+    path = config(tmp_path, project, load="3")  # long enough for the router to see a restarted engine down
+    assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
+    # a replace reloads the router several times, as every apply that changes a model does
+    assert run_cli("apply", "-f", str(path), "-y", "--replace", "chat", env=state).returncode == 0
+    port = ROUTER_PORTS[project]
+    restart_dockerd()
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            listed = {m["id"] for m in httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=3).json()["data"]}
+            if listed == {"chat", "tools"} and all(_router_chat(port, a) == 200 for a in ("chat", "tools")):
+                break
+        except (httpx.HTTPError, ValueError, KeyError):
+            pass
+        assert time.monotonic() < deadline, "the router and its engines did not serve again within 60 s by themselves"
+        time.sleep(0.5)
+    final = run_cli("plan", "-f", str(path), "--detailed-exitcode", env=state)
+    assert final.returncode == 0 and final.stdout.startswith("No changes."), final.stdout + final.stderr
+    # an engine that crashes: out of the list while down, back once Docker restarted it and it loads
+    engine = runtime.api.inspect_container(f"aigo-{project}-tools")
+    os.kill(engine["State"]["Pid"], signal.SIGKILL)
+    deadline, seen_down = time.monotonic() + 30, False
+    while True:
+        listed = {m["id"] for m in httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=3).json()["data"]}
+        seen_down = seen_down or "tools" not in listed
+        if seen_down and "tools" in listed and _router_chat(port, "tools") == 200:
+            break
+        assert time.monotonic() < deadline, f"tools did not come back (listed {listed}, seen down {seen_down})"
+        time.sleep(0.1)
+
+
+def _router_chat(port: int, alias: str) -> int:
+    reply = httpx.post(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        json={"model": alias, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1},
+        timeout=5,
+    )
+    return reply.status_code
