@@ -2,7 +2,8 @@
 the tool's own, the image a plain reference, the environment plain names and values, engines
 published on 127.0.0.1 only, and every mount a path that exists, is plainly written and is still
 the path that was planned. Validation and the desired state refuse all of this earlier; this is
-the line that holds if they were bypassed (a hand-edited plan, a bug)."""
+the line that holds if they were bypassed (a hand-edited plan, a bug). Its logs are rotated, by a
+size and a count aigo-apply writes (desired/logs.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from aigo_apply.config import env_names, invisible
 from aigo_apply.config.host_paths import path_text_problem, unsafe_mount
 from aigo_apply.desired.adapters import ADAPTER_MOUNT
 from aigo_apply.desired.engines.common import MODEL_MOUNT
+from aigo_apply.desired.logs import rotation_problem
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import UnsafeSetting
 from aigo_apply.observe import host_paths
@@ -62,7 +64,7 @@ def _definition_problem(spec: ContainerSpec) -> str | None:
         return f"user {spec.user!r} is not UID:GID"
     if spec.cpu_shares is not None and not (type(spec.cpu_shares) is int and 2 <= spec.cpu_shares <= 262144):
         return f"CPU shares {spec.cpu_shares!r} are not an integer from 2 to 262144 (the kernel's range)"
-    return None
+    return rotation_problem(spec.logs)
 
 
 def _tool_set(spec: ContainerSpec, name: str, value: object) -> bool:

@@ -226,8 +226,7 @@ class DockerRuntime:
         """Create (not start) the container `spec` describes, with secrets already resolved in `env`."""
         prepare_socket_mounts(spec)  # before the mounts' check: they must exist, with this tool's modes
         check_container(spec)
-        published = spec.host_port is not None
-        project = spec.labels.get(labels.PROJECT, "")
+        published, project = spec.host_port is not None, spec.labels.get(labels.PROJECT, "")
         with self._errors():
             if labels.is_ours(dict(spec.labels), project):
                 for mount in spec.mounts:
@@ -242,6 +241,7 @@ class DockerRuntime:
                 restart_policy={"Name": spec.restart_policy},
                 device_requests=_device_requests(spec.gpus),
                 cpu_shares=spec.cpu_shares,
+                log_config=spec.logs.log_config() if spec.logs else None,  # check_container: always rotated
                 **(_CONFINED if spec.confined else {}),
             )
             created = self.api.create_container(

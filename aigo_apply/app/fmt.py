@@ -46,6 +46,7 @@ _SECRET = "from_env from_file"
 # mapping does not list keep their written order after the listed ones; maps not listed (models, env)
 # keep theirs. tests/unit/app/test_repo_fmt.py holds this table to that page and to the schema.
 _CANARY = "max_slowdown requests concurrency prompt_tokens max_tokens compare_output seed"
+_LOGS = "max_size max_files"
 ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
     pattern: tuple(keys.split())
     for pattern, keys in {
@@ -53,21 +54,24 @@ ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
         ("kubernetes",): "context namespace gpu_resource gpus_per_node runtime_class_name node_selector tolerations "
         "storage cluster_domain download_image",
         ("kubernetes", "storage"): "storage_class size_gib node_local",
-        ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout update canary",
+        ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout update canary logs",
         ("defaults", "canary"): _CANARY,
+        ("defaults", "logs"): _LOGS,
         ("defaults", "engine_by_format"): "safetensors-repo gguf",
         (
             "router",
-        ): "port bind api_keys metrics_without_key image image_tag max_body_mb timeout hold_seconds stall_seconds",
+        ): "port bind api_keys metrics_without_key image image_tag max_body_mb timeout hold_seconds stall_seconds logs",
         ("router", "api_keys"): _SECRET,
+        ("router", "logs"): _LOGS,
         ("engines",): "vllm sglang llama.cpp",
         ("engines", "*"): "image image_tag",
         (
             "models",
             "*",
         ): "source engine enabled on_demand swap_group max_awake context_length gpus port ready_timeout update "
-        "canary vllm adapters sglang llama.cpp env kubernetes",
+        "canary logs vllm adapters sglang llama.cpp env kubernetes",
         ("models", "*", "canary"): _CANARY,
+        ("models", "*", "logs"): _LOGS,
         ("models", "*", "source"): _SOURCE,
         ("models", "*", "vllm"): "tool_calling tool_call_parser reasoning_parser moe_backend mamba_backend "
         "tensor_parallel_size gpu_memory_utilization quantization kv_cache_dtype dtype max_num_seqs "

@@ -25,6 +25,8 @@ LLAMACPP_IMAGE = "ghcr.io/ggml-org/llama.cpp"  # no built-in tag (server-cuda, s
 LLAMACPP_CONTAINER_PORT = 8080
 DEFAULT_READY_TIMEOUT = 1800  # seconds; a large model with compilation takes many minutes
 CANARY_PROMPT_TOKENS, CANARY_MAX_TOKENS = 256, 64  # a canary request's prompt and output, unless the file says
+# every container's logs: Docker's json-file driver, rotated at this size, at most this many files (desired/logs.py)
+LOG_MAX_SIZE, LOG_MAX_FILES = "50m", 5
 
 AUTO_PORT_BASE, AUTO_PORT_SPAN = 20000, 10000  # below Linux's ephemeral range (32768+)
 MAX_GGUF_PARTS = 256  # gguf-split writes a few dozen parts for the largest models (desired/model_store.py)

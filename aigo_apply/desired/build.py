@@ -47,6 +47,7 @@ from aigo_apply.desired.adapters import adapter_folders, adapter_specs, lora_set
 from aigo_apply.desired.canary import canary_of
 from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
+from aigo_apply.desired.logs import log_settings, logs_written
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
 from aigo_apply.desired.types import (
     SOCKETS_FOLDER,
@@ -139,6 +140,7 @@ def build_desired(
         disabled,
         groups,
         {f: files[f] for f in adapter_folders({a: m.spec for a, m in desired.items()}) if f in files},
+        logs_written(data),
     )
 
 
@@ -181,8 +183,8 @@ def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
     return ()
 
 
-def router_spec(project: str, router: dict[str, Any], host: HostContext) -> dict[str, Any]:
-    """The canonical spec of the router container (API keys only as a reference)."""
+def router_spec(project: str, router: dict[str, Any], host: HostContext, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The canonical spec of the router container (API keys only as a reference; `defaults`: the file's)."""
     return {
         "image": f"{router.get('image', ROUTER_IMAGE)}:{router.get('image_tag', ROUTER_DEFAULT_TAG)}",
         "bind": router.get("bind", DEFAULT_ROUTER_BIND),
@@ -196,6 +198,7 @@ def router_spec(project: str, router: dict[str, Any], host: HostContext) -> dict
         "config_dir": str(host.state_folder(project) / "router"),
         "sockets_dir": str(sockets_folder(host, project)),
         "user": f"{host.uid}:{host.gid}",
+        "logs": log_settings(router.get("logs"), defaults),
     }
 
 
@@ -203,7 +206,7 @@ def desired_router(
     data: dict[str, Any], models: dict[str, DesiredModel], host: HostContext, groups: tuple[SwapGroup, ...] = ()
 ) -> DesiredRouter:
     project = data["project"]
-    spec = router_spec(project, data.get("router", {}), host)
+    spec = router_spec(project, data.get("router", {}), host, data.get("defaults", {}))
     routes = tuple(Route.of(alias, m.spec) for alias, m in sorted(models.items()))
     # swap groups and adapters change the router's files, not its container
     settings = replace(settings_of(project, spec), swap_groups=groups, adapters=adapter_routes(models))
@@ -301,6 +304,7 @@ def model_spec(
         "gpus": sorted(gpus) if isinstance(gpus, list) else gpus,
         **({"socket": socket} if socket else {"port": port}),
         "env": {name: _env_value(value) for name, value in sorted(model.get("env", {}).items())},
+        "logs": log_settings(model.get("logs"), defaults),
     }
     if model_file is not None:
         spec["model_file"] = model_file
@@ -325,8 +329,7 @@ def model_spec(
     else:
         spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
     order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", "socket"]
-    order += ["on_demand"]
-    order += [engine, "adapters", "env"]
+    order += ["on_demand", engine, "adapters", "env", "logs"]
     return {key: spec[key] for key in order if key in spec}
 
 

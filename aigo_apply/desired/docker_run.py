@@ -35,6 +35,10 @@ def docker_run(container: ContainerSpec) -> str:
         args.append(f"--shm-size {container.shm_size}")
     if container.cpu_shares is not None:
         args.append(f"--cpu-shares {container.cpu_shares}")
+    if container.logs is not None:  # apply's rotation: the driver too, whatever the daemon's default is
+        options = container.logs.log_config()
+        args.append(f"--log-driver {q(options['type'])}")
+        args += [f"--log-opt {q(f'{k}={v}')}" for k, v in options["config"].items()]
     if container.confined:
         args.append("--cap-drop ALL " + " ".join(f"--cap-add {c}" for c in CONFINED_CAPS))
         args.append("--security-opt no-new-privileges")

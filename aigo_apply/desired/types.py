@@ -45,6 +45,25 @@ class Mount:
     read_only: bool = True
 
 
+LOG_DRIVER = "json-file"  # the driver `docker logs` reads back, with files Docker rotates itself
+
+
+@dataclass(frozen=True)
+class LogRotation:
+    """A container's logs kept bounded (desired/logs.py): Docker's json-file driver starts a new file
+    when the current one reaches `max_size` and keeps at most `max_files` of them, the current one too."""
+
+    max_size: str  # canonical: a whole number and k, m or g (1024-based, as Docker reads it), e.g. "50m"
+    max_files: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"max_files": self.max_files, "max_size": self.max_size}
+
+    def log_config(self) -> dict[str, Any]:
+        """Docker's HostConfig.LogConfig for it (the API takes the options as strings)."""
+        return {"type": LOG_DRIVER, "config": {"max-size": self.max_size, "max-file": str(self.max_files)}}
+
+
 @dataclass(frozen=True)
 class ContainerSpec:
     """Exactly the container one model needs; the Docker adapter maps it 1:1 onto the API."""
@@ -69,6 +88,7 @@ class ContainerSpec:
     # no capability but binding a low port, and no new privileges: an image the file chose that runs on the
     # host's network (the router) may neither sniff it (NET_RAW) nor gain privileges (Docker's own set otherwise)
     confined: bool = False
+    logs: LogRotation | None = None  # None: the daemon's default driver, unbounded (no container aigo-apply makes)
 
     def definition(self) -> dict[str, Any]:
         """Everything that defines the container except its labels, as JSON-ready data."""
@@ -89,6 +109,7 @@ class ContainerSpec:
             **({"user": self.user} if self.user is not None else {}),
             **({"cpu_shares": self.cpu_shares} if self.cpu_shares is not None else {}),
             **({"confined": True} if self.confined else {}),
+            **({"logs": self.logs.as_dict()} if self.logs is not None else {}),
         }
 
     def definition_hash(self) -> str:
@@ -292,6 +313,7 @@ class DesiredState:
     disabled: tuple[str, ...] = ()  # aliases in the file with `enabled: false`: nothing of them runs
     swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models that take turns (config/swap_groups.py)
     adapter_files: Mapping[str, AdapterFiles] = field(default_factory=dict)  # by adapter folder, as read
+    logs_set: tuple[str, ...] = ()  # where the file sets log rotation (defaults.logs, ...): Docker's only
 
     def specs(self) -> dict[str, dict[str, Any]]:
         """alias -> canonical spec: what the model-store and lock helpers read."""

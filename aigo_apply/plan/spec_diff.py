@@ -42,6 +42,23 @@ def diff_specs(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
     return [Change(dotted(p), _get(before, p), _get(after, p), "recreate") for p in sorted(paths, key=dotted)]
 
 
+def change_reasons(changes: list[Change]) -> list[str]:
+    """One reason per changed field (`logs.max_size changed`), a model's adapters aside (adapter_reasons
+    words those). A container made by an aigo-apply that did not rotate logs has no `logs` in its spec:
+    that is said as what it is, not as a setting that changed."""
+    out = []
+    for change in changes:
+        if change.path == "logs" and change.before is None and isinstance(change.after, dict):
+            out.append(
+                f"its logs grow without bound (made by an earlier aigo-apply, before log rotation): it is made "
+                f"again with its logs rotated at {change.after.get('max_size')} per file, at most "
+                f"{change.after.get('max_files')} files"
+            )
+        elif not is_adapter_path(change.path):
+            out.append(f"{change.path} changed")
+    return out
+
+
 def adapter_reasons(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """Which of a model's LoRA adapters were added, removed or changed, one reason each: vLLM loads
     adapters only when it starts (aigo-apply never loads them at run time), so each replaces the engine."""

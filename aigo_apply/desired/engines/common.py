@@ -10,6 +10,7 @@ from typing import Any
 
 from aigo_apply.config import env_names, invisible
 from aigo_apply.desired import labels
+from aigo_apply.desired.logs import rotation
 from aigo_apply.desired.types import SOCKET_FILE, ContainerSpec, Mount, SecretRef, socket_file
 from aigo_apply.errors import UnsafeSetting
 
@@ -97,7 +98,7 @@ def engine_container(
     """The container for one model: published on 127.0.0.1 only (`container_port` None: nothing is
     published, it serves on its Unix socket, and has no network at all: the host downloads its
     weights, and no address, the host's or another container's, is reachable from it or reaches it),
-    secrets kept as references.
+    secrets kept as references, its logs rotated (desired/logs.py).
     `tool_env`: what aigo-apply itself sets besides OFFLINE_ENV (names a model's env may not set)."""
     env = []
     for name, value in spec.get("env", {}).items():  # checked again where it is used (a hand-edited plan)
@@ -120,6 +121,7 @@ def engine_container(
         entrypoint=entrypoint,
         network_mode="bridge" if container_port is not None else "none",
         shm_size=SHM_BYTES,
+        logs=rotation(f"model '{alias}'", spec),
     )
     digest = container.definition_hash()
     engine = spec.get("engine", "vllm")

@@ -10,6 +10,7 @@ from typing import Any
 
 from aigo_apply.config.defaults import ROUTER_HOLD_SECONDS, ROUTER_STALL_SECONDS
 from aigo_apply.desired import labels
+from aigo_apply.desired.logs import rotation
 from aigo_apply.desired.types import ROUTER_SOCKETS, ContainerSpec, Mount, RouterSettings
 from aigo_apply.errors import UnsafeSetting
 
@@ -56,6 +57,7 @@ def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
         user=spec["user"],
         cpu_shares=ROUTER_CPU_SHARES,
         confined=True,
+        logs=rotation("router", spec),
     )
     return ContainerSpec(
         **{**container.__dict__, "labels": labels.for_router(project, spec, container.definition_hash())}

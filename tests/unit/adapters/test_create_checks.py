@@ -11,6 +11,7 @@ import pytest
 from aigo_apply.adapters.create_checks import check_container
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.engines.common import SOCKET_MOUNT
+from aigo_apply.desired.types import LogRotation
 from aigo_apply.errors import UnsafeSetting
 from aigo_apply.observe.config_file import load_config
 
@@ -67,6 +68,12 @@ def test_the_router_runs_confined_and_only_confined_may_use_the_hosts_network(co
         ({"cpu_shares": True}, "are not an integer from 2 to 262144"),
         ({"cpu_shares": "8192"}, "are not an integer from 2 to 262144"),
         ({"network_mode": "host"}, "on the host's network must run confined"),
+        ({"logs": None}, "its logs would grow without bound"),
+        ({"logs": LogRotation("50m,max-file=1000", 5)}, "log size '50m,max-file=1000' is not a whole number"),
+        ({"logs": LogRotation("50M", 5)}, "log size '50M' is not a whole number"),
+        ({"logs": LogRotation("0k", 5)}, "log size '0k' is not a whole number"),
+        ({"logs": LogRotation("50m", 0)}, "log file count 0 is not an integer from 1 to 100"),
+        ({"logs": LogRotation("50m", "5")}, "log file count '5' is not an integer from 1 to 100"),
     ],
 )
 def test_a_forged_definition_is_refused_before_docker_sees_it(containers, change, why):

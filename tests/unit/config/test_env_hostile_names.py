@@ -126,7 +126,8 @@ def test_every_name_the_tool_sets_on_an_engine_is_refused_in_env():
 
 
 def spec(env: dict) -> dict:
-    return {"gpus": "none", "image": "vllm/vllm-openai:v0.31.0", "port": 20000, "env": env}
+    logs = {"max_files": 5, "max_size": "50m"}
+    return {"gpus": "none", "image": "vllm/vllm-openai:v0.31.0", "port": 20000, "env": env, "logs": logs}
 
 
 @pytest.mark.parametrize("name", [name for name, _ in REFUSED])

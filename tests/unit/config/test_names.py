@@ -34,6 +34,7 @@ def with_models(*aliases: str, project: str = "p") -> str:
 def test_the_name_rule_knows_the_names_the_tool_really_gives():
     assert names.container_name("p", "m") == container_name("p", "m")
     spec = {"image": "haproxy:3.2", "config_dir": "/s", "sockets_dir": "/t", "bind": "127.0.0.1", "user": "1:1"}
+    spec["logs"] = {"max_files": 5, "max_size": "50m"}
     assert router_container("p-x", spec).name == names.container_name("p", "x-" + names.ROUTER_WORD)
     assert names.BACKUP_SUFFIX == BACKUP_SUFFIX
 
