@@ -36,6 +36,8 @@ Behaviour for tests, through the container environment:
                            a line feed) after it
   AIGO_STUB_TOKEN_SECONDS  seconds each token of a /v1/completions reply takes (default 0)
   AIGO_STUB_OUTPUT_VARIANT a word mixed into what /v1/completions answers (another variant, other words)
+  AIGO_STUB_CHATTY_LINES   once ready, print this many numbered lines a second, evenly spaced, as a chatty
+                           engine logs ("stub engine: chatty line 00000001 ..."; default 0: none)
 POST /v1/completions takes a prompt of token ids or text (ignore_eos: exactly max_tokens words), streamed
 with usage as vLLM streams it; at most --max-num-seqs requests generate at once, the rest queue (so a
 small batch makes a slower engine). POST /tokenize answers vLLM's shape, a word a token.
@@ -651,8 +653,20 @@ def main(dialect: str = "vllm") -> None:
     if crash:
         threading.Timer(float(crash), lambda: (print("stub engine: crashing as told", flush=True), os._exit(1))).start()
     print(f"stub engine: ready on {'unix:' + uds if uds else f'port {args.port}'}", flush=True)
+    chatty = int(os.environ.get("AIGO_STUB_CHATTY_LINES") or 0)
+    if chatty > 0:
+        threading.Thread(target=chatter, args=(chatty,), daemon=True).start()
     while True:
         time.sleep(3600)
+
+
+def chatter(per_second: int) -> None:
+    """AIGO_STUB_CHATTY_LINES: numbered lines, `per_second` a second, until the engine stops."""
+    count, start = 0, time.monotonic()
+    while True:
+        count += 1
+        print(f"stub engine: chatty line {count:08d} " + "." * 60, flush=True)
+        time.sleep(max(0.0, start + count / per_second - time.monotonic()))
 
 
 class UnixHandler(Handler):
