@@ -203,6 +203,7 @@ def test_the_reference_shows_the_code_s_defaults():
     assert (engines["sglang"]["image"], engines["llama.cpp"]["image"]) == (d.SGLANG_IMAGE, d.LLAMACPP_IMAGE)
     assert model["ready_timeout"] == d.DEFAULT_READY_TIMEOUT
     assert model["canary"] == CanarySettings().to_dict()
+    assert data["defaults"]["logs"] == {"max_size": d.LOG_MAX_SIZE, "max_files": d.LOG_MAX_FILES}
 
 
 def test_the_plan_page_names_every_action_kind_and_change_effect():
