@@ -137,6 +137,13 @@ def one(image: str, model: str, env: str, way: str, clients: int, max_tokens: in
         "sent": len(results),
         "during": len(during),
         "failed": len(Load.failed(results)),
+        # what failed, when (seconds from the change's start), for every way but the restart by hand
+        "failures": [
+            f"{r.started - changed_at:+.1f} s to {r.ended - changed_at:+.1f} s: {r.status or 'no answer'} {r.detail[:100]}"
+            for r in Load.failed(results)[:5]
+        ]
+        if way != "by hand"
+        else [],
         "steady": (_ms(steady, 0.5), _ms(steady, 0.99)),
         "change": (_ms(during, 0.5), _ms(during, 0.99)),
         "applied": applied,
@@ -172,7 +179,8 @@ def table(title: str, rows: list[dict]) -> str:
             f"| {r['way']} | {r['sent']} ({r['during']}) | {r['failed']} | {r['steady'][0]:.0f} / {r['steady'][1]:.0f} "
             f"| {r['change'][0]:.0f} / {r['change'][1]:.0f} | {apply_s} | {r['serving']:.1f} |"
         )
-    return "\n".join(lines)
+    failures = [f"- {r['way']}: {f}" for r in rows for f in r["failures"]]
+    return "\n".join(lines + (["", "What failed (the first five of each way):", *failures] if failures else []))
 
 
 def run(real_engine: bool = True) -> str:
