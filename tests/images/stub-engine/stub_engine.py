@@ -343,8 +343,6 @@ def llamacpp_metrics_text() -> str:
     ])
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
 def extra_line(entry: str | dict) -> str:
     """One line of AIGO_STUB_METRICS_EXTRA as the stub writes it (see the module's docstring)."""
     if isinstance(entry, str):
@@ -352,6 +350,8 @@ def extra_line(entry: str | dict) -> str:
     return entry["line"].replace("{fill}", "x" * int(entry.get("fill", 0))) + entry.get("end", "\n")
 
 
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
     args: argparse.Namespace
     names: list[str]
