@@ -689,7 +689,9 @@ def test_a_router_made_anew_routes_the_models_this_apply_replaces_to_the_engines
     the engine that serves it now (else it would answer 404 "does not exist" from the router's start to
     the end of that model's replace), and the model's hold keeps a route to it."""
     before = desired(tmp_path, config(alpha="none\nupdate: recreate", beta="none"))
-    after = desired(tmp_path, config(alpha="none\nupdate: recreate\nenv: {X: '2'}", beta="none") + "router: {port: 18999}\n")
+    after = desired(
+        tmp_path, config(alpha="none\nupdate: recreate\nenv: {X: '2'}", beta="none") + "router: {port: 18999}\n"
+    )
     w = World(tmp_path, before, routed=("alpha", "beta"))
     machine(before, w.rt)
     plan = plan_of(after, observe(before, w.rt))

@@ -63,7 +63,7 @@ def test_a_held_model_s_server_has_no_health_check_and_its_hold_waits_on_the_fil
     assert f"    server engine 127.0.0.1:{held.port}\n" in cfg
     assert f"server engine 127.0.0.1:{other.port} check observe layer4" in cfg
     assert f'    ["{held.backend}"] = true,\n' in lua and f'["{other.backend}"]' not in lua
-    assert 'local state = hold_state(path)\n' in lua
+    assert "local state = hold_state(path)\n" in lua
     assert 'if state == "free" or (state == "lapsed" and engine_serves(alias)) then\n' in lua
     assert f'    ["alpha"] = {{"127.0.0.1", {held.port}}},\n' in lua  # where a lapsed hold asks /health
     assert f'    ["{other.alias}"] = {{' not in lua
