@@ -21,7 +21,7 @@ from aigo_apply.app.planning import hub_adapters, observe, plan_for, remote_info
 from aigo_apply.app.platform import LogStream, Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.project_lock import ProjectLock
-from aigo_apply.apply.state_dir import FAILED_STARTS, state_dir, state_path
+from aigo_apply.apply.state_dir import FAILED_STARTS, STARTS, state_dir, state_path
 from aigo_apply.desired import labels
 from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
@@ -127,7 +127,7 @@ class DockerPlatform:
         hub = hub_adapters(desired, remote)
         if hub and self._rebuild is not None:  # a repo adapter's rank, from the Hub before its download
             desired = self.desired = self._rebuild(hub)
-        return plan_for(desired, observed, self.runtime, request, lock, remote)
+        return plan_for(desired, observed, self.runtime, request, lock, remote, self.state)
 
     def destroy_plan(self, observed: ObservedState) -> Plan:
         return destroy_plan(self.project, self.file, observed)
@@ -163,7 +163,7 @@ class DockerPlatform:
             record_lock(self.desired, self.runtime, canaries, self.aigo_lock)
             _prune_sockets(self.state / SOCKETS_FOLDER, set(self.desired.models))
         elif command == "destroy":
-            for folder in ("router", SOCKETS_FOLDER, FAILED_STARTS):  # rmtree refuses a link, follows none inside
+            for folder in ("router", SOCKETS_FOLDER, FAILED_STARTS, STARTS):  # rmtree refuses a link, follows none
                 shutil.rmtree(self.state / folder, ignore_errors=True)
             _remove_cache_volume(self.project, self.runtime, console)
 

@@ -14,6 +14,7 @@ from aigo_apply.adapters.listeners import listening, with_owners
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.host_context import current_host, desired_state
 from aigo_apply.app.router_keys import router_checks
+from aigo_apply.apply import start_records
 from aigo_apply.apply.secret_checks import reference_checks
 from aigo_apply.apply.state_dir import state_path
 from aigo_apply.config.load import choose_file
@@ -316,11 +317,14 @@ def plan_for(
     request: PlanRequest,
     lock: dict[str, Any] | None = None,
     remote: dict[HubKey, HubAnswer] | None = None,
+    state: Path | None = None,
 ) -> Plan:
     """Everything a plan is made of, gathered in one order for `plan` and `apply` alike: the Hub
     (for missing or, with `locked`, pinned downloads; `remote`: its answers, asked before), host
     checks and the GPU ledger, drift from aigo.lock, what the checkpoints' configs say; then the pure
-    planner."""
+    planner. Then, for the models the plan takes away (a recreate, a start), their measured starts in
+    the project's state folder `state` (one small file each; none for a plan without them), from which
+    it predicts how long."""
     if remote is None:
         remote = remote_info(desired, observed, lock if request.locked else None)
     checks, ledger = host_checks(desired, runtime, observed, remote)
@@ -340,11 +344,15 @@ def plan_for(
     # every secret the plan's changes need is resolved now: one that cannot be is a blocker before any change
     keys_said = any(c.id == "router.api_keys" for c in checks)  # unusable keys are blocked once, above
     secrets = reference_checks(desired, aliases=needs_env(plan), router=plan.has_changes and not keys_said)
-    return (
-        build_plan(desired, observed, replace(facts, checks=facts.checks + tuple(secrets)), request)
-        if secrets
-        else plan
-    )
+    starts = start_records.read_all(state, away(plan)) if state is not None else {}
+    if not secrets and not starts:
+        return plan
+    return build_plan(desired, observed, replace(facts, checks=facts.checks + tuple(secrets), starts=starts), request)
+
+
+def away(plan: Plan) -> frozenset[str]:
+    """The models whose downtime the plan predicts from their measured starts."""
+    return frozenset(a.model for a in plan.actions if a.model and a.downtime is not None and a.downtime.seconds != 0)
 
 
 def needs_env(plan: Plan) -> frozenset[str]:

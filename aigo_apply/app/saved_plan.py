@@ -110,8 +110,8 @@ def approved(saved: Plan, fresh: Plan) -> Plan:
             f"is now {fresh.fingerprint[:19]}...); run `aigo-apply plan --out` again (nothing was changed)"
         )
     if fresh.actions_digest() != saved.actions_digest():
-        now = {a.address: a.to_dict() for a in fresh.actions}
-        then = {a.address: a.to_dict() for a in saved.actions}
+        now = {a.address: a.approval() for a in fresh.actions}
+        then = {a.address: a.approval() for a in saved.actions}
         differ = sorted(str(k) for k in now.keys() | then.keys() if now.get(k) != then.get(k))
         raise PlanFileError(
             f"the saved plan's actions are not the ones {shown(fresh.config_file)} and this machine give now "

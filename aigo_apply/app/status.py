@@ -15,7 +15,7 @@ from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.adapters.engine_metrics import fetch_url, samples
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.effective import compare, read_engine
-from aigo_apply.apply import failed_starts
+from aigo_apply.apply import failed_starts, start_records
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import DesiredState, EngineAddress, socket_file
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
@@ -35,7 +35,8 @@ def collect(
     """The status report; with `runtime`, each running model's effective settings (app/effective.py)
     read from its engine and container, every field where they differ from the file, and which
     engines the router sees stalled (its /metrics, with `router_key` when it needs one); with
-    `state` (the project's state folder), whether each model's last start failed."""
+    `state` (the project's state folder), whether each model's last start failed and what its last
+    measured start took (apply/start_records.py)."""
     plan = build_plan(desired, observed)
     routed = set(routes_from_models_json(observed.router_files.get("models.json", "")))
     by_alias = {c.alias: c for c in observed.ours if c.alias and c.name == _name(desired, c.alias, c)}
@@ -85,6 +86,7 @@ def collect(
                 "route": alias in routed,
                 "sleep": sleep[alias],  # on-demand models: "awake", "asleep" (None: not on demand, or unknown)
                 "last_failed_start": _last_failed(state, alias, c),
+                "last_start": _last_start(state, alias),
             }
         )
         if runtime is not None:
@@ -153,6 +155,12 @@ def _last_failed(state: Path | None, alias: str, container: ObservedContainer | 
     if container is not None and container.created is not None and container.created > failed_at:
         return None
     return {"at": record.at, "error": record.error, "why": record.why, "log": str(record.log)}
+
+
+def _last_start(state: Path | None, alias: str) -> dict[str, Any] | None:
+    """The model's last measured start: {seconds, phases, cache, image_id, at}; None before any."""
+    record = start_records.newest(state, alias) if state is not None else None
+    return record.shown() if record is not None else None
 
 
 def _engine_reads(alias: str, container: ObservedContainer | None, address: EngineAddress | None) -> dict[str, Any]:
@@ -251,6 +259,9 @@ def render(report: dict[str, Any]) -> str:
             lines.append(
                 f"  {r['model']}: its last start failed at {failed['at']}{said} (aigo-apply logs {r['model']} --failed)"
             )
+    for r in report["models"]:
+        if r.get("last_start"):
+            lines.append(f"  {r['model']}: {start_text(r['last_start'])}")
     for left in report.get("leftovers") or []:
         lines.append(
             f"  {left['container']} ({left['state']}): left by a replace that did not finish (an apply that was "
@@ -277,6 +288,17 @@ def render(report: dict[str, Any]) -> str:
     elif not drift["router"] and not any(r.get("drift") for r in report["models"]):
         lines.append("No drift: the machine matches the file.")
     return "\n".join(lines)
+
+
+def start_text(start: dict[str, Any]) -> str:
+    """A last start in words: "its last start took 42.9 s, warm (compile 14.0 s, other 26.6 s), at ..."."""
+    phases = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f} s" for name, seconds in start["phases"].items())
+    cache = f", {start['cache']}" if start.get("cache") else ""
+    return (
+        f"its last start took {start['seconds']:.1f} s{cache}"
+        + (f" ({phases})" if phases else "")
+        + f", at {start['at']}"
+    )
 
 
 def _short(value: Any) -> str:

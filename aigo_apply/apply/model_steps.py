@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
-from aigo_apply.apply import failed_starts
+from aigo_apply.apply import failed_starts, start_records
 from aigo_apply.apply.canary_run import replace_gate
 from aigo_apply.apply.engine_drain import wait_idle
 from aigo_apply.apply.outcome import Outcome, StepLog
@@ -81,12 +81,13 @@ class ModelSteps:
         if self.router:
             self.router.deroute(action)
         self.log.step(action.address, "start", "", f"starting {name}")
-        if self.runtime.state(name).get("Paused"):
+        paused = bool(self.runtime.state(name).get("Paused"))
+        if paused:
             self.runtime.unpause(name)
         else:
             self.runtime.start(name)
         try:
-            return self._await_and_route(item, name, "started")
+            return self._await_and_route(item, name, "started", timed=not paused)
         except NotReady as exc:  # it stays as Docker keeps it (its restart policy), without a route
             if exc.interrupted:
                 self.log.step(action.address, "start", "interrupted", f"interrupted; {name} was started, not routed")
@@ -332,7 +333,11 @@ class ModelSteps:
         container_id: str,
         verb: str,
         gate: Callable[[EngineAddress], dict[str, Any] | None] | None = None,
+        timed: bool = True,
     ) -> Outcome:
+        """Wait until the engine serves, run the replace's gate, add its route; then keep the start's
+        record (`timed`: a start, not an unpause), after the route: reading its log adds nothing to
+        the time the model is away."""
         action, alias = item.action, item.action.model or ""
         address = EngineAddress.of(action.spec or {}, action.slot)
         route = Route.of(alias, action.spec or {}, action.slot)
@@ -357,11 +362,25 @@ class ModelSteps:
             self.on_ready(alias, action.spec, address)
         if self.router:
             self.router.route(route)
+        if timed:
+            self._record_start(item, container_id, seconds)
         message = f"{verb} {action.container}; ready after {seconds:.1f} s on {address}"
         if measured is not None:
             message += f"; canary passed: {measured['reason']}"
         self.log.step(action.address, action.kind, "ok", message)
         return Outcome(action.address, action.kind, True, message, canary=measured)
+
+    def _record_start(self, item: Prepared, container_id: str, seconds: float) -> None:
+        """Keep the start's record (apply/start_records.py); one that cannot be kept is journaled, and
+        the apply goes on: the engine serves."""
+        if self.evidence is None or not item.action.model:
+            return
+        address = item.action.address
+        try:
+            record = start_records.take(self.runtime, item.action, container_id, item.container, seconds)
+            start_records.keep(self.evidence, item.action.model, record)
+        except (AigoError, OSError, ValueError) as exc:
+            self.log.journal.record("start_record", address, "not kept", why=str(exc))
 
     def _waiter(self, action: Action) -> Waiter:
         def progress(alias: str, elapsed: float, stage: str, log: str) -> None:

@@ -23,6 +23,7 @@ from aigo_apply.errors import AigoError
 from aigo_apply.observe.host_paths import resolve_or_why, state_root_of
 
 FAILED_STARTS = "failed-starts"  # in a project's state folder: apply/failed_starts.py
+STARTS = "starts"  # in a project's state folder: apply/start_records.py
 
 
 def state_root() -> Path:

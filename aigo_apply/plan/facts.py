@@ -10,6 +10,7 @@ from typing import Any
 
 from aigo_apply.errors import PlanFileError
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
+from aigo_apply.observe.start_log import StartRecord
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.lockfile import LockRestore
 
@@ -83,10 +84,13 @@ class PlanFacts:
     files and size, or the error (a gated or missing repo blocks the plan).
     `checkpoints`: what each model's config.json says (`quant_method` of a pre-quantized checkpoint).
     `locked_images` (apply --locked): tags to put back on the image aigo.lock records, by re-tagging
-    or by pulling its digest; the containers are planned against the restored images."""
+    or by pulling its digest; the containers are planned against the restored images.
+    `starts`: the measured starts of the models the plan starts or replaces (apply/start_records.py),
+    newest first, by alias: what the plan predicts their downtime from (plan/downtime.py)."""
 
     checks: tuple[Check, ...] = ()
     gpu_ledger: tuple[dict[str, Any], ...] = ()
     remote: Mapping[HubKey, HubAnswer] = field(default_factory=dict)
     checkpoints: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     locked_images: Mapping[str, LockRestore] = field(default_factory=dict)
+    starts: Mapping[str, tuple[StartRecord, ...]] = field(default_factory=dict)

@@ -82,6 +82,8 @@ def _action(action: Action) -> list[str]:
         lines.append(f"  - how: {md(str(action.strategy))}")
     if action.canary is not None:
         lines.append(f"  - {md(str(action.canary))}")
+    if action.downtime is not None:
+        lines.append(f"  - {md(str(action.downtime))}")
     lines += [f"  - note: {md(note)}" for note in action.notes]
     return lines
 

@@ -47,6 +47,7 @@ _ACTION = {
         "max_slowdown": "fraction", "requests": "number", "concurrency": "number", "prompt_tokens": "number",
         "max_tokens": "number", "compare_output": "bool", "seed": "number",
     }, "runs": "bool", "why": "text"},
+    "expected_downtime_s?": "seconds", "downtime?": "text",
 }  # fmt: skip
 _BLOCKER = {"id": "line", "address?": "line", "message": "text", "remediation": "text"}
 _SWAP_GROUP = {

@@ -16,6 +16,7 @@ from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.containers import ObservedContainer, ObservedState, router_project
 from aigo_apply.observe.label_checks import display_name, engine_names, next_name, shown
 from aigo_apply.plan.canary import NOT_SERVING, gate_for
+from aigo_apply.plan.downtime import with_downtime
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
@@ -69,6 +70,7 @@ def build_plan(
             model_actions += [_remove(c, why) for c in containers]
 
     model_actions = with_strategies(model_actions, desired, by_alias, facts.gpu_ledger, request.skip_canary)
+    model_actions = with_downtime(model_actions, desired, images, facts.starts, by_alias)
     desired = placed(desired, model_actions)
     model_actions, quant_blockers = checkpoint_notes(desired, model_actions, facts.checkpoints)
     model_actions += [

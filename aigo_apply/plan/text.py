@@ -156,6 +156,8 @@ def _block(action: Action) -> list[str]:
         lines.append(f"    (how: {_t(str(action.strategy))})")
     if action.canary is not None:
         lines.append(f"    ({_t(str(action.canary))})")
+    if action.downtime is not None:
+        lines.append(f"    ({_t(str(action.downtime))})")
     head = f"  {_sym(action.kind)} {address}"
     if action.container:
         head += style(f"  [{_t(action.container)}]", dim=True)

@@ -39,6 +39,22 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Downtime:
+    """How long an action takes its model away (plan/downtime.py): `seconds` (None: not known), and
+    why, in words. The JSON's `expected_downtime_s` and `downtime`."""
+
+    seconds: float | None
+    why: str
+
+    def __str__(self) -> str:
+        if self.seconds is None:
+            return f"downtime {self.why}"
+        if self.seconds == 0:
+            return f"downtime none: {self.why}"
+        return f"downtime about {max(1, round(self.seconds))} s: {self.why}"
+
+
+@dataclass(frozen=True)
 class DownloadSpec:
     """A download action's payload: one model (or LoRA adapter: `kind` "adapter") folder from the
     Hub, and the models that need it. A model's spec has no `kind` key (saved plans as before)."""
@@ -150,6 +166,7 @@ class Action:
     strategy: Strategy | None = None  # recreate of a model: parallel or recreate, and why (plan/replace_strategy.py)
     slot: str = "a"  # a model's engine: which of its two sockets it serves on once this action is done
     canary: CanaryGate | None = None  # a replace's declared gate, and whether it runs (plan/canary.py)
+    downtime: Downtime | None = None  # a recreate's or start's: how long the model is away (plan/downtime.py)
 
     def __post_init__(self) -> None:
         kind, required = PAYLOADS[self.kind]
@@ -196,7 +213,17 @@ class Action:
         out |= {"strategy": self.strategy.to_dict()} if self.strategy is not None else {}
         out |= {"slot": self.slot} if self.slot != "a" else {}
         out |= {"canary": self.canary.to_dict()} if self.canary is not None else {}
+        if self.downtime is not None:
+            out |= {"expected_downtime_s": self.downtime.seconds, "downtime": self.downtime.why}
         out["notes"] = list(self.notes)
+        return out
+
+    def approval(self) -> dict[str, Any]:
+        """What a saved plan approves of this action: all of it but the downtime predicted, which the
+        records of later starts may change without changing what is done."""
+        out = self.to_dict()
+        out.pop("expected_downtime_s", None)
+        out.pop("downtime", None)
         return out
 
 
@@ -227,7 +254,7 @@ class Plan:
     def actions_digest(self) -> str:
         """What `apply PLANFILE` compares: a digest of the canonical actions, so a saved plan is an
         approval of exactly these actions and never an instruction read from the file."""
-        text = canonical_json([a.to_dict() for a in self.actions])
+        text = canonical_json([a.approval() for a in self.actions])
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
     @property
@@ -295,6 +322,8 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
         or not all(isinstance(a.get(k), (str, type(None))) for k in texts)
         or not isinstance(a.get("spec"), (dict, type(None)))
         or not isinstance(a.get("ready_timeout"), (int, float, type(None)))
+        or not isinstance(a.get("expected_downtime_s"), (int, float, type(None)))
+        or not isinstance(a.get("downtime"), (str, type(None)))
     ):
         raise PlanFileError(_DAMAGED)
     return Action(
@@ -312,6 +341,7 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
         strategy=Strategy(a["strategy"]["name"], a["strategy"]["why"]) if a.get("strategy") else None,
         slot=a.get("slot", "a"),
         canary=_canary_from(a.get("canary")),
+        downtime=Downtime(a.get("expected_downtime_s"), a["downtime"]) if a.get("downtime") is not None else None,
     )
 
 
