@@ -362,25 +362,15 @@ class ModelSteps:
             self.on_ready(alias, action.spec, address)
         if self.router:
             self.router.route(route)
-        if timed:
-            self._record_start(item, container_id, seconds)
+        if timed and self.evidence is not None:  # a record that cannot be kept is journaled: the engine serves
+            start_records.kept(
+                self.runtime, self.log.journal, self.evidence, action, container_id, item.container, seconds
+            )
         message = f"{verb} {action.container}; ready after {seconds:.1f} s on {address}"
         if measured is not None:
             message += f"; canary passed: {measured['reason']}"
         self.log.step(action.address, action.kind, "ok", message)
         return Outcome(action.address, action.kind, True, message, canary=measured)
-
-    def _record_start(self, item: Prepared, container_id: str, seconds: float) -> None:
-        """Keep the start's record (apply/start_records.py); one that cannot be kept is journaled, and
-        the apply goes on: the engine serves."""
-        if self.evidence is None or not item.action.model:
-            return
-        address = item.action.address
-        try:
-            record = start_records.take(self.runtime, item.action, container_id, item.container, seconds)
-            start_records.keep(self.evidence, item.action.model, record)
-        except (AigoError, OSError, ValueError) as exc:
-            self.log.journal.record("start_record", address, "not kept", why=str(exc))
 
     def _waiter(self, action: Action) -> Waiter:
         def progress(alias: str, elapsed: float, stage: str, log: str) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from aigo_apply import safe_write
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.state_dir import STARTS
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.desired import labels
@@ -76,6 +77,28 @@ def take(
         spec_hash=container.labels.get(labels.SPEC_HASH) if container else None,
         kind=action.kind,
     )
+
+
+def kept(
+    runtime: Runtime,
+    journal: Journal,
+    state: Path,
+    action: Action,
+    container_id: str,
+    container: ContainerSpec | None,
+    seconds: float,
+) -> StartRecord | None:
+    """apply/model_steps.py, once an engine serves: its start taken and kept; one that cannot be is
+    journaled (None), and the apply goes on."""
+    if not action.model:
+        return None
+    try:
+        record = take(runtime, action, container_id, container, seconds)
+        keep(state, action.model, record)
+    except (AigoError, OSError, ValueError) as exc:
+        journal.record("start_record", action.address, "not kept", why=str(exc))
+        return None
+    return record
 
 
 def keep(state: Path, alias: str, record: StartRecord) -> Path:
