@@ -35,6 +35,7 @@ from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt_comments import attach, comments, detach, squeeze, token
 from aigo_apply.app.fmt_refusal import at_path, first_difference, lost_comment_line, refusal, yaml_mark
 from aigo_apply.config import scalars
+from aigo_apply.config.machine_text import plain_reads_as_other
 from aigo_apply.config.yaml_source import Marks, _Builder, _compose
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, FormatUnkept, visible
 from aigo_apply.observe.config_file import load_config
@@ -270,7 +271,7 @@ def _plain_keeps(text: str) -> bool:
     tag = _RESOLVE_12.resolve(ScalarNode, text, (True, False))
     # types-PyYAML leaves Resolver.resolve unannotated
     kinds = {str(_RESOLVE_11.resolve(pyyaml.ScalarNode, text, (True, False))), str(getattr(tag, "value", tag))}  # type: ignore[no-untyped-call]
-    return kinds == {scalars.STR}
+    return kinds == {scalars.STR} and not plain_reads_as_other(text)  # what ruamel misses: `-.5e3`, `y`
 
 
 def _plain_dump(value: Any) -> str:

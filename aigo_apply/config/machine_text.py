@@ -10,6 +10,8 @@ on (controls, bidi and other format characters, line separators), each in its gr
   inside a string: JSON writes a line feed as `\\n`);
 - YAML: a text that holds any of them is a double-quoted scalar, the `[` of `##[` written `\\x5b`,
   the others `\\xNN`/`\\uNNNN`; a text that begins with `:` is quoted so that no key opens a line;
+  a text that any YAML reader (1.1 or 1.2, PyYAML, go-yaml) would read plain as a null, bool, number
+  or date is quoted too, so `kubectl` reads `1e3` or `0o17` back as the text it is;
 - shell: a word in single quotes, its `##[` split as `##''[` and a line inside it that would begin
   with `:` opened with `''`; a character a terminal acts on comes from `printf`'s octal escapes.
 Pure: the standard library and PyYAML."""
@@ -67,6 +69,39 @@ def _needs_quotes(value: str) -> bool:
     return not value.isprintable() or _OLD_COMMAND in value or value.lstrip().startswith(":")
 
 
+# What some YAML reader resolves a plain scalar to when it is not a string. PyYAML's own resolver
+# (YAML 1.1 as PyYAML reads it) is asked by its emitter already; these are the others: the YAML 1.1
+# types (bools y/n/on/off, base 60, dates, `<<`, `=`; a float has one point, as every reader takes it,
+# not the `[0-9.]*` of yaml.org/type that would make `127.0.0.1` a float),
+# the YAML 1.2 core schema (spec 10.3.2: `1e3`, `-.5e3`, `0o17`, `+.inf`), and go-yaml's (kubectl's)
+# reading of numbers: every `_` dropped, then Go's integer syntax (`08`, no octal, is the float 8) or
+# a float.
+_WORD = re.compile(
+    r"~|null|Null|NULL|y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|<<|="
+)
+_DATE = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt \t].*)?", re.DOTALL)
+_YAML11_NUMBER = re.compile(
+    r"[-+]?(?:0b[0-1_]+|0[0-7_]+|0|[1-9][0-9_]*|0x[0-9a-fA-F_]+|[1-9][0-9_]*(?::[0-5]?[0-9])+"
+    r"|(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+][0-9]+)?|[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*"
+    r"|\.(?:inf|Inf|INF))|\.(?:nan|NaN|NAN)"
+)
+_NUMBER = re.compile(  # with every `_` taken out first
+    r"[-+]?(?:0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|\.(?:inf|Inf|INF))|\.(?:nan|NaN|NAN)"
+)
+
+
+def plain_reads_as_other(value: str) -> bool:
+    """Whether a YAML reader other than PyYAML (YAML 1.1 by its spec, YAML 1.2's core schema,
+    go-yaml as kubectl reads manifests) would read `value`, written plain, as something other than
+    this text: a null, a bool, a number or a date. Such a text is written double-quoted."""
+    return (
+        value == ""
+        or any(rule.fullmatch(value) for rule in (_WORD, _DATE, _YAML11_NUMBER))
+        or _NUMBER.fullmatch(value.replace("_", "")) is not None
+    )
+
+
 def _blockable(value: str) -> bool:
     """Only line feeds as control characters, no line ending in white space, none needing escapes,
     no leading space on the first line."""
@@ -79,7 +114,8 @@ def _blockable(value: str) -> bool:
 def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     if "\n" in value and _blockable(value):
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if _needs_quotes(value) else None)
+    style = '"' if _needs_quotes(value) else "'" if plain_reads_as_other(value) else None  # PyYAML's quotes
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
 _Dumper.add_representer(str, _text)

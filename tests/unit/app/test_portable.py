@@ -214,3 +214,23 @@ def test_import_refuses_an_adapter_alias_the_file_already_has_and_writes_nothing
     assert result.returncode == 64, result.stderr
     assert f"model '{alias}' cannot be added to {target}: {says}" in result.stderr
     assert target.read_text() == before
+
+
+def test_export_and_import_write_number_shaped_texts_as_texts_in_every_yaml_reader(tmp_path):
+    """An alias, a revision and env values that YAML 1.2 (an editor, kubectl) or YAML 1.1's types read
+    as numbers or bools come out quoted in the exported file and in import's printout."""
+    from helpers.yaml_readers import read_alike
+
+    source = write_config(
+        tmp_path,
+        'version: 1\nproject: lab\nmodels:\n  1e3:\n    source: {repo: a/b, revision: "0o17"}\n'
+        '    context_length: 64\n    env: {A: "-.5e3", B: "y", C: "08", D: "1.2.3"}\n',
+    )
+    exported = tmp_path / "m.baimodel"
+    assert run_cli("export", "1e3", "-f", str(source), "--out", str(exported)).returncode == 0
+    printed = run_cli("import", str(exported))
+    assert printed.returncode == 0, printed.stderr
+    for text in (exported.read_text(), printed.stdout):
+        assert read_alike(text) == [], text
+    model = yaml.safe_load(printed.stdout)["models"]["1e3"]
+    assert model["source"]["revision"] == "0o17" and model["env"] == {"A": "-.5e3", "B": "y", "C": "08", "D": "1.2.3"}

@@ -135,6 +135,19 @@ def test_messy_file_becomes_the_canonical_layout_with_every_comment_beside_its_k
     assert Counter(comments(out)) == Counter(comments(MESSY))
 
 
+def test_texts_yaml_1_2_reads_as_numbers_keep_their_quotes(tmp_path):
+    """YAML 1.2's core schema (an editor's reader) takes `.5e3` and `-.5e3` for floats, which
+    ruamel.yaml's own resolver does not, and YAML 1.1's types `y` for a bool: fmt keeps them quoted,
+    and every plain scalar it writes reads the same in YAML 1.1 and 1.2."""
+    from helpers.yaml_readers import read_alike
+
+    values = [".5e3", "-.5e3", "+.5e3", ".0e0", "1e3", "0o17", "y", "N"]
+    env = "".join(f'      V{n}: "{v}"\n' for n, v in enumerate(values))
+    out = fmt(tmp_path, CANONICAL.replace('      ZED: "0123"\n', '      ZED: "0123"\n' + env))
+    assert all(f'V{n}: "{v}"' in out for n, v in enumerate(values)), out
+    assert read_alike(out) == []
+
+
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
 def test_examples_format_to_a_fixed_point_with_the_same_meaning(example, tmp_path):
     text = (EXAMPLES / example).read_text()

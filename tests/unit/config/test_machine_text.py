@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from aigo_apply.cli.ci_output import CommandSafe
 from aigo_apply.config.machine_text import is_command, json_text, shell_word, yaml_comment, yaml_text
 
+from helpers.yaml_readers import CORE_12, YAML_11, read_alike
+
 HOSTILE = [
     "##[group]", "##[error]x", "::error::", "::add-mask::v", " ::x", "\t::y", "a\n::b", "a\r::b", "a\r\n  ::c",
     "\u2028::d", "\x85::e", "\n", "\r", "\u2028", "\u2029", "\x85", "\x1b[31m", "\u202e", "\xa0", "\t", "'", '"',
@@ -59,6 +61,30 @@ def test_yaml_reads_back_exactly_and_commands_nothing(data):
     assert yaml.safe_load(text) == data
     _no_command(text)
     assert text.replace("\n", "").isprintable()
+
+
+# texts some YAML reader takes for a number, bool, null or date: each rule of both specs, and near misses
+SPEC_SHAPED = st.one_of(*(st.from_regex(rule, fullmatch=True) for _, rule in CORE_12 + YAML_11))
+NUMBER_LIKE = st.text(alphabet="0123456789._+-eExXoObB:~yYnNaft", min_size=1, max_size=8)
+
+
+@settings(max_examples=400)
+@given(st.dictionaries(SPEC_SHAPED | NUMBER_LIKE | TEXT, SPEC_SHAPED | NUMBER_LIKE | st.lists(NUMBER_LIKE, max_size=3)))
+def test_yaml_text_reads_as_text_in_yaml_1_1_and_1_2_too(data):
+    """kubectl (go-yaml), editors and ruamel read YAML 1.2's core schema, where `1e3`, `-.5e3` and `0o17`
+    are numbers; other YAML 1.1 readers take `y` and `n` for bools: every text aigo-apply writes plain
+    is a text in each of them, so keys and values read back as the same strings wherever they go."""
+    text = yaml_text(data)
+    assert yaml.safe_load(text) == data
+    assert read_alike(text) == [], text
+
+
+def test_yaml_text_quotes_what_kubectl_reads_as_a_number():
+    values = ["1e3", "0o17", "1e-3", "-.5e3", "2e308", "+.5", "08", "1_000", "0x_1F", "y", "N", "2024-1-2", ".inf"]
+    text = yaml_text({v: v for v in values})
+    assert all(f"'{v}': '{v}'" in text for v in values), text
+    plain = {"image": "v0.31.0", "alias": "qwen3-8b", "bind": "127.0.0.1", "n": 1}
+    assert yaml_text(plain) == "image: v0.31.0\nalias: qwen3-8b\nbind: 127.0.0.1\n'n': 1\n"
 
 
 def test_yaml_writes_files_as_blocks_and_hostile_text_double_quoted():

@@ -153,3 +153,36 @@ def test_a_secret_with_values_is_never_printed_and_values_go_only_where_asked(tm
     assert base64.b64decode(filled["data"]["WANDB_API_KEY"]) == b"wandb-Value" and "data" not in secret
     with pytest.raises(UnsafeSetting, match="holds values"):
         to_yaml([filled])
+
+
+def test_texts_a_yaml_1_2_reader_takes_for_numbers_stay_texts_for_kubectl(tmp_path):
+    """kubectl reads manifests with go-yaml (YAML 1.2's numbers: `1e3`, `0o17`, `-.5e3`, `08` as a
+    float): an alias, env values and node selector values shaped like numbers are quoted, so every
+    plain scalar of the output reads the same in YAML 1.1 and 1.2 and an annotation stays a string."""
+    from helpers.yaml_readers import read_alike
+
+    path = write_config(
+        tmp_path,
+        """
+        version: 1
+        project: lab
+        platform: kubernetes
+        kubernetes: {node_selector: {disk: "1e3", zone: "0o17", rack: "08"}}
+        models:
+          1e3:
+            source: {repo: a/b}
+            context_length: 64
+            env: {A: "1e3", B: "0o17", C: "-.5e3", D: "2e308", E: "1e-3", F: "y"}
+        """,
+    )
+    result = run_cli("render", "--as", "kubernetes", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    assert read_alike(result.stdout) == []
+    docs = documents(result.stdout)
+    (deployment,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["annotations"].get("io.aigo-apply.model")
+    ]
+    assert deployment["metadata"]["annotations"]["io.aigo-apply.model"] == "1e3"
+    pod = deployment["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert {k: env[k] for k in "ABCDEF"} == {"A": "1e3", "B": "0o17", "C": "-.5e3", "D": "2e308", "E": "1e-3", "F": "y"}
