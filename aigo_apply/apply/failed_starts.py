@@ -243,8 +243,8 @@ def _read_record(path: Path) -> FailedStart | None:
             command=tuple(str(p) for p in raw.get("command") or ()),
             why=str(raw["why"]),
             error=None if raw.get("error") is None else str(raw["error"]),
-            exit_code=raw["exit_code"] if isinstance(raw.get("exit_code"), int) else None,
-            lines=raw["lines"] if isinstance(raw.get("lines"), int) else 0,
+            exit_code=raw["exit_code"] if type(raw.get("exit_code")) is int else None,  # `true` is no exit code
+            lines=raw["lines"] if type(raw.get("lines")) is int else 0,
             log=log,
         )
     except (OSError, ValueError, KeyError, TypeError, RecursionError):

@@ -366,6 +366,16 @@ def kind_of(need: Mapping[str, Any]) -> str:
     return str(need.get("kind", "model"))
 
 
-def label(need: dict[str, Any]) -> str:
-    """repo@revision (and /file for a GGUF model): how plans, `models pull` and aigo.lock name a download."""
+ADAPTER_LABEL = "adapter:"  # before a LoRA adapter's label: a model of the same repo@revision is another download
+
+
+def label(need: Mapping[str, Any]) -> str:
+    """repo@revision (and /file for a GGUF model), `adapter:repo@revision` for a LoRA adapter's: how
+    plan addresses, `models pull`, the journal and aigo.lock's keys name a download. A model and an
+    adapter of one repo@revision are two downloads (two folders, two commits): never one name."""
+    return (ADAPTER_LABEL if kind_of(need) == "adapter" else "") + repo_text(need)
+
+
+def repo_text(need: Mapping[str, Any]) -> str:
+    """repo@revision (and /file for a GGUF model): a download in a sentence that says what kind it is."""
     return f"{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need.get("file") else "")

@@ -19,6 +19,7 @@ from aigo_apply.desired.model_store import (
     legacy_dir,
     marker_for,
     repo_dir,
+    repo_text,
     source_of,
     source_text,
     store_depth,
@@ -103,7 +104,7 @@ def download_actions(
             continue
         if is_complete(here, need, info.pin) or not acting & set(need["models"]):
             continue
-        what = label(need)
+        what = repo_text(need)  # the reason says whether it is a LoRA adapter's: its address, by label
         first = f"model.{need['models'][0]}"
         legacy = legacy_dir(need)
         if legacy is not None and is_complete(observed.model_files.get(legacy), need, info.pin):
@@ -115,7 +116,7 @@ def download_actions(
             if info.access:
                 blockers.append(Blocker(info.blocker, info.error, info.fix, first))
             else:
-                warnings.append(f"{what}: the Hub could not tell its size ({info.error})")
+                warnings.append(f"{label(need)}: the Hub could not tell its size ({info.error})")
             reason = f"{what} is not on this machine (size unknown)"
         elif info.known and info.commit:
             count = len(info.files)
@@ -140,7 +141,7 @@ def download_actions(
             info.pin,
             kind,
         )
-        actions.append(Action(f"download.{what}", "download", (reason,), payload=fetch))
+        actions.append(Action(f"download.{label(need)}", "download", (reason,), payload=fetch))
     return actions, blockers, warnings
 
 

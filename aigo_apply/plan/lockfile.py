@@ -1,7 +1,7 @@
 """`aigo.lock`, next to the config file: what a successful apply installed, so a config repo can
 reproduce a workstation exactly. It records each image the file uses (its local id and registry
 digest) and each Hugging Face repo@revision (the commit it resolved to; a model's LoRA adapter given
-by repo too, under `models` like a model's files, with the models that serve it and its `adapters`), and, for the record, the
+by repo too, under `models` as `adapter:repo@revision`, with the models that serve it and its `adapters`), and, for the record, the
 last canary gate each model passed (both engines' figures beside the image the new one ran). `plan` reports drift from
 it; `apply --locked` downloads exactly the recorded commits and puts the recorded images back
 (re-tagged when still on the machine, else pulled by digest).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.desired.model_store import downloads, label, marker_for
+from aigo_apply.desired.model_store import ADAPTER_LABEL, downloads, label, marker_for
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError, shown_path, visible
 from aigo_apply.safe_read import LOCK, BadData, json_value
@@ -35,7 +35,8 @@ def parse(raw: bytes, path: Path) -> dict[str, Any]:
         data = json_value(raw, LOCK.depth)
     except BadData as exc:
         raise AigoError(f"{where}: not a readable lock file: it {exc}; {LOCK.fix}") from None
-    if not isinstance(data, dict) or data.get("version") != FORMAT:
+    version = data.get("version") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or type(version) is not int or version != FORMAT:  # `true` is no 1
         raise AigoError(f"{where}: not an aigo-apply lock file of version {FORMAT}; delete it and apply again")
     data.setdefault("images", {})
     data.setdefault("models", {})
@@ -45,7 +46,22 @@ def parse(raw: bytes, path: Path) -> dict[str, Any]:
             f"{where}: {problem}: the lock file was edited or damaged; restore it from git, or delete it and "
             "apply again to write a new one"
         )
+    data["models"] = _with_kinds(data["models"])
     return data
+
+
+def _with_kinds(models: dict[str, Any]) -> dict[str, Any]:
+    """`models` keyed as this release writes them (model_store.label). A lock written before keys named
+    the kind keyed a LoRA adapter's download as `repo@revision` too, with its aliases in `adapters`:
+    such an entry is the adapter's (`adapter:repo@revision`), the others are models'. Where a model and
+    an adapter shared one repo@revision such a lock kept only the adapter's commit: the model has none
+    in it (drift says nothing of it, and `apply --locked` asks for an apply without --locked first),
+    never the adapter's."""
+    out = {key: entry for key, entry in models.items() if key.startswith(ADAPTER_LABEL) or not entry.get("adapters")}
+    for key, entry in models.items():
+        if not key.startswith(ADAPTER_LABEL) and entry.get("adapters"):
+            out.setdefault(ADAPTER_LABEL + key, entry)
+    return out
 
 
 def text_of(data: dict[str, Any]) -> bytes:
@@ -68,10 +84,11 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
                     return f"{section}.{key}.{name} is not text"
             if section == "models" and not isinstance(entry.get("commit"), str):
                 return f"models.{key}.commit is missing"
-            if section == "models" and not (
-                isinstance(entry.get("models", []), list) and all(isinstance(m, str) for m in entry.get("models", []))
-            ):
-                return f"models.{key}.models is not a list of aliases"
+            for names in ("models", "adapters") if section == "models" else ():
+                if not (
+                    isinstance(entry.get(names, []), list) and all(isinstance(m, str) for m in entry.get(names, []))
+                ):
+                    return f"models.{key}.{names} is not a list of aliases"
     canary = data.get("canary", {})
     if not isinstance(canary, dict) or not all(isinstance(v, dict) for v in canary.values()):
         return "canary is not a mapping of models to their last measurement"

@@ -93,7 +93,7 @@ class DownloadSpec:
             not isinstance(data, dict)
             or not all(isinstance(data.get(k), str) for k in strings)
             or not all(isinstance(data.get(k), (str, type(None))) for k in ("file", "commit", "pin"))
-            or not isinstance(data.get("bytes"), (int, type(None)))
+            or not (data.get("bytes") is None or type(data["bytes"]) is int)  # a bool is no byte count
             or not isinstance(data.get("models"), list)
             or not all(isinstance(m, str) for m in data["models"])
             or data.get("kind", "model") not in DOWNLOAD_KINDS

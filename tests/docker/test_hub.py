@@ -266,7 +266,7 @@ def test_a_repo_adapter_is_downloaded_on_the_host_recorded_in_the_lock_and_reins
     again = run_cli("plan", "-f", path, "--detailed-exitcode", env=env)
     assert again.returncode == 0, again.stdout + again.stderr
     lock_text = (tmp_path / "aigo.lock").read_text()
-    assert json.loads(lock_text)["models"]["org/sql-lora@main"] == {
+    assert json.loads(lock_text)["models"]["adapter:org/sql-lora@main"] == {
         "commit": first,
         "models": ["tiny"],
         "adapters": ["sql"],
@@ -280,7 +280,8 @@ def test_a_repo_adapter_is_downloaded_on_the_host_recorded_in_the_lock_and_reins
     moved = hub.add("org/sql-lora", adapter_files(2))  # someone pushes to the adapter's main
     planned = run_cli("plan", "-f", path, env=env)
     assert (
-        f"aigo.lock: org/sql-lora@main now points to commit {moved[:12]} on the Hub; aigo.lock records {first[:12]}"
+        f"aigo.lock: adapter:org/sql-lora@main now points to commit {moved[:12]} on the Hub; "
+        f"aigo.lock records {first[:12]}"
     ) in planned.stdout
 
     # a fresh machine set up from the config repo: the locked apply fetches the recorded adapter commit

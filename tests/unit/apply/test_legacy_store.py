@@ -85,7 +85,7 @@ def test_an_older_folder_recording_exactly_the_source_is_linked_over_once_and_le
     assert (old / MARKER).exists() and read_marker(old)["revision"] == revision  # the old folder stays whole
     [(_, event)] = reporter.events
     assert event["outcome"] == "ok" and event["message"].startswith(
-        f"org/m@{revision} linked into {dest} from {old}, where an older aigo-apply kept it: nothing downloaded"
+        f"{'adapter:' if kind == 'adapter' else ''}org/m@{revision} linked into {dest} from {old}, where an older aigo-apply kept it: nothing downloaded"
     )
     assert download_folder(f"download.org/m@{revision}", want, FakeReporter(), fetch) is None  # once
     assert fetch.calls == []

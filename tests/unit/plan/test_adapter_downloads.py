@@ -141,7 +141,7 @@ def test_the_plan_downloads_a_missing_adapter_first_and_says_whose_it_is(tmp_pat
     seen.model_files[BASE_DIR] = marker(C1, repo="org/base", revision="v1")  # the base model is here
     plan = build_plan(d, seen, PlanFacts(remote=remote))
     download = next(a for a in plan.actions if a.kind == "download")
-    assert download.address == "download.org/sql-lora@r1"
+    assert download.address == "download.adapter:org/sql-lora@r1"
     assert download.reasons == (
         "LoRA adapter sql of model base: org/sql-lora@r1 is not on this machine: 2 files, 54.0 MB, commit 111111111111",
     )
@@ -172,7 +172,7 @@ def test_the_kind_goes_through_the_saved_plan_and_a_models_spec_has_none(tmp_pat
     # an adapter is a whole folder: a file named for it is not a download aigo-apply makes
     edited = DownloadSpec("org/sql-lora", "r1", "x.gguf", ADAPTER_DIR, ("base",), kind="adapter")
     with pytest.raises(PlanFileError, match="not one aigo-apply makes"):
-        check_download(Action("download.org/sql-lora@r1", "download", ("edited",), payload=edited))
+        check_download(Action("download.adapter:org/sql-lora@r1", "download", ("edited",), payload=edited))
 
 
 def test_the_lock_records_an_adapters_commit_and_shows_its_drift(tmp_path):
@@ -181,14 +181,14 @@ def test_the_lock_records_an_adapters_commit_and_shows_its_drift(tmp_path):
     lock = lockfile.build(d, [], markers)
     assert lock["models"] == {
         "org/base@v1": {"commit": C1, "models": ["base"]},
-        "org/sql-lora@r1": {"commit": C1, "models": ["base"], "adapters": ["sql"]},
+        "adapter:org/sql-lora@r1": {"commit": C1, "models": ["base"], "adapters": ["sql"]},
     }
     assert lockfile.parse(lockfile.text_of(lock), Path("aigo.lock")) == lock  # it reads back
     assert lockfile.drift(lock, d, {}, markers, {}) == []
     moved = {**markers, ADAPTER_DIR: marker(C2, "adapter")}
-    assert lockfile.drift(lock, d, {}, moved, {"org/sql-lora@r1": C2}) == [
-        "org/sql-lora@r1 on this machine is commit 222222222222, aigo.lock records 111111111111",
-        "org/sql-lora@r1 now points to commit 222222222222 on the Hub; aigo.lock records 111111111111 "
+    assert lockfile.drift(lock, d, {}, moved, {"adapter:org/sql-lora@r1": C2}) == [
+        "adapter:org/sql-lora@r1 on this machine is commit 222222222222, aigo.lock records 111111111111",
+        "adapter:org/sql-lora@r1 now points to commit 222222222222 on the Hub; aigo.lock records 111111111111 "
         "(`apply --locked` installs the recorded one)",
     ]
 
@@ -221,12 +221,14 @@ def test_remote_info_asks_the_hub_for_an_adapters_files_at_the_locked_commit(tmp
     d = desired(tmp_path)
     seen = observed(d)
     seen.model_files[ADAPTER_DIR] = marker(C2, "adapter")
-    lock = {"models": {"org/base@v1": {"commit": "c0ffee"}, "org/sql-lora@r1": {"commit": C1}}, "images": {}}
+    lock = {"models": {"org/base@v1": {"commit": "c0ffee"}, "adapter:org/sql-lora@r1": {"commit": C1}}, "images": {}}
     answers = remote_info(d, seen, lock)
     assert asked == [("org/sql-lora", C1, None, "adapter")]  # the base model's folder is at its commit
     assert answers[KEY].pin == C1 and answers[KEY].commit == C1
     missing = remote_info(d, seen, {"models": {"org/base@v1": {"commit": "c0ffee"}}, "images": {}})
-    assert missing[KEY].blocker == "lock.missing" and missing[KEY].error == "org/sql-lora@r1 is not in aigo.lock"
+    assert (
+        missing[KEY].blocker == "lock.missing" and missing[KEY].error == "adapter:org/sql-lora@r1 is not in aigo.lock"
+    )
 
 
 def test_every_marker_records_its_source_an_adapters_and_a_models_alike(tmp_path):

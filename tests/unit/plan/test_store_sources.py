@@ -123,7 +123,7 @@ def test_the_older_layouts_folders_are_linked_over_only_where_their_marker_recor
         f"org/m@feature--x is in {FX}, where an older aigo-apply kept it (its marker records exactly this "
         f"source): its files are linked into {FDX}, nothing is downloaded"
     )
-    assert reasons["download.org/m@r1"].startswith(  # the adapter: two downloads of org/m@r1 now
+    assert reasons["download.adapter:org/m@r1"].startswith(  # the adapter: two downloads of org/m@r1 now
         f"LoRA adapter sql of model base: org/m@r1 is in {PLAIN}, where an older aigo-apply kept it"
     )
     assert not [w for w in plan.warnings if "Hub could not tell" in w]  # nothing is asked of it
