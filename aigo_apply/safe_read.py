@@ -1,7 +1,8 @@
 """The one way aigo-apply reads a file that comes from outside it: a config repository, your home, the
 model store. `aigo.lock`, saved plans, `.baimodel` definitions, a kubeconfig and every file it names,
-secret files, the model store's download markers and a model folder's metadata files are all read
-here (the config file too, through config/file_read.py, which also takes a pipe for `-f /dev/stdin`).
+secret files, the Hugging Face token file, the model store's download markers and a model folder's
+metadata files are all read here (the config file too, through config/file_read.py, which also takes a
+pipe for `-f /dev/stdin`).
 
 Why one module: such a file may be a committed symbolic link to a huge file or a device, a FIFO
 nobody writes to, or JSON nested a million levels deep; each of those once ended in a hang, a
@@ -81,6 +82,12 @@ SECRET = Kind(  # at the path as resolved and judged by apply/secrets.py: never 
     64 * 1024,
     False,
     "keep the secret in a regular file of its own (e.g. ~/.aigo/secrets/NAME, mode 600) and point from_file there",
+)
+HUB_TOKEN = Kind(  # $HF_TOKEN_PATH, $HF_HOME/token: read for huggingface_hub (adapters/hub_env.py)
+    "the Hugging Face token file",
+    64 * 1024,
+    True,
+    "keep the token in a regular file (`hf auth login` writes one), point HF_TOKEN_PATH at it, or export HF_TOKEN",
 )
 MARKER = Kind(
     "the download marker", 16 * MIB, False, "`aigo-apply models pull` downloads and verifies the folder again", 8

@@ -3,9 +3,11 @@ HF_ENDPOINT when set). It resolves a revision to a commit, lists the files an en
 their sizes, and downloads them into the model store on the host, resumably, verifying every
 large file's SHA-256 against the Hub's record before it marks the folder complete.
 
-The token comes from HF_TOKEN or huggingface_hub's token file (`hf auth login`), is used here on the
-host only, and is never printed, stored or passed to a container. Every Hub error becomes an
-AigoError that says what to do.
+The token comes from HF_TOKEN or huggingface_hub's token file (`hf auth login`), read by
+adapters/hub_env.py (bounded, never waiting) and handed to huggingface_hub explicitly; it is used here
+on the host only, and is never printed, stored or passed to a container. What huggingface_hub parses
+from the environment is checked there first too. Every Hub error becomes an AigoError that says what
+to do.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from aigo_apply import safe_read, safe_write
+from aigo_apply.adapters import hub_env
+from aigo_apply.adapters.urls import shown_url
 from aigo_apply.desired.model_store import MARKER, foreign_source, select_files, source_of, store_depth
 from aigo_apply.errors import AigoError, HubError
 from aigo_apply.observe.markers import read_marker, store_link
@@ -53,31 +56,8 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def token() -> str | None:
-    _endpoint()  # before huggingface_hub parses it
-    from huggingface_hub import get_token
-
-    return get_token()
-
-
-def _endpoint() -> str:
-    """HF_ENDPOINT (else the Hub), checked: called before huggingface_hub is imported, since that
-    import parses it too, and a malformed one (`http://[::1`, a port of 99999) ended in a traceback."""
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    try:
-        parts = urlsplit(endpoint)
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-    except ValueError as exc:  # urllib's words: "Invalid IPv6 URL", "Port out of range 0-65535"
-        usable, why = False, f" ({exc})"
-    else:
-        why = ""
-    if not usable:
-        shown = endpoint if endpoint.isprintable() else repr(endpoint)
-        raise HubError(
-            f"HF_ENDPOINT={shown} is not the URL of a Hub{why}",
-            "set it to http(s)://HOST[:PORT] (a port from 1 to 65535), or unset it for https://huggingface.co",
-        )
-    return endpoint
+token = hub_env.token  # this host's token, read bounded; pass it on as `token() or False`
+_endpoint = hub_env.endpoint  # HF_ENDPOINT, checked
 
 
 def remote(
@@ -92,12 +72,12 @@ def remote(
     content of config.json, or of adapter_config.json for a LoRA adapter, whose rank sizes its
     engine): a model's, or a LoRA adapter's with `kind` "adapter" (model_store.select_files).
     Raises HubError."""
-    _endpoint()  # before huggingface_hub parses it
+    hub_env.prepared()  # before huggingface_hub parses the environment
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoFile
 
-    api = HfApi(endpoint=_endpoint(), token=token())
     with _errors(repo, revision):
+        api = HfApi(endpoint=_endpoint(), token=token() or False)
         info = api.repo_info(repo, revision=revision, timeout=timeout)
         entries = [f for f in api.list_repo_tree(repo, revision=info.sha, recursive=True) if isinstance(f, RepoFile)]
     sizes = {f.path: int(f.size) for f in entries}
@@ -112,7 +92,7 @@ def remote(
             reply = get_session().get(
                 f"{_endpoint()}/{repo}/resolve/{info.sha}/{config_name}",
                 timeout=timeout,
-                headers=build_hf_headers(token=token()),
+                headers=build_hf_headers(token=token() or False),
                 follow_redirects=True,
             )
             reply.raise_for_status()
@@ -125,11 +105,13 @@ def remote(
 
 def resolve(repo: str, revision: str, timeout: float = INFO_TIMEOUT) -> str:
     """The commit `revision` names on the Hub now."""
-    _endpoint()  # before huggingface_hub parses it
+    hub_env.prepared()  # before huggingface_hub parses the environment
     from huggingface_hub import HfApi
 
     with _errors(repo, revision):
-        return str(HfApi(endpoint=_endpoint(), token=token()).repo_info(repo, revision=revision, timeout=timeout).sha)
+        return str(
+            HfApi(endpoint=_endpoint(), token=token() or False).repo_info(repo, revision=revision, timeout=timeout).sha
+        )
 
 
 def download(
@@ -147,7 +129,7 @@ def download(
     commit, the new one is assembled beside it (in `.NAME.COMMIT.partial`: no store folder's name
     starts with a dot) and swapped in whole, so no folder ever mixes two commits. A `dest` whose marker
     records another source is refused: it is never written over."""
-    _endpoint()  # before huggingface_hub parses it
+    hub_env.prepared()  # before huggingface_hub parses the environment
     from huggingface_hub import snapshot_download
 
     previous = read_marker(dest) or {}
@@ -182,8 +164,9 @@ def download(
             revision=found.commit,
             local_dir=str(target),
             allow_patterns=sorted(found.files),
-            token=token(),
+            token=token() or False,
             endpoint=_endpoint(),
+            cache_dir=str(target / ".cache" / "huggingface" / "hub"),  # never $HF_HOME's cache: nothing to copy from
             tqdm_class=bar.factory,
         )
     marker = _verify_and_mark(repo, revision, target, found, file, previous, kind)
@@ -330,6 +313,12 @@ class _errors:
                 f"{where}: cannot reach the Hub at {_endpoint()} ({type(exc).__name__})",
                 "check the network (or HF_ENDPOINT), then run the command again: a partial download resumes",
             ) from None
+        if isinstance(exc, (ValueError, ImportError)):  # the client refused a setting (UnicodeError: a host name)
+            detail = shown_url(str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
+            raise HubError(
+                f"{where}: the Hub's client cannot use this host's settings ({type(exc).__name__}: {detail})",
+                "check HF_ENDPOINT and the proxy variables (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY)",
+            ) from None
         return False
 
 
@@ -357,7 +346,7 @@ def small_files(
                 "GET",
                 f"{_endpoint()}/{repo}/resolve/{found.commit}/{name}",
                 timeout=timeout,
-                headers=build_hf_headers(token=token()),
+                headers=build_hf_headers(token=token() or False),
                 follow_redirects=True,
             ) as reply,
         ):
