@@ -425,18 +425,23 @@ def test_paused_model_is_resumed_and_a_taken_port_fails_cleanly(runtime, project
     resumed = run_cli("apply", "-f", str(path), "-y", env=state)
     assert resumed.returncode == 0 and "Apply complete: 1 started." in resumed.stdout, resumed.stdout + resumed.stderr
     assert chat(engine_addresses(runtime, project)["chat"], "chat")["model"] == "chat"
-    # a process outside Docker holds the port a new model wants
+    # a process outside Docker holds the port a new model wants: the plan finds it (host.port) and apply
+    # makes nothing; let past the check, Docker refuses the port and the new container is removed
     busy = free_port()
     holder = socket.socket()
     holder.bind(("127.0.0.1", busy))
     holder.listen()
     try:
         extra = f"  extra:\n    source: {{path: m}}\n    context_length: 2048\n    gpus: none\n    port: {busy}\n"
-        result = run_cli("apply", "-f", str(config(tmp_path, project, extra=extra)), "-y", env=state)
+        path = config(tmp_path, project, extra=extra)
+        blocked = run_cli("apply", "-f", str(path), "-y", env=state)
+        forced = run_cli("apply", "-f", str(path), "-y", "--ignore-readiness", "host.port", env=state)
     finally:
         holder.close()
-    assert result.returncode == 1
-    assert f"127.0.0.1:{busy}" in result.stderr and "the container was removed" in result.stderr
+    assert blocked.returncode == 1 and f"127.0.0.1:{busy}" in blocked.stdout + blocked.stderr
+    assert "host.port" in blocked.stdout + blocked.stderr and "nothing was changed" in blocked.stderr
+    assert forced.returncode == 1
+    assert f"127.0.0.1:{busy}" in forced.stderr and "the container was removed" in forced.stderr
     assert "extra" not in ids(runtime, project)
 
 

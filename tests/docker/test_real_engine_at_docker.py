@@ -245,7 +245,8 @@ def test_a_start_vllm_refuses_restores_the_previous_engine_with_vllms_reason(run
     # vLLM's own words, from the engine's log tail in the report
     assert f"max_model_len ({too_long})" in result.stdout and "max_position_embeddings" in result.stdout, result.stdout
     assert engine_ids(runtime, real.name) == before
-    assert not [c for c in runtime.list_containers() if c["Names"][0].endswith(("-aigo-previous", "-aigo-next"))]
+    left = [c["Names"][0] for c in runtime.list_containers() if c["Labels"].get(labels.PROJECT) == real.name]
+    assert not [n for n in left if n.endswith(("-aigo-previous", "-aigo-next"))], left
     assert real.chat()["model"] == "chat"
     plan = real.cli("plan", "-f", str(real.root / "aigo.yaml"), "--detailed-exitcode")
     assert plan.returncode == 2 and "# model.chat will be replaced" in plan.stdout

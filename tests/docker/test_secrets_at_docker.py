@@ -46,7 +46,7 @@ def test_a_fifo_secret_is_refused_at_once_and_the_lock_is_free(runtime, sec5, tm
         assert result.returncode == 1, output
         assert elapsed < 20, f"apply took {elapsed:.1f} s"
         assert "secrets.reference: models.chat.env.MY_SECRET: the secret file" in output
-        assert "is a FIFO, not a regular file" in output and "Traceback" not in output
+        assert "is a FIFO (named pipe), not a regular file" in output and "Traceback" not in output
     assert containers(runtime, sec5) == []
 
 
