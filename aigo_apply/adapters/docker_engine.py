@@ -23,7 +23,7 @@ from aigo_apply.adapters.create_checks import check_container
 from aigo_apply.adapters.engine_sockets import prepare_socket_mounts
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import CONFINED_CAPS, ContainerSpec
-from aigo_apply.errors import DockerUnavailable
+from aigo_apply.errors import DockerUnavailable, visible
 from aigo_apply.observe import docker_answers
 from aigo_apply.observe.label_checks import engine_names
 
@@ -68,6 +68,9 @@ class DockerRuntime:
             import docker
             from docker.utils import kwargs_from_env
 
+            why = docker_http.host_problem(self.where)  # a name urllib3 refuses only once it connects
+            if why:
+                raise DockerUnavailable(docker_http.unusable_host(self.where, why))
             try:  # DOCKER_HOST and DOCKER_CERT_PATH are parsed here: a malformed one is one clear line
                 kwargs = {**kwargs_from_env(), **({"base_url": self._base_url} if self._base_url else {})}
                 api = docker.APIClient(version=API_VERSION, timeout=self._timeout, **kwargs)
@@ -97,7 +100,9 @@ class DockerRuntime:
                 return ahead[1]["found"]
             return self._http.get(path, params)
         except ValueError as exc:
-            raise DockerUnavailable(f"Docker engine at {self.where}: {exc}") from None
+            raise DockerUnavailable(
+                f"Docker engine at {docker_http.shown_host(self.where)}: {visible(str(exc))}"
+            ) from None
         except OSError as exc:
             raise DockerUnavailable(_explain(exc, self.where)) from None
         finally:
@@ -115,8 +120,8 @@ class DockerRuntime:
             raise DockerUnavailable(f"the Docker engine says: {exc.explanation or exc}") from None
         except docker.errors.APIError as exc:
             raise DockerUnavailable(f"the Docker engine refused the request: {exc.explanation or exc}") from None
-        except (requests.exceptions.RequestException, docker.errors.DockerException, OSError) as exc:
-            raise DockerUnavailable(_explain(exc, self.where)) from None
+        except (requests.exceptions.RequestException, docker.errors.DockerException, OSError, ValueError) as exc:
+            raise DockerUnavailable(_explain(exc, self.where)) from None  # (ValueError: urllib3's LocationParseError)
 
     # -- reads ---------------------------------------------------------------------------------
     def engine_events(self, project: str) -> Any:
@@ -385,8 +390,8 @@ def _device_requests(gpus: str | tuple[int, ...]) -> list[Any] | None:
 
 
 def _explain(exc: Exception, where: str | None) -> str:
-    text = str(exc)
-    where = where or "unix:///var/run/docker.sock"
+    text = visible(str(exc))  # DOCKER_HOST and what the SDK says of it: each stays on its line
+    where = docker_http.shown_host(where or "unix:///var/run/docker.sock")
     if "Permission denied" in text or isinstance(exc, PermissionError):
         return (
             f"permission denied on the Docker socket ({where}); add your user to the docker group "

@@ -16,7 +16,7 @@ import _socket  # not `socket`: its enum set-up costs start-up time, and a bare 
 import json
 import re
 
-from aigo_apply.errors import DockerUnavailable
+from aigo_apply.errors import DockerUnavailable, visible
 
 TYPE_CHECKING = False  # typing and collections: for the type checker only
 if TYPE_CHECKING:
@@ -122,8 +122,11 @@ def for_host(
     """A client for `host` (a DOCKER_HOST value; empty: the default socket), or None when this
     module does not speak that transport: TLS (DOCKER_TLS_VERIFY or DOCKER_CERT_PATH set, read as
     the docker SDK reads them), ssh://, npipe://, or any form other than unix:///abs/path and
-    tcp://host:port."""
+    tcp://host:port, or a host name no connection can be made to (`host_problem`: the SDK's refusal
+    says it)."""
     if environ.get("DOCKER_CERT_PATH") or environ.get("DOCKER_TLS_VERIFY") not in (None, ""):
+        return None
+    if host_problem(host):
         return None
     text = (host or "").strip()
     if text in ("", "unix://"):
@@ -164,12 +167,46 @@ def for_host(
     return None
 
 
-def unusable_host(host: str, exc: Exception) -> str:
+_NETWORK_SCHEMES = ("tcp", "http", "https", "ssh")
+
+
+def host_problem(host: str | None) -> str | None:
+    """Why the host name of a network DOCKER_HOST (tcp://, http(s)://, ssh://) is no name a connection
+    can be made to, or None: what IDNA refuses (an empty label as in `tcp://a..b:2375`, a label over 63
+    characters) and a name over 253 characters. urllib3 refused such a name with a LocationParseError
+    the SDK let through, where a socket was opened: a traceback. (Other malformed forms the SDK
+    refuses itself, with words: `unusable_host`.)"""
+    scheme, sep, rest = (host or "").strip().partition("://")
+    if not sep or scheme.lower() not in _NETWORK_SCHEMES:
+        return None
+    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[2]
+    if netloc.startswith("["):  # an IPv6 address: the SDK checks it
+        return None
+    name = netloc.rpartition(":")[0] if ":" in netloc else netloc
+    if not name:
+        return None
+    try:
+        encoded = name.rstrip(".").encode("idna")  # (the codec is imported only here)
+    except UnicodeError:
+        return f"its host {shown_host(name)} is no name: a label is empty or longer than 63 characters"
+    if len(encoded) > 253:
+        return f"its host is {len(encoded)} characters long, more than the 253 a name may have"
+    return None
+
+
+def shown_host(host: str) -> str:
+    """DOCKER_HOST (or a part of it) as a message shows it: on its line, whatever it holds, and
+    without the password of a `ssh://user:password@host`."""
+    host = re.sub(r"(//[^/?#@:]*):[^/?#@]*@", r"\1:***@", host)
+    return host if host.isprintable() else repr(host)
+
+
+def unusable_host(host: str, exc: Exception | str) -> str:
     """The one line for a DOCKER_HOST (or DOCKER_CERT_PATH) the docker SDK cannot take (`exc`, its
-    own refusal or urllib's: a port over 65535, `http://[::1`, a port that is no number): it names the
-    variable and says what to write, instead of a traceback."""
-    detail = str(exc).strip() or type(exc).__name__
-    shown = host if host.isprintable() else repr(host)
+    own refusal or urllib's: a port over 65535, `http://[::1`, a port that is no number; or our own
+    words, `host_problem`): it names the variable and says what to write, instead of a traceback."""
+    detail = visible((str(exc).strip() or type(exc).__name__) if isinstance(exc, Exception) else exc)
+    shown = shown_host(host)
     if "TLS" in type(exc).__name__ or "certificate" in detail.lower():
         return (
             f"the Docker client cannot use TLS for DOCKER_HOST={shown} ({detail}); point DOCKER_CERT_PATH at a "
