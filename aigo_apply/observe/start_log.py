@@ -40,7 +40,6 @@ from datetime import datetime
 from typing import Any
 
 PHASES = ("inspect", "weights", "dynamo", "compile", "graph_capture", "engine_init", "other")
-CACHED = ("inspect", "compile")  # what the project's cache volume serves a later start of the same model
 CACHES = ("cold", "warm")
 MAX_SECONDS = 1e7  # no start takes months: a larger number in a record is not one apply wrote
 

@@ -10,13 +10,15 @@ away already: the figure says when it serves again). A parallel replace takes it
 Whether the next start is warm: vLLM keys its compiled graphs by the engine's settings and keeps them,
 with what it found inspecting the model's class, in the project's cache volume (until `destroy`, which
 removes the records too). So a start with the same container definition (the spec-hash label: command
-line, mounts, environment) on the same image as a measured one finds them: the newest warm start of it
-is the figure, else its newest start less the phases the cache now serves (observe/start_log.CACHED:
-the inspection and the compile; a build that loads its graphs spends next to nothing on them, vLLM
-0.32.0's CPU build compiles again from what else is cached). New settings compile anew: the newest cold
-start on that image less its inspection is the figure (a lower bound where only warm ones were
-measured). Engines that compile nothing (enforce_eager) keep only the inspection; SGLang and llama.cpp
-starts are measured whole. Pure."""
+line, mounts, environment) on the same image as a measured one is warm: the newest warm start of it is
+the figure. Where only a cold one was measured, that start less what the cache now serves of it: its
+inspection of the model (next to nothing once cached), and of its compile the cold-minus-warm
+difference where a warm start on this image timed its compile; where none did, the compile is counted
+whole and the plan says a warm start is shorter (how much depends on the build: vLLM 0.32.0's CPU build
+cannot load its saved graph and compiles again, faster). New settings are compiled anew: the newest
+cold start on that image less its inspection (a lower bound where only warm ones were measured).
+Engines that compile nothing (enforce_eager) save only the inspection; SGLang and llama.cpp starts are
+measured whole. Pure."""
 
 from __future__ import annotations
 
@@ -25,11 +27,10 @@ from collections.abc import Mapping
 
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.observe.containers import ObservedContainer
-from aigo_apply.observe.start_log import CACHED, StartRecord
+from aigo_apply.observe.start_log import StartRecord
 from aigo_apply.plan.types import Action, Downtime
 
 NOT_MEASURED = "not known: no start of it on this image was measured yet"
-WHAT = {"inspect": "inspecting the model", "compile": "compiling its graphs"}
 
 
 def with_downtime(
@@ -73,25 +74,38 @@ def predict(records: tuple[StartRecord, ...], image_id: str, spec_hash: str) -> 
     if warm is not None:
         return Downtime(warm.seconds, f"its last warm start took {warm.seconds:.1f} s")
     if same:  # the cache volume holds what its last start inspected and compiled
-        return _less(same[0], CACHED, "")
+        last = same[0]
+        other_warm = next((r for r in here if r.cache == "warm"), None)
+        return _less(last, _compile_saved(last, other_warm), "")
     last = next((r for r in here if r.cache == "cold"), here[0])
     if last.cache == "warm":  # only warm starts with other settings: these compile anew, for longer
         return Downtime(
             last.seconds,
             f"at least: its last start took {last.seconds:.1f} s warm, with other settings: these are compiled anew",
         )
-    return _less(last, ("inspect",), ", with other settings: these are compiled anew")
+    return _less(last, None, ", with other settings, which are compiled anew")
 
 
-def _less(record: StartRecord, served: tuple[str, ...], besides: str) -> Downtime:
-    """`record`'s seconds less its phases in `served`, which the cache volume now holds."""
-    spent = {p: record.phases[p] for p in served if record.phases.get(p)}
+def _compile_saved(cold: StartRecord, warm: StartRecord | None) -> float | None:
+    """What the cache saves of `cold`'s compile: its cold-minus-warm difference where a warm start on
+    the image timed its compile; None where no warm figure is known (or `cold` compiled nothing)."""
+    if cold.cache != "cold" or warm is None:
+        return None
+    compiled, again = cold.phases.get("compile"), warm.phases.get("compile")
+    return None if compiled is None or again is None else max(0.0, compiled - again)
+
+
+def _less(record: StartRecord, compile_saved: float | None, besides: str) -> Downtime:
+    """`record`'s seconds less what the cache volume now serves of it: its inspection of the model
+    (next to nothing once cached), and `compile_saved` seconds of its compile where known."""
+    inspected = record.phases.get("inspect") or 0.0
     cache = f" {record.cache}" if record.cache else ""
     said = f"its last start took {record.seconds:.1f} s{cache}{besides}"
-    if not spent:
-        return Downtime(record.seconds, said)
-    words = " and ".join(f"{seconds:.1f} s {WHAT[p]}" for p, seconds in spent.items())
-    return Downtime(
-        round(max(0.0, record.seconds - sum(spent.values())), 1),
-        f"{said}, {words} that the cache volume now holds",
-    )
+    saved = [f"the {inspected:.1f} s it spent inspecting the model"] if inspected else []
+    if compile_saved:
+        saved.append(f"{compile_saved:.1f} s of its compile (a warm one on this image compiled faster)")
+    words = f"; the cache volume saves {' and '.join(saved)}" if saved else ""
+    if record.cache == "cold" and compile_saved is None:
+        words += "; a warm start is shorter by what the cache saves of its compile"
+    seconds = max(0.0, record.seconds - inspected - (compile_saved or 0.0))
+    return Downtime(round(seconds, 1), said + words)
