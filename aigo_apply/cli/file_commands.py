@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from aigo_apply.cli.ci_output import machine
 from aigo_apply.cli.group import (
     cli,
     file_option,
@@ -66,7 +67,7 @@ def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
     for warning in warnings:
         click.echo(printable(f"warning: {warning}", keep=""), err=True)
     if out is None:
-        click.echo(text, nl=False)
+        click.echo(machine(text, "model definition (YAML)"), nl=False)
     else:  # never through a symlink, into a FIFO or a device
         safe_write.write(out, text, expect=safe_write.ANY, new_mode=0o644, what="definition")
         click.echo(printable(f"wrote {out}", keep=""))  # one line, whatever the file is called
@@ -89,7 +90,7 @@ def import_cmd(definition: str, file: str | None, alias: str | None, write: bool
     for note in notes:
         click.echo(printable(f"note: {note}", keep=""), err=True)
     if not write:
-        click.echo("models:\n" + entry_text(name, model), nl=False)  # YAML that escapes in its own grammar
+        click.echo(machine("models:\n" + entry_text(name, model), "YAML entry"), nl=False)  # escaped in YAML
         return EXIT_OK
     add_to_file(target, name, model)
     click.echo(printable(f"added model '{name}' to {target}; run `aigo-apply plan` to see what it does here", keep=""))

@@ -20,6 +20,7 @@ import click
 
 from aigo_apply.app.views import JSON_FORMAT_VERSION
 from aigo_apply.apply.secrets import redact, redact_data
+from aigo_apply.cli.ci_output import lossless
 from aigo_apply.config.machine_text import json_text
 from aigo_apply.plan.text import plan_json, plan_text, printable
 from aigo_apply.plan.types import Plan
@@ -40,11 +41,12 @@ def _plain(text: object, keep: str = "") -> str:
     return printable(str(text), keep=keep)
 
 
-def json_line(record: Any) -> str:
+def json_line(record: Any, stream: Any = None) -> str:
     """One JSON line that a terminal can show safely and a CI runner reads no command in: what
     json.dumps leaves raw (C1 controls, bidi and other format characters, lone surrogates) and the `[`
-    of `##[` written as \\u escapes, which JSON reads back (config/machine_text.json_text)."""
-    return json_text(record, ascii=False)
+    of `##[` written as \\u escapes, which JSON reads back (config/machine_text.json_text); every
+    character beyond ASCII too where `stream` (standard output) is not written as Unicode."""
+    return json_text(record, ascii=not lossless(stream))
 
 
 class JsonReporter:
@@ -59,7 +61,7 @@ class JsonReporter:
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
         record = {"format_version": JSON_FORMAT_VERSION, "event": kind, "time": now, **fields}
         with self._lock:
-            self.stream.write(json_line(redact_data(record)) + "\n")
+            self.stream.write(json_line(redact_data(record), self.stream) + "\n")
             self.stream.flush()
 
     def show_plan(self, plan: Plan) -> None:

@@ -18,7 +18,7 @@ import click
 
 from aigo_apply.app.views import JSON_FORMAT_VERSION, Readiness
 from aigo_apply.apply.secrets import redact_data
-from aigo_apply.cli.ci_output import command
+from aigo_apply.cli.ci_output import command, machine
 from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo, json_line
 from aigo_apply.config.machine_text import json_text
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, shown_path
@@ -116,7 +116,7 @@ class TextView(TextReporter):
         echo(render(_one_line_each(rows)), colours=False)
 
     def document(self, text: str) -> None:
-        echo(text, colours=False)
+        echo(machine(text, "render output"), colours=False)
 
     def added(self, report: dict[str, Any], entry: str) -> None:
         """`add`: each note on standard error, the entry (YAML with its comments), and where it went."""
@@ -124,7 +124,7 @@ class TextView(TextReporter):
 
         for note in report["notes"]:
             echo(printable(f"note: {note}", keep=""), err=True, colours=False)
-        echo("models:\n" + entry.removesuffix("\n"), colours=False)
+        echo(machine("models:\n" + entry.removesuffix("\n"), "YAML entry"), colours=False)
         if report["written"]:
             echo(
                 printable(
@@ -178,7 +178,7 @@ class JsonView(JsonReporter):
         _json({"models": rows})
 
     def document(self, text: str) -> None:
-        echo(text, colours=False)
+        echo(machine(text, "render output"), colours=False)
 
     def added(self, report: dict[str, Any], entry: str) -> None:
         _json(report)
