@@ -49,17 +49,35 @@ class Problem:
     file: str = ""
 
     def format(self) -> str:
+        """One line, whatever the path in the document or the message holds (a key, a file name or a
+        link's target from the host, with a line feed in it, is shown `\\x0a`)."""
         where = f"{shown_path(self.file)}:{self.line}:{self.column}"
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        message = visible(self.message)
+        return f"{where}: {visible(self.path)}: {message}" if self.path else f"{where}: {message}"
 
 
 class AigoError(Exception):
-    """A failure the user can act on; `str()` is the whole message, without a traceback."""
+    """A failure the user can act on; `str()` is the whole message, without a traceback. `lines()`
+    are what the error boundary prints, each one line: a line break inside one (a name or path from
+    outside that holds one) is shown there as `\\x0a`, so an error that has more to say than one line
+    says it as lines (Problems)."""
 
     exit_code = EXIT_ERROR
 
     def lines(self) -> list[str]:
         return [f"error: {self}"]
+
+
+class Problems(AigoError):
+    """An error that lists what is wrong under its head line, each item on a line of its own (the
+    problems an edit would have given the config file): `str()` holds them all, indented."""
+
+    def __init__(self, head: str, items: list[str]):
+        super().__init__(head + "".join(f"\n  {item}" for item in items))
+        self.head, self.items = head, list(items)
+
+    def lines(self) -> list[str]:
+        return [f"error: {self.head}", *(f"  {item}" for item in self.items)]
 
 
 class ConfigFileError(AigoError):

@@ -15,7 +15,7 @@ from typing import Any
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.portable import entry_text, with_entry
 from aigo_apply.config.machine_text import json_text, yaml_comment, yaml_text
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, shown_path
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problems, shown_path
 from aigo_apply.observe.config_file import load_config
 
 _PLAIN = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9._/-]*")
@@ -84,9 +84,9 @@ def _write_checked(target: Path, config_file: str, alias: str, text: str, raw: b
         try:
             load_config(tmp)
         except ConfigInvalid as exc:
-            raise AigoError(
-                f"adding '{alias}' would make {shown} invalid, so it was not changed:\n  "
-                + "\n  ".join(p.format().replace(tmp, shown) for p in exc.problems)
+            raise Problems(
+                f"adding '{alias}' would make {shown} invalid, so it was not changed:",
+                [p.format().replace(tmp, shown) for p in exc.problems],
             ) from None
         except ConfigFileError as exc:
             raise AigoError(f"adding '{alias}': {str(exc).replace(tmp, shown)}; so it was not changed") from None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aigo_apply.app.platform import Platform
 from aigo_apply.app.requests import ApplyRequest
 from aigo_apply.app.views import Console
-from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked
+from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked, visible
 from aigo_apply.plan.types import Plan
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def finish(report: ApplyReport, command: str, reporter: Console) -> int:
             f"{done}; {len(failed)} failed:", err=True, head=f"\n{command.capitalize()} failed: ", colour="red"
         )
         for outcome in failed:
-            reporter.say(f"  {outcome.address}: {outcome.message}", err=True)
+            reporter.say(f"  {outcome.address}: {visible(outcome.message)}", err=True)  # one line each
         return EXIT_ERROR
     reporter.say(done + ".", head=f"\n{command.capitalize()} complete: ", colour="green")
     return EXIT_OK

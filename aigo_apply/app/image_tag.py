@@ -24,7 +24,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt import ORDER, string_scalar
 from aigo_apply.desired.images import BUILT_IN
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, UsageProblem, shown_path
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problems, UsageProblem, shown_path
 from aigo_apply.observe.config_file import load_config
 
 
@@ -248,9 +248,9 @@ def _write_validated(path: Path, display: str, text: str, raw: bytes, edit: str)
         try:
             load_config(tmp)
         except ConfigInvalid as exc:
-            raise AigoError(
-                f"{shown} would not validate {edit}, so it was not changed:\n  "
-                + "\n  ".join(p.format().replace(tmp, shown) for p in exc.problems)
+            raise Problems(
+                f"{shown} would not validate {edit}, so it was not changed:",
+                [p.format().replace(tmp, shown) for p in exc.problems],
             ) from None
         except ConfigFileError as exc:
             raise AigoError(f"{str(exc).replace(tmp, shown)}; so it was not changed") from None

@@ -19,7 +19,7 @@ from aigo_apply.config.adapter_rules import adapters_of
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.machine_text import yaml_comment, yaml_text
 from aigo_apply.config.yaml_source import Source, load, load_bytes, load_text
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem, shown_path
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, Problems, UsageProblem, shown_path
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.host_paths import file_facts
 from aigo_apply.plan.text import shown
@@ -299,9 +299,9 @@ def _write_checked(target: Path, config_file: str, alias: str, text: str, raw: b
         try:
             load_config(tmp)
         except ConfigInvalid as exc:
-            raise AigoError(
-                f"adding '{alias}' would make {shown} invalid, so it was not changed:\n  "
-                + "\n  ".join(p.format().replace(tmp, shown) for p in exc.problems)
+            raise Problems(
+                f"adding '{alias}' would make {shown} invalid, so it was not changed:",
+                [p.format().replace(tmp, shown) for p in exc.problems],
             ) from None
         except ConfigFileError as exc:
             raise AigoError(f"adding '{alias}': {str(exc).replace(tmp, shown)}; so it was not changed") from None

@@ -75,8 +75,8 @@ def _run(argv: list[str] | None) -> int:
         click.echo(_safe(f"Error: {exc.format_message()}"), err=True)
         code = EXIT_ERROR
     except AigoError as exc:
-        for line in exc.lines():
-            click.echo(_safe(line), err=True)
+        for line in exc.lines():  # each one line: a line break a name or path from outside holds is shown \x0a
+            click.echo(_safe(line, keep="\t"), err=True)
         code = exc.exit_code
     except Exception:
         import traceback  # with linecache and tokenize: only an internal error prints one
@@ -89,15 +89,15 @@ def _run(argv: list[str] | None) -> int:
     return code if isinstance(code, int) else EXIT_OK
 
 
-def _safe(text: str) -> str:
+def _safe(text: str, keep: str = "\n\t") -> str:
     """`text` without any secret value this process read, and with every character a terminal
-    would act on escaped (imported here: only errors need them)."""
+    would act on escaped, but those in `keep` (imported here: only errors need them)."""
     try:
         from aigo_apply.apply.secrets import redact
         from aigo_apply.plan.text import printable
     except Exception:  # the boundary must still print the error it was given, safely
-        return "".join(c if c.isprintable() or c in "\n\t" else ascii(c)[1:-1] for c in text)
-    return printable(redact(text))
+        return "".join(c if c.isprintable() or c in keep else ascii(c)[1:-1] for c in text)
+    return printable(redact(text), keep=keep)
 
 
 def entry() -> None:

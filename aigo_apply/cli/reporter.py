@@ -99,7 +99,7 @@ class TextReporter:
 
     def _line(self, address: str, message: str, colour: str | None = None) -> None:
         head = click.style(f"{_plain(address)}: ", bold=True) if address else ""
-        message = _plain(message, "\n\t")
+        message = _plain(message, "\t")  # one line: a line break from outside (a path, a name) shown \x0a
         _echo(head + (click.style(message, fg=colour) if colour else message))
 
     def _on_step(self, address: str, message: str, outcome: str = "", **_: Any) -> None:
