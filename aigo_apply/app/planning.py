@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
-from aigo_apply.adapters.host import docker_facts, nvml_facts
+from aigo_apply.adapters.host import docker_facts, host_memory, nvml_facts
 from aigo_apply.adapters.listeners import listening, with_owners
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.host_context import current_host, desired_state
@@ -339,6 +339,7 @@ def plan_for(
         remote,
         checkpoints(desired, remote),
         {ref: how for ref, how in restores.items() if how},
+        host_memory_free=host_free() if ledger else None,  # a replace may sleep an engine on a GPU only
     )
     plan = build_plan(desired, observed, facts, request)
     # every secret the plan's changes need is resolved now: one that cannot be is a blocker before any change
@@ -348,6 +349,12 @@ def plan_for(
     if not secrets and not starts:
         return plan
     return build_plan(desired, observed, replace(facts, checks=facts.checks + tuple(secrets), starts=starts), request)
+
+
+def host_free() -> int | None:
+    """The host's free memory now (MemAvailable), where an engine put to sleep keeps its weights."""
+    total, used = host_memory()
+    return None if total is None or used is None else total - used
 
 
 def away(plan: Plan) -> frozenset[str]:

@@ -23,6 +23,8 @@ from aigo_apply.apply.outcome import Outcome, StepLog
 from aigo_apply.apply.previous import old_address, old_route, old_slot, old_spec
 from aigo_apply.apply.router_steps import RouterSteps
 from aigo_apply.apply.serving_wait import Engine, Waiter
+from aigo_apply.apply.sleep_replace import replace_asleep
+from aigo_apply.apply.swap_steps import engine_call
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
 from aigo_apply.config.names import NEXT_SUFFIX
 from aigo_apply.desired.types import ContainerSpec, EngineAddress, Route
@@ -59,10 +61,14 @@ class ModelSteps:
         # called once a model is proven ready, before its route is added (apply/swap_steps.py: an
         # on-demand model goes to sleep then); an AigoError from it fails the step like a refused route
         self.on_ready: Callable[[str, dict[str, Any] | None, EngineAddress], None] | None = None
+        self.call: Callable[[EngineAddress, str, str], tuple[int, str]] = engine_call  # /sleep, /wake_up
 
     def run(self, item: Prepared) -> Outcome:
-        if item.action.kind == "recreate" and item.action.strategy and item.action.strategy.name == "parallel":
+        way = item.action.strategy.name if item.action.kind == "recreate" and item.action.strategy else ""
+        if way == "parallel":
             return self.replace_parallel(item)
+        if way == "sleep":  # the old engine sleeps while the new one starts (apply/sleep_replace.py)
+            return replace_asleep(self, item, _container(item))
         step = {"start": self.start, "create": self.create, "recreate": self.recreate}[item.action.kind]
         return step(item)
 

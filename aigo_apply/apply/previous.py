@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from aigo_apply.desired.types import EngineAddress, Route
+from aigo_apply.plan.replace_strategy import BESIDE
 from aigo_apply.plan.types import Action
 
 
@@ -26,19 +27,20 @@ def old_spec(action: Action) -> dict[str, Any]:
 
 
 def old_slot(action: Action) -> str:
-    """The socket the replaced engine serves on: a parallel replace starts the new one on the other."""
-    if action.strategy and action.strategy.name == "parallel":
+    """The socket the replaced engine serves on: a parallel replace starts the new one on the other, and
+    so does one that puts the old one to sleep (apply/sleep_replace.py)."""
+    if action.strategy and action.strategy.name in BESIDE:
         return "a" if action.slot == "b" else "b"
     return action.slot
 
 
 def old_route(action: Action) -> Route:
     """The route of the container a recreate replaces (its port or socket and length before the change)."""
-    return Route.of(action.model or "", old_spec(action), action.slot)
+    return Route.of(action.model or "", old_spec(action), old_slot(action))
 
 
 def old_address(action: Action) -> EngineAddress:
-    return EngineAddress.of(old_spec(action), action.slot)
+    return EngineAddress.of(old_spec(action), old_slot(action))
 
 
 def serving_route(action: Action) -> Route:

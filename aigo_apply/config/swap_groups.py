@@ -59,6 +59,17 @@ def is_on_demand(model: Any) -> bool:
     )
 
 
+def sleep_key(model: Any, defaults: Any, engine: str, on_socket: bool) -> str | None:
+    """The spec key that starts a model's engine with vLLM's sleep mode: `on_demand` for a swap group's
+    member (the router sleeps and wakes it), `sleep_mode` for a vLLM model on a GPU and its socket with
+    `update: sleep` (a replace puts it to sleep, plan/replace_strategy.py); None for the others."""
+    model, defaults = (m if isinstance(m, dict) else {} for m in (model, defaults))
+    if is_on_demand(model):
+        return "on_demand"
+    sleeps = engine == "vllm" and on_socket and model.get("gpus", "all") != "none"
+    return "sleep_mode" if sleeps and model.get("update", defaults.get("update")) == "sleep" else None
+
+
 def implicit_name(gpus: Any) -> str:
     """The group of on-demand models that name no swap_group: one per GPU set."""
     if gpus == "all" or gpus is None:

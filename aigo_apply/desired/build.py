@@ -32,7 +32,7 @@ from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_for
 from aigo_apply.config.host_paths import unsafe_mount
 from aigo_apply.config.load import Config
 from aigo_apply.config.path_facts import HostPaths
-from aigo_apply.config.swap_groups import SwapGroup, is_on_demand, swap_groups
+from aigo_apply.config.swap_groups import SwapGroup, sleep_key, swap_groups
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import (
     VLLM_VERSION,
@@ -308,8 +308,8 @@ def model_spec(
     }
     if model_file is not None:
         spec["model_file"] = model_file
-    if is_on_demand(model):  # only when set: the specs of other models stay as they were
-        spec["on_demand"] = True
+    if key := sleep_key(model, defaults, engine, bool(socket)):  # only when set: other models' specs stay as they were
+        spec[key] = True  # on_demand, or sleep_mode (update: sleep): the engine starts with vLLM's sleep mode
     if engine == "vllm":
         settings = vllm_settings(model.get("vllm", {}), defaults)
         if "speculative" in settings:
@@ -329,7 +329,7 @@ def model_spec(
     else:
         spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
     order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", "socket"]
-    order += ["on_demand", engine, "adapters", "env", "logs"]
+    order += ["on_demand", "sleep_mode", engine, "adapters", "env", "logs"]
     return {key: spec[key] for key in order if key in spec}
 
 

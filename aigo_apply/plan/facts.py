@@ -86,7 +86,9 @@ class PlanFacts:
     `locked_images` (apply --locked): tags to put back on the image aigo.lock records, by re-tagging
     or by pulling its digest; the containers are planned against the restored images.
     `starts`: the measured starts of the models the plan starts or replaces (apply/start_records.py),
-    newest first, by alias: what the plan predicts their downtime from (plan/downtime.py)."""
+    newest first, by alias: what the plan predicts their downtime from (plan/downtime.py).
+    `host_memory_free`: the host's free memory (MemAvailable, bytes; None unread or unknown), where a
+    replaced engine's weights would wait while it sleeps (plan/replace_strategy.py)."""
 
     checks: tuple[Check, ...] = ()
     gpu_ledger: tuple[dict[str, Any], ...] = ()
@@ -94,3 +96,4 @@ class PlanFacts:
     checkpoints: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     locked_images: Mapping[str, LockRestore] = field(default_factory=dict)
     starts: Mapping[str, tuple[StartRecord, ...]] = field(default_factory=dict)
+    host_memory_free: int | None = None

@@ -42,7 +42,7 @@ _CHANGE = {
 _ACTION = {
     "address": "line", "kind": KINDS, "reasons": ["text"], "changes?": [_CHANGE], "model?": "line",
     "container?": "line", "image?": "line", "spec?": "object", "ready_timeout?": "seconds", "diff?": "text",
-    "notes?": ["text"], "strategy?": {"name": ("parallel", "recreate"), "why": "text"}, "slot?": ("b",),
+    "notes?": ["text"], "strategy?": {"name": ("parallel", "recreate", "sleep"), "why": "text"}, "slot?": ("b",),
     "canary?": {"settings": {
         "max_slowdown": "fraction", "requests": "number", "concurrency": "number", "prompt_tokens": "number",
         "max_tokens": "number", "compare_output": "bool", "seed": "number",

@@ -20,7 +20,7 @@ from aigo_apply.plan.downtime import with_downtime
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
-from aigo_apply.plan.replace_strategy import choose
+from aigo_apply.plan.replace_strategy import BESIDE, choose
 from aigo_apply.plan.router_plan import STOPPED, router_action
 from aigo_apply.plan.spec_diff import adapter_reasons, change_reasons, diff_specs, flatten, image_moved
 from aigo_apply.plan.swap_ledger import plan_groups
@@ -69,7 +69,9 @@ def build_plan(
             )
             model_actions += [_remove(c, why) for c in containers]
 
-    model_actions = with_strategies(model_actions, desired, by_alias, facts.gpu_ledger, request.skip_canary)
+    model_actions = with_strategies(
+        model_actions, desired, by_alias, facts.gpu_ledger, request.skip_canary, facts.host_memory_free
+    )
     model_actions = with_downtime(model_actions, desired, images, facts.starts, by_alias)
     desired = placed(desired, model_actions)
     model_actions, quant_blockers = checkpoint_notes(desired, model_actions, facts.checkpoints)
@@ -193,6 +195,7 @@ def with_strategies(
     by_alias: dict[str, list[ObservedContainer]],
     ledger: tuple[dict[str, Any], ...],
     skip_canary: bool = False,
+    host_free: int | None = None,
 ) -> list[Action]:
     """Each model's recreate with how its running engine is replaced (plan/replace_strategy.py),
     and its canary gate if it declares one (plan/canary.py)."""
@@ -201,9 +204,9 @@ def with_strategies(
         if action.kind == "recreate" and action.model in desired.models:
             model = desired.models[action.model]
             old = next((c for c in by_alias.get(action.model, []) if c.name == model.container.name), None)
-            strategy = choose(action.model, desired, old.spec if old else None, model.update, ledger)
+            strategy = choose(action.model, desired, old.spec if old else None, model.update, ledger, host_free)
             slot = old.slot if old else "a"
-            if strategy.name == "parallel" and "socket" in model.spec:  # the new engine takes the other socket
+            if strategy.name in BESIDE and "socket" in model.spec:  # the new engine takes the other socket
                 slot = "b" if slot == "a" else "a"
             serving = old is not None and old.state == "running"
             lengths = [model.spec.get("context_length"), (old.spec or {}).get("context_length") if old else None]

@@ -220,10 +220,13 @@ class Action:
 
     def approval(self) -> dict[str, Any]:
         """What a saved plan approves of this action: all of it but the downtime predicted, which the
-        records of later starts may change without changing what is done."""
+        records of later starts may change without changing what is done, and the words of why a replace
+        goes its way, which quote free memory that moves by the minute (the way itself is approved)."""
         out = self.to_dict()
         out.pop("expected_downtime_s", None)
         out.pop("downtime", None)
+        if "strategy" in out:
+            out["strategy"] = {"name": out["strategy"]["name"]}
         return out
 
 

@@ -84,7 +84,10 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         config, draft_mount = _speculative(alias, settings["speculative"])
         command += ["--speculative-config", config]
         mounts += draft_mount
-    if spec.get("on_demand"):  # a swap group's member: the router sleeps and wakes it (config/swap_groups.py)
+    # a swap group's member: the router sleeps and wakes it (config/swap_groups.py); `update: sleep`: a
+    # replace puts it to sleep while the new engine starts (apply/sleep_replace.py)
+    sleeps = bool(spec.get("on_demand") or spec.get("sleep_mode"))
+    if sleeps:
         command.append(SLEEP_MODE_FLAG)
     socket = spec.get("socket")
     if socket:
@@ -101,7 +104,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         mounts + [cache_mount(project)],
         None if socket else VLLM_CONTAINER_PORT,
         entrypoint=SOCKET_ENTRYPOINT if socket else None,
-        tool_env=SLEEP_MODE_ENV if spec.get("on_demand") else None,
+        tool_env=SLEEP_MODE_ENV if sleeps else None,
     )
 
 
