@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every benchmark in one run, side by side: CLI start-up, plan and no-op apply vs Docker Compose v2
 (and Debian's docker-compose 1.29 where installed) for N = 1, 10, 50, 200, apply overhead on top of the engines' own start time
-(the stub's and the real vLLM CPU engine's, with its compile cache's first and second start), and the
+(the stub's and the real vLLM CPU engine's, with its compile cache's first and second start), the real
+engine's starts by phase and a replace's downtime beside the plan's prediction (bench/startup.py), and the
 router vs direct (and under reloads), and what replacing a running model costs its clients under load
 (bench/changes.py: parallel, recreate with hold, a restart by hand), and what a scrape of the
 router's one /metrics costs at 1 and 20 engines (bench/metrics.py), what the router's CPU weight does while
@@ -96,6 +97,7 @@ def main() -> None:
     import real_engine as real_engine_bench
     import router as router_bench
     import router_contention as contention_bench
+    import startup as starts_bench
 
     sizes, repeat = ("1,10", 3) if args.quick else ("1,10,50,200", 5)
     command = "python bench/run.py" + (" --quick" if args.quick else "")
@@ -109,6 +111,7 @@ def main() -> None:
         parts.append("(real-engine tables skipped: --skip-real-engine)")
     elif real_engine_bench.image_ready():
         parts.append(real_engine_bench.run(3 if not args.quick else 1))
+        parts.append(starts_bench.run(2 if not args.quick else 1))
         parts.append(canary_bench.run())
     else:
         parts.append(f"({real_engine_bench.IMAGE} is not built: no real-engine tables; run scripts/setup)")
