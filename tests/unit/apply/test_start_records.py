@@ -150,3 +150,42 @@ def test_a_record_that_cannot_be_kept_is_journaled_and_the_model_serves(tmp_path
     report = w.run(plan_of(d, observe(d, w.rt)))
     assert outcome(report, "model.alpha").ok
     assert ("start_record", "not kept") in [(e["step"], e["outcome"]) for e in w.journal_entries()]
+
+
+@pytest.mark.parametrize(
+    ("started", "unix"),
+    [
+        ("2026-12-06T17:11:28.971234567Z", 1796577088.971234567),
+        ("2026-12-06T17:11:28Z", 1796577088.0),
+        ("0001-01-01T00:00:00Z", None),  # a container never started
+        ("yesterday", None),
+        (None, None),
+    ],
+)
+def test_the_log_is_read_from_the_start_docker_says_the_container_made(started, unix):
+    """A container started again keeps its earlier runs' lines: only those since its StartedAt count."""
+    got = start_records._unix(started)
+    assert got == (pytest.approx(unix, abs=1e-6) if unix is not None else None)
+
+
+def test_a_container_started_again_is_measured_by_this_runs_lines_only(tmp_path):
+    from helpers.fakes import FakeRuntime
+
+    class Restarted(FakeRuntime):
+        """Docker's answers for a container whose first run compiled cold and whose second, started
+        at 2026-12-06T17:12:38Z, found its cache: lines carry the time Docker logged them."""
+
+        def state(self, container):
+            return {**super().state(container), "StartedAt": "2026-12-06T17:12:38.2Z"}
+
+        def log_lines(self, container, follow, tail, since):
+            earlier = [(1796577088.0, line) for line in COLD]
+            later = [(1796577158.5, line) for line in WARM]
+            return iter(line for at, line in earlier + later if since is None or at >= since)
+
+    d = desired(tmp_path, config(alpha="none"))
+    rt = Restarted(Log())
+    cid = rt.add_existing(d.models["alpha"].container, "running")
+    action = Action("model.alpha", "start", ("stopped",), model="alpha", image="local/engine:1")
+    got = start_records.take(rt, action, cid, d.models["alpha"].container, 42.9)
+    assert got.cache == "warm" and got.phases["compile"] == pytest.approx(14.0) and got.phases["inspect"] == 0.0
