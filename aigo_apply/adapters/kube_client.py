@@ -19,7 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.adapters.kube_exec import exec_auth
 from aigo_apply.adapters.kubeconfig import read_kubeconfig
+from aigo_apply.adapters.urls import shown_url, url_problem
 from aigo_apply.errors import KubeConflict, KubeError, KubeUnavailable
 
 FIELD_MANAGER = "aigo-apply"
@@ -71,11 +73,13 @@ class KubeClient:
         except ConfigError as exc:
             known = f" (contexts in it: {', '.join(sorted(config.contexts))})" if config is not None else ""
             raise KubeUnavailable(
-                f"cannot use the kubeconfig {path}: {exc}{known}; set kubernetes.context in aigo.yaml, or "
+                f"cannot use the kubeconfig {path}: {shown_url(str(exc))}{known}; set kubernetes.context in aigo.yaml, or "
                 "KUBECONFIG, to a working one (`kubectl config get-contexts` lists them)"
             ) from None
         except Exception as exc:  # lightkube's models refuse a wrong type inside an entry with assorted errors
-            raise KubeUnavailable(f"cannot read the kubeconfig {path}: {type(exc).__name__}: {exc}") from None
+            raise KubeUnavailable(
+                f"cannot read the kubeconfig {path}: {type(exc).__name__}: {shown_url(str(exc))}"
+            ) from None
         assert single is not None  # get() raises rather than answering None without a default
         return cls._build(single, namespace or single.namespace, None)
 
@@ -94,11 +98,21 @@ class KubeClient:
     def _build(cls, single: Any, namespace: str, transport: Any) -> KubeClient:
         from lightkube import Client
 
+        server = str(single.cluster.server)  # shown without its user and password (shown_url), always
+        why = url_problem(server, ("https", "http"))
+        if why:
+            raise KubeUnavailable(
+                f"cannot use context {single.context_name!r}: its cluster's server {shown_url(server)} is not the URL "
+                f"of an API server ({why}); fix the kubeconfig's clusters[].cluster.server"
+            )
         try:
             client = Client(single, namespace=namespace, field_manager=FIELD_MANAGER, transport=transport)
         except Exception as exc:  # lightkube's config checks raise assorted types (ConfigError, assert, OSError)
-            raise KubeUnavailable(f"cannot use context {single.context_name!r}: {exc}") from None
-        return cls(client, namespace, str(single.cluster.server), str(single.context_name))
+            raise KubeUnavailable(f"cannot use context {single.context_name!r}: {shown_url(str(exc))}") from None
+        user = single.user
+        if user is not None and user.exec is not None and user.token is None and user.token_file is None:
+            client._client._client.auth = exec_auth(user.exec)  # bounded (lightkube's waited forever)
+        return cls(client, namespace, shown_url(server), str(single.context_name))
 
     def close(self) -> None:
         self._client.close()
@@ -174,11 +188,11 @@ class KubeClient:
         except httpx2.TransportError as exc:
             raise KubeUnavailable(
                 f"cannot reach the Kubernetes API server {self.server} (context {self.context!r}): "
-                f"{type(exc).__name__}: {exc or 'no answer'}"
+                f"{type(exc).__name__}: {shown_url(str(exc)) or 'no answer'}"
             ) from None
         except ConfigError as exc:
             raise KubeUnavailable(
-                f"cannot get credentials for context {self.context!r}: {exc}; check the kubeconfig's user entry"
+                f"cannot get credentials for context {self.context!r}: {shown_url(str(exc))}; check the kubeconfig's user entry"
             ) from None
         if (
             response.status_code == 401 and _json(response).get("kind") == "Status"
@@ -265,15 +279,17 @@ class KubeClient:
         except httpx2.TransportError as exc:
             raise KubeUnavailable(
                 f"cannot reach the Kubernetes API server {self.server} (context {self.context!r}): "
-                f"{type(exc).__name__}: {exc or 'no answer'}; check that the cluster runs and that "
+                f"{type(exc).__name__}: {shown_url(str(exc)) or 'no answer'}; check that the cluster runs and that "
                 "kubernetes.context in aigo.yaml (or kubectl's current context) names it"
             ) from None
         except ConfigError as exc:  # credentials from the kubeconfig (an exec plugin, a token file) failed
             raise KubeUnavailable(
-                f"cannot get credentials for context {self.context!r}: {exc}; check the kubeconfig's user entry"
+                f"cannot get credentials for context {self.context!r}: {shown_url(str(exc))}; check the kubeconfig's user entry"
             ) from None
         except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
-            raise KubeError(f"{verb} {what}: the API server's answer could not be read ({exc})") from None
+            raise KubeError(
+                f"{verb} {what}: the API server's answer could not be read ({shown_url(str(exc))})"
+            ) from None
 
     def _api_error(self, verb: str, kind: str, what: str, code: int, body: dict[str, Any]) -> KubeError:
         message = str(body.get("message") or "").strip()[:1000]
