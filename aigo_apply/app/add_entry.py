@@ -15,6 +15,7 @@ from typing import Any
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.portable import entry_text, with_entry
 from aigo_apply.config.machine_text import json_text, yaml_comment, yaml_text
+from aigo_apply.config.secret_values import unquoted
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problems, shown_path
 from aigo_apply.observe.config_file import load_config
 
@@ -59,7 +60,7 @@ def insert_entry(config_file: str, alias: str, entry: dict[str, Any], why: dict[
     path = Path(config_file).expanduser()
     raw, source = read_config(path, config_file)
     if source.problems:
-        raise ConfigInvalid(config_file, source.problems)
+        raise ConfigInvalid(config_file, unquoted(source.problems))
     text = raw.decode("utf-8")
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     body = text.removeprefix(bom)

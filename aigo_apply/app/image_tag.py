@@ -24,6 +24,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt import ORDER, string_scalar
 from aigo_apply.desired.images import BUILT_IN
+from aigo_apply.config.secret_values import unquoted
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problems, UsageProblem, shown_path
 from aigo_apply.observe.config_file import load_config
 
@@ -67,7 +68,7 @@ def set_tag(config_file: str, engine: str, tag: str | None) -> TagChange:
     path = Path(config_file).expanduser()
     raw, source = read_config(path, config_file)  # the project's own reader: size, UTF-8, syntax, nesting, bombs
     if source.problems:  # duplicate keys and the like: which of two lines to edit is not clear
-        raise ConfigInvalid(config_file, source.problems)
+        raise ConfigInvalid(config_file, unquoted(source.problems))
     original = raw.decode("utf-8")  # line ends as written (read_text would turn CRLF into LF)
     bom = "\ufeff" if original.startswith("\ufeff") else ""
     original = original.removeprefix(bom)

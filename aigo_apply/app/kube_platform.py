@@ -27,6 +27,7 @@ from aigo_apply.apply.state_dir import state_dir
 from aigo_apply.config import kube_rules
 from aigo_apply.config.load import Config
 from aigo_apply.config.platforms import platform_of
+from aigo_apply.config.secret_values import unquoted
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import ConfigInvalid, UsageProblem
 from aigo_apply.kube.apply import KubeApply, destroy
@@ -197,7 +198,7 @@ def _check_placement(config: Config) -> None:
     if platform_of(config.data) != "kubernetes":
         problems = kube_rules.placement_problems(config.file, config.data, config.marks)
         if problems:
-            raise ConfigInvalid(config.file, problems)
+            raise ConfigInvalid(config.file, unquoted(problems))
 
 
 # Images a download Job may get the Hugging Face token in. The token is the applying user's (the file

@@ -19,6 +19,7 @@ from aigo_apply.config.adapter_rules import adapters_of
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.machine_text import yaml_comment, yaml_text
 from aigo_apply.config.yaml_source import Source, load, load_bytes, load_text
+from aigo_apply.config.secret_values import unquoted
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, Problems, UsageProblem, shown_path
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.host_paths import file_facts
@@ -139,7 +140,7 @@ def read_definition(
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("model"), dict):
         raise AigoError(f"{shown(path)}: not an aigo-apply model definition (expected `format: {FORMAT}` and `model:`)")
     if source.problems:  # duplicate keys and the like: which of two values is meant is not clear
-        raise ConfigInvalid(path, source.problems)
+        raise ConfigInvalid(path, unquoted(source.problems))
     name = alias or data.get("alias")
     if not isinstance(name, str) or not name:
         raise AigoError(f"{shown(path)}: the definition names no alias; pass --as ALIAS")
@@ -180,7 +181,7 @@ def _check_entry(
         ) from None
     found = probe.problems + schema.validate(probe) + rules.check(probe, file_facts(probe.file, probe.data))
     if found:
-        raise ConfigInvalid(path, [_in_definition(p, probe, source, alias, from_option, path) for p in found])
+        raise ConfigInvalid(path, unquoted([_in_definition(p, probe, source, alias, from_option, path) for p in found]))
 
 
 def _project_of(config_file: str | None) -> str:
@@ -229,7 +230,7 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
     path = Path(config_file).expanduser()
     raw, source = read_config(path, config_file)
     if source.problems:  # duplicate keys: where the entry would go is not clear
-        raise ConfigInvalid(config_file, source.problems)
+        raise ConfigInvalid(config_file, unquoted(source.problems))
     data = source.data if isinstance(source.data, dict) else {}
     models = data.get("models")
     if not isinstance(models, dict):

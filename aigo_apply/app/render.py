@@ -10,6 +10,7 @@ from aigo_apply.app.planning import load_desired
 from aigo_apply.app.views import DocumentView
 from aigo_apply.config.kube_rules import placement_problems
 from aigo_apply.config.load import choose_file
+from aigo_apply.config.secret_values import unquoted
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.docker_run import docker_run
 from aigo_apply.errors import EXIT_OK, AigoError, ConfigInvalid, UsageProblem
@@ -38,7 +39,7 @@ def run_render(request: RenderRequest, view: DocumentView) -> int:
         config = load_config(choose_file(request.file))
         unplaceable = placement_problems(config.file, config.data, config.marks)  # a docker file's too
         if unplaceable:
-            raise ConfigInvalid(config.file, unplaceable)
+            raise ConfigInvalid(config.file, unquoted(unplaceable))
         objects = selected(build_desired(config, current_host()), settings_of(config.data), alias)
         view.document(to_yaml(objects).rstrip("\n"))
         return EXIT_OK

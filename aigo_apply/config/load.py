@@ -95,7 +95,7 @@ def _refuse_foreign(source: Source) -> None:
         kind = "a list" if isinstance(data, list) else "a single value"
         message = f"must be a mapping, not {kind}: an aigo.yaml has version, project and models at its top level"
     message += "; is this the right file?"
-    raise ConfigInvalid(source.file, [Problem(1, 1, "", message, source.file)])
+    raise ConfigInvalid(source.file, unquoted([Problem(1, 1, "", message, source.file)]))
 
 
 def _refuse_oversized(source: Source) -> None:
@@ -107,7 +107,7 @@ def _refuse_oversized(source: Source) -> None:
         line, col = source.marks.of_key(("models",))
         message = f"has {len(models)} entries; at most {limit} models are allowed in one file"
         raise ConfigInvalid(
-            source.file, unquoted(source.problems) + [Problem(line, col, "models", message, source.file)]
+            source.file, unquoted(source.problems + [Problem(line, col, "models", message, source.file)])
         )
     most = schema.schema()["$defs"]["model"]["properties"]["env"]["maxProperties"]
     crowded = [
@@ -121,7 +121,7 @@ def _refuse_oversized(source: Source) -> None:
             line, col = source.marks.of_key(("models", alias, "env"))
             message = f"has {count} variables; at most {most} are allowed for one engine"
             problems.append(Problem(line, col, f"models.{alias}.env", message, source.file))
-        raise ConfigInvalid(source.file, unquoted(source.problems) + problems)
+        raise ConfigInvalid(source.file, unquoted(source.problems + problems))  # an alias may be a credential
 
 
 def _validated_key(file_digest: str) -> str | None:

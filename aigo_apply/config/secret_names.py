@@ -15,8 +15,9 @@ say what the value is:
 - a password, a secret or a key (`DB_PASSWORD`, `CLIENT_SECRET`, `OPENAI_API_KEY`, `S3_ACCESS_KEY_ID`,
   `PGPASSWORD`), or a secret's file (`HF_TOKEN_PATH`): any value but a plain one is refused;
 - a token (`GITHUB_TOKEN`, `EOS_TOKEN`): to an LLM a token is also a piece of text, so only a value
-  shaped like a random token (one run of 8 or more letters, digits and `-._~+/=` with a letter and a
-  digit) or a path is refused: `EOS_TOKEN: "</s>"`, `STOP_TOKEN: "<|im_end|>"` are special tokens;
+  shaped like a random token (one run of 8 or more letters, digits and `-._~+/=` with a letter beside
+  a digit) or a path is refused: `EOS_TOKEN: "</s>"`, `STOP_TOKEN: "<|im_end|>"` are special tokens,
+  `SAMPLE_TOKEN: token_id_42` an identifier;
 - anything else (`TOKEN_TYPE: bearer`, `SECRET_BACKEND: vault`, `TOKEN_URL`, `API_KEY_HEADER`):
   the value is what the name says it is, no secret, and only its shape is judged.
 A plain value is empty, a boolean word, or a short number with or without a unit: a switch, a size or
@@ -126,13 +127,16 @@ SECRET_LAST_WORDS = (
     ("API", "KEY"), ("API", "KEYS"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"),
     ("ACCESS", "KEY", "ID"), ("SECRET", "KEY", "ID"),
 )  # fmt: skip
-# A random token: one run of 8 or more token characters holding a letter and a digit.
-_RANDOM_TOKEN = re.compile(r"(?=[A-Za-z0-9._~+/=-]*?[0-9])(?=[A-Za-z0-9._~+/=-]*?[A-Za-z])[A-Za-z0-9._~+/=-]{8,}")
+# A random token: one run of 8 or more token characters with a letter beside a digit somewhere (a
+# part that mixes them, as random characters do: `s3cr3t-value-1`, `4f9a8c2e`), not an identifier
+# of words and numbers (`token_id_42`, `eos_token_2`).
+_RANDOM_TOKEN = re.compile(r"(?=[A-Za-z0-9._~+/=-]*?(?:[A-Za-z][0-9]|[0-9][A-Za-z]))[A-Za-z0-9._~+/=-]{8,}")
 
 
 def token_shaped(value: str) -> bool:
     """Whether `value` is shaped like a random token: one run of 8 or more letters, digits and
-    `-._~+/=`, holding a letter and a digit (not `</s>`, `<|im_end|>`, `Observation:` or `###`)."""
+    `-._~+/=`, with a letter beside a digit (not `</s>`, `<|im_end|>`, `Observation:`, `###`, nor
+    `token_id_42`, words and a number joined)."""
     return _RANDOM_TOKEN.fullmatch(value.strip()) is not None
 
 

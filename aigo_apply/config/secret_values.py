@@ -50,7 +50,13 @@ _SHAPED = r"(?={lead}*+[0-9]|{run}*?[a-z][A-Z]|{run}*+=)"
 # parameter of its own (`?token=`, `&api_key=`, or a value that is only `token=...`; not `max_token=`),
 # whose value is 16 or more URL characters holding a letter and a digit: a random token, not `?token=abc`
 # nor `?access_token=REDACTED`. Each lookahead reads only the value's run, which `=` and `&` end.
-_QUERY_NAMES = r"(?:access_token|id_token|refresh_token|auth_token|token|api_key|apikey|api-key|client_secret)"
+# Names as services write them, in any case (`?ACCESS_TOKEN=`): OAuth's tokens, API keys (`?key=`),
+# client secrets, and the signatures of pre-signed URLs (Azure SAS `sig=`, S3 `X-Amz-Signature=`,
+# Google Cloud Storage `X-Goog-Signature=`) and S3's session token.
+_QUERY_NAMES = (
+    r"(?ai:access_token|id_token|refresh_token|auth_token|token|api_key|apikey|api-key|key|client_secret"
+    r"|sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token)"
+)
 _QUERY_VALUE = r"[A-Za-z0-9._~+/%-]"
 _QUERY = (
     r"(?<![A-Za-z0-9_.-])"
@@ -81,6 +87,18 @@ CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(_START + r"ya29\.[0-9A-Za-z_-]{20,}"), "a Google OAuth token (ya29.)"),
     # Groq's keys: gsk_ and 52 letters and digits (40 or more are taken: no word is that long).
     (re.compile(_START + r"gsk_[A-Za-z0-9]{40,}"), "a Groq API key (gsk_...)"),
+    # Prefixes and lengths the services publish (fewer characters are taken than they write, never a
+    # word's): NVIDIA's API catalog (nvapi- and 64), xAI (xai- and 80), Perplexity (pplx- and 48),
+    # Replicate (r8_ and 37), a Hugging Face organization token (api_org_), SendGrid (SG.22.43),
+    # Databricks (dapi and 32 hex digits), LangSmith (lsv2_pt_ or lsv2_sk_ and 32 hex digits).
+    (re.compile(_START + r"nvapi-" + _LONG_PART + r"[A-Za-z0-9_-]{40,}"), "an NVIDIA API key (nvapi-...)"),
+    (re.compile(_START + r"xai-[A-Za-z0-9]{40,}"), "an xAI API key (xai-...)"),
+    (re.compile(_START + r"pplx-[A-Za-z0-9]{32,}"), "a Perplexity API key (pplx-...)"),
+    (re.compile(_START + r"r8_[A-Za-z0-9]{30,}"), "a Replicate API token (r8_...)"),
+    (re.compile(_START + r"api_org_[A-Za-z0-9]{24,}"), "a Hugging Face token (api_org_...)"),
+    (re.compile(_START + r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{30,}"), "a SendGrid API key (SG....)"),
+    (re.compile(_START + r"dapi[0-9a-f]{32}(?![0-9A-Za-z])"), "a Databricks token (dapi...)"),
+    (re.compile(_START + r"lsv2_(?:pt|sk)_[0-9a-f]{32}"), "a LangSmith API key (lsv2_...)"),
     (
         re.compile(_START + r"(?:npm_[A-Za-z0-9]{30,}|pypi-" + _LONG_PART + r"[A-Za-z0-9_-]{30,})"),
         "a package registry token",
@@ -100,6 +118,14 @@ CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         "a URL with a password",
     ),
     (re.compile(_QUERY), "a URL with a token in its query (access_token=, token=, api_key=...)"),
+    # A webhook's URL is its secret: Slack's (/services/T.../B.../secret) and Discord's (/webhooks/id/secret).
+    (
+        re.compile(
+            r"hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,}/[A-Z0-9]{6,}/[A-Za-z0-9]{16,}"
+            r"|discord(?:app)?\.com/api/webhooks/[0-9]{10,}/[A-Za-z0-9_-]{30,}"
+        ),
+        "a webhook URL with its secret",
+    ),
     (
         re.compile(
             _START
@@ -122,9 +148,14 @@ CREDENTIAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 # Only a quick "no": a text that has one still goes through every pattern, in order.
 _MAYBE_CREDENTIAL = re.compile(
     r"-----BEGIN |hf_|sk-|k_live_|k_test_|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|AKIA|ASIA|AIza|ya29\.|gsk_"
-    r"|npm_|pypi-|eyJ|://|(?:token|_key|apikey|api-key|_secret)=|(?ai:access_?key)"
+    r"|npm_|pypi-|eyJ|://|(?ai:token=|key=|_secret=|sig=|signature=|access_?key)"
+    r"|nvapi-|xai-|pplx-|r8_|api_org_|SG\.|dapi|lsv2_|hooks\.slack\.com/|/webhooks/"
     r"|[Bb]asic|BASIC|[Bb]earer|BEARER"
 )
+# A path written as a word of its own (`/run/secrets/x`, `~/.aigo/secrets/x`, `./x`, a URL's path):
+# each of its parts is judged as a text of its own, so `~/.aigo/secrets/hf_...` holds a token, while a
+# repo id (`org/hf_...`, no leading `/`) stays a name.
+_PATH_WORD = re.compile(r"(?<![^\s=:,;|'\"`(\[{<>])(?:~|\.{1,2})?/[^\s'\"`]*")
 
 
 def credential_hint(text: str) -> bool:
@@ -134,13 +165,25 @@ def credential_hint(text: str) -> bool:
 
 
 def credential_kind(text: str) -> str | None:
-    """What kind of credential `text` looks like, or None. Never returns any part of the text."""
+    """What kind of credential `text` looks like, or None: in the text, or as a whole part of a path
+    in it (`~/.aigo/secrets/hf_...`). Never returns any part of the text."""
+    if not credential_hint(text):  # the usual case: no part of it can hold one either
+        return None
+    return _kind_of(text) or next(filter(None, map(_kind_of, _path_parts(text))), None)
+
+
+def _kind_of(text: str) -> str | None:
+    """The kind of the first pattern found in `text` as it is."""
     if not credential_hint(text):
         return None
-    for pattern, kind in CREDENTIAL_PATTERNS:
-        if pattern.search(text):
-            return kind
-    return None
+    return next((kind for pattern, kind in CREDENTIAL_PATTERNS if pattern.search(text)), None)
+
+
+def _path_parts(text: str) -> list[str]:
+    """The parts of every path written in `text` (see _PATH_WORD); none when it holds no `/`."""
+    if "/" not in text:
+        return []
+    return [part for word in _PATH_WORD.finditer(text) for part in word.group().split("/") if part]
 
 
 def hide_credentials(text: str) -> str:
@@ -151,7 +194,22 @@ def hide_credentials(text: str) -> str:
         return text
     for pattern, kind in _whole_tokens():
         text = pattern.sub(f"<{kind}, not shown>", text)
-    return text
+    return _PATH_WORD.sub(_hide_parts, text) if _path_parts(text) else text
+
+
+def _hide_parts(word: re.Match[str]) -> str:
+    """A path with each part that is a credential replaced by the words naming its kind."""
+    return "/".join(f"<{kind}, not shown>" if (kind := _kind_of(part)) else part for part in word.group().split("/"))
+
+
+def hidden_path(path: str) -> str:
+    """A location in the file (`models.ALIAS.env.NAME`, a key quoted where it holds dots) with each
+    part that is a credential replaced by the words naming its kind: a key is a name of its own, so
+    `models.hf_...` names a token, which an error's location must not print."""
+    if not credential_hint(path):
+        return path
+    parts = re.split(r"(\.|\[[0-9]+\]|\"|\\.)", path)  # keys, with the dots, indices and quotes between
+    return "".join(f"<{kind}, not shown>" if (kind := credential_kind(part)) else part for part in parts)
 
 
 @functools.cache
@@ -161,6 +219,7 @@ def _whole_tokens() -> tuple[tuple[re.Pattern[str], str], ...]:
 
 
 def unquoted(problems: list[Problem]) -> list[Problem]:
-    """`problems` with every credential a message quotes (`'ghp_...' is not an IP address`) replaced by
-    the words naming its kind: a rule that quotes a value it refuses never prints a secret."""
-    return [replace(p, message=hide_credentials(p.message)) for p in problems]
+    """`problems` with every credential a message quotes (`'ghp_...' is not an IP address`), or a
+    location names (`models.hf_...`), replaced by the words naming its kind: a rule that quotes a value
+    it refuses, or a key it refuses, never prints a secret, in text, JSON or a CI annotation."""
+    return [replace(p, path=hidden_path(p.path), message=hide_credentials(p.message)) for p in problems]

@@ -23,10 +23,23 @@ from aigo_apply.config.env_rules import CREDENTIAL_PATTERNS, credential_kind
 # Each makes some pattern start at every character, or run to the end of the value and back.
 WORST_UNITS = ["a", "a-", " ", ":", "eyJ-", "a_", "-", "a://:", "-----BEGIN ", "Bearer ", "Basic a", " sk-a", "sk-"]
 WORST_UNITS += ["?token=a", "&api_key=1", "token=", "ya29.", " ya29.a", "gsk_", " gsk_a", "secret_access_key=", "a1"]
+WORST_UNITS += [
+    "nvapi-",
+    "nvapi-a",
+    "SG.a",
+    "SG.a.",
+    "dapi0",
+    "?KEY=a1",
+    "&sig=",
+    "hooks.slack.com/services/T",
+    "/hf_",
+    "~/a",
+]
 CHILD = textwrap.dedent(
     """
     import sys, time
     from aigo_apply.config.env_rules import CREDENTIAL_PATTERNS, check_env
+    from aigo_apply.config.secret_values import credential_kind, hide_credentials
     from pathlib import Path
     from aigo_apply.config.finder import Finder
     from aigo_apply.config.path_facts import HostPaths
@@ -37,6 +50,9 @@ CHILD = textwrap.dedent(
         text = (unit * (size // len(unit) + 1))[:size]
         for pattern, kind in CREDENTIAL_PATTERNS:
             pattern.search(text)
+        if "/" in unit:  # every part of every path in it is judged, and hidden, on its own
+            credential_kind(text)
+            hide_credentials(text)
     value = ("eyJ-" * 1000)[:4000]  # the same object 99,900 times, as YAML aliases give it
     data = {"version": 1, "project": "p", "models": {}, **{f"l{i}": [value] * 999 for i in range(100)}}
     check_env(data, {}, Finder(Source("F", data, Marks(), [])), HostPaths(Path("/h"), Path("/h")))

@@ -98,10 +98,15 @@ TEXTS = ["hf_", "sk-", "sk_live_", "ghp_", "github_pat_", "glpat-", "xoxb-", "AK
 TEXTS += ["eyJ", ".", "://", "@", ":", "Bearer ", "bEaReR\t", " Basic ", "\u017fk-", "-----BEGIN RSA PRIVATE KEY", "-"]
 TEXTS += ["_", "A" * 8, "abcdEFGH1234", "0123456789", "/", " ", "\n", "é", "\u212a"]
 TEXTS += ["gsk_", "ya29.", "?", "&", "=", "token=", "access_token=", "api_key=", "Secret_Access_Key", '"', "+"]
+TEXTS += ["nvapi-", "xai-", "pplx-", "r8_", "api_org_", "SG.", "dapi", "0a1b2c3d", "lsv2_pt_", "ACCESS_TOKEN=", "key="]
+TEXTS += ["sig=", "X-Amz-Signature=", "hooks.slack.com/services/T0123456/", "B0123456/", "~/", "./", "a/"]
+# A path written as a word of its own: each of its parts is a text of its own (written here from the rule).
+PATH_WORD = re.compile(r"(?<![^\s=:,;|'\"`(\[{<>])(?:~|\.{1,2})?/[^\s'\"`]*")
 
 
 def plain_credential_kind(text: str) -> str | None:
-    return next((kind for pattern, kind in CREDENTIAL_PATTERNS if pattern.search(text)), None)
+    parts = [text] + [part for word in PATH_WORD.finditer(text) for part in word.group().split("/")]
+    return next((kind for part in parts for pattern, kind in CREDENTIAL_PATTERNS if pattern.search(part)), None)
 
 
 @settings(max_examples=2000, deadline=None)

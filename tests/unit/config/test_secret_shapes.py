@@ -77,6 +77,40 @@ MUST_REFUSE = {
     "bearer": ("Bearer " + _run(40), "an Authorization header"),
     "url-password": ("postgres://app:" + _run(16) + "@db.internal:5432/app", "a URL with a password"),
     "url-password-https": ("https://deploy:" + _run(20) + "@git.example.com/org/repo.git", "a URL with a password"),
+    # keys of LLM services and others, by their published prefix and length
+    "nvidia": ("nvapi-" + _run(40) + "-" + _run(23), "an NVIDIA API key"),
+    "xai": ("xai-" + _run(80), "an xAI API key"),
+    "perplexity": ("pplx-" + _run(48), "a Perplexity API key"),
+    "replicate": ("r8_" + _run(37), "a Replicate API token"),
+    "hugging-face-org": ("api_org_" + _run(34), "a Hugging Face token"),
+    "sendgrid": ("SG." + _run(22) + "." + _run(20) + "-" + _run(22), "a SendGrid API key"),
+    "databricks": ("dapi" + _run(32, "0123456789abcdef"), "a Databricks token"),
+    "langsmith": (
+        "lsv2_pt_" + _run(32, "0123456789abcdef") + "_" + _run(10, "0123456789abcdef"),
+        "a LangSmith API key",
+    ),
+    # credentials in a URL's query under names written in capitals, or short ones
+    "access-token-capitals": ("https://api.example.com/v1?ACCESS_TOKEN=" + _run(32), "a URL with a token in its query"),
+    "key-query": (
+        "https://generativelanguage.example.com/v1/models?key=" + _run(39),
+        "a URL with a token in its query",
+    ),
+    "azure-sas": (
+        "https://acct.blob.core.windows.net/c/b.bin?sv=2022-11-02&se=2026-01-01&sr=b&sp=r&sig=" + _run(40) + "%3D",
+        "a URL with a token in its query",
+    ),
+    "s3-presigned": (
+        "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=" + _run(64, "0123456789abcdef"),
+        "a URL with a token in its query",
+    ),
+    "slack-webhook": (
+        "https://hooks.slack.com/services/T" + _run(8).upper() + "/B" + _run(10).upper() + "/" + _run(24),
+        "a webhook URL with its secret",
+    ),
+    "discord-webhook": (
+        "https://discord.com/api/webhooks/123456789012345678/" + _run(68),
+        "a webhook URL with its secret",
+    ),
 }
 # Where a credential can stand in a file, each as the text that places VALUE (a JSON string) there.
 PLACES = {
@@ -128,6 +162,16 @@ MUST_PASS = {
     "GUIDE": "Basic instructions: answer briefly. Tokens such as </s> end a turn.",
     # sizes, times and paths under secret names (the corpus before, still)
     "MAX_TOKEN_LENGTH": "32k", "TOKEN_TTL": "30s", "OPENAI_API_KEY_FILE": "/run/secrets/openai",
+    # identifiers of words and a number under a token's name
+    "SAMPLE_TOKEN": "token_id_42", "SPECIAL_TOKEN": "audio_token_1", "IMAGE_TOKEN": "image_pad_0",
+    # names, hosts and paths that begin like a key, and query names with no credential after them
+    "GROK_MODEL": "xai-org/grok-1", "NIM_MODEL": "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
+    "HF_CACHE_DIR": "/models/hf_cache/llama-3-8b", "DATA_PATH": "/data/sk-learn-regression-model-v2/train",
+    "DATABRICKS_HOST": "https://dbc-a1b2c3d4-e5f6.cloud.databricks.com", "MAIL_FROM": "SG.notifications@example.com",
+    "REPLICATE_MODEL": "meta/llama-2-70b-chat:02e509c789964a7ea8736978a43525956ef40397be9033abf9fd2badfe68c9e3",
+    "KEY_URL": "https://example.com/docs?key=value", "SIG_URL": "https://example.com/a?sig=abc&v=2",
+    "S3_URL": "https://bucket.s3.amazonaws.com/key?X-Amz-Expires=3600", "HOOKS_DOCS": "https://api.slack.com/messaging/webhooks",
+    "PPLX_MODEL": "pplx-70b-online", "ADAPTER_DIR": "./adapters/r8_sql",
 }  # fmt: skip
 PASS_REFERENCES = {
     "SYSTEM_CREDENTIAL": {"from_file": "/run/credentials/aigo-apply.service/openai"},
@@ -206,6 +250,30 @@ def test_a_comment_reports_where_it_stands(tmp_path):
         (1, 1, "version", "this comment holds a GitHub token"),
         (9, 10, "router", "this comment holds an Authorization header value"),
     ]
+
+
+# A credential as a whole part of a path: the path is written in the file (a label, the plan) as
+# surely as the credential on its own. Each single-word shape, in each place a path stands.
+WORDS = sorted(c for c, (secret, _) in MUST_REFUSE.items() if re.fullmatch(r"[A-Za-z0-9._~+=-]+", secret))
+PATH_PLACES = {
+    "a from_file path": ("    env:\n      KEY: {from_file: ~/.aigo/secrets/VALUE}\n", "models.m.env.KEY"),
+    "an env value": ("    env:\n      DATA: /srv/data/VALUE/train\n", "models.m.env.DATA"),
+    "a relative path": ("    env:\n      DATA: ./VALUE\n", "models.m.env.DATA"),
+    "any other string": ("    vllm: {served_model_name: /srv/VALUE}\n", "models.m.vllm.served_model_name"),
+    "a comment": ("    # the key is in ~/keys/VALUE now\n", "models.m.gpus"),
+}
+
+
+@pytest.mark.parametrize("place", sorted(PATH_PLACES))
+@pytest.mark.parametrize("case", WORDS)
+def test_a_credential_as_a_part_of_a_path_is_refused_and_never_shown(tmp_path, case, place):
+    secret, words = MUST_REFUSE[case]
+    text, where = PATH_PLACES[place]
+    problems = validate(tmp_path, HEAD + text.replace("VALUE", secret))
+    ours = [p for p in problems if words in p.message and "{from_" in p.message]
+    assert ours and ours[0].path == where, [p.format() for p in problems]
+    shown = "\n".join(p.format() for p in problems)
+    assert secret not in shown and max(re.findall("[A-Za-z0-9]+", secret), key=len)[:12] not in shown, shown
 
 
 # -- what users ordinarily write --------------------------------------------------------------------
