@@ -19,14 +19,12 @@ whose user agent reads and rewrites `$HF_HOME/.agent_harnesses.json` on the firs
 from __future__ import annotations
 
 import configparser
-import importlib.util
 import os
 import time
 from pathlib import Path
-from urllib.request import getproxies_environment
 
 from aigo_apply import safe_read
-from aigo_apply.adapters.urls import shown_url, url_problem
+from aigo_apply.adapters.urls import PROXY_FIX, proxy_problem, shown_url, url_problem
 from aigo_apply.errors import HubError, Unreadable
 
 TIMEOUTS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")  # seconds, as int() reads them
@@ -48,31 +46,15 @@ def endpoint() -> str:
     return value
 
 
-def _proxy_schemes() -> tuple[str, ...]:
-    socks = importlib.util.find_spec("socksio") is not None  # httpx speaks SOCKS only with it
-    return ("http", "https", "socks5", "socks5h") if socks else ("http", "https")
-
-
 def check_environment() -> None:
     """Every variable huggingface_hub and its HTTP client parse, checked (HubError names the first
     that cannot be used): HF_ENDPOINT, the proxy variables (http_proxy, https_proxy, all_proxy in
     either case, as httpx reads them: a value without `://` is taken as http://; none with
     NO_PROXY=*), HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT."""
     endpoint()
-    proxies = getproxies_environment()
-    if "*" not in (h.strip() for h in proxies.get("no", "").split(",")):
-        for scheme in ("http", "https", "all"):
-            value = proxies.get(scheme)
-            if not value:
-                continue
-            url = value if "://" in value else f"http://{value}"
-            why = url_problem(url, _proxy_schemes())
-            if why:
-                name = next((n for n in os.environ if n.lower() == f"{scheme}_proxy"), f"{scheme.upper()}_PROXY")
-                raise HubError(
-                    f"{name}={shown_url(value)} is not a proxy the Hub's client can use ({why})",
-                    "set it to http://HOST:PORT (socks5:// needs the socksio package), or unset it",
-                )
+    proxy = proxy_problem()
+    if proxy:
+        raise HubError(f"{proxy} (the Hub's client reads it)", PROXY_FIX)
     for name in TIMEOUTS:
         value = os.environ.get(name)
         if value is None:

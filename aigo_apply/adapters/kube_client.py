@@ -21,7 +21,7 @@ from typing import Any
 
 from aigo_apply.adapters.kube_exec import exec_auth
 from aigo_apply.adapters.kubeconfig import read_kubeconfig
-from aigo_apply.adapters.urls import shown_url, url_problem
+from aigo_apply.adapters.urls import PROXY_FIX, proxy_problem, shown_url, url_problem
 from aigo_apply.errors import KubeConflict, KubeError, KubeUnavailable
 
 FIELD_MANAGER = "aigo-apply"
@@ -105,6 +105,9 @@ class KubeClient:
                 f"cannot use context {single.context_name!r}: its cluster's server {shown_url(server)} is not the URL "
                 f"of an API server ({why}); fix the kubeconfig's clusters[].cluster.server"
             )
+        proxy = proxy_problem() if transport is None else None
+        if proxy:
+            raise KubeUnavailable(f"cannot reach context {single.context_name!r}: {proxy}; {PROXY_FIX}")
         try:
             client = Client(single, namespace=namespace, field_manager=FIELD_MANAGER, transport=transport)
         except Exception as exc:  # lightkube's config checks raise assorted types (ConfigError, assert, OSError)

@@ -7,8 +7,11 @@ words (`url_problem`) and shown without its user and password (`shown_url`)."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 from urllib.parse import urlsplit
+from urllib.request import getproxies_environment
 
 _USERINFO = re.compile(r"(//)[^/?#@\s]*@")
 
@@ -53,3 +56,28 @@ def url_problem(url: str, schemes: tuple[str, ...]) -> str | None:
     if port == 0:
         return "its port is 0"
     return hostname_problem(parts.hostname or "")
+
+
+PROXY_FIX = "set it to http://HOST:PORT (socks5:// needs the socksio package), or unset it"
+
+
+def proxy_problem() -> str | None:
+    """The proxy variable an HTTP client of httpx's (huggingface_hub's, lightkube's) cannot use, in
+    words (`NAME=VALUE is not a proxy URL a client can use (why)`), or None. They are read as httpx
+    reads them: http_proxy, https_proxy and all_proxy in either case, a value without `://` taken as
+    http://, none at all with NO_PROXY=*; a host IDNA refuses failed only where the socket was opened
+    (a UnicodeError), an unknown scheme when the client was made."""
+    proxies = getproxies_environment()
+    if "*" in (h.strip() for h in proxies.get("no", "").split(",")):
+        return None
+    socks = importlib.util.find_spec("socksio") is not None  # httpx speaks SOCKS only with it
+    schemes = ("http", "https", "socks5", "socks5h") if socks else ("http", "https")
+    for scheme in ("http", "https", "all"):
+        value = proxies.get(scheme)
+        if not value:
+            continue
+        why = url_problem(value if "://" in value else f"http://{value}", schemes)
+        if why:
+            name = next((n for n in sorted(os.environ) if n.lower() == f"{scheme}_proxy"), f"{scheme.upper()}_PROXY")
+            return f"{name}={shown_url(value)} is not a proxy URL a client can use ({why})"
+    return None

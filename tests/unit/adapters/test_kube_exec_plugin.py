@@ -143,7 +143,7 @@ def test_a_good_plugin_s_token_is_sent_and_asked_for_again_after_a_401(tmp_path)
         assert server.seen == ["Bearer tok-1", "Bearer tok-1", "Bearer tok-2", "Bearer tok-2"], api
 
 
-def run_plan(tmp_path: Path, kube: Path, timeout_s: float = 60) -> subprocess.CompletedProcess:
+def run_plan(tmp_path: Path, kube: Path, timeout_s: float = 60, **env: str) -> subprocess.CompletedProcess:
     """`aigo-apply plan` in a child process, with the plugin's time limit at 2 s (else a minute)."""
     config = tmp_path / "aigo.yaml"
     config.write_text(CONFIG)
@@ -152,7 +152,7 @@ def run_plan(tmp_path: Path, kube: Path, timeout_s: float = 60) -> subprocess.Co
         "from aigo_apply.cli.main import main\n"
         f"main(['plan', '-f', {str(config)!r}])\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kube), "PYTHONPATH": str(ROOT)}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kube), "PYTHONPATH": str(ROOT), **env}
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout_s
     )
@@ -191,3 +191,20 @@ def test_a_server_s_password_is_never_printed(tmp_path):
     result = run_plan(tmp_path, kubeconfig(tmp_path, "{token: abc}", f"https://admin:{SECRET}@127.0.0.1:1"))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert SECRET not in result.stdout + result.stderr and "https://***@127.0.0.1:1" in result.stderr, result.stderr
+
+
+BAD_PROXIES = {
+    "HTTPS_PROXY": "http://a..b:3128",
+    "https_proxy": "http://" + "p" * 64 + ":3128",
+    "ALL_PROXY": "http://me:" + SECRET + "@a..b:1",
+    "HTTP_PROXY": "ftp://proxy:21",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_PROXIES))
+def test_a_proxy_variable_the_client_cannot_use_is_one_line_naming_it(tmp_path, name):
+    result = run_plan(tmp_path, kubeconfig(tmp_path, "{token: abc}"), **{name: BAD_PROXIES[name]})
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"{name}=" in last and "is not a proxy URL" in last, result.stderr
+    assert SECRET not in result.stdout + result.stderr
