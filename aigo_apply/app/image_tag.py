@@ -23,8 +23,8 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt import ORDER, string_scalar
-from aigo_apply.desired.images import BUILT_IN
 from aigo_apply.config.secret_values import unquoted
+from aigo_apply.desired.images import BUILT_IN
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problems, UsageProblem, shown_path
 from aigo_apply.observe.config_file import load_config
 

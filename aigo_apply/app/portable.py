@@ -18,8 +18,8 @@ from aigo_apply.config import rules, schema
 from aigo_apply.config.adapter_rules import adapters_of
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.machine_text import yaml_comment, yaml_text
-from aigo_apply.config.yaml_source import Source, load, load_bytes, load_text
 from aigo_apply.config.secret_values import unquoted
+from aigo_apply.config.yaml_source import Source, load, load_bytes, load_text
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, Problems, UsageProblem, shown_path
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.host_paths import file_facts
