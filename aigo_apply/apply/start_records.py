@@ -21,10 +21,10 @@ import stat
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aigo_apply import safe_write
 from aigo_apply.adapters.runtime import Runtime
-from aigo_apply.apply.journal import Journal
 from aigo_apply.apply.state_dir import STARTS
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.desired import labels
@@ -33,6 +33,9 @@ from aigo_apply.errors import AigoError
 from aigo_apply.observe.start_log import StartRecord, measure
 from aigo_apply.plan.types import Action
 from aigo_apply.safe_read import BadData, json_value, read_checked
+
+if TYPE_CHECKING:  # plan reads the records; only apply, which has a journal, writes them
+    from aigo_apply.apply.journal import Journal
 
 FOLDER = STARTS
 KEEP = 5  # per model: the plan needs the last start on an image, warm and cold
