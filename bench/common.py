@@ -55,11 +55,12 @@ def apply_or_exit(path: Path, env: dict[str, str], what: str = "") -> None:
 
 
 def remove_project(runtime, project: str) -> None:
-    from aigo_apply.desired.engines.common import cache_volume
+    from aigo_apply.desired.engines.common import legacy_cache_volume
 
     for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
         runtime.api.remove_container(c["Id"], force=True)
-    runtime.remove_volume(cache_volume(project))
+    for volume in {v["Name"] for v in runtime.list_volumes(project)} | {legacy_cache_volume(project)}:
+        runtime.remove_volume(volume)
 
 
 def compose_v2() -> str | None:

@@ -40,7 +40,6 @@ import common  # noqa: E402
 
 from aigo_apply.adapters.docker_engine import DockerRuntime  # noqa: E402
 from aigo_apply.app.planning import load_desired  # noqa: E402
-from aigo_apply.desired.engines.common import cache_volume  # noqa: E402
 from aigo_apply.desired.types import EngineAddress  # noqa: E402
 
 IMAGE = "aigo-vllm-cpu:v0.32.0-cpu"
@@ -141,7 +140,7 @@ def compile_cache(runtime: DockerRuntime, folder: Path, model: Path, env: dict, 
     for _ in range(repeat):
         project = "benchcc" + uuid.uuid4().hex[:6]
         path = write_config(folder, project, model, eager=False)
-        runtime.remove_volume(cache_volume(project))
+        common.remove_cache_volumes(runtime, project)
         try:
             first.append(apply(path, env))
             remove_engines(runtime, project)  # the replaced engine; the cache volume stays
@@ -149,7 +148,7 @@ def compile_cache(runtime: DockerRuntime, folder: Path, model: Path, env: dict, 
             hits += "Directly load" in engine_logs(runtime, project)  # the compiled graphs or the AOT compilation
             # the control: replaced again with the volume emptied, so that a warm page cache alone shows
             remove_engines(runtime, project)
-            runtime.remove_volume(cache_volume(project))
+            common.remove_cache_volumes(runtime, project)
             control.append(apply(path, env))
         finally:
             common.remove_project(runtime, project)

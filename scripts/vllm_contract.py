@@ -16,7 +16,9 @@ The stages are the ones `vllm serve` runs before it loads any weights, in its or
               the Mamba backend enum, the quantization registry, and the declared type and bounds of
               ModelConfig's max_model_len, SchedulerConfig's max_num_seqs and SpeculativeConfig's
               fields (their cross-field checks compare them with values derived from the model), and
-              with --enable-lora the LoRAConfig it builds from --max-loras and --max-lora-rank.
+              with --enable-lora the LoRAConfig it builds from --max-loras and --max-lora-rank; the
+              optimization level and CUDA-graph sizes against VllmConfig's and CompilationConfig's
+              fields, and the load format through get_model_loader, as the engine calls it at load.
 Each accepted line also reports the LoRA modules vLLM parsed (`lora_modules`: [name, path] pairs, or
 null), so a test can see that every adapter arrived (a repeated --lora-modules keeps only the last), and
 what the parser stored for each option of the line (`parsed`: option -> value).
@@ -98,11 +100,29 @@ def check_config(args: argparse.Namespace) -> str | None:
         MambaBackendEnum[engine.mamba_backend.upper()]
     if engine.quantization is not None:
         get_quantization_config(engine.quantization)
+    check_start(engine)
     if engine.enable_lora:  # its own fields' checks (max_loras >= 1, the rank's choices); nothing reads a model
         from vllm.config.lora import LoRAConfig
 
         LoRAConfig(max_lora_rank=engine.max_lora_rank, max_loras=engine.max_loras)
     return check_speculative(engine, parallel)
+
+
+def check_start(engine: Any) -> None:
+    """What vLLM does at start: VllmConfig's optimization level (an OptimizationLevel), the capture sizes
+    against CompilationConfig's fields, and the load format through get_model_loader (which the engine
+    calls when it loads the weights: an unknown name, or a loader that needs a loader config, fails there)."""
+    from vllm.config import CompilationConfig, VllmConfig
+    from vllm.config.load import LoadConfig
+    from vllm.model_executor.model_loader import get_model_loader
+
+    check_fields(VllmConfig, {"optimization_level": engine.optimization_level})
+    sizes = {k: getattr(engine, k) for k in ("cudagraph_capture_sizes", "max_cudagraph_capture_size")}
+    check_fields(CompilationConfig, {k: v for k, v in sizes.items() if v is not None})
+    try:
+        get_model_loader(LoadConfig(load_format=engine.load_format))
+    except ImportError:  # a loader package this venv lacks (the image has its own)
+        pass
 
 
 def check_speculative(engine: Any, parallel: Any) -> str | None:

@@ -120,6 +120,62 @@ def quantization(facts: dict[str, Any]) -> None:
     info["online_shorthands"] = list(_ONLINE_SHORTHANDS)
 
 
+def load_formats(facts: dict[str, Any]) -> None:
+    """The weight load formats (the Literal behind --load-format; get_model_loader refuses any other
+    name when the model loads), less those whose loader refuses to be made without a loader config,
+    and which loader packages the wheel requires, with or without an extra."""
+    import re
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+    from vllm.config.load import LoadConfig
+    from vllm.model_executor.model_loader import LoadFormats, get_model_loader
+
+    literal_list(facts, "load_formats", "load_formats_info", LoadFormats)
+    info = facts["load_formats_info"]
+    refused = []  # a loader that needs --model-loader-extra-config, which aigo.yaml cannot give
+    for name in facts["load_formats"]:
+        try:
+            get_model_loader(LoadConfig(load_format=name))
+        except ImportError:  # a package this venv lacks and an image may have: the image decides
+            pass
+        except Exception as exc:
+            refused.append({"name": name, "error": f"{type(exc).__name__}: {exc}"})
+    facts["load_formats"] = [n for n in facts["load_formats"] if n not in {r["name"] for r in refused}]
+    info["count"] = len(facts["load_formats"])
+    info["refused_without_loader_config"] = refused
+    wanted = {"fastsafetensors", "runai-model-streamer", "instanttensor", "tensorizer"}
+    always, extras = set(), {}
+    for line in requires("vllm") or []:
+        requirement = Requirement(line)
+        name = requirement.name.lower()
+        if name not in wanted:
+            continue
+        extra = re.search(r"extra == ['\"]([^'\"]+)['\"]", str(requirement.marker or ""))
+        if extra:
+            extras[name] = extra.group(1)
+        else:
+            always.add(name)
+    info["packages_required"] = sorted(always)
+    info["packages_in_extras"] = dict(sorted(extras.items()))
+
+
+def start_flags(facts: dict[str, Any], actions: dict[str, Any]) -> None:
+    """The start-up flags aigo-apply writes for `vllm.compilation`: those this release's parser has
+    (the others are dropped from the table), with their defaults and, for -O, the levels."""
+    from vllm.config.vllm import OptimizationLevel
+
+    table = facts["start_flags"]
+    for flag in list(table):
+        if flag not in actions:
+            del table[flag]
+            continue
+        table[flag]["default"] = plain(actions[flag].default)
+        table[flag]["nargs"] = actions[flag].nargs
+    if "--optimization-level" in table:
+        table["--optimization-level"]["choices"] = [int(level) for level in OptimizationLevel]
+
+
 def flag_actions() -> dict[str, Any]:
     """Every option string of `vllm serve` -> its argparse action."""
     parser = serve_parser()
@@ -140,6 +196,7 @@ def flag_facts(facts: dict[str, Any]) -> None:
         ("--dtype", "dtypes_info"),
         ("--mamba-backend", "mamba_backends_info"),
         ("--quantization", "quantization_info"),
+        ("--load-format", "load_formats_info"),
     ):
         facts[info_key]["argparse_choices"] = actions[key].choices is not None
         facts[info_key]["default"] = plain(actions[key].default)
@@ -148,6 +205,7 @@ def flag_facts(facts: dict[str, Any]) -> None:
     facts["flags"]["--mamba-backend"]["choices"] = facts["mamba_backends"]  # an enum, not argparse choices
     for flag, entry in facts["mamba_backends_info"]["related_flags"].items():
         describe_flag(entry, flag, actions[flag])
+    start_flags(facts, actions)
 
 
 def describe_flag(entry: dict[str, Any], flag: str, action: Any) -> None:
@@ -184,6 +242,7 @@ def rebuild(committed: dict[str, Any]) -> dict[str, Any]:
     engine_enums(facts)
     speculative(facts)
     quantization(facts)
+    load_formats(facts)
     flag_facts(facts)
     environment(facts)
     return facts

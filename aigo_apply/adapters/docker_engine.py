@@ -4,9 +4,8 @@ over the standard library (adapters/docker_http.py), so plan and a no-op apply n
 docker SDK and requests; everything else goes through the SDK's low-level API client, made on first
 use. It maps every failure to DockerUnavailable in one place (`_errors`) and counts its API calls,
 so benchmarks and tests can prove that reading the machine does not grow with the number of models.
-A named volume a container of ours mounts is created first, with the project's volume labels
-(Docker would make it unlabelled), so destroy can tell our cache volume from a user's volume of the
-same name.
+Its named volumes (made with our labels before a container mounts them, listed, removed) are in
+adapters/docker_volumes.py.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from typing import Any
 
 from aigo_apply.adapters import docker_http
 from aigo_apply.adapters.create_checks import check_container
+from aigo_apply.adapters.docker_volumes import DockerVolumes
 from aigo_apply.adapters.engine_sockets import prepare_socket_mounts
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import CONFINED_CAPS, ContainerSpec
@@ -31,7 +31,7 @@ API_VERSION = docker_http.API_VERSION
 _CONFINED = {"cap_drop": ["ALL"], "cap_add": list(CONFINED_CAPS), "security_opt": ["no-new-privileges:true"]}
 
 
-class DockerRuntime:
+class DockerRuntime(DockerVolumes):
     def __init__(self, base_url: str | None = None, timeout: int | None = 60):  # None: no timeout (events)
         self.calls = 0
         self.waited = 0.0  # seconds spent on the plan's three reads (the engine answering), for benchmarks
@@ -204,17 +204,6 @@ class DockerRuntime:
         with self._errors():
             self.api.tag(source, *_split_reference(reference), force=True)
 
-    def volume_labels(self, name: str) -> dict[str, Any] | None:
-        """The labels of the volume `name` ({} when it has none), or None when there is no such volume."""
-        import docker.errors
-
-        with self._errors():
-            try:
-                found = self.api.inspect_volume(name)
-            except docker.errors.NotFound:
-                return None
-        return found.get("Labels") or {} if isinstance(found, dict) else {}
-
     def inspect_image(self, reference: str) -> dict[str, Any] | None:
         """GET /images/{ref}/json, or None when the image is not on this machine."""
         import docker.errors
@@ -234,9 +223,7 @@ class DockerRuntime:
         published, project = spec.host_port is not None, spec.labels.get(labels.PROJECT, "")
         with self._errors():
             if labels.is_ours(dict(spec.labels), project):
-                for mount in spec.mounts:
-                    if not mount.source.startswith("/"):  # a named volume (check_container allowed it)
-                        self.api.create_volume(name=mount.source, labels=labels.for_volume(project))
+                self.make_volumes(spec, project)
             host_config = self.api.create_host_config(
                 binds={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
                 port_bindings={spec.container_port: (spec.host_ip, spec.host_port)} if published else None,
@@ -278,19 +265,6 @@ class DockerRuntime:
     def remove(self, container: str, force: bool = True) -> None:
         with self._errors():
             self.api.remove_container(container, force=force)
-
-    def remove_volume(self, name: str) -> bool:
-        """Remove a named volume; False when there is none."""
-        import docker.errors
-
-        try:
-            self.api.remove_volume(name, force=True)
-        except docker.errors.NotFound:
-            return False
-        except Exception:
-            with self._errors():
-                raise
-        return True
 
     def rename(self, container: str, name: str) -> None:
         with self._errors():

@@ -1,8 +1,8 @@
 """This machine's Docker as a platform (app/platform.py): the project's lock in its state folder, the
 machine read with three calls (app/planning.observe), the plan made with the host's facts, the Hub
 and aigo.lock (app/planning.plan_for), the executor with the router's adapter (apply/executor.py),
-and after a good run aigo.lock written (apply) or the router's files and the cache volume removed
-(destroy)."""
+and after a good run aigo.lock written and the cache volumes of images no model uses removed (apply),
+or the router's files and every cache volume removed (destroy)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
-from aigo_apply.app import lock_file
+from aigo_apply.app import cache_volumes, lock_file
 from aigo_apply.app.planning import hub_adapters, observe, plan_for, remote_info
 from aigo_apply.app.platform import LogStream, Run
 from aigo_apply.app.router_keys import digest_of, read_keys
 from aigo_apply.apply.project_lock import ProjectLock
 from aigo_apply.apply.state_dir import FAILED_STARTS, STARTS, state_dir, state_path
-from aigo_apply.desired import labels
-from aigo_apply.desired.engines.common import cache_volume
 from aigo_apply.desired.engines.router import settings_of
 from aigo_apply.desired.types import SOCKETS_FOLDER, AdapterFiles, DesiredState
 from aigo_apply.errors import AigoError, PlanFileError
@@ -157,15 +155,17 @@ class DockerPlatform:
     ) -> None:
         """After a run that ended well (nothing to do, or done): an apply of the whole file records
         what is installed in aigo.lock (with the canary gates' figures of the engines they let in) and
-        removes the socket folders of models the file no longer has;
-        destroy removes the router's files, the engines' socket folders and the cache volume."""
+        removes the socket folders of models the file no longer has and the cache volumes of images
+        no model uses (app/cache_volumes.py); destroy removes the router's files, the engines' socket
+        folders, the start records and every cache volume."""
         if command == "apply" and self.desired is not None and not request.target:
             record_lock(self.desired, self.runtime, canaries, self.aigo_lock)
             _prune_sockets(self.state / SOCKETS_FOLDER, set(self.desired.models))
+            cache_volumes.prune(self.desired, self.runtime, console)
         elif command == "destroy":
             for folder in ("router", SOCKETS_FOLDER, FAILED_STARTS, STARTS):  # rmtree refuses a link, follows none
                 shutil.rmtree(self.state / folder, ignore_errors=True)
-            _remove_cache_volume(self.project, self.runtime, console)
+            cache_volumes.remove_all(self.project, self.runtime, console)
 
     def status(self) -> dict[str, Any]:
         from aigo_apply.app.status import collect  # with its parallel probes: only status needs it
@@ -209,26 +209,6 @@ def record_lock(
     data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
     data = lockfile.with_canaries(data, desired, canaries, (previous or {}).get("canary", {}))
     lock_file.write(lock_file.path_for(desired.file), data)
-
-
-def _remove_cache_volume(project: str, runtime: Runtime, console: Console) -> None:
-    """The project's cache volume goes only when its labels say aigo-apply made it for this project:
-    a volume of that name without them (the user's own, or one an older aigo-apply let Docker make)
-    is kept, and destroy says so."""
-    volume = cache_volume(project)
-    found = runtime.volume_labels(volume)
-    if found is None:
-        return
-    if labels.owns_volume(found, project):
-        if runtime.remove_volume(volume):
-            console.say(f"removed the cache volume {volume}")
-        return
-    console.say(
-        f"kept the volume {volume}: it does not carry aigo-apply's labels for project '{project}', so "
-        f"aigo-apply did not make it (or an older version did); remove it with `docker volume rm {volume}` "
-        "if it is not needed",
-        err=True,
-    )
 
 
 def router_for(

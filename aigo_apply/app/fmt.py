@@ -75,8 +75,9 @@ ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
         ("models", "*", "logs"): _LOGS,
         ("models", "*", "source"): _SOURCE,
         ("models", "*", "vllm"): "tool_calling tool_call_parser reasoning_parser moe_backend mamba_backend "
-        "tensor_parallel_size gpu_memory_utilization quantization kv_cache_dtype dtype max_num_seqs "
-        "enable_prefix_caching trust_remote_code enforce_eager max_loras max_lora_rank speculative",
+        "tensor_parallel_size gpu_memory_utilization quantization kv_cache_dtype dtype max_num_seqs load_format "
+        "enable_prefix_caching trust_remote_code enforce_eager compilation max_loras max_lora_rank speculative",
+        ("models", "*", "vllm", "compilation"): "optimization_level cudagraph_capture_sizes max_cudagraph_capture_size",
         ("models", "*", "vllm", "speculative"): "method num_speculative_tokens draft",
         ("models", "*", "vllm", "speculative", "draft"): _SOURCE,
         ("models", "*", "adapters", "*"): "source",

@@ -6,6 +6,7 @@ folder (derived from the alias, never from a label)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -14,15 +15,21 @@ from typing import Any
 from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.adapters.engine_metrics import fetch_url, samples
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.app.cache_volumes import next_starts
 from aigo_apply.app.effective import compare, read_engine
 from aigo_apply.apply import failed_starts, start_records
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import DesiredState, EngineAddress, socket_file
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
+from aigo_apply.observe.start_log import StartRecord
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.router.haproxy import routes_from_models_json
 
 PROBE_TIMEOUT = 1.0
+NEXT_START = {
+    "warm": "its image's cache volume holds what a start of these settings on this image compiled",
+    "cold": "nothing compiled for these settings on this image is in its cache volume yet",
+}
 
 
 def collect(
@@ -36,7 +43,9 @@ def collect(
     read from its engine and container, every field where they differ from the file, and which
     engines the router sees stalled (its /metrics, with `router_key` when it needs one); with
     `state` (the project's state folder), whether each model's last start failed and what its last
-    measured start took (apply/start_records.py)."""
+    measured start took (apply/start_records.py); with `runtime`, whether each model's next start
+    finds compiled code in its image's cache volume (app/cache_volumes.py: "warm" or "cold", None for
+    an engine that keeps none or a model not in the file)."""
     plan = build_plan(desired, observed)
     routed = set(routes_from_models_json(observed.router_files.get("models.json", "")))
     by_alias = {c.alias: c for c in observed.ours if c.alias and c.name == _name(desired, c.alias, c)}
@@ -61,6 +70,7 @@ def collect(
             zip(aliases, pool.map(lambda a: _container_config(runtime, containers[a]), aliases), strict=False)
         )
     images_now = _images_now(runtime, desired, containers)
+    caches = next_starts(desired, observed, runtime, _starts(state)) if runtime is not None else {}
     stalls = router_stalls(desired, router_key) if runtime is not None and observed.router else {}
     rows = []
     for alias in aliases:
@@ -87,6 +97,7 @@ def collect(
                 "sleep": sleep[alias],  # on-demand models: "awake", "asleep" (None: not on demand, or unknown)
                 "last_failed_start": _last_failed(state, alias, c),
                 "last_start": _last_start(state, alias),
+                "next_start_cache": caches.get(alias),
             }
         )
         if runtime is not None:
@@ -161,6 +172,11 @@ def _last_start(state: Path | None, alias: str) -> dict[str, Any] | None:
     """The model's last measured start: {seconds, phases, cache, image_id, at}; None before any."""
     record = start_records.newest(state, alias) if state is not None else None
     return record.shown() if record is not None else None
+
+
+def _starts(state: Path | None) -> Callable[[str], tuple[StartRecord, ...]]:
+    """A model's kept starts, newest first (none without a state folder)."""
+    return lambda alias: start_records.read(state, alias) if state is not None else ()
 
 
 def _engine_reads(alias: str, container: ObservedContainer | None, address: EngineAddress | None) -> dict[str, Any]:
@@ -262,6 +278,11 @@ def render(report: dict[str, Any]) -> str:
     for r in report["models"]:
         if r.get("last_start"):
             lines.append(f"  {r['model']}: {start_text(r['last_start'])}")
+    for r in report["models"]:
+        if r.get("next_start_cache") in NEXT_START:
+            lines.append(
+                f"  {r['model']}: its next start will be {r['next_start_cache']} ({NEXT_START[r['next_start_cache']]})"
+            )
     for left in report.get("leftovers") or []:
         lines.append(
             f"  {left['container']} ({left['state']}): left by a replace that did not finish (an apply that was "

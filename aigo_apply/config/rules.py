@@ -18,6 +18,7 @@ from typing import Any, TypeGuard
 from aigo_apply.config import (
     adapter_rules,
     canary_rules,
+    compilation_rules,
     env_rules,
     kube_rules,
     mount_rules,
@@ -64,6 +65,7 @@ def check(source: Source, paths: HostPaths) -> list[Problem]:
         swap_rules.check,
         adapter_rules.check,
         canary_rules.check,
+        compilation_rules.check,
     )
     for rule in rules:
         rule(data, models, finder)

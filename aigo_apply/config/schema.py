@@ -19,12 +19,16 @@ from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.other_tools import free_form, written_as_text
 from aigo_apply.config.secret_values import credential_kind
 from aigo_apply.config.vllm_facts import (
+    COMPILATION_FLAGS,
     ENUM_SETTINGS,
     VLLM_VERSION,
     config_release,
     methods_needing_draft,
     names,
+    needs_loader_config,
+    optimization_levels,
     speculative_methods,
+    unknown_compilation,
 )
 from aigo_apply.config.vllm_flags import renamed
 from aigo_apply.config.yaml_source import Path_, Source
@@ -79,7 +83,8 @@ def _anchor_end(pattern: str) -> str:
 
 
 def release_schema(release: str) -> dict[str, Any]:
-    """The schema with the name lists of another vLLM release (its facts file) in place of v0.31.0's."""
+    """The schema with the name lists of another vLLM release (its facts file) in place of v0.31.0's;
+    a start-up setting the release has no flag for is refused there, naming the release."""
     if release == VLLM_VERSION:
         return schema()
     data = copy.deepcopy(schema())  # schema() is shared (cached): never edited in place
@@ -89,6 +94,12 @@ def release_schema(release: str) -> dict[str, Any]:
     speculative = settings["speculative"]
     speculative["properties"]["method"]["enum"] = speculative_methods(release)
     speculative["if"]["properties"]["method"]["enum"] = methods_needing_draft(release)
+    compilation = settings["compilation"]["properties"]
+    compilation["optimization_level"]["enum"] = optimization_levels(release)
+    for key in COMPILATION_FLAGS:
+        why = unknown_compilation(key, release)
+        if why:
+            compilation[key] = {"not": {}, "x-error": why}
     return data
 
 
@@ -295,6 +306,13 @@ def _enum_message(path: Path_, value: Any, choices: list[Any], release: str = VL
     setting = path[-1] if path and path[-1] in ENUM_SETTINGS and "vllm" in path else None
     if path[-2:] == ("speculative", "method"):
         setting = "speculative method"
+    if path[-2:] == ("compilation", "optimization_level"):
+        return f"{_describe(value)} is not an optimization level vLLM v{release} has: one of {', '.join(map(str, choices))}"
+    if setting == "load_format" and value in needs_loader_config(release):
+        return (
+            f"vLLM v{release} cannot load with {value!r} unless --model-loader-extra-config gives its loader's "
+            f"settings, which aigo.yaml does not write; choose another: {', '.join(choices)}"
+        )
     what = f"a {setting} that vLLM v{release} knows" if setting else "one of " + ", ".join(map(str, choices))
     message = f"{_describe(value)} is not {what}"
     if isinstance(value, str):

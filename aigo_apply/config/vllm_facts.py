@@ -30,6 +30,15 @@ ENUM_SETTINGS = {
     "quantization": "quantization_methods",
     "kv_cache_dtype": "kv_cache_dtypes",
     "dtype": "dtypes",
+    "load_format": "load_formats",
+}
+# A model's `vllm.compilation` keys -> the flag each writes: what vLLM does at start (compile, capture
+# CUDA graphs), each a flag of its own in the releases here (no JSON). A release whose `start_flags`
+# lack a flag does not know that setting, and a file that sets it is refused naming the release.
+COMPILATION_FLAGS = {
+    "optimization_level": "--optimization-level",
+    "cudagraph_capture_sizes": "--cudagraph-capture-sizes",
+    "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
 }
 
 
@@ -71,6 +80,29 @@ def facts(version: str = VLLM_VERSION) -> dict[str, Any]:
 def names(setting: str, version: str = VLLM_VERSION) -> list[str]:
     """The names a vLLM release accepts for one `vllm:` setting, e.g. names('moe_backend')."""
     return list(facts(version)[ENUM_SETTINGS[setting]])
+
+
+def start_flags(version: str = VLLM_VERSION) -> dict[str, Any]:
+    """The start-up flags of `vllm.compilation` that a release has (flag -> its facts)."""
+    return dict(facts(version).get("start_flags", {}))
+
+
+def unknown_compilation(key: str, version: str = VLLM_VERSION) -> str | None:
+    """Why vLLM `version` cannot take the `vllm.compilation` setting `key`, or None when it can."""
+    flag = COMPILATION_FLAGS.get(key)
+    if flag is None or flag in start_flags(version):
+        return None
+    return f"vLLM v{version} has no {flag}: this setting needs a release that has it (or leave it unset)"
+
+
+def optimization_levels(version: str = VLLM_VERSION) -> list[int]:
+    """The optimization levels (-O) a release accepts: its OptimizationLevel enum."""
+    return list(start_flags(version).get("--optimization-level", {}).get("choices", []))
+
+
+def needs_loader_config(version: str = VLLM_VERSION) -> list[str]:
+    """Load formats the release has but refuses to load with unless a loader config is given (tensorizer)."""
+    return [r["name"] for r in facts(version).get("load_formats_info", {}).get("refused_without_loader_config", [])]
 
 
 def speculative_methods(version: str = VLLM_VERSION) -> list[str]:

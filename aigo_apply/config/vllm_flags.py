@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from aigo_apply.config.env_names import SLEEP_MODE_FLAG
+from aigo_apply.config.vllm_facts import COMPILATION_FLAGS
 
 # Settings of a model's `vllm:` block that map to a flag taking a value, in command-line order.
 VALUE_FLAGS = (
@@ -21,6 +22,7 @@ VALUE_FLAGS = (
     ("kv_cache_dtype", "--kv-cache-dtype"),
     ("dtype", "--dtype"),
     ("max_num_seqs", "--max-num-seqs"),
+    ("load_format", "--load-format"),
 )
 # Boolean settings: true -> --flag, false -> --no-flag (vLLM's BooleanOptionalAction).
 BOOL_FLAGS = (
@@ -45,6 +47,8 @@ OTHER_FLAGS = {
     "--max-lora-rank": "vllm.max_lora_rank",
     "--port": "port",
     "--uds": "",  # the engine's Unix socket, in a folder of the project's state
+    # what vLLM does at start: the keys of a model's `vllm.compilation` block, one flag each
+    **{flag: f"vllm.compilation.{key}" for key, flag in COMPILATION_FLAGS.items()},
 }
 # Every flag the table knows -> the key that writes it.
 FLAG_KEYS: dict[str, str] = {

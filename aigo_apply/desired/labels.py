@@ -3,8 +3,9 @@ there is no state file, so this module is the whole schema of that state.
 
 A container is ours only when it carries MANAGED_BY=aigo-apply and PROJECT=<project> (and its labels
 and name pass observe/label_checks.py); anything else is never touched. The same holds for the
-project's cache volume: it is made with `for_volume`'s labels, and destroy removes a volume of that
-name only when `owns_volume` says so (a user's own volume of the name is kept).
+project's cache volumes (one per engine image): each is made with `for_volume`'s labels, naming its
+image, and apply's pruning and destroy remove a volume only when `owns_volume` says so and its name is
+the one aigo-apply derives from that image (observe/cache_volumes.py; a user's volume is kept).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ SPEC_HASH = PREFIX + "spec-hash"  # hash of the full container definition (see C
 LABELS_VERSION = PREFIX + "labels-version"
 CREATED_BY = PREFIX + "created-by"  # aigo-apply version; informational, never compared
 SLOT = PREFIX + "slot"  # "b": the engine serves on its second socket (a parallel replace); absent: the first
+IMAGE = PREFIX + "image"  # on a cache volume: the engine image reference whose compiled code it keeps
 
 MANAGER = "aigo-apply"
 CURRENT_LABELS_VERSION = "1"
@@ -114,12 +116,14 @@ def for_router(project: str, spec: dict[str, Any], definition_hash: str) -> dict
     }
 
 
-def for_volume(project: str) -> dict[str, str]:
-    """The labels of a volume the tool makes for the project (its engines' compile cache)."""
+def for_volume(project: str, image: str | None = None) -> dict[str, str]:
+    """The labels of a volume the tool makes for the project: the compile cache of its engines on
+    `image` (None: a volume of no one image)."""
     return {
         MANAGED_BY: MANAGER,
         PROJECT: project,
         ROLE: ROLE_CACHE,
+        **({IMAGE: image} if image is not None else {}),
         LABELS_VERSION: CURRENT_LABELS_VERSION,
         CREATED_BY: __version__,
     }

@@ -33,6 +33,7 @@ class ObservedContainer:
     # (host ip, host port, container port), running only; a router's own port too (_router_port)
     ports: tuple[tuple[str, int, int], ...] = ()
     created: float | None = field(default=None, compare=False)  # Unix time Docker created it
+    volumes: tuple[str, ...] = field(default=(), compare=False)  # the named volumes it mounts
 
     @property
     def alias(self) -> str | None:
@@ -131,7 +132,16 @@ def parse_container(raw: dict[str, Any]) -> ObservedContainer:
         labels=labels,
         ports=_ports(raw.get("Ports")) + _router_port(state, raw.get("HostConfig"), labels),
         created=float(created) if isinstance(created := raw.get("Created"), int) and created >= 0 else None,
+        volumes=_volumes(raw.get("Mounts")),
     )
+
+
+def _volumes(mounts: Any) -> tuple[str, ...]:
+    """The names of the named volumes among a container's Mounts (anything else reads as none)."""
+    if not isinstance(mounts, list):
+        return ()
+    names = {m.get("Name") for m in mounts if isinstance(m, dict) and m.get("Type") == "volume"}
+    return tuple(sorted(n for n in names if isinstance(n, str)))
 
 
 def _text(value: Any) -> str:

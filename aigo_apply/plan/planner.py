@@ -10,9 +10,10 @@ from typing import Any
 
 from aigo_apply.config.names import BACKUP_SUFFIX, NEXT_SUFFIX
 from aigo_apply.desired.labels import PREFIX as LABEL_PREFIX
-from aigo_apply.desired.labels import is_ours
+from aigo_apply.desired.labels import PROJECT, is_ours
 from aigo_apply.desired.types import DesiredModel, DesiredState, Route
 from aigo_apply.errors import UsageProblem
+from aigo_apply.observe.cache_volumes import moved_from_project_volume
 from aigo_apply.observe.containers import ObservedContainer, ObservedState, router_project
 from aigo_apply.observe.label_checks import display_name, engine_names, next_name, shown
 from aigo_apply.plan.canary import NOT_SERVING, gate_for
@@ -182,7 +183,8 @@ def _differences(
             ]
     elif primary.spec_hash != model.container.definition_hash():
         reasons = [
-            "same settings, but this aigo-apply version defines the container differently "
+            moved_from_project_volume(model.container.labels.get(PROJECT, ""), primary.volumes, model.container)
+            or "same settings, but this aigo-apply version defines the container differently "
             "(command line, mounts or options)"
         ]
     moved_reasons, moved = image_moved(model.container.image, primary, images)

@@ -125,6 +125,15 @@ def test_vllm_034_parses_every_adapter_of_the_rendered_line(lines, verdicts):
     ]
 
 
+def test_vllm_034_reads_every_start_setting_as_written(verdicts):
+    parsed = {alias: verdicts[f"{EVERY_SETTING.stem}:{alias}"]["parsed"] for alias in ("drafted", "mtp", "plain")}
+    assert parsed["mtp"]["--optimization-level"] == "1" and parsed["mtp"]["--cudagraph-capture-sizes"] == [1, 2, 4, 8]
+    assert parsed["mtp"]["--max-cudagraph-capture-size"] == 8
+    assert (
+        parsed["plain"]["--load-format"] == "runai_streamer" and parsed["drafted"]["--load-format"] == "fastsafetensors"
+    )
+
+
 def test_vllm_034_accepts_the_refusals_base(verdicts):
     assert verdicts["(refusal base)"]["accepted"], verdicts["(refusal base)"]
 

@@ -115,6 +115,46 @@ REFUSALS = [
         {SPEC: '{"method":"mtp","num_speculative_tokens":65}'},
         "vLLM has no upper bound; drafts that long are never accepted, so the value is a typo",
     ),
+    Refusal(
+        "optimization level over 3",
+        {"vllm.compilation": "{optimization_level: 4}"},
+        {"--optimization-level": "4"},
+    ),
+    Refusal(
+        "negative optimization level",
+        {"vllm.compilation": "{optimization_level: -1}"},
+        {"--optimization-level": "-1"},
+    ),
+    Refusal("unknown load format", {"vllm.load_format": "fast"}, {"--load-format": "fast"}),
+    Refusal(
+        "load format that needs a loader config",
+        {"vllm.load_format": "tensorizer"},
+        {"--load-format": "tensorizer"},
+    ),
+    Refusal(
+        "load format in another spelling",
+        {"vllm.load_format": "FastSafetensors"},
+        {"--load-format": "FastSafetensors"},
+        "vLLM lower-cases --load-format; aigo-apply takes the one spelling vLLM lists, as for --moe-backend",
+    ),
+    Refusal(
+        "capture size zero",
+        {"vllm.compilation": "{cudagraph_capture_sizes: [0]}"},
+        {"--cudagraph-capture-sizes": "0"},
+        "vLLM's checks before it reads the model take a size of 0; a batch holds at least one sequence",
+    ),
+    Refusal(
+        "largest capture size zero",
+        {"vllm.compilation": "{max_cudagraph_capture_size: 0}"},
+        {"--max-cudagraph-capture-size": "0"},
+        "vLLM asserts at least 1 only when it builds its engine config, after the container has started",
+    ),
+    Refusal(
+        "capture size over 65536",
+        {"vllm.compilation": "{cudagraph_capture_sizes: [65537]}"},
+        {"--cudagraph-capture-sizes": "65537"},
+        "vLLM has no upper bound; it drops sizes above max_num_batched_tokens, so a larger one is a typo",
+    ),
     Refusal("negative context length", {"context_length": "-5"}, {"--max-model-len": "-5"}),
     Refusal("context length garbage", {"context_length": "32q"}, {"--max-model-len": "32q"}),
     Refusal(
@@ -259,3 +299,17 @@ def test_every_setting_config_sets_every_vllm_setting():
     speculative = [u["speculative"] for u in used if "speculative" in u]
     assert set(schema["speculative"]["properties"]) == set().union(*speculative)
     assert {"draft_model", "mtp"} <= {s["method"] for s in speculative}
+    compilation = [u["compilation"] for u in used if "compilation" in u]
+    assert set(schema["compilation"]["properties"]) == set().union(*compilation)
+
+
+def test_vllm_reads_every_start_setting_as_written(verdicts):
+    """What the parser stored for each start flag of every-vllm-setting.yaml: the level and the sizes
+    as numbers, the load format as its name."""
+    parsed = {alias: verdicts[f"every-vllm-setting:{alias}"]["parsed"] for alias in ("drafted", "mtp", "plain", "lora")}
+    assert parsed["mtp"]["--optimization-level"] == "1"  # a string here; VllmConfig takes it as OptimizationLevel 1
+    assert parsed["mtp"]["--cudagraph-capture-sizes"] == [1, 2, 4, 8]
+    assert parsed["mtp"]["--max-cudagraph-capture-size"] == 8
+    assert parsed["plain"]["--optimization-level"] == "0" and parsed["plain"]["--load-format"] == "runai_streamer"
+    assert parsed["drafted"]["--load-format"] == "fastsafetensors"
+    assert parsed["lora"]["--max-cudagraph-capture-size"] == 32

@@ -41,15 +41,16 @@ def runtime(docker_missing):
 
 @pytest.fixture
 def project(runtime):
-    """A fresh project name; every container of it, and its cache volume, is removed afterwards."""
+    """A fresh project name; every container of it, and its cache volumes, are removed afterwards."""
     from aigo_apply.desired import labels
-    from aigo_apply.desired.engines.common import cache_volume
+    from aigo_apply.desired.engines.common import legacy_cache_volume
 
     name = "t" + uuid.uuid4().hex[:10]
     yield name
     for c in runtime.api.containers(all=True, filters=labels.project_filter(name)):
         runtime.api.remove_container(c["Id"], force=True)
-    runtime.remove_volume(cache_volume(name))
+    for volume in {v["Name"] for v in runtime.list_volumes(name)} | {legacy_cache_volume(name)}:
+        runtime.remove_volume(volume)
 
 
 @pytest.fixture

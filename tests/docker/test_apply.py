@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from aigo_apply.desired import labels
+from aigo_apply.desired.engines.common import cache_volume
 
 from helpers.cli import run_cli
 from helpers.configs import free_port, model_folder, router_yaml, write_config
@@ -535,7 +536,7 @@ def test_sglang_and_llamacpp_models_start_wait_and_route_beside_vllm(runtime, pr
 
 def test_compile_cache_volume_outlives_a_recreate_and_goes_with_destroy(runtime, project, tmp_path, state):
     assert run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env=state).returncode == 0
-    volume = f"aigo-{project}-cache"
+    volume = cache_volume(project, "aigo-stub-engine:1")  # the volume of the engine's image
     mounts = runtime.api.inspect_container(f"aigo-{project}-chat")["Mounts"]
     assert [(m["Type"], m["Name"], m["Destination"], m["RW"]) for m in mounts if m["Type"] == "volume"] == [
         ("volume", volume, "/root/.cache", True)

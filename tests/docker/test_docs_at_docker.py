@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from aigo_apply.desired import labels
-from aigo_apply.desired.engines.common import cache_volume
+from aigo_apply.desired.engines.common import legacy_cache_volume
 
 from helpers.cli import run_cli
 from helpers.configs import free_port, model_folder
@@ -48,7 +48,8 @@ def router(runtime, tmp_path_factory):
         run_cli("destroy", "-f", str(path), "-y", env=env, timeout=120)
         for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
             runtime.api.remove_container(c["Id"], force=True)
-        runtime.remove_volume(cache_volume(project))
+        for volume in {v["Name"] for v in runtime.list_volumes(project)} | {legacy_cache_volume(project)}:
+            runtime.remove_volume(volume)
 
 
 def test_the_docs_show_requests_to_run():

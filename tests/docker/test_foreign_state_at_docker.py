@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from aigo_apply.desired import labels
+from aigo_apply.desired.engines.common import cache_volume, legacy_cache_volume
 
 from helpers.cli import run_cli
 from helpers.stub_project import config
@@ -86,16 +87,17 @@ def test_foreign_containers_in_our_names_or_with_our_labels_are_never_touched(ru
 
 
 def test_the_cache_volume_is_labelled_ours_and_a_users_volume_of_its_name_is_kept(runtime, project, tmp_path, state):
-    volume = f"aigo-{project}-cache"
+    ours = cache_volume(project, "aigo-stub-engine:1")  # the compile cache of the engine's image
     path = config(tmp_path, project)
     assert run_cli("apply", "-f", str(path), "-y", env=state).returncode == 0
-    assert runtime.volume_labels(volume) == labels.for_volume(project) | {
-        labels.CREATED_BY: runtime.volume_labels(volume)[labels.CREATED_BY]
+    assert runtime.volume_labels(ours) == labels.for_volume(project, "aigo-stub-engine:1") | {
+        labels.CREATED_BY: runtime.volume_labels(ours)[labels.CREATED_BY]
     }
     gone = run_cli("destroy", "-f", str(path), "-y", env=state)
-    assert gone.returncode == 0 and f"removed the cache volume {volume}" in gone.stdout, gone.stdout + gone.stderr
-    assert runtime.volume_labels(volume) is None
+    assert gone.returncode == 0 and f"removed the cache volume {ours}" in gone.stdout, gone.stdout + gone.stderr
+    assert runtime.volume_labels(ours) is None
 
+    volume = legacy_cache_volume(project)  # the one name per project an earlier aigo-apply used
     runtime.api.create_volume(name=volume, labels={"owner": "me"})  # the user's own, of that name
     runtime.api.create_volume(name=f"{volume}-x")  # and one beside it
     try:

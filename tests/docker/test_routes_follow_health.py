@@ -28,7 +28,7 @@ BACK_WITHIN = 1.5  # seconds from an engine's first /health 200 to: listed again
 def rh1(runtime, tmp_path, monkeypatch):
     """A project named rh1-...; its containers and cache volume are removed afterwards."""
     from aigo_apply.desired import labels
-    from aigo_apply.desired.engines.common import cache_volume
+    from aigo_apply.desired.engines.common import legacy_cache_volume
 
     proj = Rh1Project(tmp_path, "rh1" + uuid.uuid4().hex[:9], runtime, monkeypatch)
     yield proj
@@ -36,7 +36,8 @@ def rh1(runtime, tmp_path, monkeypatch):
     proj.fresh.close()
     for c in runtime.api.containers(all=True, filters=labels.project_filter(proj.name)):
         runtime.api.remove_container(c["Id"], force=True)
-    runtime.remove_volume(cache_volume(proj.name))
+    for volume in {v["Name"] for v in runtime.list_volumes(proj.name)} | {legacy_cache_volume(proj.name)}:
+        runtime.remove_volume(volume)
 
 
 class Rh1Project:

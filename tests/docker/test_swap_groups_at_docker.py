@@ -89,14 +89,15 @@ class SwapProject:
 @pytest.fixture
 def swap(runtime, tmp_path, monkeypatch):
     from aigo_apply.desired import labels
-    from aigo_apply.desired.engines.common import cache_volume
+    from aigo_apply.desired.engines.common import legacy_cache_volume
 
     proj = SwapProject(tmp_path, runtime, monkeypatch)
     yield proj
     proj.http.close()
     for c in runtime.api.containers(all=True, filters=labels.project_filter(proj.name)):
         runtime.api.remove_container(c["Id"], force=True)
-    runtime.remove_volume(cache_volume(proj.name))
+    for volume in {v["Name"] for v in runtime.list_volumes(proj.name)} | {legacy_cache_volume(proj.name)}:
+        runtime.remove_volume(volume)
 
 
 def model(alias: str, extra: str = "", env: str = "") -> str:

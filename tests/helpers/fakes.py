@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from aigo_apply.apply.serving_wait import Engine
+from aigo_apply.desired import labels
+from aigo_apply.desired.engines.common import CACHE_DIR
 from aigo_apply.desired.types import ContainerSpec, Route, RouterSettings
 from aigo_apply.errors import AigoError, DockerUnavailable, NotReady
 
@@ -90,6 +92,7 @@ class FakeRuntime:
         self.fail_rename: dict[str, AigoError] = {}
         self.logs: dict[str, list[str]] = {}  # container name -> its log lines
         self.volumes: dict[str, dict[str, str]] = {}  # named volume -> its labels
+        self.volume_created: dict[str, str] = {}  # named volume -> Docker's CreatedAt
         self.images: list[dict[str, Any]] = [{"Id": "sha256:img", "RepoTags": ["local/engine:1", "haproxy:3.2"]}]
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
@@ -117,6 +120,7 @@ class FakeRuntime:
             "ImageID": "sha256:img",
             "Labels": dict(spec.labels),
             "Ports": ports,
+            "Mounts": [{"Type": "volume", "Name": m.source} for m in spec.mounts if not m.source.startswith("/")],
         }
         self.specs[cid] = spec
 
@@ -212,9 +216,20 @@ class FakeRuntime:
             if spec.name in self.containers:
                 raise DockerUnavailable(f"Conflict: the container name /{spec.name} is already in use")
             cid = f"new-{spec.name}-{next(self._ids)}"
+            self._make_volumes(spec)
             self._put(spec, cid, "created")
             self.envs[cid] = dict(env)
             return cid
+
+    def _make_volumes(self, spec: ContainerSpec) -> None:
+        """Each named volume a container of ours mounts, made with our labels, as the Docker adapter does."""
+        project = spec.labels.get(labels.PROJECT, "")
+        if not labels.is_ours(dict(spec.labels), project):
+            return
+        for mount in spec.mounts:
+            if not mount.source.startswith("/") and mount.source not in self.volumes:
+                image = spec.image if mount.target == CACHE_DIR else None
+                self.volumes[mount.source] = labels.for_volume(project, image)
 
     def start(self, container: str) -> None:
         with self._lock:
@@ -276,8 +291,19 @@ class FakeRuntime:
         """The labels of a named volume; None when there is none. Tests put volumes in `volumes`."""
         return self.volumes.get(name)
 
+    def list_volumes(self, project: str) -> list[dict[str, Any]]:
+        """The volumes labelled as this project's aigo-apply ones, in Docker's shape (each was made at
+        the volume's `volume_created` time, else the Unix epoch)."""
+        return [
+            {"Name": name, "Labels": found, "CreatedAt": self.volume_created.get(name, "1970-01-01T00:00:00Z")}
+            for name, found in self.volumes.items()
+            if isinstance(found, dict) and labels.is_ours(found, project)
+        ]
+
     def remove_volume(self, name: str) -> bool:
         self.log.add("remove_volume", name)
+        if any(m.get("Name") == name for entry in self.containers.values() for m in entry.get("Mounts", ())):
+            raise DockerUnavailable(f"the Docker engine refused the request: remove {name}: volume is in use")
         return self.volumes.pop(name, None) is not None
 
     # for assertions ------------------------------------------------------------------------------

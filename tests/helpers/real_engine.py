@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.desired import labels
-from aigo_apply.desired.engines.common import cache_volume
+from aigo_apply.desired.engines.common import legacy_cache_volume
 
 from helpers import tiny_model
 from helpers.paths import ROOT
@@ -62,8 +62,9 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 
 def remove_project(runtime: Any, project: str, env: dict[str, str], path: Path) -> None:
-    """destroy, then whatever of the project is left (a test that failed half-way), and its cache volume."""
+    """destroy, then whatever of the project is left (a test that failed half-way), and its cache volumes."""
     cli(env, "destroy", "-f", str(path), "-y")
     for c in runtime.api.containers(all=True, filters=labels.project_filter(project)):
         runtime.api.remove_container(c["Id"], force=True)
-    runtime.remove_volume(cache_volume(project))
+    for volume in {v["Name"] for v in runtime.list_volumes(project)} | {legacy_cache_volume(project)}:
+        runtime.remove_volume(volume)

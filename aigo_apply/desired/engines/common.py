@@ -3,6 +3,7 @@ container that do not depend on the engine (name, environment, GPUs, published p
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterable
@@ -31,13 +32,23 @@ CACHE_DIR = "/root/.cache"  # vLLM's torch.compile and kernel caches, Triton's, 
 SHM_BYTES = 32 * 1024**3
 
 
-def cache_volume(project: str) -> str:
+def cache_volume(project: str, image: str) -> str:
+    """The compile-cache volume of one engine image in a project: a replaced engine on the same image
+    finds its compiled graphs again, and another image (an upgrade) starts from an empty one, never
+    from another release's. Named by a digest of the image reference: short, the same run after run,
+    and known from the file alone (so an unchanged file plans no change)."""
+    return f"{legacy_cache_volume(project)}-{hashlib.sha256(image.encode()).hexdigest()[:12]}"
+
+
+def legacy_cache_volume(project: str) -> str:
+    """The one cache volume per project that aigo-apply made before caches were kept per image."""
     return f"aigo-{project}-cache"
 
 
-def cache_mount(project: str) -> Mount:
-    """The project's persistent cache volume: a replaced engine finds its compiled graphs again."""
-    return Mount(cache_volume(project), CACHE_DIR, False)
+def cache_mount(project: str, image: str) -> Mount:
+    """The image's cache volume at the engine's cache folder (vLLM's compiled graphs, Triton's and
+    Inductor's kernels, FlashInfer's)."""
+    return Mount(cache_volume(project, image), CACHE_DIR, False)
 
 
 def with_slot(container: ContainerSpec, slot: str) -> ContainerSpec:

@@ -62,7 +62,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         alias,
         spec,
         command,
-        [Mount(spec["model_dir"], model_path, True), cache_mount(project)],
+        [Mount(spec["model_dir"], model_path, True), cache_mount(project, spec["image"])],
         SGLANG_CONTAINER_PORT,
         ENTRYPOINT,
     )

@@ -16,7 +16,15 @@ from typing import Any
 from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
 from aigo_apply.config.env_names import SLEEP_MODE_ENV, SLEEP_MODE_FLAG
 from aigo_apply.config.names import ALIAS_RE
-from aigo_apply.config.vllm_facts import ENUM_SETTINGS, checked_release, names, speculative_methods
+from aigo_apply.config.vllm_facts import (
+    COMPILATION_FLAGS,
+    ENUM_SETTINGS,
+    checked_release,
+    names,
+    optimization_levels,
+    speculative_methods,
+    unknown_compilation,
+)
 from aigo_apply.config.vllm_flags import BOOL_FLAGS, FLAG_KEYS, VALUE_FLAGS
 from aigo_apply.desired.adapters import ADAPTER_MOUNT, MAX_LORA_RANKS
 from aigo_apply.desired.engines.common import (
@@ -75,6 +83,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     for key, flag in BOOL_FLAGS:
         if key in settings:
             command.append(flag if settings[key] else "--no-" + flag[2:])
+    command += _start_flags(settings.get("compilation") or {})
     mounts = [Mount(spec["model_dir"], model_path, True)]
     if spec.get("adapters"):
         lora_flags, lora_mounts = _adapters(alias, spec["adapters"], settings)
@@ -101,11 +110,23 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         alias,
         spec,
         command,
-        mounts + [cache_mount(project)],
+        mounts + [cache_mount(project, spec["image"])],
         None if socket else VLLM_CONTAINER_PORT,
         entrypoint=SOCKET_ENTRYPOINT if socket else None,
         tool_env=SLEEP_MODE_ENV if sleeps else None,
     )
+
+
+def _start_flags(compilation: dict[str, Any]) -> list[str]:
+    """`vllm.compilation` as vLLM's own flags, in the table's order (each checked by _recheck)."""
+    out: list[str] = []
+    for key, flag in COMPILATION_FLAGS.items():
+        value = compilation.get(key)
+        if isinstance(value, list):
+            out += [flag, *(_number(size) for size in value)]
+        elif value is not None:
+            out += [flag, _number(value)]
+    return out
 
 
 def _recheck(alias: str, settings: dict[str, Any], release: str) -> None:
@@ -113,6 +134,7 @@ def _recheck(alias: str, settings: dict[str, Any], release: str) -> None:
     for key, value in settings.items():
         if key in ENUM_SETTINGS and value not in names(key, release):
             raise UnsafeSetting(f"model '{alias}': vllm.{key} {value!r} is not a name vLLM v{release} accepts")
+    _recheck_compilation(alias, settings.get("compilation") or {}, release)
     speculative = settings.get("speculative")
     if speculative is not None:
         method, tokens = speculative.get("method"), speculative.get("num_speculative_tokens", 1)
@@ -122,6 +144,27 @@ def _recheck(alias: str, settings: dict[str, Any], release: str) -> None:
             )
         if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 64:
             raise UnsafeSetting(f"model '{alias}': vllm.speculative.num_speculative_tokens {tokens!r} is not 1-64")
+
+
+def _recheck_compilation(alias: str, compilation: dict[str, Any], release: str) -> None:
+    """The start-up settings again: flags the release has, a level it knows, whole sizes 1-65536."""
+    for key, value in compilation.items():
+        why = unknown_compilation(key, release) if key in COMPILATION_FLAGS else "not a setting aigo-apply knows"
+        if why:
+            raise UnsafeSetting(f"model '{alias}': vllm.compilation.{key}: {why}")
+        if key == "optimization_level":
+            if value not in optimization_levels(release) or isinstance(value, bool):
+                raise UnsafeSetting(
+                    f"model '{alias}': vllm.compilation.{key} {value!r} is not a level vLLM v{release} has"
+                )
+            continue
+        sizes = value if isinstance(value, list) else [value]
+        if not sizes or any(not _size(size) for size in sizes):
+            raise UnsafeSetting(f"model '{alias}': vllm.compilation.{key} {value!r} is not whole numbers 1-65536")
+
+
+def _size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65536
 
 
 def _adapters(alias: str, adapters: dict[str, Any], settings: dict[str, Any]) -> tuple[list[str], list[Mount]]:

@@ -150,6 +150,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--kv-cache-dtype", choices=FACTS["kv_cache_dtypes"])
     p.add_argument("--dtype", choices=FACTS["dtypes"])
     p.add_argument("--max-num-seqs", type=int)
+    p.add_argument("--load-format", type=str.lower, default="auto")
+    p.add_argument("--optimization-level", default="2")
+    p.add_argument("--cudagraph-capture-sizes", type=int, nargs="+")
+    p.add_argument("--max-cudagraph-capture-size", type=int)
     for flag in ("--enable-prefix-caching", "--trust-remote-code", "--enforce-eager"):
         p.add_argument(flag, action=argparse.BooleanOptionalAction)
     p.add_argument("--speculative-config", "-sc", type=json.loads)
@@ -190,6 +194,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
                      f"{FACTS['speculative_methods']}")
         if "model" in spec and spec["model"].startswith("/") and not os.path.isdir(spec["model"]):
             sys.exit(f"OSError: draft model folder {spec['model']} does not exist")
+    if args.load_format not in FACTS["load_formats"]:  # vLLM's get_model_loader, when the weights load
+        sys.exit(f"ValueError: Load format `{args.load_format}` is not supported")
+    if args.optimization_level not in ("0", "1", "2", "3"):
+        sys.exit("pydantic ValidationError: VllmConfig.optimization_level: input should be 0, 1, 2 or 3")
     if args.quantization and args.quantization not in FACTS["quantization_methods"]:
         sys.exit(f"ValueError: Unknown quantization method: {args.quantization}. "
                  f"Must be one of {FACTS['quantization_methods']}")
