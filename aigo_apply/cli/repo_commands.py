@@ -65,12 +65,13 @@ def schema_cmd(file: str | None, write: bool) -> int:
     """Print the config's JSON Schema, or write it beside the config for editors (`--write`)."""
     from aigo_apply import safe_read
     from aigo_apply.app.starter import SCHEMA_COPY, modeline, schema_text, write_schema_copy
+    from aigo_apply.cli.ci_output import machine
     from aigo_apply.cli.reporter import echo
     from aigo_apply.config.load import choose_file
     from aigo_apply.plan.text import shown
 
     if not write:
-        click.echo(schema_text(), nl=False)
+        click.echo(machine(schema_text(), "JSON Schema"), nl=False)
         return EXIT_OK
     config = Path(choose_file(file)).expanduser()
     folder = config.parent

@@ -41,6 +41,13 @@ def _plain(text: object, keep: str = "") -> str:
     return printable(str(text), keep=keep)
 
 
+def _one_line(message: str) -> str:
+    """A message said to the user as one line (a line break in it, from a name or an error from
+    outside, escaped), after the blank lines it begins with, which are the caller's own."""
+    body = message.lstrip("\n")
+    return message[: len(message) - len(body)] + _plain(body, "\t")
+
+
 def json_line(record: Any, stream: Any = None) -> str:
     """One JSON line that a terminal can show safely and a CI runner reads no command in: what
     json.dumps leaves raw (C1 controls, bidi and other format characters, lone surrogates) and the `[`
@@ -70,7 +77,7 @@ class JsonReporter:
     def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None:
         """Standard output holds only JSON lines; what a person must see goes to standard error."""
         if err:
-            _echo(head + message, err=True)
+            _echo(head + _one_line(message), err=True)
 
 
 class TextReporter:
@@ -95,7 +102,7 @@ class TextReporter:
             _echo("")
 
     def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None:
-        _echo((click.style(head, fg=colour, bold=True) if head else "") + _plain(message, "\n\t"), err=err)
+        _echo((click.style(head, fg=colour, bold=True) if head else "") + _one_line(message), err=err)
 
     def _line(self, address: str, message: str, colour: str | None = None) -> None:
         head = click.style(f"{_plain(address)}: ", bold=True) if address else ""

@@ -127,3 +127,16 @@ def test_a_step_line_of_apply_shows_a_line_feed_of_its_message(monkeypatch):
     monkeypatch.setattr("sys.stdout", out)
     TextReporter().event("step", address="model.m", message="mounted /srv/real\n::error::dir", outcome="failed")
     assert out.getvalue().count("\n") == 1 and "\\x0a::error::dir" in out.getvalue(), out.getvalue()
+
+
+def test_what_apply_and_watch_say_stays_on_its_line_after_its_own_blank_lines(capsys):
+    """`say` (watch's "could not update the router: ERROR", apply's failed list): a line break inside
+    the message is shown; the blank lines a message opens with (apply's summary) are kept."""
+    from aigo_apply.cli.reporter import JsonReporter, TextReporter
+
+    TextReporter().say("model.m: could not update the router: /srv/x\n::error::y")
+    TextReporter().say("\nApply interrupted: 1 created.", err=True)
+    JsonReporter().say("model.m: could not update the router: /srv/x\n::error::y", err=True)
+    out, err = capsys.readouterr()
+    assert out == "model.m: could not update the router: /srv/x\\x0a::error::y\n", out
+    assert err == "\nApply interrupted: 1 created.\nmodel.m: could not update the router: /srv/x\\x0a::error::y\n", err
