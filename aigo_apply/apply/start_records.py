@@ -8,7 +8,7 @@ after), so they live in the project's state folder, as failed starts do (apply/f
 STATE/PROJECT/starts/ALIAS.jsonl, one JSON line per start, oldest first, the newest KEEP kept, the
 folder 0700 and the file 0600, written only by apply (the one safe write, aigo_apply/safe_write.py)
 and read without following a link, at most MAX_FILE_BYTES (aigo_apply/safe_read.py). A line that is
-not a record apply writes is skipped; `destroy` removes the folder with the project's cache volume,
+not a record apply writes is skipped; `destroy` removes the folder with the project's cache volumes,
 whose compiled graphs made the warm starts."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ away already: the figure says when it serves again). A parallel replace takes it
 (the old engine serves until the new one does); a paused engine is unpaused, not started.
 
 Whether the next start is warm: vLLM keys its compiled graphs by the engine's settings and keeps them,
-with what it found inspecting the model's class, in the project's cache volume (until `destroy`, which
+with what it found inspecting the model's class, in its image's cache volume (until `destroy`, which
 removes the records too). So a start with the same container definition (the spec-hash label: command
 line, mounts, environment) on the same image as a measured one is warm: the newest warm start of it is
 the figure. Where only a cold one was measured, that start less what the cache now serves of it: its
