@@ -31,17 +31,14 @@ API_VERSIONS = (
 )
 
 
-class PluginFailed(Exception):
-    """What went wrong with the plugin, in words that follow "the exec credential plugin `CMD` "."""
-
-
 def run_plugin(command: list[str], env: dict[str, str], timeout: float, limit: int) -> bytes:
     """The plugin's standard output, once it exited 0 within `timeout` seconds printing at most
-    `limit` bytes on each stream; else PluginFailed (the plugin is killed first)."""
+    `limit` bytes on each stream; else ValueError saying what went wrong, in words that follow
+    "the exec credential plugin `CMD`" (the plugin is killed first)."""
     try:
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
-        raise PluginFailed(f"cannot be started: {exc.strerror or type(exc).__name__}") from None
+        raise ValueError(f"cannot be started: {exc.strerror or type(exc).__name__}") from None
     out: dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     deadline = time.monotonic() + timeout
     why = ""
@@ -73,25 +70,25 @@ def run_plugin(command: list[str], env: dict[str, str], timeout: float, limit: i
         for stream in out:
             stream.close()
     if why:
-        raise PluginFailed(why)
+        raise ValueError(why)
     if code != 0:
         said = bytes(out[proc.stderr]).decode("utf-8", "replace").strip().splitlines()
-        raise PluginFailed(f"exited with {code}" + (f": {visible(said[-1][:500])}" if said else ""))
+        raise ValueError(f"exited with {code}" + (f": {visible(said[-1][:500])}" if said else ""))
     return bytes(out[proc.stdout])
 
 
 def token_of(raw: bytes) -> str:
-    """The token of an ExecCredential (JSON: {"status": {"token": ...}}); PluginFailed otherwise."""
+    """The token of an ExecCredential (JSON: {"status": {"token": ...}}); ValueError otherwise."""
     try:
         answer = safe_read.json_value(raw, 16)
     except safe_read.BadData as exc:
-        raise PluginFailed(f"answered with what {exc}") from None
+        raise ValueError(f"answered with what {exc}") from None
     status = answer.get("status") if isinstance(answer, dict) else None
     token = status.get("token") if isinstance(status, dict) else None
     if not isinstance(token, str) or not token:
-        raise PluginFailed("answered with no status.token (aigo-apply takes a token, not a client certificate)")
+        raise ValueError("answered with no status.token (aigo-apply takes a token, not a client certificate)")
     if not (token.isascii() and token.isprintable()):
-        raise PluginFailed("answered with a token that holds a control character or one beyond ASCII")
+        raise ValueError("answered with a token that holds a control character or one beyond ASCII")
     return token
 
 
@@ -116,7 +113,7 @@ def exec_auth(spec: Any) -> Any:
             env.update((var.name, var.value) for var in spec.env or [])
             try:
                 return token_of(run_plugin([spec.command, *(spec.args or [])], env, EXEC_TIMEOUT, EXEC_OUTPUT))
-            except PluginFailed as exc:
+            except ValueError as exc:  # what went wrong, in words that follow the plugin's name
                 raise ConfigError(f"the exec credential plugin `{shown}` {exc}") from None
 
         def sync_auth_flow(self, request: Any) -> Any:
