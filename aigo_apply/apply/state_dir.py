@@ -3,8 +3,13 @@ $XDG_STATE_HOME/aigo-apply, else ~/.local/state/aigo-apply; one folder per proje
 It holds no desired or observed state: the labels on the containers are the state.
 
 Refused before anything is written: a state root that is `/` or lies in a system folder once its links
-are resolved (`/etc`, `/proc/self`, `/usr`, `/var/lib/docker`), and a project folder that is there
-already but is not this account's alone (a symlink, another account's, writable by others).
+are resolved (`/etc`, `/proc/self`, `/usr`, `/var/lib/docker`), that is a shared folder itself (`/var/lib`,
+`/opt`, `/srv`, `/home`, `/tmp`) or not a folder, or that is there already and holds what aigo-apply did
+not make (a service's folder, `/var/lib/dpkg`, `/opt/containerd`; your own folder as an account other
+than root is yours to choose); and a project folder that is there already but is not this account's
+alone (a symlink, another account's, writable by others) or not one aigo-apply made. aigo-apply marks
+each project folder it makes (MARKER); a folder without the mark is taken only when it holds nothing
+but what aigo-apply writes there (an older aigo-apply's: marked then).
 
 One state root: `state_root` is its one rule (observe/host_paths.state_root_of as written, resolved
 here), read once per run into the HostContext (app/host_context.current_host); the platforms, the
@@ -24,6 +29,12 @@ from aigo_apply.observe.host_paths import resolve_or_why, state_root_of
 
 FAILED_STARTS = "failed-starts"  # in a project's state folder: apply/failed_starts.py
 STARTS = "starts"  # in a project's state folder: apply/start_records.py
+MARKER = ".aigo-apply-state"  # written in each project folder aigo-apply makes (or takes over)
+# Everything aigo-apply writes in a project folder: the lock (apply/project_lock.py), the journal
+# (apply/journal.py), the router's files (router/deploy.py), the engines' sockets (desired/types.py
+# SOCKETS_FOLDER), failed starts, start records, a cluster's files (app/kube_platform.py), the mark.
+OURS = frozenset({"apply.lock", "journal.jsonl", "router", "sockets", FAILED_STARTS, STARTS, "kubernetes", MARKER})
+MAX_LISTED = 1000  # entries of a state root looked at: more, and it is nobody's state root
 
 
 def state_root() -> Path:
@@ -39,14 +50,48 @@ def state_root() -> Path:
             f"the state directory {short(root)} cannot be resolved: {real}; set AIGO_STATE_DIR to a folder you can write"
         )
     system = Path("/") if real == Path("/") else system_folder(real)
+    shown = short(root) + ("" if real == root else f" (which is {short(real)})")
+    where = None
     if system is not None:
         where = "is the root of the file system" if real == Path("/") else f"lies in the system folder {system}"
-        shown = short(root) + ("" if real == root else f" (which is {short(real)})")
+    elif shared_folder(real):
+        where = "is a shared folder that holds other programs' and accounts' folders"
+    else:
+        where = _foreign_root(real)
+    if where is not None:
         raise AigoError(
             f"the state directory {shown} {where}, where aigo-apply would keep each project's lock, journal and "
             f"router files; {_chosen_by()} a folder of your own, such as ~/.local/state/aigo-apply (nothing was written)"
         )
     return real
+
+
+def _foreign_root(root: Path) -> str | None:
+    """Why the state root `root` (resolved) is not one aigo-apply may keep projects in, or None: a
+    file, or a folder there already that holds something other than aigo-apply's project folders (a
+    service's: /var/lib/dpkg), unless it is the folder of the account running (not root's: root owns
+    every service's folder too)."""
+    try:
+        info = os.stat(root)
+    except FileNotFoundError:
+        return None  # made with the first project's folder
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a folder"
+    if info.st_uid == os.geteuid() != 0:
+        return None  # your own folder, as an account that owns no service's
+    try:
+        with os.scandir(root) as entries:
+            names = [entry.name for _, entry in zip(range(MAX_LISTED + 1), entries, strict=False)]
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if len(names) > MAX_LISTED:
+        return f"holds more than {MAX_LISTED} entries, which aigo-apply did not make (another program's folder)"
+    other = next((name for name in sorted(names) if _foreign_entry(root / name)), None)
+    if other is not None:
+        return f"holds {short(other)!r}, which aigo-apply did not make (another program's folder)"
+    return None
 
 
 def _chosen_by() -> str:
@@ -70,28 +115,80 @@ def state_dir(project: str, root: Path | None = None) -> Path:
     this account's own private group); else it is refused before anything is written in it, as is a
     project folder that is itself a system or shared folder (a state root of /var and a project `lib`)."""
     path = state_path(project, root)
-    if path == Path("/") or system_folder(path) is not None or shared_folder(path):
+    if path == Path("/") or system_folder(path) is not None or shared_folder(path) or shared_folder(path.parent):
         raise AigoError(
             f"the state directory {short(path)} of project '{project}' is a system or shared folder, not one of "
             "aigo-apply's; set AIGO_STATE_DIR to a folder of your own, such as ~/.local/state/aigo-apply "
             "(nothing was written)"
         )
+    made = False
     try:
         os.makedirs(path.parent, exist_ok=True)
         os.mkdir(path, 0o700)
+        made = True
     except FileExistsError:
         pass
     except OSError as exc:
         raise AigoError(
             f"cannot create the state directory {path}: {exc.strerror or exc}; set AIGO_STATE_DIR to a writable folder"
         ) from None
-    if problem := _not_ours(path):
+    if problem := None if made else (_not_ours(path) or _not_made_by_us(path)):
         raise AigoError(
             f"the state directory {short(path)} of project '{project}' {problem}; aigo-apply keeps a project's "
             "lock, journal and router files only in a folder this account alone controls: remove it (or ask its "
             "owner to) and run again, or set AIGO_STATE_DIR to a folder of your own (nothing was written)"
         )
+    _mark(path, project)
     return path
+
+
+def _foreign_entry(path: Path) -> bool:
+    """Whether an entry of a state root is what aigo-apply did not make: anything but a project
+    folder (a link is left to the project's own check, which refuses it when the project is used)."""
+    try:
+        return not stat.S_ISLNK(os.lstat(path).st_mode) and _not_made_by_us(path) is not None
+    except OSError:
+        return True
+
+
+def _not_made_by_us(path: Path) -> str | None:
+    """Why the existing `path` is not a project folder aigo-apply made, or None: a real folder with
+    aigo-apply's mark, or one holding nothing but what aigo-apply writes there (an older one's), or
+    nothing at all (made ready for a project)."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode):
+            return "is not a folder"
+        if stat.S_ISREG(os.lstat(path / MARKER).st_mode):
+            return None
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    try:
+        with os.scandir(path) as entries:
+            names = [entry.name for _, entry in zip(range(len(OURS) + 1), entries, strict=False)]
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    other = sorted(set(names) - OURS)
+    if other or len(names) > len(OURS):
+        shown = short(other[0]) if other else "more entries"
+        return f"holds {shown!r}, which aigo-apply does not write: it is not a state folder aigo-apply made"
+    return None
+
+
+def _mark(path: Path, project: str) -> None:
+    """aigo-apply's mark in the project folder `path` (its own now), written once, never through a link."""
+    try:
+        fd = os.open(path / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise AigoError(
+            f"cannot write in the state directory {path}: {exc.strerror or exc}; set AIGO_STATE_DIR to a writable folder"
+        ) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(f"aigo-apply's state folder of project {project}: its lock, journal and router files\n")
 
 
 def _not_ours(path: Path) -> str | None:

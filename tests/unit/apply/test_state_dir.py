@@ -171,7 +171,6 @@ FOREIGN = {
     "shared-group": (_shared_group, "is writable by the group nogroup (gid 65534) (mode 0770), which other accounts are in"),
     "symlink": (_symlink, None),
     "dangling-symlink": (_dangling, None),
-    "file": (_file, "is not a folder"),
 }  # fmt: skip
 
 
