@@ -96,14 +96,17 @@ def _expanded(text: str, name: str) -> Path:
 
 
 def token() -> str | None:
-    """This host's Hugging Face token, found where huggingface_hub finds it (HF_TOKEN, else the older
-    HUGGING_FACE_HUB_TOKEN, else the token file: `token_file`), but read by the one bounded reader;
+    """This host's Hugging Face token, found where huggingface_hub finds it (with HF_OIDC_RESOURCE, the
+    token it exchanges; else HF_TOKEN, else the older HUGGING_FACE_HUB_TOKEN, else the token file:
+    `token_file`), but read by the one bounded reader;
     None when there is none, or when HF_HUB_DISABLE_IMPLICIT_TOKEN says not to send one. Callers pass
     `token=token() or False` (None would let huggingface_hub look for it again itself). HubError
     when the file cannot be read or the token is no token; its value is never in a message."""
     check_environment()
     if os.environ.get("HF_HUB_DISABLE_IMPLICIT_TOKEN", "").strip().lower() in _TRUE:
         return None
+    if os.environ.get("HF_OIDC_RESOURCE"):  # a CI's short-lived token (Trusted Publishers): no file is read
+        return _exchanged()
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         found = _clean(os.environ.get(name))
         if found:
@@ -151,6 +154,23 @@ def _renewed(found: str, path: Path) -> str:
     except Exception:  # huggingface_hub's renewal warns and keeps the token; anything else: keep it too
         return found
     return _checked(renewed, f"the token huggingface_hub renewed in {safe_read.shown(path)}") if renewed else found
+
+
+def _exchanged() -> str | None:
+    """The token huggingface_hub exchanges for the CI's OIDC identity token (HF_OIDC_RESOURCE set: it
+    asks the Hub, and reads no file, before anything else); its failure is one HubError."""
+    prepared()
+    from huggingface_hub import get_token
+
+    try:
+        found = get_token()
+    except Exception as exc:  # huggingface_hub's OIDCError, or the exchange's HTTP failure
+        detail = shown_url(str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
+        raise HubError(
+            f"HF_OIDC_RESOURCE is set, and no Hugging Face token could be had for it ({detail})",
+            "set HF_OIDC_ID_TOKEN in CI, or unset HF_OIDC_RESOURCE (and use HF_TOKEN)",
+        ) from None
+    return _checked(found, "the token exchanged for HF_OIDC_RESOURCE") if found else None
 
 
 def _clean(value: str | None) -> str | None:

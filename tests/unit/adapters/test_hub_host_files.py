@@ -46,6 +46,9 @@ HF_VARIABLES = (
     "HF_HOME",
     "HF_HUB_OFFLINE",
     "HF_HUB_DISABLE_IMPLICIT_TOKEN",
+    "HF_OIDC_RESOURCE",
+    "HF_OIDC_ID_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
     *hub_env.TIMEOUTS,
     *(f"{s}_proxy" for s in ("http", "https", "all", "no")),
     *(f"{s}_PROXY" for s in ("HTTP", "HTTPS", "ALL", "NO")),
@@ -224,6 +227,11 @@ BAD_ENVIRONMENT = {
     "HF_HUB_DOWNLOAD_TIMEOUT empty": ({"HF_HUB_DOWNLOAD_TIMEOUT": ""}, "HF_HUB_DOWNLOAD_TIMEOUT= "),
     "HF_HUB_DOWNLOAD_TIMEOUT 1.5": ({"HF_HUB_DOWNLOAD_TIMEOUT": "1.5"}, "HF_HUB_DOWNLOAD_TIMEOUT=1.5"),
     "HF_HUB_ETAG_TIMEOUT huge": ({"HF_HUB_ETAG_TIMEOUT": "9" * 400}, "HF_HUB_ETAG_TIMEOUT=999"),
+    "HF_OIDC_RESOURCE, no CI token": ({"HF_OIDC_RESOURCE": "org/name"}, "HF_OIDC_RESOURCE is set"),
+    "HF_OIDC_RESOURCE, no exchange": (
+        {"HF_OIDC_RESOURCE": "org/name", "HF_OIDC_ID_TOKEN": "id-token"},
+        "HF_OIDC_RESOURCE is set",
+    ),
 }
 
 
