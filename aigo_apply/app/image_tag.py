@@ -24,6 +24,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from aigo_apply.app.config_write import read_config, replace_config
 from aigo_apply.app.fmt import ORDER, string_scalar
 from aigo_apply.config.secret_values import unquoted
+from aigo_apply.config.yaml_source import comments
 from aigo_apply.desired.images import BUILT_IN
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problems, UsageProblem, shown_path
 from aigo_apply.observe.config_file import load_config
@@ -204,7 +205,11 @@ def patch(original: str, baseline: str, edited: str, keep_comments: bool = False
     """`original` with the edit that turns `baseline` into `edited` (both written by the same YAML
     writer), applied only to the lines it touches; None when those lines are not written in
     `original` as the writer writes them (then the edit cannot be made without restyling).
-    keep_comments: lines the edit deletes that are whole-line comments or blank stay."""
+    An edited line keeps the spaces written before its end-of-line comment (`}}  # flow`: the writer
+    would move the `#` to its old column, or one space after a longer value). keep_comments: the
+    comments of the lines the edit deletes stay, whole-line ones and those after a deleted value
+    alike, each as a line of its own at the indent of what now follows (where `fmt` keeps a comment:
+    with the entry below it), and the blank lines between them, never two in a row."""
     newline = "\r\n" if "\r\n" in original else "\n"
     lines = original.splitlines(keepends=True)
     keys = [line.rstrip("\r\n") for line in lines]
@@ -213,6 +218,7 @@ def patch(original: str, baseline: str, edited: str, keep_comments: bool = False
     for block in difflib.SequenceMatcher(None, base, keys, False).get_matching_blocks():
         where.update({block.a + k: block.b + k for k in range(block.size)})
     hunks = [op for op in difflib.SequenceMatcher(None, base, new, False).get_opcodes() if op[0] != "equal"]
+    was, now = _after_values(original), _after_values(edited)
     for tag, i1, i2, j1, j2 in reversed(hunks):
         if i2 > i1:
             span = [where.get(i) for i in range(i1, i2)]
@@ -230,10 +236,73 @@ def patch(original: str, baseline: str, edited: str, keep_comments: bool = False
                 start = end = start - 1
         if start > 0 and not lines[start - 1].endswith(("\n", "\r")):
             lines[start - 1] += newline
-        kept = [ln for ln in lines[start:end] if keep_comments and tag == "delete" and _comment_or_blank(ln)]
-        lines[start:end] = [line + newline for line in new[j1:j2]] + kept
-        keys[start:end] = [line.rstrip("\r\n") for line in lines[start : start + (j2 - j1) + len(kept)]]
+        gaps = {text: gap for n in range(start, end) if n in was for _, gap, text in [was[n]]}
+        written = [_spaced(new[j], now.get(j), gaps) for j in range(j1, j2)]
+        if keep_comments and tag == "delete":  # the comments right above it were about it too: fmt gives
+            while start > 0 and _comment_or_blank(keys[start - 1]):  # them to the entry below them now
+                start -= 1
+        kept = _kept(keys[start:end], was, start, written, keys[end:]) if keep_comments and tag == "delete" else []
+        kept = _one_blank(kept, (keys[:start] + written)[-1:], keys[end : end + 1])
+        lines[start:end] = [line + newline for line in written + kept]
+        keys[start:end] = written + kept
     return "".join(lines)
+
+
+def _after_values(text: str) -> dict[int, tuple[int, int, str]]:
+    """Line (0-based) -> (the column of its `#`, the spaces before it, the comment) for each comment
+    that follows a value on its line."""
+    rows = text.split("\n")
+    out = {}
+    for line, column, _ in comments(text):
+        head = rows[line - 1][: column - 1]
+        if head.strip():
+            out[line - 1] = (column - 1, len(head) - len(head.rstrip(" \t")), rows[line - 1][column - 1 :].rstrip("\r"))
+    return out
+
+
+def _spaced(line: str, comment: tuple[int, int, str] | None, gaps: dict[str, int]) -> str:
+    """`line` with the spaces before its end-of-line comment as the original line had them."""
+    if comment is None or comment[2] not in gaps:
+        return line
+    column, _, text = comment
+    return line[:column].rstrip(" \t") + " " * gaps[text] + line[column:]
+
+
+def _kept(
+    deleted: list[str], was: dict[int, tuple[int, int, str]], first: int, written: list[str], after: list[str]
+) -> list[str]:
+    """The comments (and blank lines) of the `deleted` lines (the first at `first`) that no written
+    line carries, each a line of its own at the indent of the next entry in `after`."""
+    below = next((line for line in after if not _comment_or_blank(line)), None)
+    if below is None:  # the end of the file: fmt keeps them where they stand, a value's at its line's indent
+        return [
+            line if _comment_or_blank(line) else line[: len(line) - len(line.lstrip(" "))] + was[first + n][2]
+            for n, line in enumerate(deleted)
+            if _comment_or_blank(line) or first + n in was
+        ]
+    pad = below[: len(below) - len(below.lstrip(" "))]
+    carried = {now[2] for now in (_after_values("\n".join(written)).values())}
+    out = []
+    for n, line in enumerate(deleted):
+        if _comment_or_blank(line):
+            out.append(pad + line.strip() if line.strip() else "")
+        elif first + n in was and was[first + n][2] not in carried:
+            out.append(pad + was[first + n][2])
+    return out
+
+
+def _one_blank(kept: list[str], before: list[str], after: list[str]) -> list[str]:
+    """`kept` without a blank line beside another (`before` and `after`: the lines around it, none at
+    the file's start and end), as fmt writes blank lines."""
+    out: list[str] = []
+    blank = not before or not before[0].strip()
+    for line in kept:
+        if line.strip() or not blank:
+            out.append(line)
+            blank = not line.strip()
+    if out and not out[-1].strip() and (not after or not after[0].strip()):
+        out.pop()
+    return out
 
 
 def _comment_or_blank(line: str) -> bool:

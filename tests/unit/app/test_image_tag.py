@@ -98,7 +98,7 @@ def test_reset_removes_the_line_and_sections_left_empty_but_keeps_comments(tmp_p
     target = write_config(tmp_path, text)
     change = set_tag(str(target), "vllm", None)
     assert (change.before, change.after) == ("v0.31.0-cu129", None)
-    assert target.read_text() == "version: 1\nproject: p\n# the models\n" + MODEL
+    assert target.read_text() == "version: 1\nproject: p\n# old driver\n# the models\n" + MODEL  # no comment lost
     assert "built-in v0.31.0" in change.describe("aigo.yaml")
 
 

@@ -5,6 +5,8 @@ key lands where fmt's order puts it); and the file reads back the tag as text.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from aigo_apply.app.fmt import format_file
@@ -87,3 +89,61 @@ def test_fmt_check_finds_nothing_after_the_command(tmp_path):
     assert '  vllm:\n    image_tag: "3.3"\n' in target.read_text()
     check = run_cli("fmt", "--check", str(target))
     assert check.returncode == 0 and check.stdout == "", check.stdout + check.stderr
+
+
+# Formatted files with comments around the key the command edits or removes: above it, after it, after
+# a flow mapping that holds it (two spaces before the `#`, as people write them), after a section it
+# empties, with blank lines around.
+COMMENTED = {
+    "above": "version: 1\nproject: p\nengines:\n  vllm:\n    # about the tag\n    image_tag: v1\n" + MODEL,
+    "after": "version: 1\nproject: p\nengines:\n  vllm:\n    image_tag: v1  # pinned: see notes\n" + MODEL,
+    "both-with-sibling": (
+        "version: 1\nproject: p\nengines:\n  vllm:\n    # about the tag\n    image_tag: v1  # eol\n"
+        "  sglang:\n    image_tag: v0.5.6\n" + MODEL
+    ),
+    "flow-alone": "version: 1\nproject: p\nengines: {vllm: {image_tag: v1}}  # flow\n" + MODEL,
+    "flow-beside": "version: 1\nproject: p\nengines: {vllm: {image: vllm/vllm-openai, image_tag: v1}}  # flow\n"
+    + MODEL,
+    "flow-engine": "version: 1\nproject: p\nengines:\n  vllm: {image_tag: v1}  # flow\n  sglang: {image_tag: v0.5.6}\n"
+    + MODEL,
+    "blank-lines": (
+        "version: 1\nproject: p\n\n# engines\nengines:\n  vllm:\n    image_tag: v1   # pinned\n\n# the models\n" + MODEL
+    ),
+    "router": 'version: 1\nproject: p\nrouter: {port: 9000, image_tag: "3.2"}  # router\n' + MODEL,
+    "router-block": 'version: 1\nproject: p\nrouter:\n  port: 9000\n  # the tag\n  image_tag: "3.2"  # pinned\n'
+    + MODEL,
+    "between-keys": (
+        "version: 1\nproject: p\nengines:\n  vllm:\n    image: vllm/vllm-openai\n    # about the tag\n"
+        "    image_tag: v1  # t\n  sglang:\n    image_tag: x\n" + MODEL
+    ),
+    "comment-blocks": (
+        "version: 1\nproject: p\n\n# engines below\n\nengines:\n  # vllm\n  vllm:\n    # about\n    image_tag: v1\n"
+        "\n# models\n" + MODEL
+    ),
+}
+
+
+@pytest.mark.parametrize("tag", [None, "v1", "v0.31.0-cu129-longer", "3.3"])
+@pytest.mark.parametrize("layout", sorted(COMMENTED))
+def test_image_tag_keeps_every_comment_and_its_spacing_and_leaves_nothing_for_fmt(tmp_path, layout, tag):
+    from collections import Counter
+
+    from aigo_apply.app.fmt import comments
+
+    text = COMMENTED[layout]
+    target = write_config(tmp_path, text)
+    assert _unformatted(target) == "", text  # formatted to begin with
+    engine = "router" if layout.startswith("router") else "vllm"
+    set_tag(str(target), engine, tag)
+    after = target.read_text()
+    assert _unformatted(target) == "", after
+    assert Counter(comments(after)) == Counter(comments(text)), after  # no comment lost
+    for line in text.splitlines():  # the spaces before an end-of-line comment stay as written
+        written = re.fullmatch(r"(.*\S)( +)(# .*)", line)
+        if written and "image_tag" in line:
+            gap, comment = written.group(2), written.group(3)
+            rows = [row for row in after.splitlines() if re.fullmatch(f".*\\S +{re.escape(comment)}", row)]
+            assert rows or tag is None, after  # a line left after a value keeps its comment there
+            assert all(re.fullmatch(f".*\\S{gap}{re.escape(comment)}", row) for row in rows), after
+    data = load_config(str(target)).data
+    assert (data["router"] if engine == "router" else data.get("engines", {}).get("vllm", {})).get("image_tag") == tag
