@@ -73,7 +73,7 @@ def replace_asleep(steps: Steps, item: Item, container: ContainerSpec) -> Outcom
         )
     run = _Run(steps, item, container, steps._hold(action))
     try:
-        return run.replace(temporary)
+        return run.replace_beside(temporary)
     finally:
         run.release()
 
@@ -90,7 +90,7 @@ class _Run:
             self.steps.router.release(self.action.model or "")
         self.held = False
 
-    def replace(self, temporary: str) -> Outcome:
+    def replace_beside(self, temporary: str) -> Outcome:
         steps, action, name = self.steps, self.action, self.name
         began = time.monotonic()
         status, text = steps.call(old_address(action), "POST", SLEEP)

@@ -331,6 +331,8 @@ OTHER_WRITERS = {
     "aigo_apply.apply.project_lock": "the project's lock file (flock), in the state folder",
     "aigo_apply.router.hold_lease": "the router's hold files, in the state folder: each written whole beside "
     "itself and renamed into place, renewed every few seconds while the apply that holds runs",
+    "aigo_apply.apply.state_dir": "the project's state-folder mark, in the folder it made: a new file only "
+    "(O_EXCL, O_NOFOLLOW, 0600), written once",
     "aigo_apply.apply.failed_starts": "the logs of failed starts, in the state folder: new files only "
     "(O_EXCL, O_NOFOLLOW, 0600), never one that exists",
     "aigo_apply.apply.legacy_store": "hard-links an older layout's download into its folder in the model store "
