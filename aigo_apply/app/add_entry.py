@@ -12,12 +12,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.app.config_write import read_config, replace_config
-from aigo_apply.app.portable import entry_text, with_entry
+from aigo_apply.app.config_write import read_config
+from aigo_apply.app.portable import entry_text, with_entry, write_checked
 from aigo_apply.config.machine_text import json_text, yaml_comment, yaml_text
 from aigo_apply.config.secret_values import unquoted
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problems, shown_path
-from aigo_apply.observe.config_file import load_config
+from aigo_apply.errors import ConfigInvalid
 
 _PLAIN = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9._/-]*")
 
@@ -76,20 +75,4 @@ def insert_entry(config_file: str, alias: str, entry: dict[str, Any], why: dict[
     newline = "\r\n" if "\r\n" in body else "\n"
     block = "".join(entry_lines(alias, entry, why, indent, header)).replace("\n", newline)
     lines[at] = block.removesuffix(newline) + ending
-    _write_checked(path, config_file, alias, bom + "".join(lines), raw)
-
-
-def _write_checked(target: Path, config_file: str, alias: str, text: str, raw: bytes) -> None:
-    def check(tmp: str) -> None:
-        shown = shown_path(config_file)
-        try:
-            load_config(tmp)
-        except ConfigInvalid as exc:
-            raise Problems(
-                f"adding '{alias}' would make {shown} invalid, so it was not changed:",
-                [p.format().replace(tmp, shown) for p in exc.problems],
-            ) from None
-        except ConfigFileError as exc:
-            raise AigoError(f"adding '{alias}': {str(exc).replace(tmp, shown)}; so it was not changed") from None
-
-    replace_config(target, config_file, text, raw, check)
+    write_checked(path, config_file, alias, bom + "".join(lines), raw)

@@ -249,7 +249,7 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
     text = raw.decode("utf-8")  # the bytes read_config found valid UTF-8
     bom = "\ufeff" if text.startswith("\ufeff") else ""  # (the marks count from after it)
     added = with_entry(text.removeprefix(bom), source, alias, model, config_file)
-    _write_checked(path, config_file, alias, bom + added, raw)
+    write_checked(path, config_file, alias, bom + added, raw)
 
 
 _EMPTY = re.compile(r"\{[ \t]*\}")
@@ -294,7 +294,9 @@ def with_entry(text: str, source: Source, alias: str, model: dict[str, Any], dis
     return out
 
 
-def _write_checked(target: Path, config_file: str, alias: str, text: str, raw: bytes) -> None:
+def write_checked(target: Path, config_file: str, alias: str, text: str, raw: bytes) -> None:
+    """Put the file with the new entry `alias` in place only if it validates (import --write, add)."""
+
     def check(tmp: str) -> None:
         shown = shown_path(config_file)  # the file's name stays on its line
         try:
