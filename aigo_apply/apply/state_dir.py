@@ -187,8 +187,15 @@ def _mark(path: Path, project: str) -> None:
         raise AigoError(
             f"cannot write in the state directory {path}: {exc.strerror or exc}; set AIGO_STATE_DIR to a writable folder"
         ) from None
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(f"aigo-apply's state folder of project {project}: its lock, journal and router files\n")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(f"aigo-apply's state folder of project {project}: its lock, journal and router files\n")
+    except OSError as exc:  # a full disk: no half-written mark is left to be taken for a whole one
+        (path / MARKER).unlink(missing_ok=True)
+        raise AigoError(
+            f"cannot write in the state directory {path}: {exc.strerror or exc}; free space there or set "
+            "AIGO_STATE_DIR to a writable folder"
+        ) from None
 
 
 def _not_ours(path: Path) -> str | None:

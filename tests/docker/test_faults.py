@@ -94,8 +94,12 @@ def test_a_full_state_directory_is_a_clear_error_and_changes_nothing(runtime, pr
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
     try:
+        # the state root is an empty folder of its own on the full disk: a root that holds
+        # another program's files is refused before anything is written, which is not this test
+        state_root = full / "state"
+        state_root.mkdir()
         subprocess.run(["dd", "if=/dev/zero", f"of={full / 'filler'}", "bs=4k"], capture_output=True)
-        result = run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env={"AIGO_STATE_DIR": str(full)})
+        result = run_cli("apply", "-f", str(config(tmp_path, project)), "-y", env={"AIGO_STATE_DIR": str(state_root)})
         assert result.returncode == 1, result.stdout + result.stderr
         assert "No space left on device" in result.stderr and "Traceback" not in result.stderr, result.stderr
         assert "AIGO_STATE_DIR" in result.stderr  # the message says how to point it elsewhere
