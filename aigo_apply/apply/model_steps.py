@@ -146,14 +146,15 @@ class ModelSteps:
             if held and self.router:
                 self.router.release(action.model or "")
 
-    def _hold(self, action: Action) -> bool:
+    def _hold(self, action: Action, to: Route | None = None) -> bool:
         """Before an engine stops: the router holds the model's new requests (to pass them to the new
-        one) and the requests it already forwarded finish. A router that cannot hold (its reload
-        refused) takes the route away instead, as a recreate did before holds."""
+        one, at `to`: None for the same socket) and the requests it already forwarded finish. A
+        router that cannot hold (its reload refused) takes the route away instead, as a recreate did
+        before holds."""
         if not self.router:
             return False
         try:
-            self.router.hold(action)
+            self.router.hold(action, to)
             held = True
         except AigoError:
             self.router.deroute(action)

@@ -41,7 +41,7 @@ class Routes(Protocol):
     def answer(self) -> str: ...
     def prepare_first(self, routes: list[Route], check: bool = True) -> None: ...
     def drain(self) -> float: ...
-    def hold(self, alias: str, seconds: float, route: Route | None = None) -> None: ...
+    def hold(self, alias: str, seconds: float, route: Route | None = None, to: Route | None = None) -> None: ...
     def release(self, alias: str) -> None: ...
     def remove_files(self) -> None: ...
 
@@ -216,11 +216,12 @@ class RouterSteps:
         self._wait_for_router()
         return self.routes.drain()
 
-    def hold(self, action: Action) -> None:
-        """The model's new requests wait in the router while its engine is replaced."""
+    def hold(self, action: Action, to: Route | None = None) -> None:
+        """The model's new requests wait in the router while its engine is replaced, then go to `to`
+        (None: where its engine serves now), the one place the holding worker can send them."""
         self._wait_for_router()
         seconds = (action.ready_timeout or 1800.0) + self.routes.settings.timeout_s + 60
-        self.routes.hold(action.model or "", seconds, serving_route(action))
+        self.routes.hold(action.model or "", seconds, serving_route(action), to)
         self.log.journal.record("hold", action.address, "ok")
 
     def release(self, alias: str) -> None:

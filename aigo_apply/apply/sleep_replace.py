@@ -10,11 +10,18 @@ plan/replace_strategy.py), in its own module because its order and its way back 
      (seconds: its weights back from host memory, not a whole start), is proven serving and takes its
      route back. One that cannot be woken is restarted as a recreate's old engine would be.
 
+The router's worker that holds the requests sends them, once free, where its own configuration
+says, and a worker keeps its configuration until its last request is answered: so the hold names the
+new engine's socket (the way things usually end), and a way back, where the route did not move, links
+that socket's path to the old engine's until the held requests are answered (`_bridge`), so no held
+request meets an engine that is asleep, stopped or gone.
+
 An old engine that cannot be put to sleep changes nothing: it serves on, and the step fails saying so.
 Engines are reached at their own socket, as swap groups reach them (apply/swap_steps.py)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -41,7 +48,7 @@ class Steps(Protocol):
     router: RouterSteps | None
     call: Callable[[EngineAddress, str, str], tuple[int, str]]
 
-    def _hold(self, action: Action) -> bool: ...
+    def _hold(self, action: Action, to: Route | None = None) -> bool: ...
     def _await_and_route(self, item: Any, container_id: str, verb: str) -> Outcome: ...
     def _keep_evidence(
         self, action: Action, container_id: str, container: ContainerSpec | None, exc: NotReady
@@ -71,7 +78,9 @@ def replace_asleep(steps: Steps, item: Item, container: ContainerSpec) -> Outcom
             "apply again",
             [],
         )
-    run = _Run(steps, item, container, steps._hold(action))
+    run = _Run(
+        steps, item, container, steps._hold(action, Route.of(action.model or "", action.spec or {}, action.slot))
+    )
     try:
         return run.replace_beside(temporary)
     finally:
@@ -83,12 +92,28 @@ class _Run:
         self.steps, self.item, self.container, self.held = steps, item, container, held
         self.action = item.action
         self.name = container.name
+        self.moved = False  # whether the route moved to the new engine
 
     def release(self) -> None:
-        """The held requests go on (once: to the new engine after the route moved, else to the old one)."""
-        if self.held and self.steps.router:
-            self.steps.router.release(self.action.model or "")
+        """The held requests go on (once): to the new engine after the route moved; else, through the
+        new engine's socket path linked to the old one's, to the old one, whose worker then drains."""
+        if not (self.held and self.steps.router):
+            self.held = False
+            return
         self.held = False
+        unlink = None
+        if not self.moved:  # the hold routed the model to the new engine: back to the old one
+            self.steps._route_quietly(old_route(self.action))
+            unlink = _bridge(self.action)
+        try:
+            self.steps.router.release(self.action.model or "")
+            if unlink is not None:
+                self.steps.router.drain()  # the holding worker's requests, answered by the old engine
+        except AigoError:
+            pass  # a router that cannot be reached: its hold lapses to the engine's /health (router/hold_lease.py)
+        finally:
+            if unlink is not None:
+                unlink()
 
     def replace_beside(self, temporary: str) -> Outcome:
         steps, action, name = self.steps, self.action, self.name
@@ -119,6 +144,7 @@ class _Run:
                 raise
             return woken
         steps.log.journal.record("route_moved", action.address, "ok", container=temporary)
+        self.moved = True
         self.release()  # the held requests go on to the new engine, before the old one's stop
         steps.runtime.stop(name)
         steps.runtime.remove(name)
@@ -185,3 +211,29 @@ class _Run:
             message = f"{exc}; the previous {name} woke and serves, but is not routed ({again})"
         steps.log.step(action.address, "recreate", "restored", message)
         return Outcome(action.address, "recreate", False, message, restored=True, log_tail=tail)
+
+
+def _bridge(action: Action) -> Callable[[], None] | None:
+    """The new engine's socket path made a link to the old engine's (both in the model's sockets
+    folder), so that requests the router held for the new one reach the old one; the function that
+    takes the link away (only while it is still this link). None when there is nothing to link."""
+    new, old = EngineAddress.of(action.spec or {}, action.slot).socket, old_address(action).socket
+    if not new or not old or new == old or os.path.dirname(new) != os.path.dirname(old):
+        return None
+    target, staged = os.path.basename(old), new + ".aigo-link"
+    try:
+        if os.path.lexists(staged):
+            os.unlink(staged)
+        os.symlink(target, staged)
+        os.replace(staged, new)  # in one step: the path is never missing while a request connects
+    except OSError:
+        return None
+
+    def unlink() -> None:
+        try:
+            if os.path.islink(new) and os.readlink(new) == target:
+                os.unlink(new)
+        except OSError:
+            pass
+
+    return unlink

@@ -328,12 +328,15 @@ class Router:
             if path.name not in keep:
                 shutil.rmtree(path, ignore_errors=True)
 
-    def hold(self, alias: str, seconds: float, route: Route | None = None) -> None:
+    def hold(self, alias: str, seconds: float, route: Route | None = None, to: Route | None = None) -> None:
         """From now until release(alias), the model's new requests wait in the router (at most
         router.hold_seconds each) instead of reaching its engine, which apply is about to stop.
         `route`: where its engine serves until then, routed if the router does not route it yet (a
         router this apply made anew routes only the models it leaves as they are): a held model
-        without a route would answer 404 "does not exist" for as long as the replace takes."""
+        without a route would answer 404 "does not exist" for as long as the replace takes. `to`:
+        where the held requests go once free, when that is another engine (a replace that starts the
+        new one on the model's other socket): the holding worker sends them where its configuration
+        says, so the model is routed there from now on."""
         folder = self.folder / HOLDS / MODEL_HOLDS
         try:
             LEASES.hold(folder / alias, seconds)  # renewed while this apply runs (router/hold_lease.py)
@@ -344,6 +347,8 @@ class Router:
             routes = dict(self.routes)
             if route is not None:
                 routes.setdefault(alias, route)
+            if to is not None:
+                routes[alias] = to
             self._deploy(routes)
 
     def release(self, alias: str) -> None:

@@ -457,11 +457,13 @@ class FakeRoutes:
         self.log.add("drain", "router")
         return 0.0
 
-    def hold(self, alias: str, seconds: float, route: Route | None = None) -> None:
-        self.log.add("hold", alias)
+    def hold(self, alias: str, seconds: float, route: Route | None = None, to: Route | None = None) -> None:
+        self.log.add("hold", alias if to is None else f"{alias}->{to.slot}")
         self.held.add(alias)
         if route is not None:
             self.routes.setdefault(alias, route)
+        if to is not None:
+            self.routes[alias] = to
 
     def release(self, alias: str) -> None:
         self.log.add("release", alias)

@@ -55,6 +55,9 @@ are 404, as in vLLM.
   AIGO_STUB_SLEEP_SECONDS  seconds /sleep takes (default 0)
   AIGO_STUB_WAKE_SECONDS   seconds /wake_up takes (default 0)
   AIGO_STUB_WAKE_FAIL      /wake_up answers 500 and the engine stays asleep
+  AIGO_STUB_SLEEP_MODE     acts as started with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1: aigo-apply
+                           starts those only on a GPU (vLLM's sleep mode needs CUDA), so a test of a replace
+                           that sleeps the old engine, on a host with none, sets this instead
 Every answer carries `Access-Control-Allow-Origin: *`, as vLLM's CORS middleware sends by default.
 GET /stub/stats (stub only): {"sleeps", "wakes", "asleep", "arrived_asleep", "completions", "inflight",
 "max_inflight", "inflight_at_sleep"}.
@@ -408,7 +411,8 @@ class Handler(BaseHTTPRequestHandler):
         return self.loading
 
     def _dev_mode(self) -> bool:
-        return self.args.owned_by == "vllm" and os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
+        dev = os.environ.get("VLLM_SERVER_DEV_MODE") == "1" or bool(os.environ.get("AIGO_STUB_SLEEP_MODE"))
+        return self.args.owned_by == "vllm" and dev
 
     def _dev_post(self, path: str, query: dict[str, list[str]]) -> bool:
         """vLLM's development endpoints (POST); False when `path` is not one of them."""
@@ -416,7 +420,7 @@ class Handler(BaseHTTPRequestHandler):
             return False
         if path in OTHER_DEV_PATHS:
             self._send(200, {"success": True} if path == "/reset_prefix_cache" else None)
-        elif not self.args.enable_sleep_mode:  # vLLM's worker has no sleep allocator without the flag
+        elif not (self.args.enable_sleep_mode or os.environ.get("AIGO_STUB_SLEEP_MODE")):  # vLLM's worker has no sleep allocator without the flag
             self._send(*error("Sleep mode is not enabled: start vLLM with --enable-sleep-mode",
                               "InternalServerError", 500))
         elif path == "/sleep":

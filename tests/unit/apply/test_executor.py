@@ -674,7 +674,7 @@ def test_a_router_that_cannot_hold_takes_the_route_away_as_before(tmp_path):
     w = World(tmp_path, d, routed=("alpha",))
     machine(d, w.rt)
 
-    def refuse(alias, seconds, route=None):
+    def refuse(alias, seconds, route=None, to=None):
         raise AigoError("haproxy -c refused the configuration")
 
     w.routes.hold = refuse

@@ -7,8 +7,11 @@ pure core, with a GPU ledger where parallel does not fit and the host's free mem
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
+
+import pytest
 
 from aigo_apply.apply.executor import Executor
 from aigo_apply.apply.journal import Journal
@@ -98,6 +101,12 @@ class World:
 SLEEP = "/sleep?level=1&mode=wait@a"
 
 
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path, monkeypatch):
+    """The project's lock and sockets folder in the test's own folder, not this account's state."""
+    monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
+
+
 def test_the_old_engine_sleeps_while_the_new_one_starts_beside_it_and_goes_once_it_serves(tmp_path):
     w = World(tmp_path)
     plan = w.plan()
@@ -110,7 +119,7 @@ def test_the_old_engine_sleeps_while_the_new_one_starts_beside_it_and_goes_once_
     assert (alpha.ok, alpha.restored) == (True, False), alpha
     assert "the previous one, asleep, was removed" in alpha.message
     w.before_(
-        ("hold", "alpha"),  # no request reaches an engine about to sleep...
+        ("hold", "alpha->b"),  # no request reaches an engine about to sleep; the held go to the new one...
         ("drain", "router"),  # ...the ones it has finish...
         ("engine", SLEEP),  # ...then it sleeps, on its own socket
         ("create", NEXT),  # the new engine on the other socket, in the memory the old one freed
@@ -182,3 +191,37 @@ def test_an_interrupt_during_the_new_engines_start_wakes_the_old_one(tmp_path):
     assert (alpha.ok, alpha.restored, alpha.message) == (False, True, "interrupted")
     w.before_(("engine", SLEEP), ("remove", NEXT), ("engine", "/wake_up@a"), ("release", "alpha"))
     assert w.log.count("stop", OLD) == 0 and w.routes.routes["alpha"].slot == "a"
+
+
+@pytest.mark.parametrize(
+    "why",
+    ["fails", "will not sleep", "interrupted"],
+)
+def test_where_the_route_did_not_move_the_held_requests_reach_the_old_engine_through_a_link(tmp_path, monkeypatch, why):
+    """The router's worker that held the requests sends them to the new engine's socket (its
+    configuration since the hold): on every way back, that path leads to the old engine's socket
+    until the held requests are answered (the router drained), then the link goes."""
+    fail = {"alpha": 1} if why == "fails" else None
+    answers = {"/sleep?level=1&mode=wait": (400, "no")} if why == "will not sleep" else None
+    w = World(tmp_path, fail=fail, answers=answers)
+    if why == "interrupted":
+        w.waits.on_begin = lambda engine: w.interrupted.set()
+        w.waits.seconds = 5.0
+    plan = w.plan()
+    (action,) = [a for a in plan.actions if a.model == "alpha"]
+    folder = Path(action.spec["socket"])
+    folder.mkdir(parents=True)
+    (folder / "engine-b.sock").write_text("")  # what a removed engine leaves
+    seen = []
+    release = w.routes.release
+
+    def released(alias):
+        link = folder / "engine-b.sock"
+        seen.append((os.readlink(link) if link.is_symlink() else None, w.routes.routes["alpha"].slot))
+        release(alias)
+
+    w.routes.release = released
+    w.outcome(w.run(plan))
+    assert seen == [("engine.sock", "a")], seen  # routed back to the old engine, held ones linked to it
+    assert w.log.index("release", "alpha") < w.log.index("drain", "router", w.log.count("drain", "router") - 1)
+    assert not (folder / "engine-b.sock").is_symlink()  # the link goes once they are answered
