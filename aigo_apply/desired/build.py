@@ -223,13 +223,15 @@ def adapter_routes(models: dict[str, DesiredModel]) -> tuple[AdapterRoute, ...]:
 def served_on_ports(desired: DesiredState) -> DesiredState:
     """The desired state with every engine listening on its port (a cluster's pods reach each other
     through Services, not through this machine's sockets): each socket-served model gets the port
-    chosen for it back, and its container and route are made again from that spec."""
+    chosen for it back, and its container and route are made again from that spec. Without its socket
+    it has no `sleep_mode` either (`update: sleep` is a way of replacing an engine on Docker, where it
+    serves on its socket, config/swap_groups.sleep_key; a cluster replaces a pod by its rollout)."""
     models = {}
     for alias, model in desired.models.items():
         if "socket" not in model.spec:
             models[alias] = model
             continue
-        spec = {k: v for k, v in model.spec.items() if k != "socket"}
+        spec = {k: v for k, v in model.spec.items() if k not in ("socket", "sleep_mode")}
         spec["port"] = model.port
         models[alias] = replace(model, spec=spec, container=engines.render(desired.project, alias, spec))
     routes = tuple(Route.of(alias, m.spec) for alias, m in sorted(models.items()))
