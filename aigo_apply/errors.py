@@ -109,7 +109,7 @@ class ConfigInvalid(AigoError):
 
 class FormatUnkept(AigoError):
     """`fmt` could not rewrite a part of a valid file faithfully: what, and where (`path` in the
-    document); app/fmt_refusal.py words it at the file's line before the user sees it."""
+    document); edit/fmt_refusal.py words it at the file's line before the user sees it."""
 
     def __init__(self, message: str, path: tuple = ()):
         super().__init__(message)

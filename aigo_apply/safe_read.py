@@ -77,7 +77,7 @@ KUBECONFIG = Kind(
 KUBE_CREDENTIAL = Kind(
     "a file the kubeconfig names", 4 * MIB, True, "point the kubeconfig's entry at the file itself, or fix the file"
 )
-SECRET = Kind(  # at the path as resolved and judged by apply/secrets.py: never a link by then
+SECRET = Kind(  # at the path as resolved and judged by platforms/secrets.py: never a link by then
     "the secret file",
     64 * 1024,
     False,

@@ -16,7 +16,7 @@ one the user is editing at that moment. So every write here
   means the file must not exist (and the new file is linked in place, which fails if one appeared).
 
 Each refusal is one AigoError (or the caller's subclass) naming the file and what to do. The router's
-own files are not written here: router/deploy.py writes each configuration into a fresh generation
+own files are not written here: platforms/docker/router_deploy.py writes each configuration into a fresh generation
 folder it creates itself and swaps a `live` link, a scheme of another kind.
 """
 

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
-from aigo_apply.app.planning import load_desired
 from aigo_apply.desired.types import EngineAddress
+from aigo_apply.platforms.docker.planning import load_desired
 
 
 def write_config(folder: Path, project: str, n: int, warmup: float) -> Path:

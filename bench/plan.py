@@ -40,7 +40,7 @@ import common
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.choose_platform import open_platform
-from aigo_apply.app.planning import load_desired, make_plan
+from aigo_apply.platforms.docker.planning import load_desired, make_plan
 
 ROUTER_PORT = 18996
 

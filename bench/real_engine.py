@@ -39,8 +39,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import common  # noqa: E402
 
 from aigo_apply.adapters.docker_engine import DockerRuntime  # noqa: E402
-from aigo_apply.app.planning import load_desired  # noqa: E402
 from aigo_apply.desired.types import EngineAddress  # noqa: E402
+from aigo_apply.platforms.docker.planning import load_desired  # noqa: E402
 
 IMAGE = "aigo-vllm-cpu:v0.32.0-cpu"
 ROUTER_PORT = 18996

@@ -2,7 +2,7 @@
 module of its own): a volume a container of ours mounts is made first, with the project's volume labels
 and, for the compile cache, the image whose compiled code it keeps (Docker would make it unlabelled);
 the project's volumes are listed by those labels in one call; a volume is read and removed by name.
-Pruning and destroy (app/cache_volumes.py) remove only what observe/cache_volumes.py says is ours."""
+Pruning and destroy (platforms/docker/cache_volumes.py) remove only what observe/cache_volumes.py says is ours."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What plan, apply, the router and watch need from a container engine, as one typed Protocol:
 Docker (adapters/docker_engine.py) implements it, and unit tests drive the executor with an
-in-memory one. It is the Docker platform's (app/docker_platform.py); a cluster is the other
-platform of app/platform.py, with its own client. The planner never sees it: it gets plain data
+in-memory one. It is the Docker platform's (platforms/docker/platform.py); a cluster is the other
+platform of platforms/platform.py, with its own client. The planner never sees it: it gets plain data
 read through it."""
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ reads a model folder's files: observe/model_files.py) or from the Hub (only thes
 the token `plan` uses: adapters/hub.small_files). What they say (observe/chat_format.py) and where the
 model fits beside the file's models on this machine's GPUs (NVML and the planner's GPU ledger:
 plan/fit.py) make the proposal (plan/model_proposal.py); it is written with a comment on each choice
-saying why, by import --write's editor (app/portable.with_entry: every other line of the file kept as
-written), and only when the file with it validates (app/config_write.py)."""
+saying why, by import --write's editor (edit/portable.with_entry: every other line of the file kept as
+written), and only when the file with it validates (edit/config_write.py)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,11 @@ from typing import Any
 
 from aigo_apply.adapters import hub
 from aigo_apply.adapters.host import nvml_facts
-from aigo_apply.app.add_entry import entry_lines, insert_entry
-from aigo_apply.app.host_context import current_host, desired_state
-from aigo_apply.app.planning import observe
-from aigo_apply.app.portable import alias_clash
 from aigo_apply.config.load import Config
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.config.vllm_facts import config_release
+from aigo_apply.edit.add_entry import entry_lines, insert_entry
+from aigo_apply.edit.portable import alias_clash
 from aigo_apply.errors import AigoError, UsageProblem
 from aigo_apply.observe.chat_format import read_format, template_text
 from aigo_apply.observe.config_file import load_config
@@ -32,6 +30,8 @@ from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.fit import MIN_CONTEXT, Fit, context_limit, fit
 from aigo_apply.plan.model_proposal import Proposal, propose
 from aigo_apply.plan.text import shown
+from aigo_apply.platforms.docker.planning import observe
+from aigo_apply.platforms.host_context import current_host, desired_state
 from aigo_apply.safe_read import BadData, json_value
 
 JSON_FILES = ("config.json", "tokenizer_config.json", "chat_template.json", "generation_config.json")

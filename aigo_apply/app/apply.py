@@ -9,14 +9,14 @@ from typing import Any
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.converge import converge
-from aigo_apply.app.docker_platform import DockerPlatform
-from aigo_apply.app.platform import Platform
-from aigo_apply.app.requests import ApplyRequest
 from aigo_apply.app.saved_plan import approved, config_of, confirm_waivers, read_plan
-from aigo_apply.app.views import Console
 from aigo_apply.errors import UsageProblem
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Plan
+from aigo_apply.platforms.docker.platform import DockerPlatform
+from aigo_apply.platforms.platform import Platform
+from aigo_apply.platforms.requests import ApplyRequest
+from aigo_apply.platforms.views import Console
 
 __all__ = ["ApplyRequest", "Console", "open_for_apply", "run_apply", "run_destroy"]
 

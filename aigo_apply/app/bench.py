@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from aigo_apply.app.choose_platform import open_platform
-from aigo_apply.app.docker_platform import DockerPlatform
-from aigo_apply.app.planning import observe
-from aigo_apply.app.status import address_of
-from aigo_apply.app.views import BenchView
 from aigo_apply.desired.canary import CanarySettings
 from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError, UsageProblem
+from aigo_apply.platforms.docker.planning import observe
+from aigo_apply.platforms.docker.platform import DockerPlatform
+from aigo_apply.platforms.docker.status import address_of
+from aigo_apply.platforms.views import BenchView
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +29,7 @@ class BenchRequest:
 def run_bench(request: BenchRequest, view: BenchView) -> int:
     """Measure each asked model (every enabled one when none is named); exit 1 when one could not be
     measured or failed a request."""
-    from aigo_apply.apply.canary_run import bench_engine  # with httpx and its threads: only bench needs it
+    from aigo_apply.platforms.docker.canary_run import bench_engine  # with httpx and its threads: only bench needs it
 
     where = open_platform(request.file, request.platform)
     if not isinstance(where, DockerPlatform) or where.desired is None:

@@ -1,18 +1,18 @@
 """`validate` and `readiness` as use cases: each file checked against the schema and the cross-field
 rules (every problem of each file), and this host checked for the file's engines. What they found
-goes to the view (app/views.py); the exit code is theirs."""
+goes to the view (platforms/views.py); the exit code is theirs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
-from aigo_apply.app.planning import host_checks, load_desired
-from aigo_apply.app.views import Readiness, ReadinessView, ValidateView
 from aigo_apply.config.load import choose_file
 from aigo_apply.desired.images import image_object
 from aigo_apply.errors import EXIT_ERROR, EXIT_OK, ConfigFileError, ConfigInvalid
 from aigo_apply.observe.config_file import load_config
+from aigo_apply.platforms.docker.planning import host_checks, load_desired
+from aigo_apply.platforms.views import Readiness, ReadinessView, ValidateView
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,18 +1,18 @@
 """Which platform a run acts on, chosen once from the file's `platform:` or `--platform`, with the
-file read once: Docker on this machine (app/docker_platform.py) or a Kubernetes cluster
-(app/kube_platform.py), both the Platform of app/platform.py."""
+file read once: Docker on this machine (platforms/docker/platform.py) or a Kubernetes cluster
+(platforms/kubernetes/platform.py), both the Platform of platforms/platform.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
-from aigo_apply.app.docker_platform import DockerPlatform
-from aigo_apply.app.host_context import current_host, desired_state
-from aigo_apply.app.platform import Platform
 from aigo_apply.config.load import choose_file
 from aigo_apply.config.platforms import platform_of
 from aigo_apply.observe.config_file import load_config
+from aigo_apply.platforms.docker.platform import DockerPlatform
+from aigo_apply.platforms.host_context import current_host, desired_state
+from aigo_apply.platforms.platform import Platform
 
 
 def open_platform(
@@ -23,7 +23,9 @@ def open_platform(
     a plan from the file (plan, apply), not only reads or removes what runs (status, destroy)."""
     config = load_config(choose_file(file))
     if (platform or platform_of(config.data)) == "kubernetes":
-        from aigo_apply.app.kube_platform import KubePlatform  # lightkube's client: only a cluster's path needs it
+        from aigo_apply.platforms.kubernetes.platform import (
+            KubePlatform,
+        )  # lightkube's client: only a cluster's path needs it
 
         return KubePlatform(config)
     host = current_host()

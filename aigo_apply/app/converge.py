@@ -1,4 +1,4 @@
-"""The one converge use case, for every platform (app/platform.py): lock the project, observe, make
+"""The one converge use case, for every platform (platforms/platform.py): lock the project, observe, make
 the plan (and approve it against a saved one), show it, refuse a blocked one, confirm, hand it to
 the platform's executor with a Ctrl-C handler that lets the current step finish cleanly, and report
 the outcome with its exit code. `apply` and `destroy` on Docker and on a cluster all run this loop;
@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from aigo_apply.app.platform import Platform
-from aigo_apply.app.requests import ApplyRequest
-from aigo_apply.app.views import Console
 from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked, visible
 from aigo_apply.plan.types import Plan
+from aigo_apply.platforms.platform import Platform
+from aigo_apply.platforms.requests import ApplyRequest
+from aigo_apply.platforms.views import Console
 
 if TYPE_CHECKING:
-    from aigo_apply.apply.outcome import ApplyReport
+    from aigo_apply.platforms.outcome import ApplyReport
 
 
 def converge(

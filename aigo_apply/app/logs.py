@@ -1,7 +1,7 @@
 """`aigo-apply logs`: what the engines (or the router) print, for the models of the file, on the
-platform chosen once (its `logs`: app/docker_logs.py on Docker). Each line is prefixed with its
+platform chosen once (its `logs`: platforms/docker/logs.py on Docker). Each line is prefixed with its
 model's alias when more than one is shown; secrets are redacted (the platform remembers them, the
-view's echo applies apply/secrets.redact); --follow goes on across a replace until Ctrl-C (the error
+view's echo applies platforms/secrets.redact); --follow goes on across a replace until Ctrl-C (the error
 boundary ends it quietly with 130)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 
 from aigo_apply.app.choose_platform import open_platform
-from aigo_apply.app.requests import LogsRequest
-from aigo_apply.app.views import LogsView
 from aigo_apply.errors import EXIT_OK, UsageProblem
+from aigo_apply.platforms.requests import LogsRequest
+from aigo_apply.platforms.views import LogsView
 
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 

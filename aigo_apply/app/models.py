@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aigo_apply.apply.fetch_steps import download_folder
-from aigo_apply.apply.outcome import Reporter
 from aigo_apply.desired.model_store import (
     ADAPTERS,
     KINDS,
@@ -24,6 +22,8 @@ from aigo_apply.desired.model_store import (
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import UsageProblem
 from aigo_apply.observe.markers import marker_or_why
+from aigo_apply.platforms.docker.fetch_steps import download_folder
+from aigo_apply.platforms.outcome import Reporter
 
 
 def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) -> list[dict[str, Any]]:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aigo_apply.app.host_context import current_host
-from aigo_apply.app.planning import load_desired
-from aigo_apply.app.views import DocumentView
 from aigo_apply.config.kube_rules import placement_problems
 from aigo_apply.config.load import choose_file
 from aigo_apply.config.secret_values import unquoted
@@ -20,6 +17,9 @@ from aigo_apply.kube.settings import settings_of
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.local_sources import local_source_problems
 from aigo_apply.plan.text import shown
+from aigo_apply.platforms.docker.planning import load_desired
+from aigo_apply.platforms.host_context import current_host
+from aigo_apply.platforms.views import DocumentView
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aigo_apply.app import planning
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.saved_plan import read_plan, save_plan
-from aigo_apply.app.views import PlanView, StatusView
 from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PlanFileError, UsageProblem
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.text import shown
+from aigo_apply.platforms.docker import planning
+from aigo_apply.platforms.views import PlanView, StatusView
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.app.models import listing, pull
-from aigo_apply.app.planning import load_desired
-from aigo_apply.app.views import Console, StoreView
-from aigo_apply.apply.fetch_steps import pull_image
 from aigo_apply.config.load import choose_file
 from aigo_apply.desired import images
 from aigo_apply.errors import EXIT_OK, AigoError
 from aigo_apply.observe.config_file import load_config
+from aigo_apply.platforms.docker.fetch_steps import pull_image
+from aigo_apply.platforms.docker.planning import load_desired
+from aigo_apply.platforms.views import Console, StoreView
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,12 +15,12 @@ from aigo_apply.adapters.engine_metrics import fetch, samples, total
 from aigo_apply.adapters.host import nvml_facts
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
-from aigo_apply.app.docker_platform import DockerPlatform
-from aigo_apply.app.planning import observe
-from aigo_apply.app.status import address_of
-from aigo_apply.app.views import TopView
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import EXIT_OK, UsageProblem
+from aigo_apply.platforms.docker.planning import observe
+from aigo_apply.platforms.docker.platform import DockerPlatform
+from aigo_apply.platforms.docker.status import address_of
+from aigo_apply.platforms.views import TopView
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,17 +18,17 @@ from typing import Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
-from aigo_apply.app.docker_platform import router_of
-from aigo_apply.app.host_context import current_host
-from aigo_apply.app.planning import load_desired, observe
-from aigo_apply.app.views import DocumentView
-from aigo_apply.apply.project_lock import ProjectLock
-from aigo_apply.apply.serving_wait import Engine, Waiter
-from aigo_apply.apply.state_dir import state_dir
 from aigo_apply.desired.types import EngineAddress, Route
 from aigo_apply.errors import EXIT_OK, AigoError, LockHeld, NotReady
 from aigo_apply.observe.containers import parse_state, running_engines
-from aigo_apply.router.deploy import Router
+from aigo_apply.platforms.docker.planning import load_desired, observe
+from aigo_apply.platforms.docker.platform import router_of
+from aigo_apply.platforms.docker.router_deploy import Router
+from aigo_apply.platforms.docker.serving_wait import Engine, Waiter
+from aigo_apply.platforms.host_context import current_host
+from aigo_apply.platforms.project_lock import ProjectLock
+from aigo_apply.platforms.state_dir import state_dir
+from aigo_apply.platforms.views import DocumentView
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,5 +1,5 @@
 """Commands that change the machine: apply, destroy, and watch (which keeps routes in step). Each
-parses its options into a request (app/requests.py) and runs its use case with the view of its
+parses its options into a request (platforms/requests.py) and runs its use case with the view of its
 -o/--output (cli/views.py)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Commands that read and report, and never change the machine: validate, plan, show (a saved
-plan), readiness, status, render. Each parses its options into a request (app/requests.py) and runs its use case with
+plan), readiness, status, render. Each parses its options into a request (platforms/requests.py) and runs its use case with
 the view of its -o/--output (cli/views.py); `plan --out` writes only its plan file, the safe way
 (app/saved_plan.save_plan)."""
 
@@ -197,8 +197,8 @@ def logs(
 
     -f is --file, the config file, as in every command here (not --follow, as in `docker logs -f`)."""
     from aigo_apply.app.logs import parse_since, run_logs
-    from aigo_apply.app.requests import LogsRequest
     from aigo_apply.cli.views import view_for
+    from aigo_apply.platforms.requests import LogsRequest
 
     if file is not None and _a_model_not_a_file(file):
         what = "the router" if file == "router" else "a model of the config"

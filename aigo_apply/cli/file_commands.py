@@ -22,8 +22,8 @@ from aigo_apply.errors import EXIT_OK
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 def init(file: str | None, project: str | None, force: bool) -> int:
     """Write a starter config file (./aigo.yaml unless -f/AIGO_FILE says otherwise)."""
-    from aigo_apply.app.starter import project_name_for, write_starter
     from aigo_apply.config.load import choose_file
+    from aigo_apply.edit.starter import project_name_for, write_starter
     from aigo_apply.observe.config_file import load_config
     from aigo_apply.plan.text import printable
 
@@ -59,8 +59,8 @@ def _no_short_out(ctx: click.Context, param: click.Parameter, value: str | None)
 def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
     """Write ALIAS as a portable model definition, without this machine's settings."""
     from aigo_apply import safe_write
-    from aigo_apply.app.portable import export_model
     from aigo_apply.config.load import choose_file
+    from aigo_apply.edit.portable import export_model
     from aigo_apply.plan.text import printable
 
     text, warnings = export_model(choose_file(file), alias)
@@ -81,8 +81,8 @@ def export_cmd(alias: str, file: str | None, out: Path | None) -> int:
 @click.option("--write", is_flag=True, help="Add the entry to the config file (which must still validate).")
 def import_cmd(definition: str, file: str | None, alias: str | None, write: bool) -> int:
     """Print the models: entry for a portable definition, or add it to the file with --write."""
-    from aigo_apply.app.portable import add_to_file, entry_text, read_definition
     from aigo_apply.config.load import choose_file
+    from aigo_apply.edit.portable import add_to_file, entry_text, read_definition
     from aigo_apply.plan.text import printable
 
     target = choose_file(file)

@@ -93,8 +93,8 @@ def _safe(text: str, keep: str = "\n\t") -> str:
     """`text` without any secret value this process read, and with every character a terminal
     would act on escaped, but those in `keep` (imported here: only errors need them)."""
     try:
-        from aigo_apply.apply.secrets import redact
         from aigo_apply.plan.text import printable
+        from aigo_apply.platforms.secrets import redact
     except Exception:  # the boundary must still print the error it was given, safely
         return "".join(c if c.isprintable() or c in keep else ascii(c)[1:-1] for c in text)
     return printable(redact(text), keep=keep)

@@ -1,7 +1,7 @@
 """Commands for config repositories and the tools around them: `fmt` (the canonical layout, or
 `--check` with a diff, for pre-commit and CI), `schema` (print the JSON Schema, or `--write` a copy
 beside the config that a relative `$schema=` reference can name on every machine) and `completion`
-(the shell's completion script, click's own). The work is in app/fmt.py and app/starter.py; this is
+(the shell's completion script, click's own). The work is in edit/fmt.py and edit/starter.py; this is
 wiring."""
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ def fmt_cmd(files: tuple[str, ...], check: bool) -> int:
 
     Key order of the configuration reference (docs/configuration.md), two-space indent, comments kept, quotes where YAML would read
     another value. A file that does not validate is refused and left as it is."""
-    from aigo_apply.app.fmt import format_file
     from aigo_apply.cli.reporter import echo
     from aigo_apply.config.load import choose_file
+    from aigo_apply.edit.fmt import format_file
     from aigo_apply.plan.text import shown
 
     status = EXIT_OK
@@ -64,10 +64,10 @@ def fmt_cmd(files: tuple[str, ...], check: bool) -> int:
 def schema_cmd(file: str | None, write: bool) -> int:
     """Print the config's JSON Schema, or write it beside the config for editors (`--write`)."""
     from aigo_apply import safe_read
-    from aigo_apply.app.starter import SCHEMA_COPY, modeline, schema_text, write_schema_copy
     from aigo_apply.cli.ci_output import machine
     from aigo_apply.cli.reporter import echo
     from aigo_apply.config.load import choose_file
+    from aigo_apply.edit.starter import SCHEMA_COPY, modeline, schema_text, write_schema_copy
     from aigo_apply.plan.text import shown
 
     if not write:

@@ -18,12 +18,12 @@ from typing import Any, TextIO
 
 import click
 
-from aigo_apply.app.views import JSON_FORMAT_VERSION
-from aigo_apply.apply.secrets import redact, redact_data
 from aigo_apply.cli.ci_output import lossless
 from aigo_apply.config.machine_text import json_text
 from aigo_apply.plan.text import plan_json, plan_text, printable
 from aigo_apply.plan.types import Plan
+from aigo_apply.platforms.secrets import redact, redact_data
+from aigo_apply.platforms.views import JSON_FORMAT_VERSION
 
 
 def echo(message: str, err: bool = False, colours: bool = True) -> None:

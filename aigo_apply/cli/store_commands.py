@@ -1,5 +1,5 @@
 """The `image` and `models` groups: what images an engine resolves to and pulls, and the model store.
-Each parses its options into a request (app/requests.py) and runs its use case (app/store.py) with
+Each parses its options into a request (platforms/requests.py) and runs its use case (app/store.py) with
 the view of its -o/--output (cli/views.py)."""
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def image_pull(engine: str, file: str | None, output: str) -> int:
 @file_option
 def image_tag(engine: str, tag: str | None, reset: bool, file: str | None) -> int:
     """Set ENGINE's image_tag to TAG in the file, or remove it with --reset (comments and layout kept)."""
-    from aigo_apply.app.image_tag import set_tag
     from aigo_apply.config.load import choose_file
+    from aigo_apply.edit.image_tag import set_tag
 
     if (tag is None) == (not reset):
         raise click.UsageError("give either TAG or --reset", click.get_current_context())

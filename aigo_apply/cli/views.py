@@ -1,5 +1,5 @@
 """One view per output format, chosen once from -o/--output (`view_for`) and handed to the use case
-(app/views.py says what each use case needs of it): text for people, the versioned JSON, Markdown for
+(platforms/views.py says what each use case needs of it): text for people, the versioned JSON, Markdown for
 a pull request comment (plan), GitHub Actions annotations (validate). Each is also the run's console
 (cli/reporter.py's human lines or JSON lines) for apply, destroy and the pulls. The plan itself is
 rendered by plan/text.py and plan/markdown.py; a view only chooses and prints. What a view prints
@@ -16,12 +16,12 @@ from typing import Any
 
 import click
 
-from aigo_apply.app.views import JSON_FORMAT_VERSION, Readiness
-from aigo_apply.apply.secrets import redact_data
 from aigo_apply.cli.ci_output import command, machine
 from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo, json_line
 from aigo_apply.config.machine_text import json_text
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, shown_path
+from aigo_apply.platforms.secrets import redact_data
+from aigo_apply.platforms.views import JSON_FORMAT_VERSION, Readiness
 
 FORMATS = ("text", "json", "markdown", "github")
 
@@ -135,7 +135,7 @@ class TextView(TextReporter):
 
 class JsonView(JsonReporter):
     """The JSON of each command (apply and destroy: JSON lines), every document and line with its
-    `format_version` (app/views.JSON_FORMAT_VERSION; the plan's is its own)."""
+    `format_version` (platforms/views.JSON_FORMAT_VERSION; the plan's is its own)."""
 
     def plan(self, plan: Any, show_diff: bool) -> None:
         from aigo_apply.plan.text import plan_json

@@ -8,7 +8,7 @@ same policy as a mount's: config/host_paths.py; here, another account's home is 
 systemd credential being the one file inside /run it may name.
 
 The pure policy functions here (`credential_kind`, `unsafe_secret_file`, `reference_credential`) are
-used again at plan and apply time by apply/secrets.py, on the resolved paths and the values read, so
+used again at plan and apply time by platforms/secrets.py, on the resolved paths and the values read, so
 that `plan` refuses nothing as a secret that `validate` (and the pre-commit hook) passed, and says it
 in the same words."""
 

@@ -3,7 +3,7 @@
 Docker names are `aigo-{project}-{alias}` for an engine, `aigo-{project}-router` for the router,
 `aigo-{project}-cache` for the cache volume, `{engine name}-aigo-previous` for the container a
 replace keeps until the new one serves, and `{engine name}-aigo-next` for the new engine a parallel
-replace starts beside the serving one (desired/engines/, apply/model_steps.py; a unit test holds
+replace starts beside the serving one (desired/engines/, platforms/docker/model_steps.py; a unit test holds
 these copies equal). Projects and aliases may both contain '-', so an alias must not end like a name
 the tool gives its own resources: alias `router` would be this project's router, alias `x-router`
 project `p-x`'s router (`aigo-p-x-router` both), alias `m1-aigo-previous` the kept copy of `m1`.

@@ -27,7 +27,7 @@ MULTI_LINE = (
 
 
 def is_env_value(path: tuple[Any, ...]) -> bool:
-    """models.ALIAS.env.NAME, and model.env.NAME of a portable definition (app/portable.py): text handed
+    """models.ALIAS.env.NAME, and model.env.NAME of a portable definition (edit/portable.py): text handed
     to the engine, so it keeps the characters written (`3.10` stays 3.10, `On` stays On)."""
     return (len(path) == 4 and path[0] == "models" and path[2] == "env") or (
         len(path) == 3 and path[:2] == ("model", "env")

@@ -5,7 +5,7 @@ that hold them (a password, an `access_token=` query value).
 
 One judgement for every place a config can hold text: an env value, any other string or key of the
 file, a `from_env` name (a name that is itself a token: `{from_env: hf_...}`), a comment; and, at
-plan and apply time, the values read (apply/secrets.py) and the spec stored in a label
+plan and apply time, the values read (platforms/secrets.py) and the spec stored in a label
 (desired/labels.py). Ordinary words never match: a key is a token of its own with its service's
 prefix and length, so `EOS_TOKEN: "</s>"`, `TOKEN_TYPE: bearer` or a repo named
 `org/whisper-large-v3-sk-finetuned` are no credential, whatever their name.

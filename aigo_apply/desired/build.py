@@ -66,7 +66,7 @@ def build_desired(
     config: Config, host: HostContext, adapter_files: Mapping[str, AdapterFiles] | None = None
 ) -> DesiredState:
     """`adapter_files`: what each LoRA adapter's folder holds, read before (observe/adapter_files.py),
-    by folder; without it the adapters' ranks are unknown (app/host_context.desired_state reads them)."""
+    by folder; without it the adapters' ranks are unknown (platforms/host_context.desired_state reads them)."""
     files = adapter_files or {}
     data = config.data
     paths = host.paths_with(config.paths)  # the host's own folders' facts and the file's
@@ -240,7 +240,7 @@ def served_on_ports(desired: DesiredState) -> DesiredState:
 
 def sockets_folder(host: HostContext, project: str) -> Path:
     """The project's engine sockets: one folder per model, mounted into its engine and (all of them,
-    read-only) into the router; no other account may enter it (apply/engine_sockets.py)."""
+    read-only) into the router; no other account may enter it (adapters/engine_sockets.py)."""
     return host.state_folder(project) / SOCKETS_FOLDER
 
 

@@ -221,7 +221,7 @@ class RouterSettings:
 @dataclass(frozen=True)
 class HostContext:
     """What the desired state depends on from the machine it is planned for. The app layer reads it
-    once (app/host_context.py), so building the desired state reads nothing from the process: the
+    once (platforms/host_context.py), so building the desired state reads nothing from the process: the
     same file and the same context always give the same state, whoever runs it."""
 
     uid: int

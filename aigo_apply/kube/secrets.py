@@ -1,7 +1,7 @@
 """The Secret objects of a deployment, rendered WITHOUT values: each carries only its keys and, in an
 annotation, where each value comes from at apply time (a `{from_env: NAME}` / `{from_file: PATH}`
 reference, or the Hugging Face token of the machine that applies). What `render` prints and what a
-plan shows therefore never holds a secret; the apply path reads the values (apply/secrets.py rules)
+plan shows therefore never holds a secret; the apply path reads the values (platforms/secrets.py rules)
 and fills a copy with `with_values` just before it sends the object to the cluster.
 """
 

@@ -1,6 +1,6 @@
 """What the Hugging Face Hub said about one download (repo, revision, file), as a typed value: the
 commit and files it resolves to with their sizes and config.json, or why it could not say. Made by
-app/planning.py through the Hub adapter; read by the planner (download actions) and the VRAM
+platforms/docker/planning.py through the Hub adapter; read by the planner (download actions) and the VRAM
 estimate (a model not downloaded yet)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What an engine's start spent its time on, read from the engine's own start-up log, and the record
-apply keeps of each start (apply/start_records.py writes it; plan and status read it).
+apply keeps of each start (platforms/docker/start_records.py writes it; plan and status read it).
 
 A vLLM start is mostly a handful of long steps, and vLLM times most of them itself. The phases, in
 seconds, each from vLLM's own lines (their texts as vLLM 0.32.0 writes them):

@@ -1,5 +1,5 @@
 """The canary gate's measurement, the pure part: the seeded request set, the figures of one engine's
-run, the decision and the outputs that differ. apply/canary_run.py drives the engines with them; the
+run, the decision and the outputs that differ. platforms/docker/canary_run.py drives the engines with them; the
 plan (plan/canary.py) needs none of it, so a plan does not define these records."""
 
 from __future__ import annotations

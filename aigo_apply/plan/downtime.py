@@ -1,5 +1,5 @@
 """How long a change takes a model away, said in the plan before anything runs: from the last measured
-start of that model on that image (apply/start_records.py keeps them; app/planning.py reads them into
+start of that model on that image (platforms/docker/start_records.py keeps them; platforms/docker/planning.py reads them into
 PlanFacts.starts), or that it is not known.
 
 Which actions take a model away: a recreate that is not parallel (the old engine stops first; the

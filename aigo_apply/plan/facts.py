@@ -85,7 +85,7 @@ class PlanFacts:
     `checkpoints`: what each model's config.json says (`quant_method` of a pre-quantized checkpoint).
     `locked_images` (apply --locked): tags to put back on the image aigo.lock records, by re-tagging
     or by pulling its digest; the containers are planned against the restored images.
-    `starts`: the measured starts of the models the plan starts or replaces (apply/start_records.py),
+    `starts`: the measured starts of the models the plan starts or replaces (platforms/docker/start_records.py),
     newest first, by alias: what the plan predicts their downtime from (plan/downtime.py).
     `host_memory_free`: the host's free memory (MemAvailable, bytes; None unread or unknown), where a
     replaced engine's weights would wait while it sleeps (plan/replace_strategy.py)."""

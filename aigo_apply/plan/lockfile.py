@@ -6,7 +6,7 @@ last canary gate each model passed (both engines' figures beside the image the n
 it; `apply --locked` downloads exactly the recorded commits and puts the recorded images back
 (re-tagged when still on the machine, else pulled by digest).
 
-JSON with sorted keys, so it diffs cleanly in git. Pure: app/lock_file.py reads and writes the file.
+JSON with sorted keys, so it diffs cleanly in git. Pure: platforms/lock_file.py reads and writes the file.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
 
 
 def parse(raw: bytes, path: Path) -> dict[str, Any]:
-    """The lock file's bytes (read by app/lock_file.py) as checked data, or an AigoError naming `path`."""
+    """The lock file's bytes (read by platforms/lock_file.py) as checked data, or an AigoError naming `path`."""
     where = shown_path(str(path))  # on its line, whatever the folder is called
     try:  # bounded: nesting, and numbers (a huge integer or 1e999 is refused, never a traceback)
         data = json_value(raw, LOCK.depth)

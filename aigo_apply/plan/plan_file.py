@@ -26,8 +26,8 @@ REMAKE = "make a new one with `aigo-apply plan --out` (nothing was changed)"
 # and from_dict checks its depth and whole shape here before any value is used. Unknown keys are refused:
 # this tool writes every plan file, and FORMAT_VERSION changes with its shape.
 MAX_DEPTH = 32
-# The ids of the readiness checks (plan/host_checks.py, port_checks.py, gpu_ledger.py, apply/secret_checks.py,
-# app/router_keys.py and app/planning.py make them): the only ones --ignore-readiness and a saved
+# The ids of the readiness checks (plan/host_checks.py, port_checks.py, gpu_ledger.py, platforms/docker/secret_checks.py,
+# platforms/router_keys.py and platforms/docker/planning.py make them): the only ones --ignore-readiness and a saved
 # plan's request accept. tests/unit/cli/test_plan_file_hostile_cli.py keeps this list equal to the code's.
 READINESS_CHECK_IDS = (
     "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",

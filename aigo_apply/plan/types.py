@@ -87,7 +87,7 @@ class DownloadSpec:
     @classmethod
     def from_spec(cls, data: Any) -> DownloadSpec:
         """Read back from a plan file; its values are checked again before the download runs
-        (apply/fetch_steps.check_download), here only their types."""
+        (platforms/docker/fetch_steps.check_download), here only their types."""
         strings = ("repo", "revision", "dest")
         if (
             not isinstance(data, dict)

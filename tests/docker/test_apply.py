@@ -215,8 +215,8 @@ def test_failed_replace_keeps_the_previous_container(
 
 
 def test_second_concurrent_apply_is_refused_with_holder_details(runtime, project, tmp_path, state):
-    from aigo_apply.apply.project_lock import ProjectLock
-    from aigo_apply.apply.state_dir import state_dir
+    from aigo_apply.platforms.project_lock import ProjectLock
+    from aigo_apply.platforms.state_dir import state_dir
 
     path = config(tmp_path, project)
     with ProjectLock(state_dir(project), project, "apply"):

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from aigo_apply.app.planning import load_desired
+from aigo_apply.platforms.docker.planning import load_desired
 
 from helpers.cli import run_cli
 from helpers.configs import free_port, model_folder, router_yaml, write_config

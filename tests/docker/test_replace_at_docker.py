@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from aigo_apply.adapters.engine_http import call
-from aigo_apply.app.docker_platform import router_of
-from aigo_apply.app.planning import load_desired
 from aigo_apply.desired.types import EngineAddress
+from aigo_apply.platforms.docker.planning import load_desired
+from aigo_apply.platforms.docker.platform import router_of
 
 from helpers.cli import run_cli
 from helpers.configs import free_port, model_folder, write_config

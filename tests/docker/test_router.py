@@ -332,7 +332,7 @@ def test_destroy_of_a_project_with_api_keys_works_without_the_keys(proj, runtime
 
 def test_config_failing_haproxy_check_keeps_the_old_router_and_fails_apply(proj, monkeypatch, capsys):
     proj.apply({"alpha": ""})
-    import aigo_apply.router.deploy as router_module
+    import aigo_apply.platforms.docker.router_deploy as router_module
     from aigo_apply.app.apply import ApplyRequest, run_apply
     from aigo_apply.cli.reporter import TextReporter
 

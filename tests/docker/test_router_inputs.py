@@ -101,7 +101,7 @@ def test_the_schema_maximum_body_size_passes_haproxys_check(rt6):
 
 
 def test_a_failed_check_shows_haproxys_words_and_creates_no_router(rt6, runtime, monkeypatch, capsys):
-    import aigo_apply.router.deploy as router_module
+    import aigo_apply.platforms.docker.router_deploy as router_module
     from aigo_apply.app.apply import ApplyRequest, run_apply
     from aigo_apply.cli.reporter import TextReporter
 

@@ -30,8 +30,8 @@ def host_context(models_dir: Path | None = None, **changes):
     other field changed (`home=`...): the host's facts are gathered again for its home and store."""
     from dataclasses import replace
 
-    from aigo_apply.app.host_context import current_host
     from aigo_apply.observe.host_paths import host_facts
+    from aigo_apply.platforms.host_context import current_host
 
     host = current_host()
     if models_dir is None and not changes:

@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from aigo_apply.apply.serving_wait import Engine
 from aigo_apply.desired import labels
 from aigo_apply.desired.engines.common import CACHE_DIR
 from aigo_apply.desired.types import ContainerSpec, Route, RouterSettings
 from aigo_apply.errors import AigoError, DockerUnavailable, NotReady
+from aigo_apply.platforms.docker.serving_wait import Engine
 
 
 class Log:

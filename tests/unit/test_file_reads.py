@@ -27,19 +27,23 @@ READS = {
     ("aigo_apply.adapters.host", "host_memory"): PROC + " (meminfo)",
     ("aigo_apply.adapters.listeners", "proc_listening"): PROC + " (net/tcp and tcp6, read at most 64 MiB)",
     ("aigo_apply.adapters.listeners", "_comm"): PROC + " (a listening process's comm, 64 characters)",
-    ("aigo_apply.app.router_keys", "unprivileged_port_start"): PROC + " (sys/net/ipv4/ip_unprivileged_port_start)",
-    ("aigo_apply.apply.project_lock", "__enter__"): (
+    ("aigo_apply.platforms.router_keys", "unprivileged_port_start"): PROC
+    + " (sys/net/ipv4/ip_unprivileged_port_start)",
+    ("aigo_apply.platforms.project_lock", "__enter__"): (
         "the project's lock file in its state folder (O_RDWR | O_CREAT, mode 0600): only aigo-apply writes it"
     ),
-    ("aigo_apply.router.deploy", "read_live"): (
+    ("aigo_apply.platforms.docker.router_deploy", "read_live"): (
         "the router's live files in the project's state folder, which only aigo-apply writes (0700)"
     ),
-    ("aigo_apply.router.deploy", "live_routes"): "the router's route table in the project's state folder (as above)",
-    ("aigo_apply.router.hold_lease", "clear_lapsed"): (
+    (
+        "aigo_apply.platforms.docker.router_deploy",
+        "live_routes",
+    ): "the router's route table in the project's state folder (as above)",
+    ("aigo_apply.platforms.docker.hold_lease", "clear_lapsed"): (
         "the router's hold files in the project's state folder (256 bytes of each regular file, no link)"
     ),
     ("aigo_apply.resources", "schema_data"): PACKAGE_DATA,
-    ("aigo_apply.app.starter", "schema_text"): PACKAGE_DATA,
+    ("aigo_apply.edit.starter", "schema_text"): PACKAGE_DATA,
     ("aigo_apply.config.load", "_validated_key"): PACKAGE_DATA + " (the validity cache's key)",
     ("aigo_apply.router.haproxy", "_code_digest"): PACKAGE_DATA + " (the render key)",
 }
@@ -144,11 +148,11 @@ def test_the_readers_of_files_from_outside_use_it():
     """The files from outside that ended in a hang, a traceback or a huge read, each read by a module that
     uses the reader."""
     for module in (
-        "app/lock_file.py",  # aigo.lock
+        "platforms/lock_file.py",  # aigo.lock
         "app/saved_plan.py",  # apply PLANFILE
-        "app/portable.py",  # import FILE.baimodel
+        "edit/portable.py",  # import FILE.baimodel
         "adapters/kubeconfig.py",  # the kubeconfig and its tokenFile, certificates and CA files
-        "apply/secrets.py",  # from_file, the Hugging Face token files
+        "platforms/secrets.py",  # from_file, the Hugging Face token files
         "observe/markers.py",  # the model store's download markers
         "observe/model_files.py",  # config.json, the safetensors index and headers (safe_read.judged)
         "config/file_read.py",  # aigo.yaml

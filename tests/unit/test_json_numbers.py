@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply.apply import failed_starts
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.plan import lockfile
 from aigo_apply.plan.types import DownloadSpec
+from aigo_apply.platforms.docker import failed_starts
 
 
 @pytest.mark.parametrize("version", ["true", "1.0", '"1"', "null", "false", "[1]"])

@@ -7,8 +7,8 @@ import ast
 from pathlib import Path
 
 import aigo_apply
-from aigo_apply.app.docker_platform import DockerPlatform
 from aigo_apply.desired.types import Route
+from aigo_apply.platforms.docker.platform import DockerPlatform
 
 PACKAGE = Path(aigo_apply.__file__).parent
 
@@ -27,15 +27,19 @@ def _calls(name: str) -> dict[str, int]:
 
 
 def test_one_lock_protocol():
-    assert set(_calls("flock")) == {"apply/project_lock.py"}
-    assert set(_calls("ProjectLock")) == {"app/docker_platform.py", "app/kube_platform.py", "app/watch.py"}
+    assert set(_calls("flock")) == {"platforms/project_lock.py"}
+    assert set(_calls("ProjectLock")) == {
+        "platforms/docker/platform.py",
+        "platforms/kubernetes/platform.py",
+        "app/watch.py",
+    }
 
 
 def test_one_state_root_read_once_per_run():
-    """The rule is observe/host_paths.state_root_of, resolved by apply/state_dir.state_root; a run
+    """The rule is observe/host_paths.state_root_of, resolved by platforms/state_dir.state_root; a run
     reads it once, into its HostContext, and hands that root on."""
-    assert set(_calls("state_root_of")) == {"apply/state_dir.py", "observe/host_paths.py"}
-    assert set(_calls("state_root")) == {"app/host_context.py", "apply/state_dir.py"}
+    assert set(_calls("state_root_of")) == {"platforms/state_dir.py", "observe/host_paths.py"}
+    assert set(_calls("state_root")) == {"platforms/host_context.py", "platforms/state_dir.py"}
 
 
 def test_a_platform_keeps_the_state_root_it_was_given(tmp_path, monkeypatch):
@@ -55,9 +59,9 @@ def test_one_route_naming():
 # What replaces a name in one step, and why each use other than safe_write's is not a file's write.
 RENAMES_ALLOWED = {
     "safe_write.py": "the one atomic write: a temporary file beside the target, then link() or rename()",
-    "router/deploy.py": "switches the router's `live` link to a new generation folder (a link, not a file's contents)",
+    "platforms/docker/router_deploy.py": "switches the router's `live` link to a new generation folder (a link, not a file's contents)",
     "adapters/hub.py": "swaps a verified download folder in whole for the one it replaces",
-    "router/hold_lease.py": "puts a hold file (one line the router's Lua reads) in place whole, so it never reads half",
+    "platforms/docker/hold_lease.py": "puts a hold file (one line the router's Lua reads) in place whole, so it never reads half",
 }
 MOVES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")} | {
     ("tempfile", name) for name in ("mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryDirectory")

@@ -234,7 +234,7 @@ def test_aliases_that_multiply_are_refused_before_anything_walks_them():
 
 
 def _lock(path: Path) -> Any:
-    from aigo_apply.app import lock_file
+    from aigo_apply.platforms import lock_file
 
     return lock_file.read(path)
 
@@ -246,7 +246,7 @@ def _plan(path: Path) -> Any:
 
 
 def _definition(path: Path) -> Any:
-    from aigo_apply.app.portable import read_definition
+    from aigo_apply.edit.portable import read_definition
 
     return read_definition(str(path))
 
@@ -258,8 +258,8 @@ def _kubeconfig(path: Path) -> Any:
 
 
 def _secret(path: Path) -> Any:
-    from aigo_apply.apply.secrets import resolve
     from aigo_apply.desired.types import SecretRef
+    from aigo_apply.platforms.secrets import resolve
 
     return resolve(SecretRef("from_file", str(path)), "models.m.env.MY_SECRET")
 
@@ -378,7 +378,7 @@ def test_hostile_yaml_is_one_clear_error(tmp_path, caller, content):
 
 
 def test_aigo_lock_is_never_read_through_a_link(tmp_path):
-    from aigo_apply.app import lock_file
+    from aigo_apply.platforms import lock_file
 
     real = tmp_path / "elsewhere.json"
     real.write_text(json.dumps({"version": 1, "images": {}, "models": {}}))

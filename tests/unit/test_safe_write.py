@@ -20,10 +20,10 @@ import pytest
 
 import aigo_apply
 from aigo_apply import safe_write
-from aigo_apply.app import lock_file
 from aigo_apply.app.saved_plan import save_plan as save
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.plan.types import Plan
+from aigo_apply.platforms import lock_file
 
 from helpers.configs import model_folder, write_config
 
@@ -325,17 +325,17 @@ def test_errors_keep_the_callers_type_and_name_the_file(tmp_path):
 
 # Modules that write files another way, each for a reason of another kind than a user's file.
 OTHER_WRITERS = {
-    "aigo_apply.router.deploy": "the router's files: each configuration in a fresh generation folder it "
+    "aigo_apply.platforms.docker.router_deploy": "the router's files: each configuration in a fresh generation folder it "
     "creates itself (0700, in the state folder), and a `live` link swapped by rename",
-    "aigo_apply.apply.journal": "the apply journal: appended to, in the state folder",
-    "aigo_apply.apply.project_lock": "the project's lock file (flock), in the state folder",
-    "aigo_apply.router.hold_lease": "the router's hold files, in the state folder: each written whole beside "
+    "aigo_apply.platforms.journal": "the apply journal: appended to, in the state folder",
+    "aigo_apply.platforms.project_lock": "the project's lock file (flock), in the state folder",
+    "aigo_apply.platforms.docker.hold_lease": "the router's hold files, in the state folder: each written whole beside "
     "itself and renamed into place, renewed every few seconds while the apply that holds runs",
-    "aigo_apply.apply.state_dir": "the project's state-folder mark, in the folder it made: a new file only "
+    "aigo_apply.platforms.state_dir": "the project's state-folder mark, in the folder it made: a new file only "
     "(O_EXCL, O_NOFOLLOW, 0600), written once",
-    "aigo_apply.apply.failed_starts": "the logs of failed starts, in the state folder: new files only "
+    "aigo_apply.platforms.docker.failed_starts": "the logs of failed starts, in the state folder: new files only "
     "(O_EXCL, O_NOFOLLOW, 0600), never one that exists",
-    "aigo_apply.apply.legacy_store": "hard-links an older layout's download into its folder in the model store "
+    "aigo_apply.platforms.docker.legacy_store": "hard-links an older layout's download into its folder in the model store "
     "(the marker is a safe write)",
     "aigo_apply.adapters.hub": "moves whole download folders within the model store (the marker is a safe write)",
 }

@@ -43,7 +43,7 @@ MAX_LORAS = 64  # the schema's bound on vllm.max_loras (and on a model's adapter
 # The image's `vllm serve`, started so that its socket is one the router (another user) may connect to
 # and a restart finds no stale socket in its way: vLLM binds the path itself (launcher.py's
 # create_server_unix_socket: no chmod, and it fails when the file exists). The socket's folder is
-# setgid to the router's group and lets no other account in (apply/engine_sockets.py), so the
+# setgid to the router's group and lets no other account in (adapters/engine_sockets.py), so the
 # group-writable socket (umask 007) reaches exactly the router and this tool.
 SOCKET_ENTRYPOINT = (
     "/bin/sh",
@@ -94,7 +94,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         command += ["--speculative-config", config]
         mounts += draft_mount
     # a swap group's member: the router sleeps and wakes it (config/swap_groups.py); `update: sleep`: a
-    # replace puts it to sleep while the new engine starts (apply/sleep_replace.py)
+    # replace puts it to sleep while the new engine starts (platforms/docker/sleep_replace.py)
     sleeps = bool(spec.get("on_demand") or spec.get("sleep_mode"))
     if sleeps:
         command.append(SLEEP_MODE_FLAG)

@@ -11,7 +11,7 @@ import pytest
 
 from aigo_apply.adapters.kube_client import APPLY_CONTENT_TYPE, KubeClient
 from aigo_apply.errors import KubeConflict, KubeError, KubeUnavailable
-from aigo_apply.kube.observe import selector
+from aigo_apply.platforms.kubernetes.observe import selector
 
 from helpers.fake_kube_api import FakeKubeAPI, model_objects
 
@@ -205,7 +205,7 @@ def test_connect_reads_the_kubeconfig_and_its_context(tmp_path):
 
 def test_importing_the_adapter_or_starting_the_cli_does_not_import_lightkube():
     code = (
-        "import sys, aigo_apply.adapters.kube_client, aigo_apply.kube.apply, aigo_apply.kube.observe, "
+        "import sys, aigo_apply.adapters.kube_client, aigo_apply.platforms.kubernetes.apply, aigo_apply.platforms.kubernetes.observe, "
         "aigo_apply.cli.main; print(sorted(m for m in ('lightkube', 'httpx2', 'msgspec') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.adapters.listeners import diag_listening, listening, proc_listening, with_owners
-from aigo_apply.app.planning import host_port_checks
 from aigo_apply.desired.build import build_desired
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.listeners import Listener
+from aigo_apply.platforms.docker.planning import host_port_checks
 
 from helpers.configs import host_context, write_config
 from helpers.fakes import FakeRuntime
@@ -127,7 +127,7 @@ def test_a_host_without_proc_net_says_nothing_rather_than_no_listener(tmp_path):
 
 
 def test_plan_facts_name_a_real_program_on_the_routers_port(tmp_path):
-    """What `plan` and `readiness` gather (app/planning.host_port_checks): /proc/net of this host,
+    """What `plan` and `readiness` gather (platforms/docker/planning.host_port_checks): /proc/net of this host,
     Docker's containers (none here), and the process that holds the port: this test's own."""
     with _listen("127.0.0.1") as held:
         port = held.getsockname()[1]

@@ -138,7 +138,7 @@ def _config(tmp_path: Path, n: int) -> Path:
 
 def test_docker_api_calls_per_plan_do_not_grow_with_the_models(engine, tmp_path, monkeypatch):
     from aigo_apply.app.choose_platform import open_platform
-    from aigo_apply.app.planning import make_plan
+    from aigo_apply.platforms.docker.planning import make_plan
 
     monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
     counts = {}
@@ -177,10 +177,10 @@ def test_plan_imports_neither_the_docker_sdk_nor_what_only_changes_need(engine, 
     # canary gate's measurement (each frozen record costs about a millisecond to define)
     apply_only = {
         "aigo_apply.app.converge",
-        "aigo_apply.app.requests",
-        "aigo_apply.apply.executor",
-        "aigo_apply.apply.journal",
-        "aigo_apply.apply.outcome",
+        "aigo_apply.platforms.requests",
+        "aigo_apply.platforms.docker.executor",
+        "aigo_apply.platforms.journal",
+        "aigo_apply.platforms.outcome",
         "aigo_apply.plan.canary_verdict",
     }
     assert imported & apply_only == set()

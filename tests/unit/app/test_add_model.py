@@ -345,7 +345,7 @@ BUSY_GPU_0 = GpuFacts(
     ],
 )
 def test_a_formatted_file_stays_formatted(tmp_path, monkeypatch, facts, weights, placed):
-    from aigo_apply.app.fmt import format_file
+    from aigo_apply.edit.fmt import format_file
 
     monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
     target = tmp_path / "aigo.yaml"

@@ -12,12 +12,12 @@ from contextlib import contextmanager
 import pytest
 
 from aigo_apply.app.converge import converge
-from aigo_apply.app.platform import Run
-from aigo_apply.app.requests import ApplyRequest
-from aigo_apply.apply.outcome import ApplyReport, Outcome
 from aigo_apply.cli.reporter import TextReporter
 from aigo_apply.errors import AigoError, PlanBlocked
 from aigo_apply.plan.types import Action, Blocker, Plan
+from aigo_apply.platforms.outcome import ApplyReport, Outcome
+from aigo_apply.platforms.platform import Run
+from aigo_apply.platforms.requests import ApplyRequest
 
 CREATE = Action("model.a", "create", ("no container aigo-lab-a exists",), model="a")
 

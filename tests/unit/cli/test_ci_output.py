@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import aigo_apply
-from aigo_apply.app.fmt import format_text
 from aigo_apply.cli.ci_output import CommandSafe
+from aigo_apply.edit.fmt import format_text
 from aigo_apply.errors import AigoError, shown_path
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.markdown import md, plan_markdown
@@ -163,6 +163,6 @@ def test_fmt_names_the_line_it_cannot_keep(tmp_path, text, line):
 
 
 def test_no_fmt_message_asks_to_report_it():
-    app = Path(aigo_apply.__file__).parent / "app"
+    edit = Path(aigo_apply.__file__).parent / "edit"
     for module in ("fmt.py", "fmt_refusal.py", "fmt_comments.py"):
-        assert "report it" not in (app / module).read_text().lower(), module
+        assert "report it" not in (edit / module).read_text().lower(), module

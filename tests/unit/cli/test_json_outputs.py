@@ -11,13 +11,13 @@ import re
 
 import pytest
 
-from aigo_apply.app.views import JSON_FORMAT_VERSION, Readiness
 from aigo_apply.cli.main import main
 from aigo_apply.cli.views import JsonView
 from aigo_apply.desired.images import image_object, with_local
 from aigo_apply.errors import ConfigInvalid, Problem
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.types import Action, Plan
+from aigo_apply.platforms.views import JSON_FORMAT_VERSION, Readiness
 
 from helpers.configs import write_config
 

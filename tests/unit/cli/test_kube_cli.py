@@ -37,10 +37,12 @@ SECRET = "s3cr3t-value-never-shown-0123456789"
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
     import aigo_apply.adapters.docker_engine
-    import aigo_apply.app.kube_platform
+    import aigo_apply.platforms.kubernetes.platform
 
     api = FakeKubeAPI()
-    monkeypatch.setattr(aigo_apply.app.kube_platform, "connect", lambda s: KubeClient.over_transport(api, s.namespace))
+    monkeypatch.setattr(
+        aigo_apply.platforms.kubernetes.platform, "connect", lambda s: KubeClient.over_transport(api, s.namespace)
+    )
 
     def refuse(*_a, **_k):
         raise AssertionError("Docker was reached")
@@ -255,10 +257,10 @@ def test_the_hub_token_goes_only_to_a_trusted_download_image(tmp_path, fake, cap
 
 
 def test_a_cluster_apply_takes_the_projects_one_lock(tmp_path, fake, capsys):
-    """The lock of apply/project_lock.py, as on Docker: a second run of the project from this machine
+    """The lock of platforms/project_lock.py, as on Docker: a second run of the project from this machine
     is refused while one holds it, and nothing reaches the cluster."""
-    from aigo_apply.apply.project_lock import ProjectLock
-    from aigo_apply.apply.state_dir import state_dir
+    from aigo_apply.platforms.project_lock import ProjectLock
+    from aigo_apply.platforms.state_dir import state_dir
 
     path = str(write_config(tmp_path, KUBE))
     with ProjectLock(state_dir("lab", tmp_path / "state"), "lab", "apply"):

@@ -74,9 +74,9 @@ def test_a_line_break_in_a_lock_key_never_starts_a_line(tmp_path, monkeypatch, s
 def test_every_text_view_shows_a_name_on_its_line(text):
     """The text views of status, readiness, models list, image inspect, logs, bench and apply's lines:
     a name holding a line break never starts a line, and no line is a workflow command."""
-    from aigo_apply.app.views import Readiness
     from aigo_apply.cli.views import TextView
     from aigo_apply.plan.host_checks import Check
+    from aigo_apply.platforms.views import Readiness
 
     name = text + "\n" + FORGED
     image = {

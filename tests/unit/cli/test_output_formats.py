@@ -54,9 +54,9 @@ models:
 @contextlib.contextmanager
 def _world():
     """A fresh folder, state folder and fake cluster (no Docker is reached)."""
-    import aigo_apply.app.docker_platform
-    import aigo_apply.app.kube_platform
-    import aigo_apply.app.planning
+    import aigo_apply.platforms.docker.planning
+    import aigo_apply.platforms.docker.platform
+    import aigo_apply.platforms.kubernetes.platform
     from aigo_apply.adapters.kube_client import KubeClient
 
     api = FakeKubeAPI()
@@ -65,9 +65,11 @@ def _world():
         raise AssertionError("Docker was reached")
 
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(aigo_apply.app.kube_platform, "connect", lambda s: KubeClient.over_transport(api, s.namespace))
-        patch.setattr(aigo_apply.app.docker_platform, "_docker", refuse)
-        patch.setattr(aigo_apply.app.planning, "_docker", refuse)
+        patch.setattr(
+            aigo_apply.platforms.kubernetes.platform, "connect", lambda s: KubeClient.over_transport(api, s.namespace)
+        )
+        patch.setattr(aigo_apply.platforms.docker.platform, "_docker", refuse)
+        patch.setattr(aigo_apply.platforms.docker.planning, "_docker", refuse)
         patch.setenv("AIGO_STATE_DIR", str(Path(folder) / "state"))
         patch.setenv("HF_TOKEN", "")
         patch.delenv("AIGO_FILE", raising=False)
@@ -76,11 +78,11 @@ def _world():
 
 def _objects(file: str) -> list[dict]:
     """The Kubernetes objects `render --as kubernetes` prints for the file, as built in memory."""
-    from aigo_apply.app.host_context import current_host
     from aigo_apply.desired.build import build_desired
     from aigo_apply.kube.manifests import selected
     from aigo_apply.kube.settings import settings_of
     from aigo_apply.observe.config_file import load_config
+    from aigo_apply.platforms.host_context import current_host
 
     config = load_config(file)
     return json.loads(json.dumps(selected(build_desired(config, current_host()), settings_of(config.data), "beta")))
@@ -148,9 +150,9 @@ def test_every_machine_format_carries_the_exact_values(env, name):
 def test_a_docker_run_line_runs_as_shown_with_the_values_apply_passes(tmp_path, monkeypatch):
     """A `from_file` secret under ~/ (where the docs keep them) is read from "$HOME"/..., the file
     apply reads; every other value is the one apply gives Docker."""
-    from aigo_apply.app.planning import load_desired
-    from aigo_apply.apply.secrets import resolve
     from aigo_apply.desired.types import SecretRef
+    from aigo_apply.platforms.docker.planning import load_desired
+    from aigo_apply.platforms.secrets import resolve
 
     home = tmp_path / "home"
     secrets = home / ".aigo" / "secrets"
@@ -198,11 +200,11 @@ HOSTILE_TEXT = st.lists(st.sampled_from(PIECES + CONTROLS) | WORDS, min_size=1, 
 def test_every_json_view_prints_strict_json_with_the_exact_values(text):
     """Each `-o json` view (status, readiness, models list, image inspect, top --once, bench, logs,
     validate, plan, apply's JSON lines) with a text from Docker, a marker or an engine's log."""
-    from aigo_apply.app.views import Readiness
     from aigo_apply.cli.views import JsonView
     from aigo_apply.errors import ConfigInvalid, Problem
     from aigo_apply.plan.host_checks import Check
     from aigo_apply.plan.types import Action, Change, Plan
+    from aigo_apply.platforms.views import Readiness
 
     data = {"project": "lab", "name": text, text: [text, 1, None], "models": [{"alias": "a", "note": text}]}
     change = Change("env.A", text, text, "recreate")

@@ -66,7 +66,7 @@ def config(tmp_path):
 @pytest.fixture
 def planned(tmp_path, monkeypatch):
     """`plan` without Docker: make_plan returns a real plan and records the request it got."""
-    import aigo_apply.app.planning
+    import aigo_apply.platforms.docker.planning
 
     d = desired(tmp_path)
     seen = observed(d, running(d)[:1], downloaded=False)
@@ -76,7 +76,7 @@ def planned(tmp_path, monkeypatch):
         requests.append(request)
         return build_plan(d, seen, None, request)
 
-    monkeypatch.setattr(aigo_apply.app.planning, "make_plan", make_plan)
+    monkeypatch.setattr(aigo_apply.platforms.docker.planning, "make_plan", make_plan)
     return requests
 
 
@@ -164,21 +164,21 @@ def test_errors_quote_command_line_text_escaped(config, capsys, text):
 
 def test_the_error_boundary_escapes_any_message(capsys, planned, monkeypatch, config):
     """A message made anywhere (here the planner's --target refusal) cannot reach the terminal raw."""
-    import aigo_apply.app.planning
+    import aigo_apply.platforms.docker.planning
 
     def refuse(platform, request=None):
         raise UsageProblem("--target x: no model '\x1b[2J\x07' in \u202eaigo.yaml")
 
-    monkeypatch.setattr(aigo_apply.app.planning, "make_plan", refuse)
+    monkeypatch.setattr(aigo_apply.platforms.docker.planning, "make_plan", refuse)
     code, _, err = _main(capsys, "plan", "-f", str(config))
     assert code == 64 and "\\x1b[2J\\x07" in err and "\\u202e" in err and _clean(err), repr(err)
 
 
 def test_a_saved_plan_s_strings_are_refused_or_shown_escaped(tmp_path, capsys, monkeypatch):
-    import aigo_apply.app.docker_platform
+    import aigo_apply.platforms.docker.platform
     from aigo_apply.app.saved_plan import save_plan
 
-    monkeypatch.setattr(aigo_apply.app.docker_platform, "_docker", lambda: pytest.fail("Docker was reached"))
+    monkeypatch.setattr(aigo_apply.platforms.docker.platform, "_docker", lambda: pytest.fail("Docker was reached"))
     d = desired(tmp_path)
     path = tmp_path / "plan.json"
     save_plan(build_plan(d, observed(d, running(d)[:1], downloaded=False)), path)
@@ -353,11 +353,11 @@ def test_a_plan_for_a_config_name_a_plan_file_refuses_is_not_saved(capsys, plann
     """apply PLANFILE would refuse it (config_file must be printable): refused when saving, with the fix."""
     import dataclasses
 
-    import aigo_apply.app.planning
+    import aigo_apply.platforms.docker.planning
 
-    make = aigo_apply.app.planning.make_plan
+    make = aigo_apply.platforms.docker.planning.make_plan
     monkeypatch.setattr(
-        aigo_apply.app.planning,
+        aigo_apply.platforms.docker.planning,
         "make_plan",
         lambda *a, **k: dataclasses.replace(make(*a, **k), config_file=str(tmp_path / "a\x1b[2J.yaml")),
     )

@@ -14,13 +14,13 @@ import click
 import pytest
 
 import aigo_apply
-from aigo_apply.app.views import Readiness
 from aigo_apply.cli.views import FORMATS, GithubView, JsonView, MarkdownView, TextView, view_for
 from aigo_apply.errors import ConfigInvalid, Problem
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.markdown import plan_markdown
 from aigo_apply.plan.text import plan_json, plan_text
 from aigo_apply.plan.types import Action, Plan
+from aigo_apply.platforms.views import Readiness
 
 PACKAGE = Path(aigo_apply.__file__).parent
 # where a format may be named: the one choice, and validate's usage rule (-o json is for one file)
@@ -29,11 +29,13 @@ ASKS_ALLOWED = {("cli/views.py", "view_for"), ("cli/check_commands.py", "validat
 
 def _requests_the_commands_build() -> dict[str, type]:
     """Every request a click command hands to a use case: each name ending in Request or Command that
-    a module of cli/ imports from app/ (app/requests.py's, and those defined beside their use case)."""
+    a module of cli/ imports from app/, platforms/ or edit/ (platforms/requests.py's, and those defined beside their use case)."""
     found = {}
     for path in (PACKAGE / "cli").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aigo_apply.app."):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                ("aigo_apply.app.", "aigo_apply.platforms.", "aigo_apply.edit.")
+            ):
                 for alias in node.names:
                     if alias.name.endswith(("Request", "Command")):
                         found[alias.name] = getattr(importlib.import_module(node.module), alias.name)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from aigo_apply.apply.model_steps import BACKUP_SUFFIX
 from aigo_apply.config import names
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.desired.engines.common import container_name
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.errors import ConfigInvalid
 from aigo_apply.observe.config_file import load_config
+from aigo_apply.platforms.docker.model_steps import BACKUP_SUFFIX
 
 MODEL = "{source: {path: /srv/models/m}, context_length: 4096, gpus: none}"
 

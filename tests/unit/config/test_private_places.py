@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.adapters.create_checks import check_mounts
-from aigo_apply.apply import secrets
-from aigo_apply.apply.secrets import resolve
 from aigo_apply.config.env_rules import unsafe_secret_file
 from aigo_apply.config.host_paths import PRIVATE_NAMES, Protected, unsafe_mount
 from aigo_apply.desired.build import build_desired
@@ -23,6 +21,8 @@ from aigo_apply.errors import ConfigInvalid, SecretUnavailable, UnsafeSetting
 from aigo_apply.observe import host_paths
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.host_paths import known_homes, usable_homes
+from aigo_apply.platforms import secrets
+from aigo_apply.platforms.secrets import resolve
 
 from helpers.configs import host_context, model_folder, regathered, write_config
 

@@ -14,9 +14,6 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.adapters.create_checks import check_mounts
-from aigo_apply.apply import secrets
-from aigo_apply.apply.secrets import resolve
-from aigo_apply.apply.state_dir import state_root
 from aigo_apply.desired import model_store
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import ContainerSpec, Mount, SecretRef
@@ -24,6 +21,9 @@ from aigo_apply.errors import AigoError, ConfigInvalid, SecretUnavailable, Unsaf
 from aigo_apply.observe import local_sources
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.host_paths import resolve_or_why, try_resolve
+from aigo_apply.platforms import secrets
+from aigo_apply.platforms.secrets import resolve
+from aigo_apply.platforms.state_dir import state_root
 
 from helpers.cli import run_cli
 from helpers.configs import host_context, model_folder, regathered, with_paths, write_config

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aigo_apply.app.router_keys import router_checks
 from aigo_apply.errors import ConfigInvalid
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.facts import PlanFacts
 from aigo_apply.plan.plan_file import READINESS_CHECK_IDS
 from aigo_apply.plan.planner import build_plan
+from aigo_apply.platforms.router_keys import router_checks
 
 from helpers.planner_inputs import CONFIG, desired, observed
 

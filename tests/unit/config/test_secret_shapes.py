@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from aigo_apply.app.checking import ValidateRequest, run_validate
-from aigo_apply.apply import secrets
 from aigo_apply.config.env_rules import unsafe_secret_file
 from aigo_apply.desired.types import SecretRef
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, Problem, SecretUnavailable
 from aigo_apply.observe import host_paths
+from aigo_apply.platforms import secrets
 
 from helpers.cli import run_cli
 

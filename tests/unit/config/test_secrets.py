@@ -13,15 +13,15 @@ import time
 
 import pytest
 
-from aigo_apply.apply import secrets
-from aigo_apply.apply.journal import Journal
-from aigo_apply.apply.secret_checks import reference_checks
-from aigo_apply.apply.secrets import container_env, env_value, redact, resolve
 from aigo_apply.cli.reporter import JsonReporter, TextReporter
 from aigo_apply.desired.types import SecretRef
 from aigo_apply.errors import ConfigInvalid, SecretUnavailable
 from aigo_apply.observe import host_paths
 from aigo_apply.observe.config_file import load_config
+from aigo_apply.platforms import secrets
+from aigo_apply.platforms.docker.secret_checks import reference_checks
+from aigo_apply.platforms.journal import Journal
+from aigo_apply.platforms.secrets import container_env, env_value, redact, resolve
 
 from helpers.configs import write_config
 from helpers.planner_inputs import desired

@@ -10,11 +10,11 @@ import pytest
 
 from aigo_apply.adapters.kube_client import KubeClient
 from aigo_apply.kube.manifests import objects
-from aigo_apply.kube.observe import read_cluster
-from aigo_apply.kube.planning import plan_for_cluster
 from aigo_apply.kube.settings import settings_of
 from aigo_apply.kube.specs import model_spec, router_spec
 from aigo_apply.observe.config_file import load_config
+from aigo_apply.platforms.kubernetes.observe import read_cluster
+from aigo_apply.platforms.kubernetes.planning import plan_for_cluster
 
 from helpers.configs import write_config
 from helpers.fake_kube_api import FakeKubeAPI, model_objects, router_objects
@@ -31,7 +31,7 @@ NO_EFFECT = (
 
 
 def rendered(d):
-    """Objects in the renderer's shape for desired state `d` (as tests/unit/kube/test_kube_observe.py)."""
+    """Objects in the renderer's shape for desired state `d` (as tests/unit/platforms/kubernetes/test_kube_observe.py)."""
     out = []
     for alias, model in sorted(d.models.items()):
         out += model_objects(alias, model_spec(model), f"sha256:{alias}")

@@ -370,9 +370,9 @@ def test_a_model_larger_than_a_node_is_refused_where_it_is_used(tmp_path):
 
 
 def test_a_replace_on_a_cluster_says_which_rollout_and_why(tmp_path):
-    from aigo_apply.kube.planning import _rollout
     from aigo_apply.plan.replace_strategy import Strategy
     from aigo_apply.plan.types import Action
+    from aigo_apply.platforms.kubernetes.planning import _rollout
 
     desired, _ = build(tmp_path)
     for alias, model in desired.models.items():

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from aigo_apply.adapters.docker_engine import _EngineEvents
-from aigo_apply.apply.executor import Executor
-from aigo_apply.apply.journal import Journal
 from aigo_apply.desired import labels as L
 from aigo_apply.errors import PlanFileError
 from aigo_apply.observe.containers import parse_state, running_engines
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.planner import build_plan, destroy_plan
 from aigo_apply.plan.types import Action, Plan
+from aigo_apply.platforms.docker.executor import Executor
+from aigo_apply.platforms.journal import Journal
 
 from helpers.fakes import FakeReporter, FakeRoutes, FakeRuntime, FakeWaits, Log, no_router_wait
 from helpers.planner_inputs import CONFIG, desired, observed, running

@@ -10,7 +10,7 @@ JSON/YAML (biased towards the keys each reader looks at):
   (observe/docker_answers.py, through adapters/docker_engine.py), then the parsers, host checks and
   aigo.lock that read them;
 - a model's config.json (a folder's or the Hub's) in the VRAM estimate;
-- the Kubernetes API's LIST answers and a Deployment's status (kube/observe.py, kube/rollout.py)."""
+- the Kubernetes API's LIST answers and a Deployment's status (platforms/kubernetes/observe.py, platforms/kubernetes/rollout.py)."""
 
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ from aigo_apply.app.models import listing, render
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.model_store import MARKER, is_complete
 from aigo_apply.errors import AigoError, DockerUnavailable, KubeUnavailable
-from aigo_apply.kube.observe import KINDS, parse_cluster
-from aigo_apply.kube.rollout import diagnose, job_status, rollout_status
 from aigo_apply.observe.containers import parse_state, running_engines
 from aigo_apply.observe.markers import read_marker
 from aigo_apply.plan import lockfile
 from aigo_apply.plan.host_checks import run_checks
 from aigo_apply.plan.vram import estimate
+from aigo_apply.platforms.kubernetes.observe import KINDS, parse_cluster
+from aigo_apply.platforms.kubernetes.rollout import diagnose, job_status, rollout_status
 
 from helpers.planner_inputs import desired, running
 
@@ -341,8 +341,8 @@ def test_every_error_here_is_the_products_own():
 def test_a_lock_file_of_the_wrong_shape_is_a_clear_error_naming_the_place(tmp_path, lock, where):
     import json
 
-    from aigo_apply.app import lock_file
     from aigo_apply.errors import AigoError
+    from aigo_apply.platforms import lock_file
 
     path = tmp_path / "aigo.lock"
     path.write_text(json.dumps(lock))
@@ -361,8 +361,8 @@ def test_a_lock_file_of_the_wrong_shape_is_a_clear_error_naming_the_place(tmp_pa
 def test_a_lock_file_of_any_shape_reads_or_is_refused_never_a_traceback(tmp_path_factory, data):
     import json
 
-    from aigo_apply.app import lock_file
     from aigo_apply.errors import AigoError
+    from aigo_apply.platforms import lock_file
 
     path = tmp_path_factory.mktemp("lock") / "aigo.lock"
     path.write_text(json.dumps({"version": 1, "images": data, "models": data}))

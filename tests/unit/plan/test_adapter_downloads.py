@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply.apply.fetch_steps import check_download
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.model_store import downloads, is_complete, select_files
 from aigo_apply.errors import PlanFileError, UnsupportedModel
@@ -22,6 +21,7 @@ from aigo_apply.plan.facts import PlanFacts
 from aigo_apply.plan.fetch_plan import lock_moves
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.types import Action, DownloadSpec, Plan
+from aigo_apply.platforms.docker.fetch_steps import check_download
 
 from helpers.configs import host_context, write_config
 from helpers.planner_inputs import observed
@@ -208,7 +208,7 @@ def test_apply_locked_pins_an_adapter_and_replaces_its_model_when_its_files_move
 
 def test_remote_info_asks_the_hub_for_an_adapters_files_at_the_locked_commit(tmp_path, monkeypatch):
     from aigo_apply.adapters import hub
-    from aigo_apply.app.planning import remote_info
+    from aigo_apply.platforms.docker.planning import remote_info
 
     asked = []
 

@@ -12,8 +12,8 @@ import json
 import pytest
 
 from aigo_apply.app.choose_platform import open_platform
-from aigo_apply.app.planning import make_plan
 from aigo_apply.desired import engines
+from aigo_apply.platforms.docker.planning import make_plan
 
 from helpers.configs import write_config
 from helpers.fakes import FakeRuntime

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from aigo_apply.app.status import collect, render
 from aigo_apply.errors import ConfigInvalid, UsageProblem
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.gpu_ledger import build as ledger
 from aigo_apply.plan.planner import build_plan
+from aigo_apply.platforms.docker.status import collect, render
 
 from helpers.configs import write_config
 from helpers.planner_inputs import CONFIG, observed, running

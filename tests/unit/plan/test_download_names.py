@@ -122,7 +122,7 @@ def test_an_older_lock_is_read_as_it_was_meant(tmp_path):
 
 def test_apply_locked_never_pins_a_model_to_its_namesake_adapters_commit(tmp_path, monkeypatch):
     from aigo_apply.adapters import hub
-    from aigo_apply.app.planning import remote_info
+    from aigo_apply.platforms.docker.planning import remote_info
 
     asked = []
 

@@ -32,12 +32,12 @@ def saved(tmp_path):
 @pytest.fixture
 def no_docker(monkeypatch):
     """Fails the test if anything reaches for Docker."""
-    import aigo_apply.app.docker_platform
+    import aigo_apply.platforms.docker.platform
 
     def refuse(*_a, **_k):
         raise AssertionError("Docker was reached")
 
-    monkeypatch.setattr(aigo_apply.app.docker_platform, "_docker", refuse)
+    monkeypatch.setattr(aigo_apply.platforms.docker.platform, "_docker", refuse)
 
 
 def _apply(capsys, *args):

@@ -410,8 +410,8 @@ def test_pre_quantized_checkpoints_get_a_note_and_a_contradicting_setting_blocks
     ],
 )
 def test_a_saved_plans_download_is_checked_again_before_it_runs(tmp_path, edit):
-    from aigo_apply.apply.fetch_steps import check_download
     from aigo_apply.errors import PlanFileError
+    from aigo_apply.platforms.docker.fetch_steps import check_download
 
     d = desired(tmp_path)
     download = next(a for a in build_plan(d, observed(d, downloaded=False, entries=[])).actions if a.kind == "download")

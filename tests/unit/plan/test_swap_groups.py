@@ -14,7 +14,6 @@ import jsonschema
 import pytest
 
 from aigo_apply.adapters.create_checks import check_container
-from aigo_apply.apply.swap_steps import SwapSteps
 from aigo_apply.config.swap_groups import SwapGroup, awake_sum, membership, swap_groups
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import ContainerSpec, EngineAddress, Route, RouterSettings
@@ -28,6 +27,7 @@ from aigo_apply.plan.swap_ledger import ASLEEP_BYTES, host_memory_check
 from aigo_apply.plan.text import plan_text
 from aigo_apply.plan.types import Plan
 from aigo_apply.plan.vram import GIB, Estimate
+from aigo_apply.platforms.docker.swap_steps import SwapSteps
 from aigo_apply.resources import schema_data
 from aigo_apply.router.haproxy import render_files
 

@@ -471,7 +471,7 @@ def test_tight_fit_warns_and_every_remediation_is_exact(tmp_path):
 
 
 def test_a_model_not_downloaded_yet_is_estimated_from_what_the_hub_says(tmp_path, monkeypatch):
-    from aigo_apply.app.planning import _remote_key, remote_info
+    from aigo_apply.platforms.docker.planning import _remote_key, remote_info
 
     from helpers.hub import Hub
 
@@ -500,7 +500,7 @@ def test_a_model_not_downloaded_yet_is_estimated_from_what_the_hub_says(tmp_path
 
 
 def test_checkpoints_read_the_quantization_of_a_local_folder(tmp_path):
-    from aigo_apply.app.planning import checkpoints
+    from aigo_apply.platforms.docker.planning import checkpoints
 
     make_tiny_model(tmp_path / "m", {**TINY_CONFIG, "quantization_config": {"quant_method": "awq", "bits": 4}})
     text = "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 4096, gpus: none}\n"

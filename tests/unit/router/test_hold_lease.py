@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 
-from aigo_apply.router.hold_lease import LEASE_S, Leases, write_hold
+from aigo_apply.platforms.docker.hold_lease import LEASE_S, Leases, write_hold
 
 
 def _fields(path):

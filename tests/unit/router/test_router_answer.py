@@ -1,4 +1,4 @@
-"""Who answers on the router's port (router/deploy.py Router.answer), against real HTTP servers on
+"""Who answers on the router's port (platforms/docker/router_deploy.py Router.answer), against real HTTP servers on
 127.0.0.1: a program that answers every path with 200 (what most servers do for /health) is not this
 project's router; one whose /v1/models carries the routes header, asked with the key, is."""
 
@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from aigo_apply.desired.types import RouterSettings
-from aigo_apply.router.deploy import Router
+from aigo_apply.platforms.docker.router_deploy import Router
 from aigo_apply.router.haproxy import ROUTES_HEADER
 
 from helpers.fakes import FakeRuntime

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from aigo_apply.app.router_keys import exposure_checks, read_keys, router_checks
 from aigo_apply.config.schema import schema
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import AigoError, ConfigInvalid, RouterError
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.planner import build_plan
+from aigo_apply.platforms.docker.router_deploy import Router, check_output, live_routes, local_host
+from aigo_apply.platforms.router_keys import exposure_checks, read_keys, router_checks
 from aigo_apply.router import haproxy_safety as safety
-from aigo_apply.router.deploy import Router, check_output, live_routes, local_host
 from aigo_apply.router.haproxy import KEYS_DIGEST_FILE, keys_file, render_files
 
 from helpers.configs import write_config
@@ -163,7 +163,7 @@ def test_unusable_keys_block_the_plan_before_anything_changes(tmp_path, monkeypa
 
 
 def test_an_unset_key_variable_blocks_the_plan_once(tmp_path, monkeypatch):
-    from aigo_apply.apply.secret_checks import reference_checks
+    from aigo_apply.platforms.docker.secret_checks import reference_checks
 
     monkeypatch.delenv("AIGO_UNIT_KEYS", raising=False)
     d = desired(tmp_path, KEYED)
@@ -235,8 +235,8 @@ def test_a_hostile_route_table_in_the_state_folder_is_not_taken(tmp_path):
 
 
 def test_router_for_never_takes_the_folder_or_image_from_a_label(tmp_path, monkeypatch):
-    from aigo_apply.app.docker_platform import router_for
     from aigo_apply.plan.types import Plan
+    from aigo_apply.platforms.docker.platform import router_for
 
     monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
     d = desired(tmp_path)

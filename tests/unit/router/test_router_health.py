@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-import aigo_apply.router.deploy as deploy
+import aigo_apply.platforms.docker.router_deploy as deploy
 import aigo_apply.router.haproxy as haproxy
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import AigoError, RouterError

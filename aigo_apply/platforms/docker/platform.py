@@ -1,0 +1,279 @@
+"""This machine's Docker as a platform (platforms/platform.py): the project's lock in its state folder, the
+machine read with three calls (platforms/docker/planning.observe), the plan made with the host's facts, the Hub
+and aigo.lock (platforms/docker/planning.plan_for), the executor with the router's adapter (platforms/docker/executor.py),
+and after a good run aigo.lock written and the cache volumes of images no model uses removed (apply),
+or the router's files and every cache volume removed (destroy)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aigo_apply.adapters.docker_engine import DockerRuntime
+from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.desired.engines.router import settings_of
+from aigo_apply.desired.types import SOCKETS_FOLDER, AdapterFiles, DesiredState
+from aigo_apply.errors import AigoError, PlanFileError
+from aigo_apply.observe.containers import ObservedState
+from aigo_apply.observe.markers import read_markers
+from aigo_apply.plan import lockfile
+from aigo_apply.plan.facts import PlanRequest
+from aigo_apply.plan.planner import destroy_plan
+from aigo_apply.plan.text import shown
+from aigo_apply.plan.types import Plan
+from aigo_apply.platforms import lock_file
+from aigo_apply.platforms.docker import cache_volumes
+from aigo_apply.platforms.docker.planning import observe, plan_for
+from aigo_apply.platforms.docker.router_deploy import Router
+from aigo_apply.platforms.hub_facts import hub_adapters, remote_info
+from aigo_apply.platforms.platform import LogStream, Run
+from aigo_apply.platforms.project_lock import ProjectLock
+from aigo_apply.platforms.router_keys import digest_of, read_keys
+from aigo_apply.platforms.state_dir import FAILED_STARTS, STARTS, state_dir, state_path
+
+if TYPE_CHECKING:
+    from aigo_apply.platforms.platform import Execution
+    from aigo_apply.platforms.requests import ApplyRequest, LogsRequest
+    from aigo_apply.platforms.views import Console
+
+_UNREAD: Any = object()
+
+
+class DockerPlatform:
+    name = "docker"
+    where = ""
+
+    def __init__(
+        self,
+        project: str,
+        file: str,
+        desired: DesiredState | None,
+        runtime: Runtime | None = None,
+        plans: bool = False,
+        state_root: Path | None = None,
+        rebuild: Callable[[Mapping[str, AdapterFiles]], DesiredState] | None = None,
+    ):
+        """`desired` None: destroy --project, which reads no file. `plans`: this run makes a plan from
+        the file, so observe reads the model folders' download markers too, and asks GET /info on a
+        connection of its own while the lists are read (the plan's host checks read it after them).
+        `state_root`: the run's (its HostContext's; None: read now, for destroy --project).
+        `rebuild`: the desired state made again with what the Hub says of LoRA adapters not
+        downloaded yet (platforms/host_context.desired_state's `hub`)."""
+        self.project, self.file, self.desired = project, file, desired
+        self.state = state_path(project, state_root)  # the project's state folder, for the whole run
+        self._runtime = runtime
+        self._plans = plans
+        self._rebuild = rebuild
+        self._lock_data: dict[str, Any] | None = _UNREAD
+
+    @property
+    def runtime(self) -> Runtime:
+        """The Docker runtime, made on first use: nothing before the file and the options are checked
+        (admit) reaches for Docker."""
+        if self._runtime is None:
+            self._runtime = _docker()
+        return self._runtime
+
+    @classmethod
+    def of_project(cls, project: str, file: str | None = None, runtime: Runtime | None = None) -> DockerPlatform:
+        """destroy --project NAME: the project's containers, without a config file."""
+        return cls(project, file or "(--project)", None, runtime)
+
+    def _desired(self) -> DesiredState:
+        if self.desired is None:
+            raise AigoError(f"project '{self.project}': this needs its config file (-f)")
+        return self.desired
+
+    @property
+    def aigo_lock(self) -> dict[str, Any] | None:
+        """aigo.lock beside the file (None: there is none), read once per run."""
+        if self._lock_data is _UNREAD:
+            self._lock_data = lock_file.read(lock_file.path_for(self._desired().file))
+        return self._lock_data
+
+    def admit(self, request: PlanRequest, saved: Plan | None) -> None:
+        desired = self._desired()
+        lock = self.aigo_lock  # read (and refused when unreadable) before the project is locked
+        if saved and desired.project != saved.project:
+            raise PlanFileError(
+                f"the plan is for project '{saved.project}', but {shown(desired.file)} is project "
+                f"'{desired.project}'; pass the plan's config file with -f (nothing was changed)"
+            )
+        if request.locked and lock is None:
+            raise AigoError(
+                f"apply --locked needs {lock_file.path_for(desired.file)}; run `aigo-apply apply` once "
+                "without --locked to write it (nothing was changed)"
+            )
+
+    def lock(self, command: str, timeout: float) -> AbstractContextManager[object]:
+        return ProjectLock(state_dir(self.project, self.state.parent), self.project, command, timeout)
+
+    def observe(self) -> ObservedState:
+        if not self._plans:
+            return observe(self.project, self.runtime, state_root=self.state.parent)
+        ask_ahead = getattr(self.runtime, "prefetch_info", None)  # Docker's own runtime asks GET /info ahead
+        if ask_ahead is not None:
+            ask_ahead()
+        return observe(self.project, self.runtime, self.desired, self.state.parent)
+
+    def plan(self, observed: ObservedState, request: PlanRequest) -> Plan:
+        desired, lock = self._desired(), self.aigo_lock
+        remote = remote_info(desired, observed, lock if request.locked else None)
+        hub = hub_adapters(desired, remote)
+        if hub and self._rebuild is not None:  # a repo adapter's rank, from the Hub before its download
+            desired = self.desired = self._rebuild(hub)
+        return plan_for(desired, observed, self.runtime, request, lock, remote, self.state)
+
+    def destroy_plan(self, observed: ObservedState) -> Plan:
+        return destroy_plan(self.project, self.file, observed)
+
+    def show(self, console: Console, command: str, plan: Plan) -> None:
+        console.show_plan(plan)
+
+    def executor(
+        self, command: str, plan: Plan, observed: ObservedState, request: ApplyRequest, console: Console
+    ) -> Execution:
+        from aigo_apply.platforms.docker.executor import Executor  # with its steps and waits: only changes need them
+        from aigo_apply.platforms.journal import Journal
+
+        routes = router_for(
+            plan, observed, self.runtime, self.desired if command == "apply" else None, self.state.parent
+        )
+        executor = Executor(self.runtime, console, Journal(state_dir(self.project, self.state.parent)), routes=routes)
+        return Run(executor.interrupted, lambda: executor.run(plan))
+
+    def settled(
+        self,
+        command: str,
+        plan: Plan,
+        request: ApplyRequest,
+        console: Console,
+        canaries: tuple[dict[str, Any], ...] = (),
+    ) -> None:
+        """After a run that ended well (nothing to do, or done): an apply of the whole file records
+        what is installed in aigo.lock (with the canary gates' figures of the engines they let in) and
+        removes the socket folders of models the file no longer has and the cache volumes of images
+        no model uses (platforms/docker/cache_volumes.py); destroy removes the router's files, the engines' socket
+        folders, the start records and every cache volume."""
+        if command == "apply" and self.desired is not None and not request.target:
+            record_lock(self.desired, self.runtime, canaries, self.aigo_lock)
+            _prune_sockets(self.state / SOCKETS_FOLDER, set(self.desired.models))
+            cache_volumes.prune(self.desired, self.runtime, console)
+        elif command == "destroy":
+            for folder in ("router", SOCKETS_FOLDER, FAILED_STARTS, STARTS):  # rmtree refuses a link, follows none
+                shutil.rmtree(self.state / folder, ignore_errors=True)
+            cache_volumes.remove_all(self.project, self.runtime, console)
+
+    def status(self) -> dict[str, Any]:
+        from aigo_apply.platforms.docker.status import collect  # with its parallel probes: only status needs it
+
+        desired = self._desired()
+        try:
+            keys = read_keys(desired.router.spec)
+        except AigoError:
+            keys = None  # the router's /metrics then answers only without a key (metrics_without_key)
+        observed = observe(self.project, self.runtime, state_root=self.state.parent)
+        return collect(desired, observed, self.runtime, keys[0] if keys else None, self.state)
+
+    def status_text(self, report: dict[str, Any]) -> str:
+        from aigo_apply.platforms.docker.status import render
+
+        return render(report)
+
+    def logs(self, request: LogsRequest) -> LogStream:
+        from aigo_apply.platforms.docker.logs import log_stream
+
+        if request.failed:
+            from aigo_apply.platforms.docker.logs import failed_stream
+
+            return failed_stream(self.runtime, self.project, self.desired, request, self.state)
+        return log_stream(self.runtime, self.project, self.desired, request)
+
+
+def _docker() -> Runtime:
+    return DockerRuntime()
+
+
+def record_lock(
+    desired: DesiredState,
+    runtime: Runtime,
+    canaries: tuple[dict[str, Any], ...] = (),
+    previous: dict[str, Any] | None = None,
+) -> None:
+    """After a successful apply: aigo.lock records the images and model commits now installed, and
+    the last canary measurement of each model (this run's, else the one the lock held)."""
+
+    data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
+    data = lockfile.with_canaries(data, desired, canaries, (previous or {}).get("canary", {}))
+    lock_file.write(lock_file.path_for(desired.file), data)
+
+
+def router_for(
+    plan: Plan,
+    observed: ObservedState,
+    runtime: Runtime,
+    desired: DesiredState | None = None,
+    state_root: Path | None = None,
+) -> Router | None:
+    """The router adapter for this run, from the plan's router spec or (a targeted apply, watch) the
+    desired one; None when the project has no router (yet). Nothing is taken from the running
+    router's labels: its files live in this tool's own state folder, whatever a label says."""
+
+    action = next((a for a in plan.actions if a.is_router), None)
+    if action and action.kind == "remove":
+        # destroy: the router goes last and takes its routes with it, so no reload is needed (one
+        # would need the API keys to verify, and a destroy must work without them); the router's
+        # files go afterwards, from this tool's own state folder (never a folder a label names)
+        return None
+    spec = action.spec if action and action.spec else None
+    if spec is None and desired is not None and observed.router is not None:
+        spec = desired.router.spec
+    return router_of(plan.project, spec, runtime, desired, state_root) if spec else None
+
+
+def router_of(
+    project: str,
+    spec: dict[str, Any],
+    runtime: Runtime,
+    desired: DesiredState | None = None,
+    state_root: Path | None = None,
+) -> Router:
+    """The router adapter for the router `spec` (the planned one, or the file's): its folders must be
+    the ones in this tool's state folder for the project (below the run's `state_root`)."""
+    folder = state_path(project, state_root) / "router"
+    for key, wanted in (("config_dir", folder), ("sockets_dir", folder.parent / SOCKETS_FOLDER)):
+        if spec.get(key) != str(wanted):
+            raise AigoError(
+                f"the router's {key} {spec.get(key)!r} is not {wanted}, in this tool's state folder for the "
+                "project (nothing was changed)"
+            )
+    keys = read_keys(spec)
+    settings = settings_of(project, spec, digest_of(project, keys))
+    if desired is not None:  # swap groups and adapters shape the router's files, not its container
+        settings = replace(settings, swap_groups=desired.swap_groups, adapters=desired.router.settings.adapters)
+    return Router(
+        runtime,
+        folder,
+        settings,
+        f"aigo-{project}-router",
+        spec["image"],
+        keys,
+        spec.get("user"),
+    )
+
+
+def _prune_sockets(folder: Path, models: set[str]) -> None:
+    """Remove the socket folder of each model the file no longer names (its engine is gone, and only
+    its dead socket was left); never follows a link."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name not in models and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)

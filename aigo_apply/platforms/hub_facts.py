@@ -1,0 +1,103 @@
+"""What the Hub says of the downloads a file names, asked by both platforms' planning: the commit, files
+and bytes of each model or adapter not complete in this machine's store (platforms/docker/planning.py), and
+on a cluster, whose download Job fetches them, what each repo adapter's adapter_config.json says
+(platforms/kubernetes/platform.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aigo_apply.desired.model_store import downloads, is_complete, kind_of, label
+from aigo_apply.desired.types import AdapterFiles, DesiredState
+from aigo_apply.errors import AigoError, HubError
+from aigo_apply.observe.adapter_files import hub_adapter
+from aigo_apply.observe.containers import ObservedState, parse_state
+from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key, key_kind
+
+
+def remote_info(
+    desired: DesiredState,
+    observed: ObservedState,
+    lock: dict[str, Any] | None = None,
+    kinds: frozenset[str] = frozenset({"model", "adapter"}),
+) -> dict[HubKey, HubAnswer]:
+    """What the Hub says about each download the plan may need (commit, files, bytes, or the
+    error), asked in parallel only for folders that are not complete here. With `lock` (apply
+    --locked) every download is pinned to the commit aigo.lock records. `kinds`: only the downloads
+    of these kinds. Never raises."""
+
+    missing: set[HubKey] = set()
+    pins: dict[HubKey, str] = {}
+    out: dict[HubKey, HubAnswer] = {}
+    for d in downloads(desired.specs()):
+        if kind_of(d) not in kinds:
+            continue
+        marker = observed.model_files.get(d["dest"]) or {}
+        k = hub_key(d)
+        if lock is not None:
+            entry = lock["models"].get(label(d))
+            if entry is None:
+                out[k] = HubAnswer(
+                    error=f"{label(d)} is not in aigo.lock",
+                    access=True,
+                    blocker="lock.missing",
+                    fix="apply without --locked once to record it (or remove the model)",
+                )
+                continue
+            pins[k] = entry["commit"]
+            if is_complete(marker, d, entry["commit"]):
+                continue
+            missing.add(k)
+        elif not is_complete(marker, d):
+            missing.add(k)
+    if not missing:
+        return out
+    from aigo_apply.adapters.hub import offline, remote  # only a plan that asks the Hub needs it
+
+    if offline():
+        return {**out, **{key: HubAnswer(error="HF_HUB_OFFLINE is set") for key in missing}}
+
+    def ask(key: HubKey) -> tuple[HubKey, HubAnswer]:
+        repo, revision, file = key[:3]
+        try:
+            found = remote(repo, pins.get(key, revision), file, with_config=True, kind=key_kind(key))
+            weights = sum(n for p, n in found.files.items() if p.endswith((".safetensors", ".bin", ".gguf")))
+            return key, HubAnswer(
+                commit=found.commit,
+                bytes=found.bytes,
+                files=tuple(sorted(found.files)),
+                weights=weights,
+                config=found.config,
+                pin=pins.get(key),
+            )
+        except HubError as exc:
+            return key, HubAnswer(error=exc.message, fix=exc.fix, access=exc.access)
+        except AigoError as exc:  # e.g. a repo with nothing an engine can serve
+            return key, HubAnswer(error=str(exc), access=True)
+
+    from concurrent.futures import ThreadPoolExecutor  # with logging: only a plan that asks the Hub needs it
+
+    with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
+        return {**out, **dict(pool.map(ask, sorted(missing, key=repr)))}
+
+
+def hub_adapters(desired: DesiredState, remote: dict[HubKey, HubAnswer]) -> dict[str, AdapterFiles]:
+    """By folder, what the Hub's adapter_config.json says of each repo adapter it was asked about (one
+    not complete in the model store): the plan sizes the engine's --max-lora-rank by it and checks it
+    before anything is downloaded, instead of vLLM's default rank until the next plan."""
+    out: dict[str, AdapterFiles] = {}
+    for d in downloads(desired.specs()):
+        answer = remote.get(hub_key(d))
+        if kind_of(d) == "adapter" and answer is not None and answer.known:
+            out[d["dest"]] = hub_adapter(f"{d['repo']}@{str(answer.commit)[:12]}", answer.config)
+    return out
+
+
+def cluster_adapters(desired: DesiredState) -> dict[str, AdapterFiles]:
+    """On a cluster, whose download Job fetches the adapters (nothing of them is in this machine's
+    store): what the Hub's adapter_config.json says of each repo adapter, by folder, so the engine's
+    --max-lora-rank is the adapters' there too (asked nothing offline: vLLM's default, noted)."""
+    if not any(kind_of(d) == "adapter" for d in downloads(desired.specs())):
+        return {}
+    nothing_here = parse_state(desired.project, [], [])
+    return hub_adapters(desired, remote_info(desired, nothing_here, kinds=frozenset({"adapter"})))
