@@ -220,19 +220,6 @@ class KubeConflict(KubeError):
         self.managers, self.fields = managers, fields
 
 
-class OnKubernetes(AigoError):
-    """A command that works on Docker only was given a file that deploys to a cluster (`platform:
-    kubernetes`, or --platform kubernetes). plan, apply, status and destroy choose their platform
-    once instead (app/choose_platform.py), and never see this."""
-
-    def __init__(self, file: str):
-        super().__init__(
-            f"{shown_path(file)} deploys to Kubernetes (platform: kubernetes), and this command works on Docker only; "
-            "on a cluster use validate, plan, apply, status, destroy and `render --as kubernetes` "
-            "(those four also take --platform docker, to act on this machine's Docker instead)"
-        )
-
-
 class Unreadable(AigoError):
     """A file from outside that is not read: `display` (the file), `reason` (why, in words that
     follow the file's name), `fix` (what to do), and `why`, the kind of refusal, for a caller that

@@ -10,9 +10,9 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.converge import converge
 from aigo_apply.app.saved_plan import approved, config_of, confirm_waivers, read_plan
-from aigo_apply.errors import UsageProblem
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Plan
+from aigo_apply.platforms.capabilities import refuse_lacking
 from aigo_apply.platforms.docker.platform import DockerPlatform
 from aigo_apply.platforms.platform import Platform
 from aigo_apply.platforms.requests import ApplyRequest
@@ -44,8 +44,8 @@ def run_apply(
     (with `saved`) as open_for_apply chose it; None chooses it here."""
     if target is None:
         saved, target = open_for_apply(request, runtime)
-    if request.locked and target.name == "kubernetes":
-        raise UsageProblem("--locked: aigo.lock pins what this machine runs; on a cluster it is not used")
+    if request.locked:
+        refuse_lacking(target.lacks, "lock")
     wanted = (
         saved.request
         if saved

@@ -6,11 +6,12 @@ settings (models.ALIAS.canary over defaults.canary), or the gate's defaults wher
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.desired.canary import CanarySettings
 from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError, UsageProblem
+from aigo_apply.platforms.capabilities import refuse
 from aigo_apply.platforms.docker.planning import observe
 from aigo_apply.platforms.docker.platform import DockerPlatform
 from aigo_apply.platforms.docker.status import address_of
@@ -32,13 +33,14 @@ def run_bench(request: BenchRequest, view: BenchView) -> int:
     from aigo_apply.platforms.docker.canary_run import bench_engine  # with httpx and its threads: only bench needs it
 
     where = open_platform(request.file, request.platform)
-    if not isinstance(where, DockerPlatform) or where.desired is None:
-        raise UsageProblem("bench: aigo-apply measures Docker's engines only for now")
-    desired = where.desired
+    docker = cast(DockerPlatform, where)  # a platform that lacks no "bench" measures this machine's Docker
+    if "bench" in where.lacks or docker.desired is None:
+        refuse("bench")
+    desired = docker.desired
     unknown = sorted(set(request.aliases) - set(desired.models))
     if unknown:
         raise UsageProblem(f"bench: no enabled model {', '.join(repr(a) for a in unknown)} in {desired.file}")
-    observed = observe(desired.project, where.runtime, state_root=where.state.parent)
+    observed = observe(desired.project, docker.runtime, state_root=docker.state.parent)
     own = {a: m.container.name for a, m in desired.models.items()}
     running = {c.alias: c for c in observed.ours if c.alias and c.name == own.get(c.alias)}
     sockets = desired.router.spec.get("sockets_dir", "")

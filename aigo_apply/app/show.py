@@ -10,9 +10,10 @@ from pathlib import Path
 
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.app.saved_plan import read_plan, save_plan
-from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PlanFileError, UsageProblem
+from aigo_apply.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PlanFileError
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.text import shown
+from aigo_apply.platforms.capabilities import refuse_lacking
 from aigo_apply.platforms.docker import planning
 from aigo_apply.platforms.views import PlanView, StatusView
 
@@ -59,8 +60,8 @@ def run_plan(request: PlanCommand, view: PlanView) -> int:
         require_canary=request.require_canary,
     )
     where = open_platform(request.file, request.platform, plans=True)
-    if request.out is not None and where.name == "kubernetes":
-        raise UsageProblem("--out: a saved plan is for Docker only for now (nothing was saved)")
+    if request.out is not None:
+        refuse_lacking(where.lacks, "saved_plan")
     result = planning.make_plan(where, wanted)  # (a module attribute: tests put another in its place)
     view.plan(result, request.show_diff)
     if request.out is not None:

@@ -9,14 +9,15 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aigo_apply.adapters.engine_metrics import fetch, samples, total
 from aigo_apply.adapters.host import nvml_facts
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.desired.types import DesiredState
-from aigo_apply.errors import EXIT_OK, UsageProblem
+from aigo_apply.errors import EXIT_OK
+from aigo_apply.platforms.capabilities import refuse
 from aigo_apply.platforms.docker.planning import observe
 from aigo_apply.platforms.docker.platform import DockerPlatform
 from aigo_apply.platforms.docker.status import address_of
@@ -109,9 +110,10 @@ def run_top(request: TopRequest, view: TopView) -> int:
     """Read, show, wait `interval`, again, until Ctrl-C (the error boundary ends it with 130); with
     `once`, two reads `interval` apart (so tokens per second is measured) and one view."""
     where = open_platform(request.file, request.platform)
-    if not isinstance(where, DockerPlatform) or where.desired is None:
-        raise UsageProblem("top: aigo-apply reads Docker's engines only for now (on a cluster: `kubectl top pods`)")
-    desired, runtime, state_root = where.desired, where.runtime, where.state.parent
+    docker = cast(DockerPlatform, where)  # a platform that lacks no "top" reads this machine's Docker
+    if "top" in where.lacks or docker.desired is None:
+        refuse("top")
+    desired, runtime, state_root = docker.desired, docker.runtime, docker.state.parent
     before = sample(desired, runtime, state_root)
     devices = gpus()
     if request.once:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Plan
+from aigo_apply.platforms.capabilities import Capability
 from aigo_apply.platforms.views import Console
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class LogStream:
 
 class Platform(Protocol[Observed]):
     name: str  # "docker" or "kubernetes"
+    lacks: frozenset[Capability]  # what it cannot do (platforms/capabilities.py refuses it)
     where: str  # how the confirmation names the target: "" (this machine) or " on the cluster"
     project: str
     file: str

@@ -15,7 +15,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.config.load import choose_file
 from aigo_apply.desired.model_store import downloads, is_commit, label
 from aigo_apply.desired.types import DesiredState, HostContext
-from aigo_apply.errors import AigoError, OnKubernetes
+from aigo_apply.errors import AigoError
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
@@ -31,6 +31,7 @@ from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.port_checks import clashes, port_checks, wanted
 from aigo_apply.plan.swap_ledger import host_memory_check
 from aigo_apply.plan.types import Plan
+from aigo_apply.platforms.capabilities import LACKS, refuse_lacking
 from aigo_apply.platforms.docker import start_records
 from aigo_apply.platforms.docker.router_deploy import read_live
 from aigo_apply.platforms.docker.secret_checks import reference_checks
@@ -45,11 +46,10 @@ if TYPE_CHECKING:
 
 def load_desired(file: str | None, platform: str | None = None, host: HostContext | None = None) -> DesiredState:
     """The desired state on this machine's Docker, for the commands that work on Docker only: a
-    file for a cluster (or --platform kubernetes) is refused with OnKubernetes, which says so (plan,
+    file for a platform that lacks this host (a cluster's, or --platform kubernetes) is refused, which says so (plan,
     apply, status and destroy choose their platform with platforms/platform.open_platform instead)."""
     config = load_config(choose_file(file))
-    if (platform or config.data.get("platform", "docker")) == "kubernetes":
-        raise OnKubernetes(config.file)
+    refuse_lacking(LACKS.get(platform or config.data.get("platform", "docker"), frozenset()), "this_host", config.file)
     return desired_state(config, host or current_host())
 
 

@@ -27,6 +27,7 @@ from aigo_apply.plan.planner import destroy_plan
 from aigo_apply.plan.text import shown
 from aigo_apply.plan.types import Plan
 from aigo_apply.platforms import lock_file
+from aigo_apply.platforms.capabilities import LACKS
 from aigo_apply.platforms.docker import cache_volumes
 from aigo_apply.platforms.docker.planning import observe, plan_for
 from aigo_apply.platforms.docker.router_deploy import Router
@@ -46,6 +47,7 @@ _UNREAD: Any = object()
 
 class DockerPlatform:
     name = "docker"
+    lacks = LACKS["docker"]
     where = ""
 
     def __init__(

@@ -25,6 +25,7 @@ from aigo_apply.kube.secrets import API_KEYS_KEY, SecretSlot
 from aigo_apply.kube.settings import KubeSettings, settings_of
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Action, Plan
+from aigo_apply.platforms.capabilities import LACKS
 from aigo_apply.platforms.host_context import current_host, desired_state
 from aigo_apply.platforms.hub_facts import cluster_adapters
 from aigo_apply.platforms.journal import Journal
@@ -55,6 +56,7 @@ class KubePlatform:
     cluster it is applied to."""
 
     name = "kubernetes"
+    lacks = LACKS["kubernetes"]
     where = " on the cluster"
 
     def __init__(self, config: Config):
