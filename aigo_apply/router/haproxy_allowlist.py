@@ -1,5 +1,5 @@
 """What the router forwards to an engine, as one allowlist: the OpenAI-compatible inference API of
-vLLM v0.31.0, read from its FastAPI routes (scripts/vllm-routes prints them from the real package;
+vLLM v0.31.0, read from its FastAPI routes (scripts/vllm_routes.py prints them from the real package;
 tests/contract/test_allowlist.py holds this module to them), each a POST naming its model in a JSON
 body (audio: in a multipart form). The router answers GET /v1/models, /health and /metrics itself.
 Every other path is a 404 whatever model it names: engines add control routes every release (vLLM's

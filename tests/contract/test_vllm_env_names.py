@@ -1,6 +1,6 @@
 """tests/fixtures/vllm-v0.31.0-env.json is what the installed vLLM 0.31.0's envs.py reads: every name of
 `vllm.envs.environment_variables` and every name the module reads directly, each with its default as
-an environment value (scripts/vllm_env_names.py prints it). tests/unit/test_env_ordinary.py checks
+an environment value (scripts/vllm_env_names.py prints it). tests/unit/config/test_env_ordinary.py checks
 that aigo.yaml accepts each. After a vLLM upgrade, rewrite it with
 `.venv-vllm/bin/python scripts/vllm_env_names.py --write` and review the diff."""
 

@@ -1,6 +1,6 @@
 """`aigo-apply readiness` on the real host here: Docker answers, the GPU checks block (this test
 machine has no NVIDIA driver or container toolkit), and the demo, which needs no GPU, is not blocked.
-Recorded hosts: tests/unit/test_host_checks.py."""
+Recorded hosts: tests/unit/plan/test_host_checks.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 vLLM command line and environment of an on-demand model, the GPU ledger's group rules and the host
 memory check, the plan's groups and lanes, the router's files (the swap Lua only for on-demand
 models, engine control paths blocked for every model), and apply's sleep/wake steps on a fake engine.
-The real router and engines run in tests/docker/test_swap_groups.py."""
+The real router and engines run in tests/docker/test_swap_groups_at_docker.py."""
 
 from __future__ import annotations
 

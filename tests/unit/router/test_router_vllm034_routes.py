@@ -1,5 +1,5 @@
 """The router's door against vLLM 0.34.0's own routes (tests/fixtures/vllm-v0.34.0-routes.jsonl:
-scripts/vllm_routes.py's output from the real package, held to it by tests/contract/test_vllm034.py).
+scripts/vllm_routes.py's output from the real package, held to it by tests/contract/test_allowlist.py).
 0.34.0 registers `/checkpoint/prepare`, `/checkpoint/restore` (POST) and `/checkpoint/status` (GET)
 whenever sleep mode is on, as it is for every on-demand model, outside development mode and outside
 `--api-key`: they drain the engine and release its memory. The rendered frontend forwards none of them,
