@@ -221,11 +221,9 @@ def adapter_routes(models: dict[str, DesiredModel]) -> tuple[AdapterRoute, ...]:
 
 
 def served_on_ports(desired: DesiredState) -> DesiredState:
-    """The desired state with every engine listening on its port (a cluster's pods reach each other
-    through Services, not through this machine's sockets): each socket-served model gets the port
-    chosen for it back, and its container and route are made again from that spec. Without its socket
-    it has no `sleep_mode` either (`update: sleep` is a way of replacing an engine on Docker, where it
-    serves on its socket, config/swap_groups.sleep_key; a cluster replaces a pod by its rollout)."""
+    """The desired state with every engine on its port (a cluster's pods reach each other through
+    Services): each socket-served model gets its port back, loses `sleep_mode` (a socket's way to be
+    replaced, config/swap_groups.sleep_key), and its container and route are made again from that spec."""
     models = {}
     for alias, model in desired.models.items():
         if "socket" not in model.spec:

@@ -1,6 +1,6 @@
 """A replace that puts the old engine to sleep instead of stopping it (the plan's `sleep` way,
-apply/sleep_replace.py), on the real Docker engine, the real router and the stub engine's sleep API:
-a new engine that fails gives the model back by waking the old one, in far less time than the old
+platforms/docker/sleep_replace.py), on the real Docker engine, the real router and the stub engine's
+sleep API: a new engine that fails gives the model back by waking the old one, in far less time than the old
 one's start; a new engine that serves takes the route and the old one goes. Requests sent through
 the router meanwhile, under a bounded load, all succeed (held, then answered by whichever serves).
 

@@ -62,6 +62,7 @@ RENAMES_ALLOWED = {
     "platforms/docker/router_deploy.py": "switches the router's `live` link to a new generation folder (a link, not a file's contents)",
     "adapters/hub.py": "swaps a verified download folder in whole for the one it replaces",
     "platforms/docker/hold_lease.py": "puts a hold file (one line the router's Lua reads) in place whole, so it never reads half",
+    "platforms/docker/sleep_replace.py": "swaps a link in for a removed engine's socket path (a link, not a file's contents)",
 }
 MOVES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")} | {
     ("tempfile", name) for name in ("mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryDirectory")

@@ -338,6 +338,8 @@ OTHER_WRITERS = {
     "aigo_apply.platforms.docker.legacy_store": "hard-links an older layout's download into its folder in the model store "
     "(the marker is a safe write)",
     "aigo_apply.adapters.hub": "moves whole download folders within the model store (the marker is a safe write)",
+    "aigo_apply.platforms.docker.sleep_replace": "a link from the new engine's socket path to the old engine's, in the "
+    "project's sockets folder, while the router's held requests are answered (no file's contents)",
 }
 PACKAGE = Path(aigo_apply.__file__).parent
 

@@ -110,7 +110,7 @@ class _Run:
             if unlink is not None:
                 self.steps.router.drain()  # the holding worker's requests, answered by the old engine
         except AigoError:
-            pass  # a router that cannot be reached: its hold lapses to the engine's /health (router/hold_lease.py)
+            pass  # a router that cannot be reached: its hold lapses to the engine's /health (platforms/docker/hold_lease.py)
         finally:
             if unlink is not None:
                 unlink()
