@@ -12,8 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from aigo_apply.config.engine_choice import engine_of
+from aigo_apply.config.load import Config
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
-from aigo_apply.desired.types import AdapterFiles
+from aigo_apply.desired.store_folder import store_folder
+from aigo_apply.desired.types import AdapterFiles, HostContext
+from aigo_apply.errors import UnsafeSetting
 
 ADAPTER_MOUNT = "/adapters"  # each adapter at /adapters/ALIAS in its engine's container, read-only
 # vLLM v0.31.0's --max-lora-rank choices (vllm/config/lora.py MaxLoRARanks) and its default.
@@ -70,3 +74,29 @@ def lora_settings(
 def adapter_folders(specs: Mapping[str, dict[str, Any]]) -> list[str]:
     """Every adapter folder the models' specs name (what observe/adapter_files.py reads), sorted."""
     return sorted({a["adapter_dir"] for spec in specs.values() for a in spec.get("adapters", {}).values()})
+
+
+def adapter_dirs(config: Config, host: HostContext) -> list[str]:
+    """Every adapter folder the desired state of `config` on `host` will name (adapter_folders of its
+    specs), sorted, found from the file without building it: what observe/adapter_files.py reads
+    before the one build (platforms/host_context.desired_state). The folders of vLLM models that are
+    enabled, as model_spec makes them; a local adapter whose folder the mount rules refuse is left out
+    (the build refuses it, with the model's name); a model store that cannot be used is refused as
+    the build refuses it."""
+    paths = host.paths_with(config.paths)
+    store = store_folder(config, host, paths)
+    mounts = Mounts(host, paths, store)
+    defaults, models = config.data.get("defaults", {}), config.data.get("models", {})
+    found: set[str] = set()
+    for alias in sorted(models):
+        model = models[alias]
+        if model.get("enabled") is False or not model.get("adapters") or engine_of(model, defaults) != "vllm":
+            continue
+        for name in sorted(model["adapters"]):
+            try:
+                found.add(
+                    adapter_specs({name: model["adapters"][name]}, config.base_dir, store, mounts)[name]["adapter_dir"]
+                )
+            except UnsafeSetting:
+                continue
+    return sorted(found)

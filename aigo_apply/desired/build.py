@@ -29,9 +29,7 @@ from aigo_apply.config.defaults import (
     VLLM_DEFAULT_TAG,
 )
 from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_format
-from aigo_apply.config.host_paths import unsafe_mount
 from aigo_apply.config.load import Config
-from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.swap_groups import SwapGroup, sleep_key, swap_groups
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import (
@@ -49,6 +47,7 @@ from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
 from aigo_apply.desired.logs import log_settings, logs_written
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
+from aigo_apply.desired.store_folder import store_folder
 from aigo_apply.desired.types import (
     SOCKETS_FOLDER,
     AdapterFiles,
@@ -72,13 +71,7 @@ def build_desired(
     paths = host.paths_with(config.paths)  # the host's own folders' facts and the file's
     defaults = data.get("defaults", {})
     router_port = data.get("router", {}).get("port", DEFAULT_ROUTER_PORT)
-    store = host.expand_home(defaults["models_dir"]) if "models_dir" in defaults else host.models_dir
-    if not store.is_absolute():
-        real = paths.real_of(config.base_dir / store)
-        if isinstance(real, str):
-            raise UnsafeSetting(f"{config.file}: defaults.models_dir: {store} cannot be resolved: {real}")
-        store = real
-    _check_store(config.file, store, host, paths)
+    store = store_folder(config, host, paths)
     models = data.get("models", {})
     ports = assign_ports(data["project"], models, router_port)
     release = config_release(data)
@@ -142,25 +135,6 @@ def build_desired(
         {f: files[f] for f in adapter_folders({a: m.spec for a, m in desired.items()}) if f in files},
         logs_written(data),
     )
-
-
-def _check_store(file: str, store: Path, host: HostContext, paths: HostPaths) -> None:
-    """The model store is never mounted itself, but every download below it is: not a system or
-    private folder, nor inside the tool's state or the Hugging Face cache."""
-    around = tuple(p for p in host.protected(store) if p.inside_too)
-    real = paths.real_of(store)
-    if isinstance(real, str):
-        raise UnsafeSetting(
-            f"{file}: defaults.models_dir: {store} cannot be resolved: {real}; choose a folder of its own"
-        )
-    home = paths.home_real
-    mine, others = paths.mine(home), paths.others(real)
-    why = unsafe_mount(real, home, around, store=True, homes=paths.homes, mine=mine, others=others)
-    if why:
-        raise UnsafeSetting(
-            f"{file}: defaults.models_dir: {store} is {why}; downloads go there and are mounted into engines: "
-            "choose a folder of their own"
-        )
 
 
 def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:

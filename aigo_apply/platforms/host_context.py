@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from aigo_apply.config.load import Config
-from aigo_apply.desired.adapters import adapter_folders
+from aigo_apply.desired.adapters import adapter_dirs
 from aigo_apply.desired.build import build_desired
 from aigo_apply.desired.types import AdapterFiles, DesiredState, HostContext
 from aigo_apply.observe.adapter_files import adapter_files
@@ -30,10 +30,11 @@ def current_host() -> HostContext:
 
 
 def desired_state(config: Config, host: HostContext, hub: Mapping[str, AdapterFiles] | None = None) -> DesiredState:
-    """The desired state, with what each LoRA adapter's folder holds read first (its rank sizes the
-    engine's --max-lora-rank): built once to learn the adapters' folders, and again with their facts
-    only when the file has adapters. `hub`: by folder, what the Hub says of repo adapters not
-    downloaded yet (platforms/hub_facts.hub_adapters), over what their folders hold now."""
-    desired = build_desired(config, host)
-    folders = adapter_folders(desired.specs())
-    return build_desired(config, host, {**adapter_files(folders), **(hub or {})}) if folders else desired
+    """The desired state, built once, with what each LoRA adapter's folder holds read first (its rank
+    sizes the engine's --max-lora-rank): the folders are found from the file
+    (desired/adapters.adapter_dirs), read, then the state is built with their facts. `hub`: by
+    folder, what the Hub says of repo adapters not downloaded yet (platforms/hub_facts.hub_adapters),
+    over what their folders hold now."""
+    folders = adapter_dirs(config, host)
+    files = {**adapter_files(folders), **(hub or {})} if folders else None
+    return build_desired(config, host, files)

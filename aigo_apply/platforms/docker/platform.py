@@ -124,6 +124,11 @@ class DockerPlatform:
         return observe(self.project, self.runtime, self.desired, self.state.parent)
 
     def plan(self, observed: ObservedState, request: PlanRequest) -> Plan:
+        """The plan, made once. The desired state was built once, before the machine was read; it is
+        built a second time only when the Hub has just described a repo adapter not downloaded yet:
+        which downloads are missing is known only from the download markers observe read (for the
+        folders the first state names), and the adapter's rank (its --max-lora-rank) only from the
+        Hub's answer for it, so its engine's spec cannot be complete before."""
         desired, lock = self._desired(), self.aigo_lock
         remote = remote_info(desired, observed, lock if request.locked else None)
         hub = hub_adapters(desired, remote)

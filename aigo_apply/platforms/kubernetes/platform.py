@@ -101,7 +101,9 @@ class KubePlatform:
 
     def plan(self, observed: ClusterState, request: PlanRequest) -> Plan:
         """The digest of the router's keys rolls its pod when a key changes (never the keys themselves);
-        repo adapters are sized by what the Hub says of them (platforms/hub_facts.cluster_adapters)."""
+        repo adapters are sized by what the Hub says of them (platforms/hub_facts.cluster_adapters):
+        the desired state is built again then, with the Hub's answers, which are asked only when the
+        run plans (status, logs and destroy ask the Hub nothing)."""
         hub = cluster_adapters(self.desired)
         if hub:
             self.desired = desired_state(self._config, self._host, hub)
