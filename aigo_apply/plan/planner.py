@@ -17,6 +17,7 @@ from aigo_apply.observe.cache_volumes import moved_from_project_volume
 from aigo_apply.observe.containers import ObservedContainer, ObservedState, router_project
 from aigo_apply.observe.label_checks import display_name, engine_names, next_name, shown
 from aigo_apply.plan.canary import NOT_SERVING, gate_for
+from aigo_apply.plan.check_findings import findings
 from aigo_apply.plan.downtime import with_downtime
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
@@ -96,15 +97,9 @@ def build_plan(
     fetch += downloads
     blockers += hub_blockers
     warnings += hub_warnings
-    for check in facts.checks:
-        if check.status == "blocking" and check.id in request.ignore:
-            warnings.append(f"readiness check {check.id} ignored (--ignore-readiness): {check.message}")
-        elif check.status == "blocking":
-            blockers.append(Blocker(check.id, check.message, check.remediation, "host"))
-        elif check.status == "warning":
-            warnings.append(
-                f"{check.id}: {check.message} ({check.remediation})" if check.remediation else check.message
-            )
+    found_blockers, found_warnings = findings(facts.checks, request.ignore)
+    blockers += found_blockers
+    warnings += found_warnings
     return Plan(
         desired.project,
         desired.file,

@@ -4,7 +4,6 @@ entry point the user has."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from aigo_apply.observe.markers import read_markers, store_link_problems
 from aigo_apply.observe.model_files import model_facts, quant_method
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.adapter_checks import adapter_checks
+from aigo_apply.plan.check_findings import with_checks
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks, store_checks
 from aigo_apply.plan.lockfile import LockRestore, drift, restore_for
@@ -235,8 +235,14 @@ def plan_for(
     (for missing or, with `locked`, pinned downloads; `remote`: its answers, asked before), host
     checks and the GPU ledger, drift from aigo.lock, what the checkpoints' configs say; then the pure
     planner. Then, for the models the plan takes away (a recreate, a start), their measured starts in
-    the project's state folder `state` (one small file each; none for a plan without them), from which
-    it predicts how long."""
+    the project's state folder `state` (one small file each, for the models with a container here), from which
+    it predicts how long.
+
+    The plan is made once, from facts gathered first: the measured starts are read for every model
+    the plan could take away (those with a container here; the planner consults only the ones it
+    does take away). The secrets are resolved after it, for the containers it makes (a model left as
+    it is keeps its environment, and its secrets are not read), and what they find is added to it
+    as the planner adds every check (plan/check_findings.with_checks): they change no action."""
     if remote is None:
         remote = remote_info(desired, observed, lock if request.locked else None)
     checks, ledger = host_checks(desired, runtime, observed, remote)
@@ -245,22 +251,22 @@ def plan_for(
     checks += router_found
     restores = locked_images(desired, observed, lock) if request.locked and lock else {}
     checks += lock_checks(desired, observed, lock, restores)
+    running = set(desired.models) & {c.alias for c in observed.engines}
     facts = PlanFacts(
         tuple(checks),
         tuple(ledger),
         remote,
         checkpoints(desired, remote),
         {ref: how for ref, how in restores.items() if how},
+        starts=start_records.read_all(state, running) if state is not None else {},
         host_memory_free=host_free() if ledger else None,  # a replace may sleep an engine on a GPU only
     )
     plan = build_plan(desired, observed, facts, request)
     # every secret the plan's changes need is resolved now: one that cannot be is a blocker before any change
     keys_said = any(c.id == "router.api_keys" for c in checks)  # unusable keys are blocked once, above
-    secrets = reference_checks(desired, aliases=needs_env(plan), router=plan.has_changes and not keys_said)
-    starts = start_records.read_all(state, away(plan)) if state is not None else {}
-    if not secrets and not starts:
-        return plan
-    return build_plan(desired, observed, replace(facts, checks=facts.checks + tuple(secrets), starts=starts), request)
+    return with_checks(
+        plan, reference_checks(desired, aliases=needs_env(plan), router=plan.has_changes and not keys_said)
+    )
 
 
 def host_free() -> int | None:

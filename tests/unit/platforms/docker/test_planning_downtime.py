@@ -1,5 +1,5 @@
 """`plan` gathers the measured starts of the models it takes away from the project's state folder (one
-small file each, none for a plan that takes none away) and predicts their downtime from them."""
+small file each, for the models with a container) and predicts their downtime from them."""
 
 from __future__ import annotations
 
