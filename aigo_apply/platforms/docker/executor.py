@@ -43,9 +43,9 @@ from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.types import Action, Plan
 from aigo_apply.platforms.docker.fetch_steps import check_download, download_folder, pull_image
 from aigo_apply.platforms.docker.model_steps import ModelSteps, Prepared
-from aigo_apply.platforms.docker.router_steps import RouterSteps, Routes, router_answer
+from aigo_apply.platforms.docker.router_steps import START_TIMEOUT, RouterSteps, Routes, router_answer
 from aigo_apply.platforms.docker.serving_wait import Waiter
-from aigo_apply.platforms.docker.swap_steps import SwapSteps
+from aigo_apply.platforms.docker.swap_steps import SwapSteps, engine_call
 from aigo_apply.platforms.journal import Journal
 from aigo_apply.platforms.outcome import ApplyReport, Outcome, Reporter, StepLog
 from aigo_apply.platforms.secrets import container_env
@@ -66,16 +66,35 @@ class Executor:
         fetch: Callable[..., dict[str, Any]] | None = None,
         make_waiter: Callable[..., Waiter] = Waiter,
         wait_router: Callable[[Routes], str | None] = router_answer,
+        call: Callable[[EngineAddress, str, str], tuple[int, str]] = engine_call,
+        router_start_timeout: float = START_TIMEOUT,
     ):
+        """Every collaborator is given here, none set afterwards: `call`, the engines' /sleep and
+        /wake_up (platforms/docker/model_steps.ModelSteps); `router_start_timeout`, how long a started
+        router may take to answer. The swap groups' steps are the run's (made from its plan), and
+        the model steps reach them through `_after_ready`."""
         self.runtime, self.reporter, self.journal = runtime, reporter, journal
+        self.swaps: SwapSteps | None = None
         self.fetch = fetch  # downloads a model folder (adapters.hub.download unless a test passes another)
         self.interrupted = interrupted or threading.Event()
         self.clock = clock
         self.log = StepLog(journal, reporter)
-        self.router = RouterSteps(runtime, routes, self.log, wait_router) if routes else None
+        self.router = RouterSteps(runtime, routes, self.log, wait_router, router_start_timeout) if routes else None
         self.models = ModelSteps(
-            runtime, self.log, self.router, self.interrupted, make_waiter, evidence=journal.path.parent
+            runtime,
+            self.log,
+            self.router,
+            self.interrupted,
+            make_waiter,
+            evidence=journal.path.parent,
+            on_ready=self._after_ready,
+            call=call,
         )
+
+    def _after_ready(self, alias: str, spec: dict[str, Any] | None, address: EngineAddress) -> None:
+        """A model proven ready: the run's swap groups put it to sleep when it is not one of the first."""
+        if self.swaps is not None:
+            self.swaps.after_ready(alias, spec, address)
 
     # -- the fixed order -----------------------------------------------------------------------
     def run(self, plan: Plan) -> ApplyReport:
@@ -135,9 +154,7 @@ class Executor:
             if routes is not None
             else {}
         )
-        swaps = SwapSteps(plan, groups, self.log, getattr(routes, "folder", None), routed)
-        self.models.on_ready = swaps.after_ready
-        return swaps
+        return SwapSteps(plan, groups, self.log, getattr(routes, "folder", None), routed)
 
     def _start_router(self, action: Action | None, container: Any, plan: Plan) -> Future[Outcome] | None:
         """The router starts alongside the models: it is up long before an engine has loaded, and
@@ -183,6 +200,7 @@ class Executor:
         return Prepared(action, container, env)
 
     def _run_lane(self, lane: list[Prepared]) -> list[Outcome]:
+        assert self.swaps is not None  # made by run before any lane
         results = []
         for item in lane:
             if self.interrupted.is_set():

@@ -54,14 +54,16 @@ class ModelSteps:
         interrupted: threading.Event,
         make_waiter: Callable[..., Waiter],
         evidence: Path | None = None,
+        on_ready: Callable[[str, dict[str, Any] | None, EngineAddress], None] | None = None,
+        call: Callable[[EngineAddress, str, str], tuple[int, str]] = engine_call,
     ):
+        """`on_ready`: called once a model is proven ready, before its route is added
+        (platforms/docker/swap_steps.py: an on-demand model goes to sleep then); an AigoError from it
+        fails the step like a refused route. `call`: the engine's /sleep and /wake_up (a sleep replace)."""
         self.runtime, self.log, self.router = runtime, log, router
         self.interrupted, self.make_waiter = interrupted, make_waiter
         self.evidence = evidence  # the project's state folder, where a failed start's log is kept
-        # called once a model is proven ready, before its route is added (platforms/docker/swap_steps.py: an
-        # on-demand model goes to sleep then); an AigoError from it fails the step like a refused route
-        self.on_ready: Callable[[str, dict[str, Any] | None, EngineAddress], None] | None = None
-        self.call: Callable[[EngineAddress, str, str], tuple[int, str]] = engine_call  # /sleep, /wake_up
+        self.on_ready, self.call = on_ready, call
 
     def run(self, item: Prepared) -> Outcome:
         way = item.action.strategy.name if item.action.kind == "recreate" and item.action.strategy else ""

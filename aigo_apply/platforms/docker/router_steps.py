@@ -53,12 +53,19 @@ def router_answer(routes: Routes) -> str:
 
 
 class RouterSteps:
-    def __init__(self, runtime: Runtime, routes: Routes, log: StepLog, wait_router: Callable[[Routes], str | None]):
+    def __init__(
+        self,
+        runtime: Runtime,
+        routes: Routes,
+        log: StepLog,
+        wait_router: Callable[[Routes], str | None],
+        start_timeout: float = START_TIMEOUT,
+    ):
         self.runtime, self.routes, self.log, self.wait_router = runtime, routes, log, wait_router
         self.gate = threading.Event()  # set while the router can take route changes
         self.gate.set()
         self.failed = ""  # why the router is not serving, once its step failed
-        self.start_timeout = START_TIMEOUT
+        self.start_timeout = start_timeout
 
     # -- the router container --------------------------------------------------------------
     def begin(self) -> None:

@@ -73,9 +73,9 @@ def _run(tmp_path: Path, router_state: str | None, answer) -> tuple[FakeRuntime,
         interrupted=threading.Event(),
         make_waiter=FakeWaits(log),
         wait_router=answer(rt),
+        router_start_timeout=0.3,
     )
     assert executor.router is not None
-    executor.router.start_timeout = 0.3
     report = executor.run(plan)
     (router,) = [o for o in report.outcomes if o.address == "router"]
     return rt, log, router, executor.router.start_timeout

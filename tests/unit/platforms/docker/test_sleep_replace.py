@@ -85,8 +85,8 @@ class World:
             interrupted=self.interrupted,
             make_waiter=self.waits,
             wait_router=no_router_wait(self.log),
+            call=self.call,
         )
-        executor.models.call = self.call
         return executor.run(plan)
 
     def before_(self, *steps: tuple) -> None:
