@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from aigo_apply.config.defaults import VLLM_DEFAULT_TAG
+from aigo_apply.config.engine_kinds import VLLM
 from aigo_apply.config.vllm_facts import facts as vllm_facts
 from aigo_apply.desired.types import DesiredState
 
@@ -18,7 +18,7 @@ MIN_DRIVER = {
     13: MIN_DRIVER_CUDA13,
     12: 525,
 }  # CUDA major -> oldest driver branch (NVIDIA's minor version compatibility)
-CU12_TAG = f"{VLLM_DEFAULT_TAG}-cu129"
+CU12_TAG = f"{VLLM.default_tag}-cu129"
 
 
 @dataclass(frozen=True)
