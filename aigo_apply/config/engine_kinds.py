@@ -36,6 +36,7 @@ class EngineKind:
     waiting_metric: str  # the gauge of requests admitted but not yet running (the drain)
     tokens_metric: str  # the counter of generated tokens (the router's stall watch)
     cuda_of_plain_tag: int | None  # the CUDA major of a tag naming none (`-cu129`); None: unknown
+    driver_check: str  # the id of the readiness check of its image against the NVIDIA driver
 
     @property
     def adapters(self) -> bool:
@@ -53,8 +54,21 @@ class EngineKind:
     def image_cuda(self, tag: str) -> int | None:
         """The CUDA major version an image is built for: named by its tag (`-cu129`, `-cu130`), else
         the engine's rule for tags that name none (vLLM's release tags: CUDA 13 since v0.31.0)."""
-        named = re.search(r"cu(1[0-9])\d", tag)
-        return int(named.group(1)) if named else self.cuda_of_plain_tag
+        named = tag_cuda(tag)
+        return named if named is not None else self.cuda_of_plain_tag
+
+
+def tag_cuda(tag: str) -> int | None:
+    """The CUDA major version an image tag names (`-cu129`: 12), else None."""
+    named = re.search(r"cu(1[0-9])\d", tag)
+    return int(named.group(1)) if named else None
+
+
+def in_layers(engine: object) -> bool:
+    """The engine places layers on the GPUs (llama.cpp), not a fraction of each GPU's memory; False for
+    a name that is no engine kind."""
+    kind = ENGINES.get(engine) if isinstance(engine, str) else None
+    return kind is not None and kind.memory_model == "layers"
 
 
 VLLM = EngineKind(
@@ -73,6 +87,7 @@ VLLM = EngineKind(
     waiting_metric="vllm:num_requests_waiting",
     tokens_metric="vllm:generation_tokens_total",
     cuda_of_plain_tag=13,
+    driver_check="nvidia.driver",  # the first engine's id, from before engines had a choice
 )
 SGLANG = EngineKind(
     name="sglang",
@@ -99,6 +114,7 @@ SGLANG = EngineKind(
     waiting_metric="sglang:num_queue_reqs",
     tokens_metric="sglang:generation_tokens_total",
     cuda_of_plain_tag=None,
+    driver_check="nvidia.driver.sglang",
 )
 LLAMACPP = EngineKind(
     name="llama.cpp",
@@ -124,6 +140,7 @@ LLAMACPP = EngineKind(
     waiting_metric="llamacpp:requests_deferred",
     tokens_metric="llamacpp:tokens_predicted_total",
     cuda_of_plain_tag=None,
+    driver_check="nvidia.driver.llama.cpp",
 )
 
 ENGINES: dict[str, EngineKind] = {kind.name: kind for kind in (VLLM, SGLANG, LLAMACPP)}
