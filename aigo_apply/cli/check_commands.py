@@ -24,6 +24,7 @@ from aigo_apply.cli.group import (
     seconds_between,
     target_option,
 )
+from aigo_apply.config.engine_kinds import DEFAULT_ENGINE, ENGINE_NAMES
 
 
 @cli.command()
@@ -120,8 +121,8 @@ def show_cmd(planfile: Path, output: str, show_diff: bool) -> int:
 @output_option
 @click.option(
     "--engine",
-    type=click.Choice(["vllm", "sglang", "llama.cpp"]),
-    default="vllm",
+    type=click.Choice(list(ENGINE_NAMES)),
+    default=DEFAULT_ENGINE,
     show_default=True,
     help="The engine whose image the report shows.",
 )

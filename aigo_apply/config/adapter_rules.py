@@ -11,25 +11,15 @@ from typing import Any
 
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.engine_choice import engine_of
+from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.config.swap_groups import is_on_demand
 from aigo_apply.config.yaml_source import Path_
 
 ADAPTER_SETTINGS = ("max_loras", "max_lora_rank")
-ENGINE_REASONS = {
-    "sglang": (
-        "SGLang models cannot serve adapters here: SGLang 0.5.6's parser takes --enable-lora and "
-        "--lora-paths NAME=PATH, but its OpenAI API serves an adapter only to a request whose model is "
-        "'BASE:NAME' (serving_base._parse_model_parameter) and answers one naming the adapter alone with the "
-        "base model, and the router does not rewrite request bodies; serve the base with engine: vllm, or remove adapters"
-    ),
-    "llama.cpp": (
-        "llama.cpp models cannot serve adapters here: llama-server takes GGUF LoRA files (--lora), not the "
-        "peft safetensors adapters this key names, and serves them under the base model's name; "
-        "serve a safetensors base with engine: vllm, or remove adapters"
-    ),
-}
+# engine -> the sentence that refuses adapters on it (config/engine_kinds.py)
+ENGINE_REASONS = {name: kind.adapters_refusal for name, kind in ENGINES.items() if kind.adapters_refusal}
 ON_DEMAND_REASON = (
     "an on-demand model cannot serve adapters yet: the router wakes a sleeping engine for its model's own "
     "alias only, so a request naming an adapter would reach it asleep; remove on_demand/swap_group or adapters"
@@ -58,7 +48,7 @@ def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
             f.at_key(("models", alias, "adapters"), ON_DEMAND_REASON)
         settings = _mapping(model.get("vllm"))
         for key in ADAPTER_SETTINGS:
-            if key in settings and not adapters and engine == "vllm":
+            if key in settings and not adapters and ENGINES[engine].adapters:
                 f.at_key(
                     ("models", alias, "vllm", key),
                     f"{key} sizes the engine's room for LoRA adapters, and this model has none; "

@@ -15,14 +15,8 @@ ROUTER_TIMEOUT = 600
 ROUTER_STALL_SECONDS = 120  # an engine with running requests whose token count stands still this long is stalled
 ROUTER_HOLD_SECONDS = 300  # a request held while its model's engine is replaced waits at most this long
 
-VLLM_IMAGE = "vllm/vllm-openai"
-VLLM_DEFAULT_TAG = "v0.31.0"
-VLLM_CONTAINER_PORT = 8000
+# each engine's image, built-in tag and container port: its record (config/engine_kinds.py)
 DEFAULT_TOOL_CALL_PARSER = "hermes"
-SGLANG_IMAGE = "lmsysorg/sglang"  # no built-in tag: the file must name one
-SGLANG_CONTAINER_PORT = 30000
-LLAMACPP_IMAGE = "ghcr.io/ggml-org/llama.cpp"  # no built-in tag (server-cuda, server-cuda-bNNNN, ...)
-LLAMACPP_CONTAINER_PORT = 8080
 DEFAULT_READY_TIMEOUT = 1800  # seconds; a large model with compilation takes many minutes
 CANARY_PROMPT_TOKENS, CANARY_MAX_TOKENS = 256, 64  # a canary request's prompt and output, unless the file says
 # every container's logs: Docker's json-file driver, rotated at this size, at most this many files (desired/logs.py)

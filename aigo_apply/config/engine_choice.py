@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-ENGINE_NAMES = ("vllm", "sglang", "llama.cpp")
-ENGINE_BY_FORMAT = {"safetensors-repo": "vllm", "gguf": "llama.cpp"}
+from aigo_apply.config.engine_kinds import ENGINE_BY_FORMAT, ENGINE_NAMES
+
+__all__ = ["ENGINE_BY_FORMAT", "ENGINE_NAMES", "engine_of", "weights_format"]
 
 
 def weights_format(source: Any) -> str:

@@ -32,7 +32,8 @@ from aigo_apply.config.defaults import (
     MAX_GGUF_PARTS,
     ROUTER_TIMEOUT,
 )
-from aigo_apply.config.engine_choice import engine_of, weights_format
+from aigo_apply.config.engine_choice import ENGINE_BY_FORMAT, engine_of, weights_format
+from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.config.path_facts import HostPaths
@@ -91,9 +92,6 @@ def _settings(data: dict[str, Any], model: Any) -> tuple[str, dict[str, Any]]:
     return engine, block if isinstance(block, dict) else {}
 
 
-TAG_EXAMPLES = {"sglang": "v0.5.6-cu129", "llama.cpp": "server-cuda"}
-
-
 def _engines(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
     """The engine fits the weights' format, and an engine without a built-in tag has one named."""
     engines = _mapping(data.get("engines"))
@@ -101,25 +99,27 @@ def _engines(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
         if not isinstance(model, dict):
             continue
         engine, fmt = _engine(data, model), weights_format(model.get("source"))
+        kind = ENGINES[engine]
         where = ("models", alias, "engine") if "engine" in model else ("models", alias)
-        if fmt == "gguf" and engine != "llama.cpp":
+        if fmt != kind.weights_format and fmt == "gguf":
             f.at_key(
                 where,
                 f"the model is one GGUF file, which {engine} does not serve here; "
-                "use engine: llama.cpp (or point source at a safetensors folder or repo)",
+                f"use engine: {ENGINE_BY_FORMAT[fmt]} (or point source at a safetensors folder or repo)",
             )
-        elif fmt == "safetensors-repo" and engine == "llama.cpp":
+        elif fmt != kind.weights_format:
+            others = " or ".join(k.name for k in ENGINES.values() if k.weights_format == fmt)
             f.at_key(
                 where,
-                "llama.cpp serves one .gguf file; set source.path to a .gguf file or source.file to the "
-                ".gguf file in the repo, or use engine: vllm or sglang for a safetensors model",
+                f"{engine} serves one .gguf file; set source.path to a .gguf file or source.file to the "
+                f".gguf file in the repo, or use engine: {others} for a safetensors model",
             )
         section = _mapping(engines.get(engine))
-        if engine in TAG_EXAMPLES and "image_tag" not in section:
+        if kind.default_tag is None and "image_tag" not in section:
             f.at_key(
                 where,
                 f"the model runs on {engine}, which has no built-in image tag; set "
-                f"engines.{engine}.image_tag (for example {TAG_EXAMPLES[engine]})",
+                f"engines.{engine}.image_tag (for example {kind.tag_example})",
             )
 
 
@@ -229,7 +229,7 @@ def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> N
             continue
         gpus = _gpus_of(model)
         engine, settings = _settings(data, model)
-        if engine == "llama.cpp":  # no memory fraction: it takes what its layers and context need
+        if not ENGINES[engine].fraction:  # llama.cpp: it takes what its layers and context need
             continue
         fraction = settings.get("gpu_memory_utilization", default_fraction)
         if gpus == "none" or not isinstance(fraction, (int, float)) or isinstance(fraction, bool):

@@ -13,9 +13,10 @@ import math
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, VLLM_DEFAULT_TAG
+from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.engine_choice import engine_of
+from aigo_apply.config.engine_kinds import ENGINES, VLLM
 from aigo_apply.config.other_tools import free_form, written_as_text
 from aigo_apply.config.secret_values import credential_kind
 from aigo_apply.config.vllm_facts import (
@@ -225,10 +226,11 @@ def _draft_needed(speculative: Any) -> str:
 def _empty_tag(path: Path_) -> str:
     """An `image_tag:` written with no value: the fix is to remove the line, or to name a tag."""
     engine = "router" if path[:1] == ("router",) else str(path[-2])
-    default = {"vllm": VLLM_DEFAULT_TAG, "router": ROUTER_DEFAULT_TAG}.get(engine)
+    kind = ENGINES.get(engine)
+    default = ROUTER_DEFAULT_TAG if engine == "router" else kind.default_tag if kind else None
     if default:
         return f"is empty: remove the line to use {default} (or write a tag)"
-    example = {"sglang": "v0.5.6-cu129", "llama.cpp": "server-cuda"}.get(engine, "a tag")
+    example = kind.tag_example if kind else "a tag"
     return f"is empty: {engine} has no built-in tag, so write one (such as {example}), or remove the line if no model runs on {engine}"
 
 
@@ -290,9 +292,9 @@ def _in_vllm_words(path: Path_, key: Any, data: Any) -> str | None:
     setting = target.removeprefix("vllm.")
     if setting != target:
         model = data["models"][path[1]] if len(path) == 2 else {}
-        engine = engine_of(model, data.get("defaults")) if len(path) == 2 else "vllm"
-        if engine != "vllm":
-            block = {"sglang": "sglangSettings", "llama.cpp": "llamaCppSettings"}[engine]
+        engine = engine_of(model, data.get("defaults")) if len(path) == 2 else VLLM.name
+        if engine != VLLM.name:  # the hint table is vLLM's flags (config/vllm_flags.py)
+            block = ENGINES[engine].settings_def
             if setting not in schema()["$defs"][block]["properties"]:
                 return None
             return f"unknown key '{key}' (did you mean '{engine}.{setting}'? the model runs on {engine})"

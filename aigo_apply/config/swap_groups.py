@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from aigo_apply.config.engine_kinds import ENGINES
+
 DEFAULT_MAX_AWAKE = 1
 MAX_AWAKE_LIMIT = 16
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -66,7 +68,8 @@ def sleep_key(model: Any, defaults: Any, engine: str, on_socket: bool) -> str | 
     model, defaults = (m if isinstance(m, dict) else {} for m in (model, defaults))
     if is_on_demand(model):
         return "on_demand"
-    sleeps = engine == "vllm" and on_socket and model.get("gpus", "all") != "none"
+    kind = ENGINES.get(engine)
+    sleeps = kind is not None and kind.sleeps and on_socket and model.get("gpus", "all") != "none"
     return "sleep_mode" if sleeps and model.get("update", defaults.get("update")) == "sleep" else None
 
 

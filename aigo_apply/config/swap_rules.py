@@ -8,21 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from aigo_apply.config.engine_choice import engine_of
+from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.swap_groups import group_of, is_on_demand
 
-ENGINE_REASONS = {
-    "sglang": (
-        "SGLang models cannot be on demand yet: aigo-apply drives vLLM's sleep mode only (SGLang's "
-        "equivalent, /release_memory_occupation with --enable-memory-saver, is not verified against its "
-        "image); remove on_demand/swap_group or serve the model with engine: vllm"
-    ),
-    "llama.cpp": (
-        "llama.cpp models cannot be on demand: llama-server has no sleep mode, and stopping and starting its "
-        "container on a request would give the router Docker's socket (root on this host); remove "
-        "on_demand/swap_group (it stays loaded), or serve a safetensors checkpoint with engine: vllm"
-    ),
-}
+# engine -> the sentence that refuses on-demand (sleep) on it (config/engine_kinds.py)
+ENGINE_REASONS = {name: kind.sleep_refusal for name, kind in ENGINES.items() if kind.sleep_refusal}
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -26,9 +26,9 @@ from aigo_apply.config.defaults import (
     ROUTER_IMAGE,
     ROUTER_MAX_BODY_MB,
     ROUTER_TIMEOUT,
-    VLLM_DEFAULT_TAG,
 )
 from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_format
+from aigo_apply.config.engine_kinds import VLLM
 from aigo_apply.config.load import Config
 from aigo_apply.config.swap_groups import SwapGroup, sleep_key, swap_groups
 from aigo_apply.config.units import parse_token_count
@@ -140,7 +140,7 @@ def build_desired(
 def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
     """Setting names are checked against the release the tag names when its facts are here (v0.31.0,
     v0.32.0, v0.33.0, v0.34.0), else against v0.31.0: say so when the tag names another release."""
-    tag = engine.get("image_tag", VLLM_DEFAULT_TAG)
+    tag = str(engine.get("image_tag", VLLM.default_tag))
     release = tag_release(tag)
     known = ", ".join(f"v{r}" for r in known_releases())
     if release is not None and release != checked_release(tag):

@@ -8,21 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aigo_apply.config.defaults import (
-    LLAMACPP_IMAGE,
-    ROUTER_DEFAULT_TAG,
-    ROUTER_IMAGE,
-    SGLANG_IMAGE,
-    VLLM_DEFAULT_TAG,
-    VLLM_IMAGE,
-)
+from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, ROUTER_IMAGE
+from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.errors import UsageProblem
 
-# engine -> (repository, built-in tag); SGLang and llama.cpp have none: the file names their tag.
-BUILT_IN = {
-    "vllm": (VLLM_IMAGE, VLLM_DEFAULT_TAG),
-    "sglang": (SGLANG_IMAGE, None),
-    "llama.cpp": (LLAMACPP_IMAGE, None),
+# engine -> (repository, built-in tag), from the engines' records; one without a built-in tag has the
+# file name it. The router is no engine kind, but has an image object too.
+BUILT_IN: dict[str, tuple[str, str | None]] = {
+    **{name: (kind.image, kind.default_tag) for name, kind in ENGINES.items()},
     "router": (ROUTER_IMAGE, ROUTER_DEFAULT_TAG),
 }
 

@@ -16,6 +16,7 @@ from typing import Any
 from aigo_apply.config import rules, schema
 from aigo_apply.config.adapter_rules import adapters_of
 from aigo_apply.config.doc_path import dotted
+from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.machine_text import yaml_comment, yaml_text
 from aigo_apply.config.secret_values import unquoted
 from aigo_apply.config.yaml_source import Source, load, load_bytes, load_text
@@ -29,12 +30,8 @@ from aigo_apply.safe_read import read as read_file
 
 FORMAT = "aigo-apply/model/1"
 HOST_FIELDS = ("gpus", "port", "kubernetes")  # kubernetes: node pinning and storage size, per cluster
-HOST_ENGINE_FIELDS = {  # per engine settings block: what depends on the machine's GPUs
-    "vllm": ("gpu_memory_utilization", "tensor_parallel_size", "moe_backend", "mamba_backend"),
-    "sglang": ("gpu_memory_utilization", "tensor_parallel_size"),
-    "llama.cpp": ("gpu_layers", "tensor_parallel_size"),
-}
-HOST_VLLM_FIELDS = HOST_ENGINE_FIELDS["vllm"]
+# per engine settings block: what depends on the machine's GPUs (config/engine_kinds.py)
+HOST_ENGINE_FIELDS = {name: kind.host_settings for name, kind in ENGINES.items()}
 
 
 def portable(model: dict[str, Any]) -> dict[str, Any]:

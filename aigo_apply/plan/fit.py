@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION
+from aigo_apply.config.engine_kinds import in_layers
 from aigo_apply.config.swap_groups import awake_sum, membership
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.gpu_ledger import model_gpus
@@ -253,7 +254,7 @@ def _file_only(desired: DesiredState, longest: int) -> Fit:
     for alias, model in desired.models.items():
         spec = model.spec
         fraction = spec.get(spec["engine"], {}).get("gpu_memory_utilization")
-        if spec["engine"] == "llama.cpp" or spec["gpus"] == "none" or not isinstance(fraction, (int, float)):
+        if in_layers(spec["engine"]) or spec["gpus"] == "none" or not isinstance(fraction, (int, float)):
             continue
         fractions[alias], placement[alias] = float(fraction), spec["gpus"]
     indices = sorted({g for gpus in placement.values() if isinstance(gpus, list) for g in gpus}) or [0]

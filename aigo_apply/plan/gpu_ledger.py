@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from aigo_apply.config.engine_kinds import in_layers
 from aigo_apply.config.swap_groups import membership
 from aigo_apply.desired.types import AdapterFiles, DesiredState
 from aigo_apply.plan.host_checks import Check
@@ -25,7 +26,7 @@ def model_gpus(spec: dict[str, Any], count: int) -> list[int]:
     if spec["gpus"] == "none":
         return []
     visible = list(range(count)) if spec["gpus"] == "all" else [g for g in spec["gpus"] if g < count]
-    if spec["engine"] == "llama.cpp":
+    if in_layers(spec["engine"]):
         return visible
     return visible[: max(1, _settings(spec).get("tensor_parallel_size", 1))]
 
@@ -37,7 +38,9 @@ def _settings(spec: dict[str, Any]) -> dict[str, Any]:
 
 def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int) -> Estimate:
     settings = _settings(spec)
-    if spec["engine"] == "llama.cpp":  # layers (and their KV cache) spread over the GPUs; sizes from GGUF metadata
+    if in_layers(
+        spec["engine"]
+    ):  # llama.cpp: layers (and their KV cache) spread over the GPUs; sizes from GGUF metadata
         est = estimate(facts.get("config"), facts.get("weights"), spec["context_length"], max(1, gpus))
         notes = tuple(facts.get("notes") or ())
         if facts.get("config") is None:
@@ -112,7 +115,7 @@ def build(
         on = model_gpus(spec, len(gpus))
         if not on:
             continue
-        fraction = _settings(spec).get("gpu_memory_utilization") if spec["engine"] != "llama.cpp" else None
+        fraction = _settings(spec).get("gpu_memory_utilization") if not in_layers(spec["engine"]) else None
         found = facts.get(alias, {})
         adapters = tuple(
             desired.adapter_files[a["adapter_dir"]]

@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from aigo_apply.config.defaults import VLLM_DEFAULT_TAG
+from aigo_apply.config.engine_kinds import ENGINES, VLLM, in_layers, tag_cuda
 from aigo_apply.config.vllm_facts import facts as vllm_facts
 from aigo_apply.desired.types import DesiredState
 
@@ -18,7 +18,7 @@ MIN_DRIVER = {
     13: MIN_DRIVER_CUDA13,
     12: 525,
 }  # CUDA major -> oldest driver branch (NVIDIA's minor version compatibility)
-CU12_TAG = f"{VLLM_DEFAULT_TAG}-cu129"
+CU12_TAG = f"{VLLM.default_tag}-cu129"
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def parallel_checks(desired: DesiredState, count: int) -> list[Check]:
     for alias, model in sorted(desired.models.items()):
         spec = model.spec
         tp = spec.get(spec["engine"], {}).get("tensor_parallel_size", 1)
-        if spec["gpus"] == "all" and spec["engine"] != "llama.cpp" and tp > count:
+        if spec["gpus"] == "all" and not in_layers(spec["engine"]) and tp > count:
             checks.append(
                 Check(
                     "gpu.parallel",
@@ -127,10 +127,8 @@ def engine_images(desired: DesiredState, vllm_image: dict[str, Any]) -> dict[str
 def image_cuda(engine: str, tag: str) -> int | None:
     """The CUDA major version an engine image is built for: named by its tag (`-cu129`, `-cu130`),
     or vLLM's own release tags without a suffix (CUDA 13 since v0.31.0); else unknown."""
-    named = re.search(r"cu(1[0-9])\d", tag)
-    if named:
-        return int(named.group(1))
-    return 13 if engine == "vllm" else None
+    kind = ENGINES.get(engine)
+    return kind.image_cuda(tag) if kind else tag_cuda(tag)
 
 
 def source_checks(problems: dict[str, list[str]]) -> list[Check]:
@@ -234,7 +232,8 @@ def _install_driver(images: dict[str, dict[str, Any]]) -> str:
 
 def _driver_fits(engine: str, image: dict[str, Any], nvml: dict[str, Any], major: int) -> Check:
     """One engine's image against the driver: vLLM's rule is `nvidia.driver`, others `nvidia.driver.ENGINE`."""
-    check_id = "nvidia.driver" if engine == "vllm" else f"nvidia.driver.{engine}"
+    kind = ENGINES.get(engine)
+    check_id = kind.driver_check if kind else f"nvidia.driver.{engine}"
     reference, cuda = image.get("image_reference"), image["cuda"]
     if cuda is None:
         return Check(

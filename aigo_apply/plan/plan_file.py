@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, get_args
 
-from aigo_apply.config.engine_choice import ENGINE_NAMES
+from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.facts import PULL_POLICIES
@@ -30,8 +30,7 @@ MAX_DEPTH = 32
 # platforms/router_keys.py and platforms/docker/planning.py make them): the only ones --ignore-readiness and a saved
 # plan's request accept. tests/unit/cli/test_plan_file_hostile_cli.py keeps this list equal to the code's.
 READINESS_CHECK_IDS = (
-    "docker.engine", "docker.gpu_runtime", "nvidia.gpus", "nvidia.driver",
-    *(f"nvidia.driver.{engine}" for engine in ENGINE_NAMES if engine != "vllm"),
+    "docker.engine", "docker.gpu_runtime", "nvidia.gpus", *dict.fromkeys(k.driver_check for k in ENGINES.values()),
     "nvidia.gpu_index", "gpu.fit", "gpu.memory", "gpu.parallel", "host.memory", "host.port", "engine.moe_backend",
     "model.path", "model.store", "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open",
     "router.port", "lock.image", "lock.drift", "adapter.files", "adapter.base",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.router.haproxy_safety import check_lua_value
 from aigo_apply.router.haproxy_swap import lua_address
@@ -35,11 +36,7 @@ MAX_LINE = 64 * 1024  # the longest line of an engine's text taken
 MAX_BYTES = 4 * 1024 * 1024  # the most of one engine's answer read (vLLM's is some 100 KiB per model)
 # What the stall watch reads of each engine (aigo-apply starts SGLang with --enable-metrics and
 # llama.cpp with --metrics): the gauge of requests running and the counter of generated tokens.
-ACTIVITY = {
-    "vllm": ("vllm:num_requests_running", "vllm:generation_tokens_total"),
-    "sglang": ("sglang:num_running_reqs", "sglang:generation_tokens_total"),
-    "llama.cpp": ("llamacpp:requests_processing", "llamacpp:tokens_predicted_total"),
-}
+ACTIVITY = {name: (kind.running_metric, kind.tokens_metric) for name, kind in ENGINES.items()}
 
 
 # vLLM v0.31.0's only series that names adapters (vllm/v1/metrics/loggers.py): a gauge set to the
@@ -85,7 +82,7 @@ def _engine(route: Route, kubernetes: bool, adapters: list[str]) -> dict[str, An
     activity the router reads from vLLM's LORA_INFO gauge and writes under each adapter's own alias."""
     where: dict[str, Any] = {"addr": None, "port": None} if kubernetes else lua_address(route)
     return {
-        "adapters": adapters if route.owned_by == "vllm" else [],
+        "adapters": adapters if ENGINES[route.owned_by].adapters else [],
         "alias": check_lua_value("model alias", route.alias),
         "engine": check_lua_value("engine name", route.owned_by),
         "backend": check_lua_value("backend name", route.backend),

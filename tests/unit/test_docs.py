@@ -188,6 +188,7 @@ def test_the_configuration_reference_names_every_key_of_the_schema():
 def test_the_reference_shows_the_code_s_defaults():
     """Where the reference sets a key to its default (its comment says so), the value is the code's."""
     from aigo_apply.config import defaults as d
+    from aigo_apply.config.engine_kinds import LLAMACPP, SGLANG, VLLM
     from aigo_apply.desired.canary import CanarySettings
 
     block = next(b for b in YAML_BLOCKS if kind(b) == "reference" and b.page.name == "configuration.md")
@@ -199,8 +200,8 @@ def test_the_reference_shows_the_code_s_defaults():
     assert (router["image"], router["image_tag"]) == (d.ROUTER_IMAGE, d.ROUTER_DEFAULT_TAG)
     assert (router["max_body_mb"], router["timeout"]) == (d.ROUTER_MAX_BODY_MB, d.ROUTER_TIMEOUT)
     assert (router["hold_seconds"], router["stall_seconds"]) == (d.ROUTER_HOLD_SECONDS, d.ROUTER_STALL_SECONDS)
-    assert (engines["vllm"]["image"], engines["vllm"]["image_tag"]) == (d.VLLM_IMAGE, d.VLLM_DEFAULT_TAG)
-    assert (engines["sglang"]["image"], engines["llama.cpp"]["image"]) == (d.SGLANG_IMAGE, d.LLAMACPP_IMAGE)
+    assert (engines["vllm"]["image"], engines["vllm"]["image_tag"]) == (VLLM.image, VLLM.default_tag)
+    assert (engines["sglang"]["image"], engines["llama.cpp"]["image"]) == (SGLANG.image, LLAMACPP.image)
     assert model["ready_timeout"] == d.DEFAULT_READY_TIMEOUT
     assert model["canary"] == CanarySettings().to_dict()
     assert data["defaults"]["logs"] == {"max_size": d.LOG_MAX_SIZE, "max_files": d.LOG_MAX_FILES}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aigo_apply.config.defaults import LLAMACPP_CONTAINER_PORT
+from aigo_apply.config.engine_kinds import LLAMACPP
 from aigo_apply.desired.engines.common import MODEL_MOUNT, check_command, engine_container, number
 from aigo_apply.desired.model_store import gguf_parts
 from aigo_apply.desired.types import ContainerSpec, Mount
@@ -51,10 +51,10 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     ]
     if settings.get("tensor_parallel_size", 1) > 1:
         command += ["--split-mode", "row"]
-    command += ["--jinja", "--metrics", "--host", "0.0.0.0", "--port", str(LLAMACPP_CONTAINER_PORT)]
+    command += ["--jinja", "--metrics", "--host", "0.0.0.0", "--port", str(LLAMACPP.container_port)]
     check_command("llama.cpp", alias, command, FLAGS)
     return engine_container(
-        project, alias, spec, command, model_mounts(spec, folder), LLAMACPP_CONTAINER_PORT, ENTRYPOINT
+        project, alias, spec, command, model_mounts(spec, folder), LLAMACPP.container_port, ENTRYPOINT
     )
 
 

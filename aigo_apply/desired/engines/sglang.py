@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aigo_apply.config.defaults import SGLANG_CONTAINER_PORT
+from aigo_apply.config.engine_kinds import SGLANG
 from aigo_apply.desired.engines.common import (
     MODEL_MOUNT,
     cache_mount,
@@ -55,7 +55,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         command += ["--tp-size", number(settings["tensor_parallel_size"])]
     if settings.get("trust_remote_code"):
         command.append("--trust-remote-code")
-    command += ["--enable-metrics", "--host", "0.0.0.0", "--port", str(SGLANG_CONTAINER_PORT)]
+    command += ["--enable-metrics", "--host", "0.0.0.0", "--port", str(SGLANG.container_port)]
     check_command("SGLang", alias, command, FLAGS)
     return engine_container(
         project,
@@ -63,6 +63,6 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         spec,
         command,
         [Mount(spec["model_dir"], model_path, True), cache_mount(project, spec["image"])],
-        SGLANG_CONTAINER_PORT,
+        SGLANG.container_port,
         ENTRYPOINT,
     )

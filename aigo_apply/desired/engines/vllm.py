@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from aigo_apply.config.defaults import VLLM_CONTAINER_PORT
+from aigo_apply.config.engine_kinds import VLLM
 from aigo_apply.config.env_names import SLEEP_MODE_ENV, SLEEP_MODE_FLAG
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.config.vllm_facts import (
@@ -103,7 +103,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         command += ["--uds", ENGINE_SOCKET]
         mounts.append(Mount(socket, SOCKET_MOUNT, False))
     else:
-        command += ["--port", str(VLLM_CONTAINER_PORT)]
+        command += ["--port", str(VLLM.container_port)]
     check_command("vLLM", alias, command, _KNOWN_FLAGS, _SAFE_JSON)
     return engine_container(
         project,
@@ -111,7 +111,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         spec,
         command,
         mounts + [cache_mount(project, spec["image"])],
-        None if socket else VLLM_CONTAINER_PORT,
+        None if socket else VLLM.container_port,
         entrypoint=SOCKET_ENTRYPOINT if socket else None,
         tool_env=SLEEP_MODE_ENV if sleeps else None,
     )

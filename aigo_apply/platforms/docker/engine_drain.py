@@ -12,16 +12,13 @@ import time
 from collections.abc import Callable
 
 from aigo_apply.adapters.engine_metrics import fetch, total
+from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.desired.types import EngineAddress
 
 POLL_S = 0.1
 READ_TIMEOUT_S = 2.0
 # per engine kind, the gauges of requests it has in hand: running, and admitted but not yet running
-IN_HAND = {
-    "vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting"),
-    "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs"),
-    "llama.cpp": ("llamacpp:requests_processing", "llamacpp:requests_deferred"),
-}
+IN_HAND = {name: (kind.running_metric, kind.waiting_metric) for name, kind in ENGINES.items()}
 
 
 def in_hand(text: str, engine: str) -> float | None:

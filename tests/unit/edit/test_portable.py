@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aigo_apply.edit.portable import HOST_FIELDS, HOST_VLLM_FIELDS
+from aigo_apply.config.engine_kinds import VLLM
+from aigo_apply.edit.portable import HOST_FIELDS
 from aigo_apply.observe.config_file import load_config
 
 from helpers.cli import run_cli
@@ -24,7 +25,7 @@ def test_export_then_import_round_trips_minus_host_fields(tmp_path):
     assert added.returncode == 0, added.stderr
     imported = load_config(str(target)).data["models"]["nemotron-30b"]
     expected = {k: v for k, v in original.items() if k not in HOST_FIELDS}
-    expected["vllm"] = {k: v for k, v in original["vllm"].items() if k not in HOST_VLLM_FIELDS}
+    expected["vllm"] = {k: v for k, v in original["vllm"].items() if k not in VLLM.host_settings}
     assert imported == expected
     assert set(original["vllm"]) - set(imported["vllm"]) == {
         "gpu_memory_utilization",
