@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aigo_apply.config.engine_choice import engine_of
+from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.load import Config
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
 from aigo_apply.desired.store_folder import store_folder
@@ -90,7 +91,8 @@ def adapter_dirs(config: Config, host: HostContext) -> list[str]:
     found: set[str] = set()
     for alias in sorted(models):
         model = models[alias]
-        if model.get("enabled") is False or not model.get("adapters") or engine_of(model, defaults) != "vllm":
+        kind = ENGINES.get(engine_of(model, defaults))
+        if model.get("enabled") is False or not model.get("adapters") or kind is None or not kind.adapters:
             continue
         for name in sorted(model["adapters"]):
             try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import subprocess
 import tokenize
 from pathlib import Path
 
@@ -24,10 +25,25 @@ PLACEHOLDER = re.compile(r"X\.Y\.Z|/(?:test_)?x\.\w+$")
 ROOTED = re.compile(_START + r"((?:scripts|tests|bench|docs|examples|schemas|templates)/[\w./-]*[\w/])")
 
 
+def _repository_files() -> list[Path]:
+    """The repository's own files: what git tracks or would (not what it ignores: the virtual
+    environments scripts/setup makes, whose packages name their own files); without git, every file."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        return sorted(ROOT.rglob("*"))
+    return sorted(ROOT / name for name in listed.split("\0") if name)
+
+
 def _texts() -> list[tuple[Path, str]]:
     """Each Markdown file whole, and the docstrings and comments of each Python file."""
     out = []
-    for path in sorted(ROOT.rglob("*")):
+    for path in _repository_files():
         rel = path.relative_to(ROOT)
         if SKIP & set(rel.parts) or not path.is_file():
             continue
