@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION
-from aigo_apply.config.engine_kinds import in_layers
+from aigo_apply.config.engine_kinds import ENGINES, in_layers
 from aigo_apply.config.swap_groups import awake_sum, membership
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.gpu_ledger import model_gpus
@@ -182,7 +182,9 @@ def _join_group(
         on = model_gpus({"gpus": spec["gpus"], "engine": "vllm"}, len(rows))
         row = by_index.get(on[0]) if on else None
         summary = next((g for g in (row or {}).get("swap_groups", []) if g["name"] == group.name), None)
-        if row is None or summary is None or spec["engine"] != "vllm" or not row["memory_total"]:
+        kind = ENGINES.get(spec["engine"])
+        # the group's share is a memory fraction, and its members take turns by sleeping
+        if row is None or summary is None or not (kind and kind.fraction and kind.sleeps) or not row["memory_total"]:
             continue
         fractions = sorted(
             (m["fraction"] or 0.0 for m in row["models"] if m.get("swap_group") == group.name), reverse=True

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from aigo_apply.config.engine_kinds import DEFAULT_ENGINE, ENGINES, in_layers
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.swap_ledger import ASLEEP_BYTES
 from aigo_apply.plan.vram import gib
@@ -111,8 +112,8 @@ def _sleep_way(
     new = desired.models[alias].spec
     if old is None:
         return False, "the running engine's settings are not recorded"
-    engine = old.get("engine", "vllm")
-    if engine != "vllm" or new.get("engine") != "vllm":
+    engine = old.get("engine", DEFAULT_ENGINE)
+    if not all(_sleeps(e) for e in (engine, new.get("engine"))):
         return False, f"the running engine is {engine}, and only vLLM has a sleep mode aigo-apply drives"
     if not _gpus(new, len(ledger) or None):
         return False, "it uses no GPU, and vLLM's sleep mode needs one"
@@ -174,8 +175,9 @@ def _fit(
     new_gpus = _gpus(new, count)
     if not new_gpus:
         return None
-    if new["engine"] == "llama.cpp" or old.get("engine") == "llama.cpp":
-        return False, "llama.cpp declares no memory fraction, so whether two copies fit on the GPU cannot be known"
+    layers = next((e for e in (new["engine"], old.get("engine")) if in_layers(e)), None)
+    if layers is not None:
+        return False, f"{layers} declares no memory fraction, so whether two copies fit on the GPU cannot be known"
     old_gpus = set(_gpus(old, count))
     rows = {row["index"]: row for row in ledger}
     shown = ""
@@ -208,8 +210,14 @@ def _fit(
     return True, f"{shown}{more} fit"
 
 
+def _sleeps(engine: Any) -> bool:
+    """The engine kind has a sleep mode aigo-apply drives (config/engine_kinds.py); False for no kind."""
+    kind = ENGINES.get(engine) if isinstance(engine, str) else None
+    return kind is not None and kind.sleeps
+
+
 def _fraction(spec: dict[str, Any]) -> float:
-    settings: dict[str, Any] = spec.get(spec.get("engine", "vllm"), {}) or {}
+    settings: dict[str, Any] = spec.get(spec.get("engine", DEFAULT_ENGINE), {}) or {}
     value = settings.get("gpu_memory_utilization")
     return float(value) if isinstance(value, (int, float)) else 0.0
 
@@ -223,7 +231,7 @@ def _gpus(spec: dict[str, Any], count: int | None) -> list[int]:
         visible = list(range(count)) if count else [ALL]
     else:
         visible = [g for g in gpus if count is None or g < count]
-    tp = int((spec.get(spec.get("engine", "vllm"), {}) or {}).get("tensor_parallel_size", 1) or 1)
+    tp = int((spec.get(spec.get("engine", DEFAULT_ENGINE), {}) or {}).get("tensor_parallel_size", 1) or 1)
     return visible if ALL in visible else visible[: max(1, tp)]
 
 

@@ -30,10 +30,8 @@ REMAINING: dict[str, tuple[int, str]] = {
     "desired/engines/__init__.py": (1, "the renderers (code, not data) keyed by the records' names"),
     "observe/start_log.py": (1, "vLLM's start-up log"),
     "plan/fetch_plan.py": (1, "vLLM's quantization"),
-    "plan/fit.py": (1, "to move: the fit from vLLM's own numbers"),
     "plan/host_checks.py": (3, "vLLM's MoE backend, its image from engines.vllm, its CUDA 12 tag advice"),
     "plan/model_proposal.py": (1, "a proposal writes a vLLM entry"),
-    "plan/replace_strategy.py": (4, "to move: sleep replace (vLLM), llama.cpp's side-by-side rule"),
     "platforms/docker/effective.py": (1, "vLLM's cache config from its /metrics"),
 }
 
