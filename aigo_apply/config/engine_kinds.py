@@ -26,6 +26,7 @@ class EngineKind:
     default_tag: str | None  # the built-in tag; None: the file must name one (engines.NAME.image_tag)
     tag_example: str  # a tag messages suggest when the file names none
     container_port: int  # where it listens inside its container (when not on a socket)
+    serves_on_socket: bool  # it can listen on a Unix socket only the router reaches (else on a port, 127.0.0.1)
     weights_format: Literal["safetensors-repo", "gguf"]  # what it serves (config/engine_choice.py)
     settings_def: str  # its settings block in the schema's $defs
     host_settings: tuple[str, ...]  # settings that depend on the machine's GPUs (left out of an export)
@@ -36,6 +37,7 @@ class EngineKind:
     waiting_metric: str  # the gauge of requests admitted but not yet running (the drain)
     tokens_metric: str  # the counter of generated tokens (the router's stall watch)
     cuda_of_plain_tag: int | None  # the CUDA major of a tag naming none (`-cu129`); None: unknown
+    cuda12_tag: str | None  # the tag advised when the driver is too old for its CUDA 13 image; None: none known
     driver_check: str  # the id of the readiness check of its image against the NVIDIA driver
 
     @property
@@ -77,6 +79,7 @@ VLLM = EngineKind(
     default_tag="v0.31.0",
     tag_example="v0.31.0",
     container_port=8000,
+    serves_on_socket=True,
     weights_format="safetensors-repo",
     settings_def="vllmSettings",
     host_settings=("gpu_memory_utilization", "tensor_parallel_size", "moe_backend", "mamba_backend"),
@@ -87,6 +90,7 @@ VLLM = EngineKind(
     waiting_metric="vllm:num_requests_waiting",
     tokens_metric="vllm:generation_tokens_total",
     cuda_of_plain_tag=13,
+    cuda12_tag="v0.31.0-cu129",  # the built-in release, built for CUDA 12
     driver_check="nvidia.driver",  # the first engine's id, from before engines had a choice
 )
 SGLANG = EngineKind(
@@ -95,6 +99,7 @@ SGLANG = EngineKind(
     default_tag=None,
     tag_example="v0.5.6-cu129",
     container_port=30000,
+    serves_on_socket=False,
     weights_format="safetensors-repo",
     settings_def="sglangSettings",
     host_settings=("gpu_memory_utilization", "tensor_parallel_size"),
@@ -114,6 +119,7 @@ SGLANG = EngineKind(
     waiting_metric="sglang:num_queue_reqs",
     tokens_metric="sglang:generation_tokens_total",
     cuda_of_plain_tag=None,
+    cuda12_tag=None,
     driver_check="nvidia.driver.sglang",
 )
 LLAMACPP = EngineKind(
@@ -122,6 +128,7 @@ LLAMACPP = EngineKind(
     default_tag=None,
     tag_example="server-cuda",
     container_port=8080,
+    serves_on_socket=False,
     weights_format="gguf",
     settings_def="llamaCppSettings",
     host_settings=("gpu_layers", "tensor_parallel_size"),
@@ -140,6 +147,7 @@ LLAMACPP = EngineKind(
     waiting_metric="llamacpp:requests_deferred",
     tokens_metric="llamacpp:tokens_predicted_total",
     cuda_of_plain_tag=None,
+    cuda12_tag=None,
     driver_check="nvidia.driver.llama.cpp",
 )
 

@@ -28,7 +28,7 @@ from aigo_apply.config.defaults import (
     ROUTER_TIMEOUT,
 )
 from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_format
-from aigo_apply.config.engine_kinds import VLLM
+from aigo_apply.config.engine_kinds import ENGINES, VLLM
 from aigo_apply.config.load import Config
 from aigo_apply.config.swap_groups import SwapGroup, sleep_key, swap_groups
 from aigo_apply.config.units import parse_token_count
@@ -85,8 +85,8 @@ def build_desired(
         image = image_reference(data, engine)
         if image is None:  # validation requires image_tag for an engine without a built-in one
             raise AigoError(f"model '{alias}' runs on {engine}, which has no image tag: set engines.{engine}.image_tag")
-        # vLLM serves on a Unix socket only the router reaches, unless the model asks for a port
-        socket = str(sockets / alias) if engine == "vllm" and "port" not in models[alias] else None
+        # an engine that can serves on a Unix socket only the router reaches, unless the model asks for a port
+        socket = str(sockets / alias) if ENGINES[engine].serves_on_socket and "port" not in models[alias] else None
         try:
             spec = model_spec(
                 models[alias],
@@ -222,7 +222,7 @@ def listen_notes(alias: str, spec: dict[str, Any]) -> tuple[str, ...]:
         return ()
     why = (
         f"models.{alias}.port asks for it"
-        if spec["engine"] == "vllm"
+        if ENGINES[spec["engine"]].serves_on_socket
         else f"the {spec['engine']} server cannot listen on a Unix socket"
     )
     return (

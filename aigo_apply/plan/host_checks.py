@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from aigo_apply.config.engine_kinds import ENGINES, VLLM, in_layers, tag_cuda
+from aigo_apply.config.engine_kinds import ENGINES, in_layers, tag_cuda
 from aigo_apply.config.vllm_facts import facts as vllm_facts
 from aigo_apply.desired.types import DesiredState
 
@@ -18,7 +18,6 @@ MIN_DRIVER = {
     13: MIN_DRIVER_CUDA13,
     12: 525,
 }  # CUDA major -> oldest driver branch (NVIDIA's minor version compatibility)
-CU12_TAG = f"{VLLM.default_tag}-cu129"
 
 
 @dataclass(frozen=True)
@@ -247,8 +246,8 @@ def _driver_fits(engine: str, image: dict[str, Any], nvml: dict[str, Any], major
     floor = MIN_DRIVER.get(cuda, 0)
     if major >= floor:
         return Check(check_id, "ok", f"driver {nvml['driver']} fits {reference}")
-    if engine == "vllm" and cuda == 13:
-        fix = f"set `engines.vllm.image_tag: {CU12_TAG}` (or upgrade the driver to R{floor}+)"
+    if kind and kind.cuda12_tag and cuda == 13:
+        fix = f"set `engines.{engine}.image_tag: {kind.cuda12_tag}` (or upgrade the driver to R{floor}+)"
     elif cuda == 13:
         fix = f"upgrade the driver to R{floor}+, or set engines.{engine}.image_tag to a tag built for CUDA 12"
     else:

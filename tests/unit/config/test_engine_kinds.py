@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import aigo_apply
-from aigo_apply.config.engine_kinds import ENGINE_BY_FORMAT, ENGINE_NAMES, ENGINES
+from aigo_apply.config.engine_kinds import ENGINE_BY_FORMAT, ENGINE_NAMES, ENGINES, tag_cuda
 from aigo_apply.desired import engines as renderers
 from aigo_apply.resources import schema_data
 
@@ -26,11 +26,11 @@ REMAINING: dict[str, tuple[int, str]] = {
     "config/rules.py": (1, "vLLM's deprecated quantization methods"),
     "config/schema.py": (1, "hints from vLLM's flag table (`'vllm' in path`)"),
     "config/vllm_flags.py": (1, "vLLM's flag table"),
-    "desired/build.py": (5, "to move: socket (vLLM only), tag warnings, per-engine settings defaults"),
+    "desired/build.py": (3, "to move: per-engine settings defaults; vLLM's tag warnings (its release facts)"),
     "desired/engines/__init__.py": (1, "the renderers (code, not data) keyed by the records' names"),
     "observe/start_log.py": (1, "vLLM's start-up log"),
     "plan/fetch_plan.py": (1, "vLLM's quantization"),
-    "plan/host_checks.py": (3, "vLLM's MoE backend, its image from engines.vllm, its CUDA 12 tag advice"),
+    "plan/host_checks.py": (2, "vLLM's MoE backend, its image object from desired (engines.vllm)"),
     "plan/model_proposal.py": (1, "a proposal writes a vLLM entry"),
     "platforms/docker/effective.py": (1, "vLLM's cache config from its /metrics"),
 }
@@ -66,5 +66,6 @@ def test_the_records_agree_with_the_schema_and_the_renderers():
         settings = schema["$defs"][kind.settings_def]["properties"]
         assert set(kind.host_settings) <= set(settings), name
         assert (kind.memory_model == "fraction") == ("gpu_memory_utilization" in settings), name
+        assert kind.cuda12_tag is None or tag_cuda(kind.cuda12_tag) == 12, name
     assert set(ENGINE_BY_FORMAT.values()) <= set(ENGINE_NAMES)
     assert all(kind.adapters_refusal or kind.adapters for kind in ENGINES.values())
