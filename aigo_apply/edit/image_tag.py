@@ -24,10 +24,9 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from aigo_apply.config.secret_values import unquoted
 from aigo_apply.config.yaml_source import comments
 from aigo_apply.desired.images import BUILT_IN
-from aigo_apply.edit.config_write import read_config, replace_config
+from aigo_apply.edit.config_write import read_config, replace_validated
 from aigo_apply.edit.fmt import ORDER, string_scalar
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problems, UsageProblem, shown_path
-from aigo_apply.observe.config_file import load_config
+from aigo_apply.errors import AigoError, ConfigInvalid, UsageProblem
 
 
 @dataclass(frozen=True)
@@ -312,17 +311,11 @@ def _comment_or_blank(line: str) -> bool:
 def _write_validated(path: Path, display: str, text: str, raw: bytes, edit: str) -> None:
     """Validate `text` as the file it would become, then put it in place (edit/config_write.py): owner
     and mode kept, refused when the file is no longer `raw`."""
-
-    def check(tmp: str) -> None:
-        shown = shown_path(display)  # the file's name stays on its line
-        try:
-            load_config(tmp)
-        except ConfigInvalid as exc:
-            raise Problems(
-                f"{shown} would not validate {edit}, so it was not changed:",
-                [p.format().replace(tmp, shown) for p in exc.problems],
-            ) from None
-        except ConfigFileError as exc:
-            raise AigoError(f"{str(exc).replace(tmp, shown)}; so it was not changed") from None
-
-    replace_config(path, display, text, raw, check)
+    replace_validated(
+        path,
+        display,
+        text,
+        raw,
+        lambda shown: f"{shown} would not validate {edit}, so it was not changed:",
+        lambda error: f"{error}; so it was not changed",
+    )

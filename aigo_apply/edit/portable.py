@@ -20,8 +20,8 @@ from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.machine_text import yaml_comment, yaml_text
 from aigo_apply.config.secret_values import unquoted
 from aigo_apply.config.yaml_source import Source, load, load_bytes, load_text
-from aigo_apply.edit.config_write import read_config, replace_config
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, Problems, UsageProblem, shown_path
+from aigo_apply.edit.config_write import read_config, replace_validated
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.host_paths import file_facts
 from aigo_apply.plan.text import shown
@@ -293,20 +293,14 @@ def with_entry(text: str, source: Source, alias: str, model: dict[str, Any], dis
 
 def write_checked(target: Path, config_file: str, alias: str, text: str, raw: bytes) -> None:
     """Put the file with the new entry `alias` in place only if it validates (import --write, add)."""
-
-    def check(tmp: str) -> None:
-        shown = shown_path(config_file)  # the file's name stays on its line
-        try:
-            load_config(tmp)
-        except ConfigInvalid as exc:
-            raise Problems(
-                f"adding '{alias}' would make {shown} invalid, so it was not changed:",
-                [p.format().replace(tmp, shown) for p in exc.problems],
-            ) from None
-        except ConfigFileError as exc:
-            raise AigoError(f"adding '{alias}': {str(exc).replace(tmp, shown)}; so it was not changed") from None
-
-    replace_config(target, config_file, text, raw, check)
+    replace_validated(
+        target,
+        config_file,
+        text,
+        raw,
+        lambda shown: f"adding '{alias}' would make {shown} invalid, so it was not changed:",
+        lambda error: f"adding '{alias}': {error}; so it was not changed",
+    )
 
 
 def _top_keys(source: Source) -> dict[tuple[Any, ...], tuple[int, int]]:
