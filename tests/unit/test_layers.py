@@ -24,7 +24,7 @@ PACKAGE = Path(aigo_apply.__file__).parent
 PURE = ("config", "desired", "observe", "router", "kube", "plan")
 _CORE = set(PURE)
 # What each layer may import from the package (besides itself and the top-level modules: errors,
-# resources, safe_read, safe_write). A layer is a subpackage, or for platforms/ a driver of it.
+# resources, safe_read, safe_write, json_types). A layer is a subpackage, or for platforms/ a driver of it.
 ALLOWED = {
     "config": set(),
     "desired": {"config"},
@@ -40,7 +40,7 @@ ALLOWED = {
     "app": _CORE | {"adapters", "platforms", "platforms.docker", "platforms.kubernetes", "edit"},
     "cli": _CORE | {"adapters", "platforms", "platforms.docker", "platforms.kubernetes", "edit", "app"},
     "__main__": {"cli"},  # `python -m aigo_apply` runs the command line
-    "": set(),  # aigo_apply/__init__, errors, resources, safe_read, safe_write
+    "": set(),  # aigo_apply/__init__, errors, resources, safe_read, safe_write, json_types
 }
 IO_LIBRARIES = {"docker", "requests", "httpx", "httpx2", "huggingface_hub", "pynvml", "lightkube", "click", "rich"}
 IO_LIBRARIES |= {"subprocess", "socket"}
@@ -145,7 +145,7 @@ def _internal(name: str) -> str | None:
 def test_the_package_has_the_layers_and_few_top_level_modules():
     assert {m.split(".")[1] for m in MODULES if m.count(".") >= 1} >= {k for k in ALLOWED if k and "." not in k}
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert len(top) <= 6, top
+    assert len(top) <= 7, top  # __init__, __main__, errors, json_types, resources, safe_read, safe_write
 
 
 def test_no_module_is_over_400_lines():

@@ -1,0 +1,34 @@
+"""JSON as the type checker sees it: what a daemon, an API server, a label or a saved file hands over
+before its shape is checked. Code that reads such data narrows it (isinstance, or the helpers below)
+instead of trusting it as `Any`, so a wrong guess about a field's shape is a type error here, not a
+traceback on a user's machine."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+JsonScalar = str | int | float | bool | None
+JsonValue = JsonScalar | list["JsonValue"] | dict[str, "JsonValue"]
+JsonObject = dict[str, JsonValue]
+JsonMap = Mapping[str, JsonValue]  # read-only view of an object, for parameters
+
+
+def obj(value: object) -> JsonObject:
+    """`value` if it is a JSON object, else an empty one: for the optional parts of an answer
+    (`"Labels": null`, a missing `"State"`) that a reader treats as absent."""
+    return value if isinstance(value, dict) else {}
+
+
+def arr(value: object) -> list[JsonValue]:
+    """`value` if it is a JSON array, else an empty one (a missing or null list is no items)."""
+    return value if isinstance(value, list) else []
+
+
+def text(value: object, default: str = "") -> str:
+    """`value` if it is a string, else `default` (a missing or null field)."""
+    return value if isinstance(value, str) else default
+
+
+def number(value: object) -> int | None:
+    """`value` if it is a whole number (never a bool), else None."""
+    return value if type(value) is int else None
