@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 from aigo_apply.config.defaults import MAX_GGUF_PARTS
 from aigo_apply.config.host_paths import UNRESOLVABLE_FIX, path_text_problem, short, unsafe_mount
 from aigo_apply.config.path_facts import HostPaths
+from aigo_apply.config.vllm_flags import DraftSettings
+from aigo_apply.desired.spec import ModelSpec, SourceSpec
 from aigo_apply.desired.types import HostContext
 from aigo_apply.errors import UnsafeSetting, UnsupportedModel
 
@@ -331,7 +333,7 @@ def marker_for(markers: Mapping[str, Mapping[str, Any]], need: Mapping[str, Any]
     return marker if source_of(marker) == wanted_source(need) else {}
 
 
-def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def downloads(specs: Mapping[str, ModelSpec]) -> list[dict[str, Any]]:
     """Every Hub download the models' specs name (weights, speculative draft models and LoRA
     adapters given by repo), one per repo, revision, file and folder, with the aliases of the models
     that need it (an adapter's: the models it is served with, so a model's plan, lock entry and
@@ -340,16 +342,19 @@ def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     one repo@revision are two downloads, in two folders (repo_dir). Pure."""
     found: dict[tuple[str, str, str | None, str, bool], dict[str, Any]] = {}
     for alias, spec in sorted(specs.items()):
-        sources = [(spec.get("source", {}), spec.get("model_dir"), None)]
+        sources: list[tuple[SourceSpec | DraftSettings, str | None, str | None]]
+        sources = [(spec["source"], spec.get("model_dir"), None)]
         draft = spec.get("vllm", {}).get("speculative", {}).get("draft")
         if draft:
             sources.append((draft, draft.get("model_dir"), None))
         for name, adapter in sorted((spec.get("adapters") or {}).items()):
-            sources.append((adapter.get("source", {}), adapter.get("adapter_dir"), name))
+            sources.append((adapter["source"], adapter.get("adapter_dir"), name))
         for source, dest, adapter_alias in sources:
             if "repo" not in source or not dest:
                 continue
-            key = (source["repo"], source.get("revision", "main"), source.get("file"), dest, adapter_alias is not None)
+            file = source.get("file")  # a model's GGUF file (a draft or an adapter has none)
+            named = file if isinstance(file, str) else None
+            key = (source["repo"], source.get("revision", "main"), named, dest, adapter_alias is not None)
             entry = found.setdefault(
                 key, {"repo": key[0], "revision": key[1], "file": key[2], "dest": dest, "models": []}
             )

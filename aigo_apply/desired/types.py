@@ -18,6 +18,7 @@ from aigo_apply.config.host_paths import HF_CACHE, Protected
 from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.swap_groups import SwapGroup
 from aigo_apply.desired.canary import CanarySettings
+from aigo_apply.desired.spec import ModelSpec, RouterSpec
 from aigo_apply.errors import AigoError
 
 
@@ -122,6 +123,13 @@ SOCKET_FILE = "engine.sock"  # an engine's Unix socket, in its own folder (desir
 SLOTS = ("a", "b")  # a model's two sockets: a parallel replace starts the new engine on the one not in use
 
 
+def whole(value: object, key: str) -> int:
+    """A spec's whole number (a port, a length), or the TypeError that names it."""
+    if type(value) is not int:
+        raise TypeError(f"{key} {value!r} is not a whole number")
+    return value
+
+
 def socket_file(slot: str = "a") -> str:
     """The socket's file name in its model's folder, for each slot."""
     if slot not in SLOTS:
@@ -144,10 +152,14 @@ class Route:
     slot: str = "a"  # which of the model's two sockets (a parallel replace moves it to the other)
 
     @classmethod
-    def of(cls, alias: str, spec: dict[str, Any], slot: str = "a") -> Route:
-        """The route of a model from its canonical spec: its socket, else its port on 127.0.0.1."""
-        port = None if spec.get("socket") else spec["port"]
-        return cls(alias, port, spec["context_length"], spec["engine"], slot if port is None else "a")
+    def of(cls, alias: str, spec: Mapping[str, object], slot: str = "a") -> Route:
+        """The route of a model from its canonical spec: its socket, else its port on 127.0.0.1. `spec`
+        may be the one a replace replaces (platforms/docker/previous.py), made of values it observed."""
+        port = None if spec.get("socket") else whole(spec["port"], "port")
+        engine = spec["engine"]
+        if not isinstance(engine, str):
+            raise TypeError(f"model '{alias}': engine {engine!r} is not a name")
+        return cls(alias, port, whole(spec["context_length"], "context_length"), engine, slot if port is None else "a")
 
     @property
     def backend(self) -> str:
@@ -185,11 +197,11 @@ class EngineAddress:
     port: int | None = None
 
     @classmethod
-    def of(cls, spec: dict[str, Any], slot: str = "a") -> EngineAddress:
+    def of(cls, spec: Mapping[str, object], slot: str = "a") -> EngineAddress:
         """From a canonical spec this tool built (the desired state, or a plan it just made)."""
         if spec.get("socket"):
             return cls(socket=f"{spec['socket']}/{socket_file(slot)}")
-        return cls(port=int(spec["port"]))
+        return cls(port=int(whole(spec["port"], "port")))
 
     @classmethod
     def of_route(cls, route: Route, sockets_dir: str) -> EngineAddress:
@@ -275,7 +287,7 @@ class AdapterFiles:
 @dataclass(frozen=True)
 class DesiredModel:
     alias: str
-    spec: dict[str, Any]
+    spec: ModelSpec
     container: ContainerSpec
     notes: tuple[str, ...] = ()
     ready_timeout: float = 1800.0  # apply-time only: not part of the spec, so changing it recreates nothing
@@ -290,7 +302,7 @@ class DesiredModel:
 class DesiredRouter:
     """The router container, and the files it should serve once every desired model is ready."""
 
-    spec: dict[str, Any]
+    spec: RouterSpec
     container: ContainerSpec
     routes: tuple[Route, ...]  # one per desired model
     settings: RouterSettings
@@ -315,7 +327,7 @@ class DesiredState:
     adapter_files: Mapping[str, AdapterFiles] = field(default_factory=dict)  # by adapter folder, as read
     logs_set: tuple[str, ...] = ()  # where the file sets log rotation (defaults.logs, ...): Docker's only
 
-    def specs(self) -> dict[str, dict[str, Any]]:
+    def specs(self) -> dict[str, ModelSpec]:
         """alias -> canonical spec: what the model-store and lock helpers read."""
         return {alias: model.spec for alias, model in self.models.items()}
 

@@ -67,8 +67,8 @@ def objects(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any
     sources: list[dict[str, Any]] = [
         {"configMap": {"name": name, "items": [{"key": config_key(p), "path": p} for p in sorted(files)]}}
     ]
-    if spec.get("api_keys"):
-        ref = SecretRef(*next(iter(spec["api_keys"].items())))
+    if api_keys := spec.get("api_keys"):
+        ref = SecretRef(*next(iter(api_keys.items())))
         out.append(secret_object(name, settings.namespace, labels, {API_KEYS_KEY: ref}))
         sources.append({"secret": {"name": name, "items": [{"key": API_KEYS_KEY, "path": API_KEYS_KEY}]}})
     data = {config_key(p): text for p, text in sorted(files.items())}

@@ -18,9 +18,11 @@ from typing import Any
 from aigo_apply.config import kube_names as names
 from aigo_apply.config.host_paths import path_text_problem
 from aigo_apply.config.kube_rules import HOSTNAME_LABEL
+from aigo_apply.config.vllm_flags import DraftSettings
 from aigo_apply.desired.adapters import ADAPTER_MOUNT
 from aigo_apply.desired.engines.common import CACHE_DIR, MODEL_MOUNT
 from aigo_apply.desired.model_store import ADAPTER_FILES, ENGINE_FILES, ENGINE_SUFFIXES, gguf_parts
+from aigo_apply.desired.spec import SourceSpec
 from aigo_apply.desired.types import DesiredModel, canonical_json
 from aigo_apply.errors import UnsafeSetting
 from aigo_apply.kube.secrets import HUB_TOKEN_KEY
@@ -84,7 +86,7 @@ def _model_patterns(file: str | None) -> list[str]:
     return ["*.safetensors", *sorted(ENGINE_FILES), *(f"*{suffix}" for suffix in ENGINE_SUFFIXES)]
 
 
-def _repo(source: dict[str, Any], patterns: list[str]) -> dict[str, Any]:
+def _repo(source: SourceSpec | DraftSettings, patterns: list[str]) -> dict[str, object]:
     return {"repo": source["repo"], "revision": source.get("revision", "main"), "patterns": list(patterns)}
 
 

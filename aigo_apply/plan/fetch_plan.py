@@ -30,7 +30,8 @@ from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import ObservedState
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key
 from aigo_apply.plan.lockfile import LockRestore
-from aigo_apply.plan.types import Action, Blocker, DownloadSpec
+from aigo_apply.plan.payloads import DownloadSpec
+from aigo_apply.plan.types import Action, Blocker
 
 
 def restores(observed: ObservedState, locked: Mapping[str, LockRestore]) -> list[Action]:

@@ -13,6 +13,7 @@ from aigo_apply.adapters.listeners import listening, with_owners
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.config.load import choose_file
 from aigo_apply.desired.model_store import downloads, is_commit, label
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.config_file import load_config
@@ -207,12 +208,12 @@ def _whole_weights(ledger: list[dict[str, Any]]) -> dict[str, int | None]:
     return out
 
 
-def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: dict[str, Any]) -> HubAnswer | None:
+def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: ModelSpec) -> HubAnswer | None:
     key = _remote_key(spec)
     return remote.get(key) if remote and key else None
 
 
-def _remote_key(spec: dict[str, Any]) -> HubKey | None:
+def _remote_key(spec: ModelSpec) -> HubKey | None:
     source = spec.get("source", {})
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
