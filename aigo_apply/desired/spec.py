@@ -84,7 +84,7 @@ ModelSpec = TypedDict(
 
 # The router container's canonical spec (desired/build.router_spec); API keys only by reference. The keys
 # marked Docker's are not in a cluster's form (kube/specs.py). This form keeps NotRequired at run time.
-RouterSpec = TypedDict(
+RouterSpec = TypedDict(  # noqa: UP013 (the class form loses NotRequired at run time, with postponed annotations)
     "RouterSpec",
     {
         "image": str,

@@ -6,7 +6,7 @@ a command line, so a hand-edited saved plan cannot smuggle a flag past validatio
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from aigo_apply.desired.engines import llamacpp, sglang, vllm
 from aigo_apply.desired.engines.common import container_name
