@@ -11,6 +11,7 @@ from aigo_apply.desired.model_store import (
     ADAPTERS,
     KINDS,
     MARKER,
+    Download,
     downloads,
     kind_of,
     label,
@@ -50,7 +51,7 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
     file's models that are missing. A folder's models are those that need the source it holds; one
     that needs another source there is its `mismatch` (the plan blocks on it), and a folder that is
     not where the store keeps the source it holds (an older layout's) says where that is (`moved`)."""
-    users: dict[str, list[dict[str, Any]]] = {}
+    users: dict[str, list[Download]] = {}
     for need in downloads(desired.specs()):
         users.setdefault(need["dest"], []).append(need)
     rows = []
@@ -96,7 +97,7 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _mismatch(needs: list[dict[str, Any]]) -> str:
+def _mismatch(needs: list[Download]) -> str:
     """Which models need which other sources in a folder than the one its marker records."""
     aliases = sorted({a for n in needs for a in n["models"]})
     wanted = ", ".join(sorted({source_text(wanted_source(n)) for n in needs}))

@@ -10,7 +10,7 @@ for human text) has nothing to rewrite in it and every value reads back exactly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import click
 from aigo_apply.cli.ci_output import command, machine
 from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo, json_line
 from aigo_apply.config.machine_text import json_text
+from aigo_apply.desired.images import LocalImage
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, shown_path
 from aigo_apply.platforms.secrets import redact_data
 from aigo_apply.platforms.views import JSON_FORMAT_VERSION, Readiness
@@ -105,7 +106,7 @@ class TextView(TextReporter):
         for line in bench_lines(report):
             echo(line, colours=False)
 
-    def image(self, info: dict[str, Any]) -> None:
+    def image(self, info: LocalImage) -> None:
         from aigo_apply.desired.images import render
 
         echo(render(_one_line_each(info)), colours=False)
@@ -171,7 +172,7 @@ class JsonView(JsonReporter):
     def bench(self, report: dict[str, Any]) -> None:
         _json(report)
 
-    def image(self, info: dict[str, Any]) -> None:
+    def image(self, info: LocalImage) -> None:
         _json(info)
 
     def stored_models(self, rows: list[dict[str, Any]]) -> None:
@@ -236,7 +237,7 @@ def _one_line_each(data: Any, keep: str = "") -> Any:
     return data
 
 
-def _json(data: dict[str, Any]) -> None:
+def _json(data: Mapping[str, object]) -> None:
     """One JSON document, its `format_version` first: secrets redacted in the data (a value escaped
     in JSON no longer reads as itself), written by config/machine_text (no CI command in it, the
     exact values)."""

@@ -12,12 +12,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.config.host_paths import HF_CACHE, Protected
 from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.swap_groups import SwapGroup
 from aigo_apply.desired.canary import CanarySettings
+from aigo_apply.desired.images import ImageObject
 from aigo_apply.desired.spec import ModelSpec, RouterSpec
 from aigo_apply.errors import AigoError
 
@@ -46,6 +47,13 @@ class Mount:
     read_only: bool = True
 
 
+class LogConfig(TypedDict):
+    """Docker's HostConfig.LogConfig."""
+
+    type: str
+    config: dict[str, str]
+
+
 LOG_DRIVER = "json-file"  # the driver `docker logs` reads back, with files Docker rotates itself
 
 
@@ -57,10 +65,10 @@ class LogRotation:
     max_size: str  # canonical: a whole number and k, m or g (1024-based, as Docker reads it), e.g. "50m"
     max_files: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, int | str]:
         return {"max_files": self.max_files, "max_size": self.max_size}
 
-    def log_config(self) -> dict[str, Any]:
+    def log_config(self) -> LogConfig:
         """Docker's HostConfig.LogConfig for it (the API takes the options as strings)."""
         return {"type": LOG_DRIVER, "config": {"max-size": self.max_size, "max-file": str(self.max_files)}}
 
@@ -91,7 +99,7 @@ class ContainerSpec:
     confined: bool = False
     logs: LogRotation | None = None  # None: the daemon's default driver, unbounded (no container aigo-apply makes)
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> dict[str, object]:
         """Everything that defines the container except its labels, as JSON-ready data."""
         return {
             "name": self.name,
@@ -172,9 +180,14 @@ class Route:
         """The engine's socket as the router container sees it (None: the engine listens on a port)."""
         return None if self.port is not None else f"{ROUTER_SOCKETS}/{self.alias}/{socket_file(self.slot)}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """As dataclasses.asdict gives it (every field is a plain value), without its deep copy."""
-        out = {"alias": self.alias, "port": self.port, "max_model_len": self.max_model_len, "owned_by": self.owned_by}
+        out: dict[str, object] = {
+            "alias": self.alias,
+            "port": self.port,
+            "max_model_len": self.max_model_len,
+            "owned_by": self.owned_by,
+        }
         return out | ({"slot": self.slot} if self.slot != "a" else {})
 
 
@@ -319,9 +332,9 @@ class DesiredState:
     file: str
     router: DesiredRouter
     models: dict[str, DesiredModel]
-    warnings: tuple[str, ...] = ()
-    vllm_image: dict[str, Any] = field(default_factory=dict)  # images.image_object for the vllm engine
-    models_dir: Any = None  # pathlib.Path of the model store (defaults.models_dir)
+    warnings: tuple[str, ...]
+    vllm_image: ImageObject  # images.image_object for the vllm engine
+    models_dir: Path  # the model store (defaults.models_dir)
     disabled: tuple[str, ...] = ()  # aliases in the file with `enabled: false`: nothing of them runs
     swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models that take turns (config/swap_groups.py)
     adapter_files: Mapping[str, AdapterFiles] = field(default_factory=dict)  # by adapter folder, as read
@@ -339,6 +352,6 @@ class DesiredState:
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: object) -> str:
     """Compact, key-sorted JSON: equal data always gives equal text (and hash)."""
     return _CANONICAL.encode(value)

@@ -4,6 +4,7 @@ entry point the user has."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from aigo_apply.adapters.host import docker_facts, host_memory, nvml_facts
 from aigo_apply.adapters.listeners import listening, with_owners
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.config.load import choose_file
-from aigo_apply.desired.model_store import downloads, is_commit, label
+from aigo_apply.desired.model_store import Download, downloads, is_commit, label
 from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.errors import AigoError
@@ -108,7 +109,7 @@ def lock_checks(
     return checks
 
 
-def _hub_commits(moving: dict[str, dict[str, Any]]) -> dict[str, str]:
+def _hub_commits(moving: Mapping[str, Download]) -> dict[str, str]:
     """label -> the commit the Hub names now for each download aigo.lock pins to a branch or tag
     (none offline; one the Hub does not answer is left out)."""
     from concurrent.futures import ThreadPoolExecutor
