@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from aigo_apply.config.host_paths import HF_CACHE, Protected
 from aigo_apply.config.path_facts import HostPaths
@@ -91,7 +91,9 @@ class ContainerSpec:
     shm_size: int | None = None  # bytes of its own /dev/shm (an engine's NCCL and workers need more than 64 MiB)
     restart_policy: str = "unless-stopped"
     entrypoint: tuple[str, ...] | None = None  # None keeps the image's own
-    network_mode: str = "bridge"  # "host": the router (it binds itself); "none": an engine on its socket
+    network_mode: Literal["bridge", "host", "none"] = (
+        "bridge"  # "host": the router (it binds itself); "none": an engine on its socket
+    )
     user: str | None = None  # None keeps the image's own user
     cpu_shares: int | None = None  # its CPU weight when the CPUs are contended (Docker's --cpu-shares); None: 1024
     # no capability but binding a low port, and no new privileges: an image the file chose that runs on the
@@ -297,6 +299,9 @@ class AdapterFiles:
     hub: bool = False  # read from the Hub's adapter_config.json: a repo adapter not downloaded yet
 
 
+UpdateMode = Literal["auto", "parallel", "recreate", "sleep"]  # the schema's `update`
+
+
 @dataclass(frozen=True)
 class DesiredModel:
     alias: str
@@ -305,9 +310,7 @@ class DesiredModel:
     notes: tuple[str, ...] = ()
     ready_timeout: float = 1800.0  # apply-time only: not part of the spec, so changing it recreates nothing
     port: int = 0  # the port chosen for it, used where it is not in the spec (a socket engine; a cluster's Service)
-    update: str = (
-        "auto"  # how a running engine is replaced (plan/replace_strategy.py); apply-time only, like ready_timeout
-    )
+    update: UpdateMode = "auto"  # how a running engine is replaced (plan/replace_strategy.py); apply-time only
     canary: CanarySettings | None = None  # the gate on a replace (desired/canary.py); apply-time only too
 
 
