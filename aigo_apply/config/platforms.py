@@ -3,12 +3,12 @@ Its own small module, so that choosing the platform loads nothing of the Kuberne
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 PLATFORMS = ("docker", "kubernetes")
 DEFAULT_PLATFORM = "docker"
 
 
-def platform_of(data: dict[str, Any]) -> str:
+def platform_of(data: Mapping[str, object]) -> str:
     platform = data.get("platform", DEFAULT_PLATFORM)
     return platform if platform in PLATFORMS else DEFAULT_PLATFORM

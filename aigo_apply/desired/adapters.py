@@ -47,7 +47,7 @@ def rank_choice(rank: int) -> int | None:
 
 
 def lora_settings(
-    settings: dict[str, Any], adapters: dict[str, dict[str, Any]], files: Mapping[str, AdapterFiles]
+    settings: Mapping[str, Any], adapters: dict[str, dict[str, Any]], files: Mapping[str, AdapterFiles]
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The vLLM settings with max_loras and max_lora_rank filled for a model with adapters, and the
     plan's notes on how the rank was chosen."""

@@ -6,6 +6,7 @@ repositoryOverridden, repoDigests and sizeBytes)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, ROUTER_IMAGE
@@ -20,13 +21,13 @@ BUILT_IN: dict[str, tuple[str, str | None]] = {
 }
 
 
-def image_reference(data: dict[str, Any], engine: str) -> str | None:
+def image_reference(data: Mapping[str, Any], engine: str) -> str | None:
     """'repository:tag' for an engine from a validated config; None when its tag is not given."""
     ref: str | None = image_object(data, engine)["image_reference"]
     return ref
 
 
-def image_object(data: dict[str, Any], engine: str) -> dict[str, Any]:
+def image_object(data: Mapping[str, Any], engine: str) -> dict[str, Any]:
     """Pure: the image object for `engine` ('vllm' or 'router') from a validated config."""
     if engine not in BUILT_IN:
         raise UsageProblem(f"unknown engine {engine!r}; known here: {', '.join(BUILT_IN)}")
