@@ -70,7 +70,7 @@ class Speculative(TypedDict):
 
 class VllmSettings(TypedDict, total=False):
     """vLLM serve settings; the name lists (parsers, backends, quantization, ...) are a vLLM release's
-    (schemas/vllm-v*.json), so they are plain strings here."""
+    (its facts file, config/vllm_facts.py), so they are plain strings here."""
 
     tool_calling: bool
     tool_call_parser: str

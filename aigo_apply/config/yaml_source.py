@@ -36,9 +36,9 @@ class _Loader(_BaseLoader):
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
-        self._tags: dict[tuple[str, tuple[bool, bool]], str] = {}
+        self._tags: dict[tuple[str | None, bool | tuple[bool, bool]], str] = {}
 
-    def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
+    def resolve(self, kind: type[yaml.Node], value: str | None, implicit: bool | tuple[bool, bool]) -> str:
         if kind is not yaml.ScalarNode or self.yaml_path_resolvers:
             resolved: str = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
             return resolved
