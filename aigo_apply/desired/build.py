@@ -138,7 +138,7 @@ def build_desired(
     )
 
 
-def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
+def tag_warnings(engine: Mapping[str, Any]) -> tuple[str, ...]:
     """Setting names are checked against the release the tag names when its facts are here (v0.31.0,
     v0.32.0, v0.33.0, v0.34.0), else against v0.31.0: say so when the tag names another release."""
     tag = str(engine.get("image_tag", VLLM.default_tag))
@@ -179,7 +179,7 @@ def router_spec(project: str, router: dict[str, Any], host: HostContext, default
 
 
 def desired_router(
-    data: dict[str, Any], models: dict[str, DesiredModel], host: HostContext, groups: tuple[SwapGroup, ...] = ()
+    data: Mapping[str, Any], models: dict[str, DesiredModel], host: HostContext, groups: tuple[SwapGroup, ...] = ()
 ) -> DesiredRouter:
     project = data["project"]
     spec = router_spec(project, data.get("router", {}), host, data.get("defaults", {}))
@@ -235,7 +235,7 @@ def listen_notes(alias: str, spec: ModelSpec) -> tuple[str, ...]:
     )
 
 
-def ignored_settings(model: dict[str, Any], engine: str) -> tuple[str, ...]:
+def ignored_settings(model: Mapping[str, Any], engine: str) -> tuple[str, ...]:
     """A note for each engine's settings block that this model's engine does not read."""
     return tuple(
         f"{other} settings ({', '.join(sorted(model[other]))}) are ignored: this model runs on {engine}"
@@ -245,8 +245,8 @@ def ignored_settings(model: dict[str, Any], engine: str) -> tuple[str, ...]:
 
 
 def model_spec(
-    model: dict[str, Any],
-    defaults: dict[str, Any],
+    model: Mapping[str, Any],
+    defaults: Mapping[str, Any],
     engine: str,
     image: str,
     port: int,
@@ -328,7 +328,7 @@ def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path, mounts: 
     return dict(sorted(out.items()))
 
 
-def vllm_settings(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+def vllm_settings(settings: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(settings)
     out["gpu_memory_utilization"] = float(
         settings.get("gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION))

@@ -37,7 +37,7 @@ class CanarySettings:
         )
 
 
-def canary_of(model: dict[str, Any], defaults: dict[str, Any]) -> CanarySettings | None:
+def canary_of(model: Mapping[str, Any], defaults: Mapping[str, Any]) -> CanarySettings | None:
     """The model's gate: its own `canary` over the defaults' (key by key), `false` for none; None
     when neither declares one."""
     own, common = model.get("canary"), defaults.get("canary")

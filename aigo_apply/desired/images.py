@@ -43,12 +43,12 @@ class LocalImage(ImageObject):
     size_bytes: int | None
 
 
-def image_reference(data: dict[str, Any], engine: str) -> str | None:
+def image_reference(data: Mapping[str, Any], engine: str) -> str | None:
     """'repository:tag' for an engine from a validated config; None when its tag is not given."""
     return image_object(data, engine)["image_reference"]
 
 
-def image_object(data: dict[str, Any], engine: str) -> ImageObject:
+def image_object(data: Mapping[str, Any], engine: str) -> ImageObject:
     """Pure: the image object for `engine` ('vllm' or 'router') from a validated config."""
     if engine not in BUILT_IN:
         raise UsageProblem(f"unknown engine {engine!r}; known here: {', '.join(BUILT_IN)}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ HOST_FIELDS = ("gpus", "port", "kubernetes")  # kubernetes: node pinning and sto
 HOST_ENGINE_FIELDS = {name: kind.host_settings for name, kind in ENGINES.items()}
 
 
-def portable(model: dict[str, Any]) -> dict[str, Any]:
+def portable(model: Mapping[str, Any]) -> dict[str, Any]:
     """The model entry without the host-dependent settings."""
     out = {k: copy.deepcopy(v) for k, v in model.items() if k not in HOST_FIELDS}
     for engine, fields in HOST_ENGINE_FIELDS.items():
@@ -55,7 +56,7 @@ def host_settings(model: dict[str, Any]) -> list[str]:
     return found
 
 
-def local_paths(model: dict[str, Any]) -> list[tuple[str, str]]:
+def local_paths(model: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(dotted setting, path) for each file the model reads from this machine's disk: its source, a
     speculative draft and each LoRA adapter given as `path:`; another machine will not have them."""
     places = [("source", model.get("source"))]
@@ -134,14 +135,14 @@ def read_definition(
     assert raw is not None
     source = load_bytes(raw, path)
     data = source.data
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("model"), dict):
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(model, dict):
         raise AigoError(f"{shown(path)}: not an aigo-apply model definition (expected `format: {FORMAT}` and `model:`)")
     if source.problems:  # duplicate keys and the like: which of two values is meant is not clear
         raise ConfigInvalid(path, unquoted(source.problems))
     name = alias or data.get("alias")
     if not isinstance(name, str) or not name:
         raise AigoError(f"{shown(path)}: the definition names no alias; pass --as ALIAS")
-    model = data["model"]
     _check_entry(path, source, name, portable(model), alias is not None, config_file)
     notes = []
     dropped = host_settings(model)
@@ -211,7 +212,11 @@ def _in_definition(
     elif from_option:
         line, column = 1, 1
     else:
-        line, column = source.marks.of_value(("alias",)) if "alias" in source.data else source.marks.of_key(("model",))
+        line, column = (
+            source.marks.of_value(("alias",))
+            if isinstance(source.data, dict) and "alias" in source.data
+            else source.marks.of_key(("model",))
+        )
     message = problem.message.replace(probe.file, path)
     return Problem(line, column, shown_path, message, path)
 
@@ -264,7 +269,9 @@ def with_entry(text: str, source: Source, alias: str, model: dict[str, Any], dis
         lines.pop()
     else:
         lines[-1] += newline
-    models = source.data["models"]
+    models = source.data.get("models") if isinstance(source.data, dict) else None
+    if not isinstance(models, dict):
+        raise AigoError(f"{display}: has no `models:` mapping to add to")
     line, column = source.marks.of_value(("models",))
     flow = lines[line - 1][column - 1 : column] == "{"
     if not models and flow and (empty := _EMPTY.match(lines[line - 1], column - 1)) is not None:

@@ -8,6 +8,7 @@ with these defaults (`render --as kubernetes`), so a user can look before moving
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,7 @@ def default_namespace(project: str) -> str:
     return re.sub(r"[^a-z0-9-]", "-", project.lower()).strip("-") or "default"
 
 
-def settings_of(data: dict[str, Any]) -> KubeSettings:
+def settings_of(data: Mapping[str, Any]) -> KubeSettings:
     """The settings of a validated file (`Config.data`), defaults filled."""
     section = data.get("kubernetes") or {}
     storage = section.get("storage") or {}
