@@ -146,7 +146,7 @@ class EngineImage(TypedDict, total=False):
     image_tag: str
 
 
-Engines = TypedDict("Engines", {"vllm": EngineImage, "sglang": EngineImage, "llama.cpp": EngineImage}, total=False)
+Engines = dict[str, EngineImage]  # engine name -> its image (the schema allows the engines' names only)
 
 
 class Toleration(TypedDict, total=False):
