@@ -15,7 +15,7 @@ from aigo_apply.config.vllm_facts import COMPILATION_FLAGS
 
 class DraftSettings(TypedDict, total=False):
     """A speculative draft model: {repo, revision} or {path}, like a model's source without `file`;
-    `model_dir`, its host folder, only in a canonical spec (desired/build.speculative_spec)."""
+    `model_dir`, its host folder, only in a canonical spec (desired/engines/vllm.speculative_spec)."""
 
     repo: str
     revision: str

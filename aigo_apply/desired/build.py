@@ -16,11 +16,9 @@ from pathlib import Path
 from aigo_apply.config.defaults import (
     AUTO_PORT_BASE,
     AUTO_PORT_SPAN,
-    DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_READY_TIMEOUT,
     DEFAULT_ROUTER_BIND,
     DEFAULT_ROUTER_PORT,
-    DEFAULT_TOOL_CALL_PARSER,
     ROUTER_DEFAULT_TAG,
     ROUTER_IMAGE,
     ROUTER_MAX_BODY_MB,
@@ -40,10 +38,10 @@ from aigo_apply.config.vllm_facts import (
     known_releases,
     tag_release,
 )
-from aigo_apply.config.vllm_flags import SpeculativeSettings, VllmSettings
 from aigo_apply.desired import engines
-from aigo_apply.desired.adapters import adapter_folders, adapter_specs, lora_settings
+from aigo_apply.desired.adapters import adapter_folders, lora_settings
 from aigo_apply.desired.canary import canary_of
+from aigo_apply.desired.engines.common import Where
 from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
 from aigo_apply.desired.logs import log_settings, logs_written
@@ -121,7 +119,7 @@ def build_desired(
         notes += listen_notes(alias, spec)
         container = engines.render(data["project"], alias, spec)
         desired[alias] = DesiredModel(alias, spec, container, notes, float(timeout), ports[alias], update, canary)
-    uses_vllm = any(m.spec["engine"] == "vllm" for m in desired.values())
+    uses_vllm = any(m.spec["engine"] == VLLM.name for m in desired.values())
     warnings = tag_warnings(data.get("engines", {}).get("vllm", {})) if uses_vllm else ()
     groups = swap_groups(models)
     return DesiredState(
@@ -290,57 +288,11 @@ def model_spec(
         spec["model_file"] = model_file
     if key := sleep_key(model, defaults, engine, bool(socket)):  # only when set: other models' specs stay as they were
         spec[key] = True  # on_demand, or sleep_mode (update: sleep): the engine starts with vLLM's sleep mode
-    if engine == "vllm":
-        written = model.get("vllm", {})
-        settings = vllm_settings(written, defaults)
-        if "speculative" in written:
-            settings["speculative"] = speculative_spec(written["speculative"], base_dir, store, mounts)
-        if model.get("adapters"):  # only when set: the specs of models without adapters stay as they were
-            spec["adapters"] = adapters = adapter_specs(model["adapters"], base_dir, store, mounts)
-            settings = lora_settings(settings, adapters, adapter_files or {})[0]
-        spec["vllm"] = settings
-    elif engine == "sglang":
-        sglang: dict[str, object] = {**model.get("sglang", {})}
-        sglang["gpu_memory_utilization"] = float(
-            model.get("sglang", {}).get(
-                "gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
-            )
-        )
-        spec["sglang"] = dict(sorted(sglang.items()))
-    else:
-        spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
+    # the engine's settings block (and a vLLM model's adapters), defaults filled: its renderer's
+    spec |= engines.ENGINES[engine].settings(model, defaults, Where(base_dir, store, mounts, adapter_files or {}))
     order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", "socket"]
     order += ["on_demand", "sleep_mode", engine, "adapters", "env", "logs"]
     return model_spec_of({key: spec[key] for key in order if key in spec}, f"a {engine} model")
-
-
-def speculative_spec(spec: SpeculativeSettings, base_dir: Path, store: Path, mounts: Mounts) -> dict[str, object]:
-    """The speculative settings with the draft model resolved to its host folder (mounted read-only)."""
-    out: dict[str, object] = {k: v for k, v in spec.items() if k != "draft"}
-    draft = spec.get("draft")
-    if draft and "repo" in draft:
-        revision = draft.get("revision", "main")
-        out["draft"] = {
-            "repo": draft["repo"],
-            "revision": revision,
-            "model_dir": str(repo_dir(store, draft["repo"], revision)),
-        }
-    elif draft:
-        folder = str(mountable(base_dir, draft["path"], "vllm.speculative.draft.path", mounts))
-        out["draft"] = {"path": folder, "model_dir": folder}
-    return dict(sorted(out.items()))
-
-
-def vllm_settings(settings: VllmSettings, defaults: Defaults) -> dict[str, object]:
-    """The vLLM settings as the spec holds them: the file's, with the fraction and tool calling filled."""
-    out: dict[str, object] = {**settings}
-    out["gpu_memory_utilization"] = float(
-        settings.get("gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
-    )
-    out["tool_calling"] = settings.get("tool_calling", True)
-    if out["tool_calling"] and "tool_call_parser" not in settings:
-        out["tool_call_parser"] = DEFAULT_TOOL_CALL_PARSER
-    return dict(sorted(out.items()))
 
 
 def _env_value(value: EnvValue) -> str | dict[str, str]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from aigo_apply.config.document import Defaults, ModelEntry
 from aigo_apply.desired.engines import llamacpp, sglang, vllm
-from aigo_apply.desired.engines.common import container_name
+from aigo_apply.desired.engines.common import Where, container_name
 from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import ContainerSpec
 from aigo_apply.errors import AigoError
@@ -19,6 +20,10 @@ class _Engine(Protocol):
     """What the planner needs of an engine module."""
 
     def render(self, project: str, alias: str, spec: ModelSpec) -> ContainerSpec: ...
+
+    def settings(self, model: ModelEntry, defaults: Defaults, where: Where) -> dict[str, object]:
+        """The keys of a model's spec that its engine's settings make (its settings block, defaults filled)."""
+        ...
 
 
 ENGINES: dict[str, _Engine] = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp}

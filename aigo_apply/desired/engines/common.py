@@ -6,13 +6,16 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 from aigo_apply.config import env_names, invisible
 from aigo_apply.desired import labels
 from aigo_apply.desired.logs import rotation
+from aigo_apply.desired.model_store import Mounts
 from aigo_apply.desired.spec import ModelSpec
-from aigo_apply.desired.types import SOCKET_FILE, ContainerSpec, Mount, SecretRef, socket_file
+from aigo_apply.desired.types import SOCKET_FILE, AdapterFiles, ContainerSpec, Mount, SecretRef, socket_file
 from aigo_apply.errors import UnsafeSetting
 
 MODEL_MOUNT = "/models"
@@ -68,6 +71,18 @@ def with_slot(container: ContainerSpec, slot: str) -> ContainerSpec:
             "labels": {**container.labels, labels.SLOT: slot},
         }
     )
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a model's files lead, for the settings of an engine that name folders (a draft model, LoRA
+    adapters): the config file's folder, the model store, the build's view of the host's folders, and
+    what each adapter's folder holds (read before the build)."""
+
+    base_dir: Path
+    store: Path
+    mounts: Mounts
+    adapter_files: Mapping[str, AdapterFiles]
 
 
 def container_name(project: str, alias: str) -> str:

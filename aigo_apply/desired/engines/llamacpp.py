@@ -9,8 +9,9 @@ llama.cpp has no memory fraction: it takes what the layers it offloads and the c
 
 from __future__ import annotations
 
+from aigo_apply.config.document import Defaults, ModelEntry
 from aigo_apply.config.engine_kinds import LLAMACPP
-from aigo_apply.desired.engines.common import MODEL_MOUNT, check_command, engine_container, number
+from aigo_apply.desired.engines.common import MODEL_MOUNT, Where, check_command, engine_container, number
 from aigo_apply.desired.model_store import gguf_parts
 from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import ContainerSpec, Mount
@@ -29,6 +30,11 @@ FLAGS = (
     "--host",
     "--port",
 )
+
+
+def settings(model: ModelEntry, defaults: Defaults, where: Where) -> dict[str, object]:
+    """`llama.cpp`: the file's settings, every layer on the GPUs unless it says how many."""
+    return {LLAMACPP.name: dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))}
 
 
 def render(project: str, alias: str, spec: ModelSpec) -> ContainerSpec:

@@ -8,9 +8,12 @@ told otherwise, so --host 0.0.0.0 is fixed: the port is still published on the h
 
 from __future__ import annotations
 
+from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION
+from aigo_apply.config.document import Defaults, ModelEntry
 from aigo_apply.config.engine_kinds import SGLANG
 from aigo_apply.desired.engines.common import (
     MODEL_MOUNT,
+    Where,
     cache_mount,
     check_command,
     engine_container,
@@ -32,6 +35,16 @@ FLAGS = (
     "--host",
     "--port",
 )
+
+
+def settings(model: ModelEntry, defaults: Defaults, where: Where) -> dict[str, object]:
+    """`sglang`: the file's settings with the memory fraction filled."""
+    written = model.get("sglang", {})
+    block: dict[str, object] = {**written}
+    block["gpu_memory_utilization"] = float(
+        written.get("gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
+    )
+    return {SGLANG.name: dict(sorted(block.items()))}
 
 
 def render(project: str, alias: str, spec: ModelSpec) -> ContainerSpec:

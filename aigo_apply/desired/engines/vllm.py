@@ -13,6 +13,8 @@ import json
 import re
 from collections.abc import Mapping
 
+from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_TOOL_CALL_PARSER
+from aigo_apply.config.document import Defaults, ModelEntry
 from aigo_apply.config.engine_kinds import VLLM
 from aigo_apply.config.env_names import SLEEP_MODE_ENV, SLEEP_MODE_FLAG
 from aigo_apply.config.names import ALIAS_RE
@@ -26,16 +28,18 @@ from aigo_apply.config.vllm_facts import (
     unknown_compilation,
 )
 from aigo_apply.config.vllm_flags import BOOL_FLAGS, FLAG_KEYS, VALUE_FLAGS, SpeculativeSettings, VllmSettings
-from aigo_apply.desired.adapters import ADAPTER_MOUNT, MAX_LORA_RANKS
+from aigo_apply.desired.adapters import ADAPTER_MOUNT, MAX_LORA_RANKS, adapter_specs, lora_settings
 from aigo_apply.desired.engines.common import (
     ENGINE_SOCKET,
     MODEL_MOUNT,
     SOCKET_MOUNT,
+    Where,
     cache_mount,
     check_command,
     engine_container,
 )
 from aigo_apply.desired.engines.common import number as _number
+from aigo_apply.desired.model_store import mountable, repo_dir
 from aigo_apply.desired.spec import AdapterSpec, ModelSpec
 from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import UnsafeSetting
@@ -57,6 +61,49 @@ SOCKET_ENTRYPOINT = (
 _KNOWN_FLAGS = frozenset(FLAG_KEYS) - {"--model"}
 # The one JSON value we build ourselves (--speculative-config) from checked names, numbers and paths.
 _SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}\Z')
+
+
+def settings(model: ModelEntry, defaults: Defaults, where: Where) -> dict[str, object]:
+    """`vllm`: the file's settings with the memory fraction and tool calling filled, a draft model's
+    folder, and for a model with LoRA adapters, `adapters` and the adapter settings they need."""
+    written = model.get("vllm", {})
+    block = vllm_settings(written, defaults)
+    if "speculative" in written:
+        block["speculative"] = speculative_spec(written["speculative"], where)
+    out: dict[str, object] = {}
+    if model.get("adapters"):  # only when set: the specs of models without adapters stay as they were
+        out["adapters"] = adapters = adapter_specs(model["adapters"], where.base_dir, where.store, where.mounts)
+        block = lora_settings(block, adapters, where.adapter_files)[0]
+    return out | {VLLM.name: block}
+
+
+def speculative_spec(spec: SpeculativeSettings, where: Where) -> dict[str, object]:
+    """The speculative settings with the draft model resolved to its host folder (mounted read-only)."""
+    out: dict[str, object] = {k: v for k, v in spec.items() if k != "draft"}
+    draft = spec.get("draft")
+    if draft and "repo" in draft:
+        revision = draft.get("revision", "main")
+        out["draft"] = {
+            "repo": draft["repo"],
+            "revision": revision,
+            "model_dir": str(repo_dir(where.store, draft["repo"], revision)),
+        }
+    elif draft:
+        folder = str(mountable(where.base_dir, draft["path"], "vllm.speculative.draft.path", where.mounts))
+        out["draft"] = {"path": folder, "model_dir": folder}
+    return dict(sorted(out.items()))
+
+
+def vllm_settings(settings: VllmSettings, defaults: Defaults) -> dict[str, object]:
+    """The vLLM settings as the spec holds them: the file's, with the fraction and tool calling filled."""
+    out: dict[str, object] = {**settings}
+    out["gpu_memory_utilization"] = float(
+        settings.get("gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
+    )
+    out["tool_calling"] = settings.get("tool_calling", True)
+    if out["tool_calling"] and "tool_call_parser" not in settings:
+        out["tool_call_parser"] = DEFAULT_TOOL_CALL_PARSER
+    return dict(sorted(out.items()))
 
 
 def render(project: str, alias: str, spec: ModelSpec) -> ContainerSpec:

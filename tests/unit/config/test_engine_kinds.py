@@ -27,7 +27,6 @@ REMAINING: dict[str, tuple[int, str]] = {
     "config/rules.py": (1, "vLLM's deprecated quantization methods"),
     "config/schema.py": (1, "hints from vLLM's flag table (`'vllm' in path`)"),
     "config/vllm_flags.py": (1, "vLLM's flag table"),
-    "desired/build.py": (3, "to move: per-engine settings defaults; vLLM's tag warnings (its release facts)"),
     "desired/engines/__init__.py": (1, "the renderers (code, not data) keyed by the records' names"),
     "desired/spec.py": (1, "the typed spec (a TypedDict) names each engine's settings block; its check derives them"),
     "observe/start_log.py": (1, "vLLM's start-up log"),
