@@ -22,6 +22,7 @@ from aigo_apply.plan.downtime import with_downtime
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
+from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.payloads import ModelPayload
 from aigo_apply.plan.replace_strategy import BESIDE, choose
 from aigo_apply.plan.router_plan import STOPPED, router_action
@@ -191,7 +192,7 @@ def with_strategies(
     actions: list[Action],
     desired: DesiredState,
     by_alias: dict[str, list[ObservedContainer]],
-    ledger: tuple[dict[str, Any], ...],
+    ledger: tuple[LedgerRow, ...],
     skip_canary: bool = False,
     host_free: int | None = None,
 ) -> list[Action]:
