@@ -28,6 +28,7 @@ from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.model_files import Unreadable, model_facts, read_folder_file, read_folder_json
 from aigo_apply.plan import gpu_ledger
 from aigo_apply.plan.fit import MIN_CONTEXT, Fit, context_limit, fit
+from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.model_proposal import Proposal, propose
 from aigo_apply.plan.text import shown
 from aigo_apply.platforms.docker.planning import observe
@@ -234,7 +235,7 @@ def _fit(config: Config, found: ModelFiles, longest: int | None, gpus: GpuFacts 
         return Fit(True, None, 1, length, None, None, why, ("a cluster's file: each pod gets GPUs of its own",))
     desired = desired_state(config, current_host())
     facts = gpus or GpuFacts(nvml_facts(), _running_engines(desired.project))
-    rows: list[dict[str, Any]] = []
+    rows: list[LedgerRow] = []
     notes: tuple[str, ...] = ()
     if facts.nvml.get("available"):
         files = {a: model_facts(m.spec) for a, m in desired.models.items() if m.spec["gpus"] != "none"}

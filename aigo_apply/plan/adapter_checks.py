@@ -12,7 +12,6 @@ with (its `base_model_name_or_path` names another repo). Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from aigo_apply.desired.model_store import is_complete
 from aigo_apply.desired.spec import ModelSpec
@@ -27,7 +26,7 @@ HUB_FIX = "pin the adapter's source.revision to a commit whose adapter_config.js
 RANK_FIX = "raise the model's vllm.max_lora_rank (or leave it unset: it then fits the largest adapter)"
 
 
-def adapter_checks(desired: DesiredState, markers: Mapping[str, dict[str, Any]] | None = None) -> list[Check]:
+def adapter_checks(desired: DesiredState, markers: Mapping[str, Mapping[str, object]] | None = None) -> list[Check]:
     """`markers`: the model store's download markers by folder (observe/markers.read_markers)."""
     out = []
     for alias, model in sorted(desired.models.items()):

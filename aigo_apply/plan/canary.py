@@ -8,10 +8,19 @@ plans every gate as skipped; `apply --require-canary` blocks a plan with a repla
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.desired.canary import CanarySettings
+
+
+class GateDict(TypedDict):
+    """A CanaryGate as the plan's JSON has it (an action's `canary`)."""
+
+    settings: Mapping[str, object]  # desired/canary.CanarySettings.to_dict
+    runs: bool
+    why: str
 
 
 @dataclass(frozen=True)
@@ -22,12 +31,15 @@ class CanaryGate:
     runs: bool
     why: str = ""  # when it does not run
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GateDict:
         return {"settings": self.settings.to_dict(), "runs": self.runs, "why": self.why}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CanaryGate:
-        return cls(CanarySettings.from_dict(data["settings"]), bool(data["runs"]), str(data.get("why", "")))
+    def from_dict(cls, data: Mapping[str, object]) -> CanaryGate:
+        settings = data["settings"]
+        if not isinstance(settings, dict):  # plan_file.check_shape made it an object
+            raise TypeError(f"canary settings {settings!r} are not an object")
+        return cls(CanarySettings.from_dict(settings), bool(data["runs"]), str(data.get("why", "")))
 
     def __str__(self) -> str:
         if self.runs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.desired.canary import CanarySettings
 
@@ -62,7 +62,7 @@ class Measurement:
     def first_error(self) -> str:
         return next((s.error for s in self.samples if not s.ok), "")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MeasurementDict:
         return {
             "requests": len(self.samples),
             "errors": self.errors,
@@ -71,6 +71,17 @@ class Measurement:
             "ttft_p95_seconds": _round(self.ttft(0.95)),
             "wall_seconds": round(self.wall_seconds, 3),
         }
+
+
+class MeasurementDict(TypedDict):
+    """A Measurement as the apply report, aigo.lock and bench have it."""
+
+    requests: int
+    errors: int
+    output_tokens_per_second: float
+    ttft_p50_seconds: float | None
+    ttft_p95_seconds: float | None
+    wall_seconds: float
 
 
 def _round(value: float | None) -> float | None:
@@ -149,8 +160,8 @@ class CanaryResult:
     output_differences: list[OutputDifference] = field(default_factory=list)
     measured_at: str = ""  # UTC, ISO 8601: when the measurement ended
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "model": self.alias,
             "measured_at": self.measured_at,
             "passed": self.verdict.passed,

@@ -6,15 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.errors import PlanFileError
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
 from aigo_apply.observe.start_log import StartRecord
 from aigo_apply.plan.host_checks import Check
+from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.lockfile import LockRestore
 
 PULL_POLICIES = ("missing", "always", "never")
+
+
+class RequestDict(TypedDict):
+    """A PlanRequest as the plan's JSON has it (`request`)."""
+
+    replace: list[str]
+    target: list[str]
+    ignore: list[str]
+    pull: str
+    locked: bool
+    skip_canary: bool
+    require_canary: bool
 
 
 @dataclass(frozen=True)
@@ -36,7 +49,7 @@ class PlanRequest:
         if self.skip_canary and self.require_canary:
             raise ValueError("--skip-canary and --require-canary contradict each other")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RequestDict:
         return {
             "replace": sorted(self.replace),
             "target": sorted(self.target),
@@ -48,7 +61,7 @@ class PlanRequest:
         }
 
     @classmethod
-    def from_dict(cls, data: Any) -> PlanRequest:
+    def from_dict(cls, data: object) -> PlanRequest:
         """Read back from a saved plan: only the options, checked for their types; the plan made
         with them must still equal the saved one before anything runs."""
         names = ("replace", "target", "ignore")
@@ -91,9 +104,9 @@ class PlanFacts:
     replaced engine's weights would wait while it sleeps (plan/replace_strategy.py)."""
 
     checks: tuple[Check, ...] = ()
-    gpu_ledger: tuple[dict[str, Any], ...] = ()
+    gpu_ledger: tuple[LedgerRow, ...] = ()
     remote: Mapping[HubKey, HubAnswer] = field(default_factory=dict)
-    checkpoints: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    checkpoints: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     locked_images: Mapping[str, LockRestore] = field(default_factory=dict)
     starts: Mapping[str, tuple[StartRecord, ...]] = field(default_factory=dict)
     host_memory_free: int | None = None

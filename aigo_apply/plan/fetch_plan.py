@@ -7,11 +7,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from pathlib import PurePath
-from typing import Any
 
 from aigo_apply.desired.model_store import (
     KINDS,
-    Download,
     downloads,
     foreign_source,
     is_complete,
@@ -28,6 +26,7 @@ from aigo_apply.desired.model_store import (
 )
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError
+from aigo_apply.json_types import arr
 from aigo_apply.observe.containers import ObservedState
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key
 from aigo_apply.plan.lockfile import LockRestore
@@ -147,12 +146,14 @@ def download_actions(
     return actions, blockers, warnings
 
 
-def foreign_blocker(need: Download, marker: Mapping[str, Any]) -> Blocker:
+def foreign_blocker(need: Mapping[str, object], marker: Mapping[str, object]) -> Blocker:
     """The `model.store` blocker of a download folder whose marker records another source than
-    `need`'s (an older aigo-apply gave many sources one folder): it names both, and never reuses it."""
-    recorded, dest = source_of(marker), PurePath(need["dest"])
+    `need`'s (an older aigo-apply gave many sources one folder): it names both, and never reuses it.
+    `need`: one of model_store.downloads (its `dest` a path, its `models` a list of aliases)."""
+    recorded, dest = source_of(marker), PurePath(str(need["dest"]))
     depth = store_depth(kind_of(need))
-    whose = f"model{'s' if len(need['models']) > 1 else ''} {', '.join(need['models'])}"
+    models = [str(alias) for alias in arr(need["models"])]
+    whose = f"model{'s' if len(models) > 1 else ''} {', '.join(models)}"
     move = ""
     if recorded is not None and recorded[0] in KINDS and len(dest.parts) > depth:
         home = repo_dir(dest.parents[depth - 1], recorded[1], recorded[2], recorded[0])
@@ -160,11 +161,11 @@ def foreign_blocker(need: Download, marker: Mapping[str, Any]) -> Blocker:
     return Blocker(
         "model.store",
         f"{dest} holds {source_text(recorded) if recorded else 'another source'} by its download marker, but "
-        f"{whose} need{'' if len(need['models']) > 1 else 's'} {source_text(wanted_source(need))} there: "
+        f"{whose} need{'' if len(models) > 1 else 's'} {source_text(wanted_source(need))} there: "
         "an older aigo-apply gave both one folder, and it is never used for another source",
         f"{move}remove it, then plan again; a model that runs on it now serves those files: "
-        f"`aigo-apply apply --replace {need['models'][0]}` then downloads {label(need)} and starts it on that",
-        f"model.{need['models'][0]}",
+        f"`aigo-apply apply --replace {models[0]}` then downloads {label(need)} and starts it on that",
+        f"model.{models[0]}",
     )
 
 
@@ -207,12 +208,13 @@ def _quant_family(method: str) -> str:
 
 
 def checkpoint_notes(
-    desired: DesiredState, actions: list[Action], checkpoints: Mapping[str, Mapping[str, Any]]
+    desired: DesiredState, actions: list[Action], checkpoints: Mapping[str, Mapping[str, object]]
 ) -> tuple[list[Action], list[Blocker]]:
     """Say when a checkpoint is pre-quantized; block a quantization setting that contradicts it."""
     out, blockers = [], []
     for action in actions:
-        method = checkpoints.get(action.model or "", {}).get("quant_method") if action.kind != "remove" else None
+        found = checkpoints.get(action.model or "", {}).get("quant_method") if action.kind != "remove" else None
+        method = found if isinstance(found, str) else None  # observe/model_files.quant_method: a name, or None
         if not method or action.model is None:  # a model's action names its model
             out.append(action)
             continue

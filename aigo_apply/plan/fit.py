@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from aigo_apply.config.defaults import DEFAULT_GPU_MEMORY_UTILIZATION
+from aigo_apply.config.document import Gpus
 from aigo_apply.config.engine_kinds import ENGINES, in_layers
 from aigo_apply.config.swap_groups import awake_sum, membership
+from aigo_apply.desired.spec import engine_settings
 from aigo_apply.desired.types import DesiredState
+from aigo_apply.json_types import JsonMap
 from aigo_apply.plan.gpu_ledger import model_gpus
+from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.swap_ledger import ASLEEP_BYTES
 from aigo_apply.plan.vram import LAYER_KEYS, TIGHT, Estimate, estimate, gib, text_config
 
@@ -51,12 +54,12 @@ class Fit:
 _LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
 
 
-def context_limit(config: Any) -> int | None:
+def context_limit(config: object) -> int | None:
     """The longest context config.json gives the model: the smallest of the lengths it names (vLLM
     derives its limit from the same keys; rope scaling can only raise it), a text model's inside a
     multimodal config; None when it names none."""
-    config = config if isinstance(config, dict) else {}
-    for holder in (config, config.get("text_config"), config.get("llm_config"), config.get("language_config")):
+    data = config if isinstance(config, dict) else {}
+    for holder in (data, data.get("text_config"), data.get("llm_config"), data.get("language_config")):
         if isinstance(holder, dict):
             found = [v for k in _LENGTH_KEYS if type(v := holder.get(k)) is int and 0 < v <= 2**24]
             if found:
@@ -69,9 +72,7 @@ def contexts(longest: int) -> list[int]:
     return [longest] + [c for c in _CONTEXTS if MIN_CONTEXT <= c < longest]
 
 
-def fit(
-    rows: list[dict[str, Any]], desired: DesiredState, config: dict[str, Any] | None, weights: int | None, longest: int
-) -> Fit:
+def fit(rows: list[LedgerRow], desired: DesiredState, config: JsonMap | None, weights: int | None, longest: int) -> Fit:
     """Where the model fits (see the module's docstring). `rows`: gpu_ledger.build of the file as it
     is (empty without GPU facts); `longest`: the context length the model takes."""
     if not rows:
@@ -96,7 +97,7 @@ def fit(
     return joined or _nowhere(rows, config, weights, longest)
 
 
-def _room(row: dict[str, Any]) -> float:
+def _room(row: LedgerRow) -> float:
     """The share of the GPU a new model may take: what the file's fractions leave (at most 1.0 in
     all), within the memory the GPU has free beside the others' budgets; a GPU without models of the
     file: at most the default share. Rounded down to 0.01."""
@@ -119,15 +120,15 @@ def _need(est: Estimate) -> str:
     )
 
 
-def _beside(rows: list[dict[str, Any]]) -> str:
+def _beside(rows: list[LedgerRow]) -> str:
     names = sorted({m["alias"] for r in rows for m in r["models"]})
     return ", ".join(names)
 
 
-def _placed(chosen: list[dict[str, Any]], room: float, est: Estimate, longest: int, tp: int) -> Fit:
+def _placed(chosen: list[LedgerRow], room: float, est: Estimate, longest: int, tp: int) -> Fit:
     where = ", ".join(f"{r['index']}" for r in chosen)
     gpu = "GPUs " + where if tp > 1 else "GPU " + where
-    total = min(r["memory_total"] for r in chosen)
+    total = min(r["memory_total"] or 0 for r in chosen)  # each known: a GPU of unknown size holds nothing
     others = _beside(chosen)
     why = {
         "gpus": (
@@ -154,7 +155,7 @@ def _placed(chosen: list[dict[str, Any]], room: float, est: Estimate, longest: i
     return Fit(True, gpus, tp, est.tokens, room, None, why)
 
 
-def _unsized(row: dict[str, Any], longest: int, missing: str) -> Fit:
+def _unsized(row: LedgerRow, longest: int, missing: str) -> Fit:
     """A model whose size is unknown: the GPU with the most room, its context as the model says."""
     room = _room(row)
     if room < MIN_SHARE:
@@ -172,7 +173,7 @@ def _unsized(row: dict[str, Any], longest: int, missing: str) -> Fit:
 
 
 def _join_group(
-    rows: list[dict[str, Any]], desired: DesiredState, config: dict[str, Any], weights: int, longest: int
+    rows: list[LedgerRow], desired: DesiredState, config: JsonMap, weights: int, longest: int
 ) -> Fit | None:
     """A slot in a swap group already on the GPUs: the model takes turns with its members, at a
     fraction no larger than the smallest of the shares awake at once (so the group's share stays)."""
@@ -181,7 +182,8 @@ def _join_group(
         spec = desired.models[group.members[0]].spec
         on = model_gpus({"gpus": spec["gpus"], "engine": "vllm"}, len(rows))
         row = by_index.get(on[0]) if on else None
-        summary = next((g for g in (row or {}).get("swap_groups", []) if g["name"] == group.name), None)
+        shares = row.get("swap_groups", []) if row is not None else []
+        summary = next((g for g in shares if g["name"] == group.name), None)
         kind = ENGINES.get(spec["engine"])
         # the group's share is a memory fraction, and its members take turns by sleeping
         if row is None or summary is None or not (kind and kind.fraction and kind.sleeps) or not row["memory_total"]:
@@ -218,7 +220,7 @@ def _join_group(
     return None
 
 
-def _nowhere(rows: list[dict[str, Any]], config: dict[str, Any], weights: int, longest: int) -> Fit:
+def _nowhere(rows: list[LedgerRow], config: JsonMap, weights: int, longest: int) -> Fit:
     """No placement: whether the model would fit on a GPU alone (then it could take turns with the
     models there), or on none at all."""
     low = contexts(longest)[-1]
@@ -252,17 +254,22 @@ def _nowhere(rows: list[dict[str, Any]], config: dict[str, Any], weights: int, l
 def _file_only(desired: DesiredState, longest: int) -> Fit:
     """Without GPU facts: the fraction the file's own models leave on every GPU (validate's sum)."""
     fractions: dict[str, float] = {}
-    placement: dict[str, Any] = {}
+    placement: dict[str, Gpus] = {}
     for alias, model in desired.models.items():
         spec = model.spec
-        fraction = spec.get(spec["engine"], {}).get("gpu_memory_utilization")
+        fraction = engine_settings(spec).get("gpu_memory_utilization")
         if in_layers(spec["engine"]) or spec["gpus"] == "none" or not isinstance(fraction, (int, float)):
             continue
         fractions[alias], placement[alias] = float(fraction), spec["gpus"]
     indices = sorted({g for gpus in placement.values() if isinstance(gpus, list) for g in gpus}) or [0]
     groups = membership(desired.swap_groups)
     taken = max(
-        (awake_sum([a for a, g in placement.items() if g == "all" or i in g], fractions, groups) for i in indices),
+        (
+            awake_sum(
+                [a for a, g in placement.items() if g == "all" or (isinstance(g, list) and i in g)], fractions, groups
+            )
+            for i in indices
+        ),
         default=0.0,
     )
     room = math.floor(round(min(DEFAULT_GPU_MEMORY_UTILIZATION, 1.0 - taken) * 100, 6)) / 100

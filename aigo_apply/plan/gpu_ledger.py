@@ -12,14 +12,15 @@ models count as the group's awake share plus what its sleeping models keep (plan
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence, Sized
 
 from aigo_apply.config.engine_kinds import in_layers
 from aigo_apply.config.swap_groups import membership
 from aigo_apply.desired.spec import ModelSpec, engine_settings, gpu_indices
 from aigo_apply.desired.types import AdapterFiles, DesiredState, whole
+from aigo_apply.json_types import JsonMap, number
 from aigo_apply.plan.host_checks import Check
+from aigo_apply.plan.ledger_rows import LedgerModel, LedgerRow, Verdict
 from aigo_apply.plan.swap_ledger import count_groups
 from aigo_apply.plan.vram import TIGHT, Estimate, estimate, gib, lora_bytes
 
@@ -45,29 +46,44 @@ def _name(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def model_estimate(spec: ModelSpec, facts: dict[str, Any], gpus: int) -> Estimate:
+def _config(value: object) -> JsonMap | None:
+    """A model's config.json as its facts hold it (observe/model_files.model_facts): an object, or None."""
+    return value if isinstance(value, dict) else None
+
+
+def _notes(value: object) -> tuple[str, ...]:
+    """The notes a model's facts carry (a GGUF file's metadata says what it could not read)."""
+    return tuple(str(note) for note in value) if isinstance(value, (list, tuple)) else ()
+
+
+def model_estimate(
+    spec: ModelSpec, facts: Mapping[str, object], gpus: int, adapters: tuple[AdapterFiles, ...] = ()
+) -> Estimate:
+    """A model's estimate on each of its `gpus` from its facts (observe/model_files.model_facts: its
+    weights' bytes, its config.json, notes) and the files of its LoRA adapters."""
     settings = _settings(spec)
+    config = _config(facts.get("config"))
     if in_layers(
         spec["engine"]
     ):  # llama.cpp: layers (and their KV cache) spread over the GPUs; sizes from GGUF metadata
-        est = estimate(facts.get("config"), facts.get("weights"), spec["context_length"], max(1, gpus))
-        notes = tuple(facts.get("notes") or ())
+        est = estimate(config, number(facts.get("weights")), spec["context_length"], max(1, gpus))
+        notes = _notes(facts.get("notes"))
         if facts.get("config") is None:
             return dataclasses.replace(est, kv_cache=0, notes=notes + ("KV cache of this GGUF model not estimated",))
         return dataclasses.replace(est, notes=est.notes + notes)
     est = estimate(
-        facts.get("config"),
-        facts.get("weights"),
+        config,
+        number(facts.get("weights")),
         spec["context_length"],
         whole(settings.get("tensor_parallel_size", 1), "tensor_parallel_size"),
         _name(settings.get("kv_cache_dtype")),
         _name(settings.get("dtype")),
     )
-    return with_adapters(est, spec, facts.get("config"), facts.get("adapters") or ())
+    return with_adapters(est, spec, config, adapters)
 
 
 def with_adapters(
-    est: Estimate, spec: ModelSpec, config: dict[str, Any] | None, adapters: tuple[AdapterFiles, ...]
+    est: Estimate, spec: ModelSpec, config: JsonMap | None, adapters: tuple[AdapterFiles, ...]
 ) -> Estimate:
     """The estimate with the LoRA buffers of a model's adapters added (an estimate itself), and a note
     naming the modules the adapters train (`adapters`: their files, as read before planning)."""
@@ -86,30 +102,58 @@ def with_adapters(
     return dataclasses.replace(est, lora=size or 0, notes=notes)
 
 
+def _records(value: object) -> list[Mapping[str, object]]:
+    """A list of records (NVML's GPUs or a GPU's processes, adapters/host.nvml_facts; a row's models), or
+    the TypeError reading it as one always was."""
+    if not isinstance(value, list):
+        raise TypeError(f"{value!r} is not a list of records")
+    return [_fields(v) for v in value]
+
+
+def _fields(value: object) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{value!r} is not a record")
+    return value
+
+
+def _bytes(value: object) -> float | None:
+    """A number of bytes of a row (a saved plan's too), or the TypeError that gib always raised on another value."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    raise TypeError(f"{value!r} is not a number of bytes")
+
+
+def _index(value: object) -> int:
+    if type(value) is not int:
+        raise TypeError(f"GPU index {value!r} is not a whole number")
+    return value
+
+
 def build(
-    desired: DesiredState, nvml: dict[str, Any], facts: dict[str, dict[str, Any]], ours: set[str]
-) -> list[dict[str, Any]]:
-    """The ledger rows, one per GPU that exists (empty without NVML)."""
+    desired: DesiredState, nvml: Mapping[str, object], facts: Mapping[str, Mapping[str, object]], ours: set[str]
+) -> list[LedgerRow]:
+    """The ledger rows, one per GPU that exists (empty without NVML). `nvml`: adapters/host.nvml_facts;
+    `facts`: each model's observe/model_files.model_facts."""
     if not nvml.get("available"):
         return []
-    gpus = nvml.get("gpus", [])
-    rows = []
+    gpus = _records(nvml.get("gpus", []))
+    rows: list[LedgerRow] = []
     for gpu in gpus:
-        total, used = gpu.get("memory_total"), gpu.get("memory_used")
-        procs = gpu.get("processes", [])
-        mine = sum(p.get("used") or 0 for p in procs if p.get("container_id") in ours)
+        total, used = number(gpu.get("memory_total")), number(gpu.get("memory_used"))
+        procs = _records(gpu.get("processes", []))
+        mine = sum(number(p.get("used")) or 0 for p in procs if p.get("container_id") in ours)
         others_held = None if used is None else max(0, used - mine)
         free = None if total is None or others_held is None else total - others_held
         rows.append(
             {
-                "index": gpu["index"],
-                "name": gpu.get("name", ""),
+                "index": _index(gpu["index"]),
+                "name": str(gpu.get("name", "")),
                 "memory_total": total,
                 "memory_held_by_others": others_held,
                 "memory_free": free,
                 "unified_memory": bool(gpu.get("unified_memory")),
                 "other_processes": [
-                    {"pid": p.get("pid"), "name": p.get("name", ""), "used": p.get("used")}
+                    {"pid": number(p.get("pid")), "name": str(p.get("name", "")), "used": number(p.get("used"))}
                     for p in procs
                     if p.get("container_id") not in ours
                 ],
@@ -124,14 +168,15 @@ def build(
         on = model_gpus(spec, len(gpus))
         if not on:
             continue
-        fraction = _settings(spec).get("gpu_memory_utilization") if not in_layers(spec["engine"]) else None
+        share = _settings(spec).get("gpu_memory_utilization") if not in_layers(spec["engine"]) else None
+        fraction = share if isinstance(share, (int, float)) else None
         found = facts.get(alias, {})
         adapters = tuple(
             desired.adapter_files[a["adapter_dir"]]
             for a in (spec.get("adapters") or {}).values()
             if a["adapter_dir"] in desired.adapter_files
         )
-        est = model_estimate(spec, {**found, "adapters": adapters}, len(on))
+        est = model_estimate(spec, found, len(on), adapters)
         for index in on:
             row = rows[index]
             budget = int(fraction * row["memory_total"]) if fraction is not None and row["memory_total"] else None
@@ -139,25 +184,29 @@ def build(
             if fraction is not None and group is None:  # a group's share is counted by count_groups
                 row["fraction_sum"] = round(row["fraction_sum"] + fraction, 6)
                 row["budget_sum"] += budget or 0
-            row["models"].append(
-                {
-                    "alias": alias,
-                    "engine": spec["engine"],
-                    "fraction": fraction,
-                    "budget": budget,
-                    "estimate": est.to_dict(),
-                    "found": facts.get(alias, {}).get("found"),
-                    "problem": facts.get(alias, {}).get("problem"),
-                    **({"swap_group": group.name} if group else {}),
-                }
-            )
+            entry: LedgerModel = {
+                "alias": alias,
+                "engine": spec["engine"],
+                "fraction": fraction,
+                "budget": budget,
+                "estimate": est.to_dict(),
+                "found": _text(found.get("found")),
+                "problem": _text(found.get("problem")),
+            }
+            if group:
+                entry["swap_group"] = group.name
+            row["models"].append(entry)
     for row in rows:
         count_groups(row, groups)
         _judge(row)
     return rows
 
 
-def _judge(row: dict[str, Any]) -> None:
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _judge(row: LedgerRow) -> None:
     """Verdicts for each model on the GPU and for the GPU as a whole."""
     left = None if row["memory_free"] is None else row["memory_free"] - row["budget_sum"]
     where = f"GPU {row['index']}"
@@ -186,7 +235,8 @@ def _judge(row: dict[str, Any]) -> None:
                 + f" + overhead {gib(est['overhead'])}); its budget is {gib(m['budget'])} "
                 f"({m['fraction']:g} x {gib(row['memory_total'])})"
             )
-    verdict, message = "ok", f"{where}: the models' budgets fit"
+    verdict: Verdict = "ok"
+    message = f"{where}: the models' budgets fit"
     if row["fraction_sum"] > 1.0 + 1e-9:
         verdict, message = "blocking", f"{where}: memory fractions add up to {row['fraction_sum']:.2f} (more than 1.0)"
     elif row["memory_free"] is not None and row["budget_sum"] > row["memory_free"]:
@@ -220,7 +270,7 @@ MEMORY_FIX = (
 )
 
 
-def checks(rows: list[dict[str, Any]]) -> list[Check]:
+def checks(rows: list[LedgerRow]) -> list[Check]:
     """One `gpu.fit` check per model and GPU and one `gpu.memory` check per GPU that has models."""
     out = []
     for row in rows:
@@ -245,30 +295,39 @@ def checks(rows: list[dict[str, Any]]) -> list[Check]:
     return out
 
 
-def render(rows: list[dict[str, Any]]) -> list[str]:
-    """The ledger as text lines for `plan` and `readiness`."""
+def render(rows: Sequence[Mapping[str, object]]) -> list[str]:
+    """The ledger as text lines for `plan` and `readiness`: build's rows, or a saved plan's (read as
+    they come: a value of another kind is the TypeError it always was)."""
     lines = []
     for row in rows:
         if not row["models"]:
             continue
-        total = gib(row["memory_total"]) + (" (unified memory)" if row["unified_memory"] else "")
+        models = _records(row["models"])
+        total = gib(_bytes(row["memory_total"])) + (" (unified memory)" if row["unified_memory"] else "")
         lines.append(
-            f"GPU {row['index']} {row['name']}: {total}, {gib(row['memory_held_by_others'])} held by other "
-            f"processes, {gib(row['memory_free'])} free"
+            f"GPU {row['index']} {row['name']}: {total}, {gib(_bytes(row['memory_held_by_others']))} held by other "
+            f"processes, {gib(_bytes(row['memory_free']))} free"
         )
-        for m in row["models"]:
-            est = m["estimate"]
-            share = f"{m['fraction']:g} -> budget {gib(m['budget'])}" if m["fraction"] is not None else "no fraction"
+        for m in models:
+            est = _fields(m["estimate"])
+            fraction = _bytes(m["fraction"])
+            share = f"{fraction:g} -> budget {gib(_bytes(m['budget']))}" if fraction is not None else "no fraction"
             group = f" (swap group {m['swap_group']})" if m.get("swap_group") else ""
             lines.append(
-                f"  {m['alias']:<20} {m['engine']:<9} {share}; needs ~{gib(est['total'])}{group}  [{m['verdict']}]"
+                f"  {m['alias']:<20} {m['engine']:<9} {share}; needs ~{gib(_bytes(est['total']))}{group}  "
+                f"[{m['verdict']}]"
             )
-        for g in row.get("swap_groups", []):
+        for g in _records(row.get("swap_groups", [])):
+            members = g["members"]
+            if not isinstance(members, Sized):
+                raise TypeError(f"object of type {type(members).__name__!r} has no len()")
             lines.append(
-                f"  swap group {g['name']}: {g['max_awake']} of {len(g['members'])} awake at once counts "
-                f"{g['awake_fraction']:g} ({gib(g['awake_budget'])}); the sleeping keep ~{gib(g['asleep_bytes'])}"
+                f"  swap group {g['name']}: {g['max_awake']} of {len(members)} awake at once counts "
+                f"{_bytes(g['awake_fraction']):g} ({gib(_bytes(g['awake_budget']))}); the sleeping keep "
+                f"~{gib(_bytes(g['asleep_bytes']))}"
             )
         lines.append(
-            f"  fractions {row['fraction_sum']:.2f} of 1.00, budgets {gib(row['budget_sum'])}  [{row['verdict']}]"
+            f"  fractions {_bytes(row['fraction_sum']):.2f} of 1.00, budgets {gib(_bytes(row['budget_sum']))}  "
+            f"[{row['verdict']}]"
         )
     return lines

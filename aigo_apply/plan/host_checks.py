@@ -6,12 +6,13 @@ and apply refuses to start while one stands (unless --ignore-readiness ID)."""
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypedDict
 
 from aigo_apply.config.engine_kinds import ENGINES, in_layers, tag_cuda
 from aigo_apply.config.vllm_facts import facts as vllm_facts
-from aigo_apply.desired.images import ImageObject
+from aigo_apply.desired.spec import engine_settings
 from aigo_apply.desired.types import DesiredState
 
 MIN_DRIVER_CUDA13 = 580  # the default v0.31.0 image is a CUDA 13 build: R580 or newer
@@ -21,6 +22,30 @@ MIN_DRIVER = {
 }  # CUDA major -> oldest driver branch (NVIDIA's minor version compatibility)
 
 
+class CheckDict(TypedDict):
+    """A Check as the readiness report's JSON has it."""
+
+    id: str
+    status: str
+    message: str
+    remediation: str
+
+
+class GpuNeeds(TypedDict):
+    """The models that want GPUs, and the explicit GPU indices they name."""
+
+    models: list[str]
+    indices: list[int]
+
+
+class EngineImage(TypedDict):
+    """An engine's image, as the driver checks read it: its reference, tag and CUDA major (None: unknown)."""
+
+    image_reference: str | None
+    tag: str
+    cuda: int | None
+
+
 @dataclass(frozen=True)
 class Check:
     id: str
@@ -28,19 +53,22 @@ class Check:
     message: str
     remediation: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> CheckDict:
+        return {"id": self.id, "status": self.status, "message": self.message, "remediation": self.remediation}
 
 
-def gpu_needs(desired: DesiredState) -> dict[str, Any]:
+def gpu_needs(desired: DesiredState) -> GpuNeeds:
     """Which models want GPUs, and which explicit indices they name."""
     wanting = {a: m.spec["gpus"] for a, m in desired.models.items() if m.spec["gpus"] != "none"}
     indices = sorted({i for g in wanting.values() if isinstance(g, list) for i in g})
     return {"models": sorted(wanting), "indices": indices}
 
 
-def run_checks(facts: dict[str, Any], desired: DesiredState, image: ImageObject) -> list[Check]:
-    """`image`: the vLLM image object (images.image_object); the other engines' images come from
+def run_checks(
+    facts: Mapping[str, Mapping[str, object]], desired: DesiredState, image: Mapping[str, object]
+) -> list[Check]:
+    """`facts`: the host's {docker, nvml} (adapters/host.py); `image`: the vLLM image object
+    (images.image_object); the other engines' images come from
     the specs of the models that run on them. Each engine's image is checked against the driver by
     its own rule: an SGLang-only file is never held to vLLM's CUDA 13 build."""
     checks = [_docker(facts["docker"])]
@@ -53,8 +81,15 @@ def run_checks(facts: dict[str, Any], desired: DesiredState, image: ImageObject)
         checks.append(_gpu_runtime(facts["docker"], who))
     checks += _nvidia(facts["nvml"], who, needs["indices"], engine_images(desired, image))
     if facts["nvml"].get("available"):
-        checks += parallel_checks(desired, len(facts["nvml"].get("gpus", []))) + kernel_checks(desired)
+        checks += parallel_checks(desired, len(_list(facts["nvml"].get("gpus", [])))) + kernel_checks(desired)
     return checks
+
+
+def _list(value: object) -> list[object]:
+    """A list of the host's facts (adapters/host.py makes them lists), or the TypeError reading another always was."""
+    if not isinstance(value, list):
+        raise TypeError(f"{value!r} is not a list")
+    return value
 
 
 def parallel_checks(desired: DesiredState, count: int) -> list[Check]:
@@ -64,8 +99,8 @@ def parallel_checks(desired: DesiredState, count: int) -> list[Check]:
     checks = []
     for alias, model in sorted(desired.models.items()):
         spec = model.spec
-        tp = spec.get(spec["engine"], {}).get("tensor_parallel_size", 1)
-        if spec["gpus"] == "all" and not in_layers(spec["engine"]) and tp > count:
+        tp = engine_settings(spec).get("tensor_parallel_size", 1)
+        if spec["gpus"] == "all" and not in_layers(spec["engine"]) and isinstance(tp, int) and tp > count:
             checks.append(
                 Check(
                     "gpu.parallel",
@@ -87,8 +122,8 @@ def kernel_checks(desired: DesiredState) -> list[Check]:
     }
     checks = []
     for alias, model in sorted(desired.models.items()):
-        backend = model.spec.get("vllm", {}).get("moe_backend") if model.spec["engine"] == "vllm" else None
-        if backend in rocm_only:
+        backend = engine_settings(model.spec).get("moe_backend") if model.spec["engine"] == "vllm" else None
+        if isinstance(backend, str) and backend in rocm_only:
             checks.append(
                 Check(
                     "engine.moe_backend",
@@ -107,16 +142,18 @@ def moe_restrictions() -> dict[str, str]:
     return notes
 
 
-def engine_images(desired: DesiredState, vllm_image: ImageObject) -> dict[str, dict[str, Any]]:
+def engine_images(desired: DesiredState, vllm_image: Mapping[str, object]) -> dict[str, EngineImage]:
     """engine -> {image_reference, tag, cuda} for the engines of the models that want a GPU; `cuda`
     is the CUDA major version the image is built for, when known (None: aigo-apply cannot tell)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, EngineImage] = {}
     for model in desired.models.values():
         engine = model.spec.get("engine", "vllm")
         if model.spec["gpus"] == "none" or engine in out:
             continue
+        reference: str | None
         if engine == "vllm":
-            reference, tag = vllm_image.get("image_reference"), str(vllm_image.get("tag") or "")
+            found = vllm_image.get("image_reference")  # images.image_object: None without a tag
+            reference, tag = (found if isinstance(found, str) else None), str(vllm_image.get("tag") or "")
         else:
             reference = str(model.spec.get("image", ""))
             tag = reference.rpartition(":")[2] if ":" in reference.rpartition("/")[2] else ""
@@ -160,7 +197,7 @@ def store_checks(problems: dict[str, list[str]]) -> list[Check]:
     ]
 
 
-def _docker(docker: dict[str, Any]) -> Check:
+def _docker(docker: Mapping[str, object]) -> Check:
     if docker.get("reachable"):
         return Check("docker.engine", "ok", f"{docker['engine']} {docker['version']} is reachable")
     if docker.get("problem") == "permission":
@@ -185,9 +222,9 @@ def _docker(docker: dict[str, Any]) -> Check:
     )
 
 
-def _gpu_runtime(docker: dict[str, Any], who: str) -> Check:
-    if "nvidia" in docker.get("runtimes", []) or any(
-        d.startswith("nvidia.com/gpu") for d in docker.get("cdi_devices", [])
+def _gpu_runtime(docker: Mapping[str, object], who: str) -> Check:
+    if "nvidia" in _list(docker.get("runtimes", [])) or any(
+        str(d).startswith("nvidia.com/gpu") for d in _list(docker.get("cdi_devices", []))
     ):
         return Check("docker.gpu_runtime", "ok", "the container engine can pass NVIDIA GPUs into containers")
     return Check(
@@ -199,7 +236,7 @@ def _gpu_runtime(docker: dict[str, Any], who: str) -> Check:
     )
 
 
-def _nvidia(nvml: dict[str, Any], who: str, indices: list[int], images: dict[str, dict[str, Any]]) -> list[Check]:
+def _nvidia(nvml: Mapping[str, object], who: str, indices: list[int], images: dict[str, EngineImage]) -> list[Check]:
     if not nvml.get("available"):
         return [
             Check(
@@ -209,19 +246,19 @@ def _nvidia(nvml: dict[str, Any], who: str, indices: list[int], images: dict[str
                 _install_driver(images),
             )
         ]
-    major = int(found.group(1)) if (found := re.match(r"(\d+)", nvml.get("driver", ""))) else 0
+    major = int(found.group(1)) if (found := re.match(r"(\d+)", str(nvml.get("driver", "")))) else 0
     checks = [_driver_fits(engine, image, nvml, major) for engine, image in sorted(images.items())]
     return checks + _gpu_indices(nvml, indices)
 
 
-def _install_driver(images: dict[str, dict[str, Any]]) -> str:
+def _install_driver(images: dict[str, EngineImage]) -> str:
     """The fix when no driver answers: the driver the file's images need, as far as it is known."""
-    known = {e: i for e, i in images.items() if i["cuda"] is not None}
-    unknown = sorted(i["image_reference"] for i in images.values() if i["cuda"] is None)
-    newest = max((i["cuda"] for i in known.values()), default=None)
+    known = {e: (i["cuda"], str(i["image_reference"])) for e, i in images.items() if i["cuda"] is not None}
+    unknown = sorted(str(i["image_reference"]) for i in images.values() if i["cuda"] is None)
+    newest = max((cuda for cuda, _ in known.values()), default=None)
     text = "Install the NVIDIA driver"
     if newest is not None:
-        refs = ", ".join(sorted(i["image_reference"] for i in known.values() if i["cuda"] == newest))
+        refs = ", ".join(sorted(ref for cuda, ref in known.values() if cuda == newest))
         floor = MIN_DRIVER.get(newest)
         text += f", R{floor} or newer" if floor else f", one for CUDA {newest}"
         text += f" for the CUDA {newest} image {refs}"
@@ -230,11 +267,11 @@ def _install_driver(images: dict[str, dict[str, Any]]) -> str:
     return text + "; or set `gpus: none` on models that need no GPU"
 
 
-def _driver_fits(engine: str, image: dict[str, Any], nvml: dict[str, Any], major: int) -> Check:
+def _driver_fits(engine: str, image: EngineImage, nvml: Mapping[str, object], major: int) -> Check:
     """One engine's image against the driver: vLLM's rule is `nvidia.driver`, others `nvidia.driver.ENGINE`."""
     kind = ENGINES.get(engine)
     check_id = kind.driver_check if kind else f"nvidia.driver.{engine}"
-    reference, cuda = image.get("image_reference"), image["cuda"]
+    reference, cuda = image["image_reference"], image["cuda"]
     if cuda is None:
         return Check(
             check_id,
@@ -261,9 +298,10 @@ def _driver_fits(engine: str, image: dict[str, Any], nvml: dict[str, Any], major
     )
 
 
-def _gpu_indices(nvml: dict[str, Any], indices: list[int]) -> list[Check]:
+def _gpu_indices(nvml: Mapping[str, object], indices: list[int]) -> list[Check]:
     checks = []
-    count = len(nvml.get("gpus", []))
+    gpus = _list(nvml.get("gpus", []))
+    count = len(gpus)
     missing = [i for i in indices if i >= count]
     if missing:
         checks.append(
@@ -287,6 +325,13 @@ def _gpu_indices(nvml: dict[str, Any], indices: list[int]) -> list[Check]:
             )
         )
     else:
-        names = ", ".join(f"{g['index']}: {g['name']}" for g in nvml["gpus"])
+        names = ", ".join(f"{_field(g, 'index')}: {_field(g, 'name')}" for g in gpus)
         checks.append(Check("nvidia.gpu_index", "ok", f"GPUs present ({names})"))
     return checks
+
+
+def _field(record: object, key: str) -> object:
+    """A field of NVML's record of a GPU (adapters/host.nvml_facts), or the error reading it always was."""
+    if not isinstance(record, Mapping):
+        raise TypeError(f"{record!r} is not a record")
+    return record[key]

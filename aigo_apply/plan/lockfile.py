@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from aigo_apply.desired.model_store import ADAPTER_LABEL, downloads, label, marker_for
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError, shown_path, visible
-from aigo_apply.json_types import text
+from aigo_apply.json_types import JsonMap, JsonObject, JsonValue, arr, obj, text
 from aigo_apply.safe_read import LOCK, BadData, json_value
 
 FORMAT = 1
@@ -29,7 +30,41 @@ IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
 
 
-def parse(raw: bytes, path: Path) -> dict[str, Any]:
+class LockedImage(TypedDict):
+    """An image the lock records for a tag: its local id and its registry digest (None when it has none)."""
+
+    id: str | None
+    digest: str | None
+
+
+class LockedDownload(TypedDict):
+    """A download the lock records: the commit it resolved to, the models (and adapters) that need it."""
+
+    commit: str
+    models: list[str]
+    adapters: NotRequired[list[str]]
+
+
+class Lock(TypedDict):
+    """The lock build makes of what this machine runs (with_canaries adds `canary`); a lock read back
+    from its file is outside data (parse: a JsonObject of checked shape)."""
+
+    version: int
+    project: str
+    images: dict[str, LockedImage]
+    models: dict[str, LockedDownload]
+    canary: NotRequired[dict[str, Mapping[str, object]]]
+
+
+class RestoreSpec(TypedDict):
+    """A LockRestore as the pull action's `spec` in the plan JSON."""
+
+    locked_id: str
+    how: str
+    digest: NotRequired[str]
+
+
+def parse(raw: bytes, path: Path) -> JsonObject:
     """The lock file's bytes (read by platforms/lock_file.py) as checked data, or an AigoError naming `path`."""
     where = shown_path(str(path))  # on its line, whatever the folder is called
     try:  # bounded: nesting, and numbers (a huge integer or 1e999 is refused, never a traceback)
@@ -47,30 +82,32 @@ def parse(raw: bytes, path: Path) -> dict[str, Any]:
             f"{where}: {problem}: the lock file was edited or damaged; restore it from git, or delete it and "
             "apply again to write a new one"
         )
-    data["models"] = _with_kinds(data["models"])
+    data["models"] = _with_kinds(obj(data["models"]))  # _shape_problem: a mapping of mappings
     return data
 
 
-def _with_kinds(models: dict[str, Any]) -> dict[str, Any]:
+def _with_kinds(models: JsonMap) -> JsonObject:
     """`models` keyed as this release writes them (model_store.label). A lock written before keys named
     the kind keyed a LoRA adapter's download as `repo@revision` too, with its aliases in `adapters`:
     such an entry is the adapter's (`adapter:repo@revision`), the others are models'. Where a model and
     an adapter shared one repo@revision such a lock kept only the adapter's commit: the model has none
     in it (drift says nothing of it, and `apply --locked` asks for an apply without --locked first),
     never the adapter's."""
-    out = {key: entry for key, entry in models.items() if key.startswith(ADAPTER_LABEL) or not entry.get("adapters")}
+    out = {
+        key: entry for key, entry in models.items() if key.startswith(ADAPTER_LABEL) or not obj(entry).get("adapters")
+    }
     for key, entry in models.items():
-        if not key.startswith(ADAPTER_LABEL) and entry.get("adapters"):
+        if not key.startswith(ADAPTER_LABEL) and obj(entry).get("adapters"):
             out.setdefault(ADAPTER_LABEL + key, entry)
     return out
 
 
-def text_of(data: dict[str, Any]) -> bytes:
+def text_of(data: Mapping[str, object]) -> bytes:
     """What the lock file holds for `data`: JSON with sorted keys, so it diffs cleanly in git."""
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-def _shape_problem(data: dict[str, Any]) -> str | None:
+def _shape_problem(data: JsonMap) -> str | None:
     """Where a lock file (from a repository, maybe edited by hand) is not what `write` makes."""
     for section, fields in (("images", ("id", "digest")), ("models", ("commit",))):
         entries = data[section]
@@ -86,9 +123,8 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
             if section == "models" and not isinstance(entry.get("commit"), str):
                 return f"models.{key}.commit is missing"
             for names in ("models", "adapters") if section == "models" else ():
-                if not (
-                    isinstance(entry.get(names, []), list) and all(isinstance(m, str) for m in entry.get(names, []))
-                ):
+                aliases = entry.get(names, [])
+                if not (isinstance(aliases, list) and all(isinstance(m, str) for m in aliases)):
                     return f"models.{key}.{names} is not a list of aliases"
     canary = data.get("canary", {})
     if not isinstance(canary, dict) or not all(isinstance(v, dict) for v in canary.values()):
@@ -97,28 +133,31 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
 
 
 def with_canaries(
-    data: dict[str, Any],
+    data: Lock,
     desired: DesiredState,
-    measured: tuple[dict[str, Any], ...],
-    previous: dict[str, Any],
-) -> dict[str, Any]:
+    measured: tuple[Mapping[str, object], ...],
+    previous: Mapping[str, object],
+) -> Lock:
     """`data` (build's) with each model's last passed canary gate: this run's, else the one the lock
     held while the model is in the file. Each records the image the new engine ran (with its id as
     the lock has it), when, the settings and both engines' figures."""
     images = data["images"]
-    records = {  # a record holds while the model runs the image it measured (else it describes nothing here)
-        alias: entry
+    records: dict[str, Mapping[str, object]] = {  # a record holds while the model runs the image it measured
+        alias: entry  # (else it describes nothing here); the lock's file holds mappings (_shape_problem)
         for alias, entry in previous.items()
-        if alias in desired.models and entry.get("image") == desired.models[alias].container.image
+        if isinstance(entry, Mapping)
+        and alias in desired.models
+        and entry.get("image") == desired.models[alias].container.image
     }
     for result in measured:
         alias = result.get("model")
-        if not result.get("passed") or alias not in desired.models:
+        if not result.get("passed") or not isinstance(alias, str) or alias not in desired.models:
             continue
         image = desired.models[alias].container.image
+        locked = images.get(image)
         records[alias] = {
             "image": image,
-            "image_id": (images.get(image) or {}).get("id"),
+            "image_id": locked["id"] if locked else None,
             "measured_at": result.get("measured_at"),
             "settings": result.get("settings"),
             "old": result.get("old"),
@@ -128,22 +167,26 @@ def with_canaries(
     return {**data, "canary": dict(sorted(records.items()))} if records else data
 
 
-def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def build(
+    desired: DesiredState, images: Sequence[Mapping[str, object]], markers: Mapping[str, Mapping[str, object]]
+) -> Lock:
     """The lock of what this machine runs for `desired`: images from GET /images/json, model commits
     from the download markers of the model store."""
-    by_tag = {tag: image for image in images for tag in image.get("RepoTags") or []}
-    locked_images = {}
+    by_tag = {tag: image for image in images for tag in arr(image.get("RepoTags"))}
+    locked_images: dict[str, LockedImage] = {}
     for ref in sorted(desired.images()):
         image = by_tag.get(ref)
         if image:
             repo = ref.rsplit(":", 1)[0]
-            digest = next((d for d in image.get("RepoDigests") or [] if d.startswith(repo + "@")), None)
-            locked_images[ref] = {"id": image.get("Id"), "digest": digest}
-    locked_models = {}
+            digests = (d for d in arr(image.get("RepoDigests")) if isinstance(d, str))
+            digest = next((d for d in digests if d.startswith(repo + "@")), None)
+            found = image.get("Id")
+            locked_images[ref] = {"id": found if isinstance(found, str) else None, "digest": digest}
+    locked_models: dict[str, LockedDownload] = {}
     for need in downloads(desired.specs()):
         marker = marker_for(markers, need)  # a marker of another source says nothing of this one
         if marker.get("commit"):
-            entry = {"commit": marker["commit"], "models": sorted(need["models"])}
+            entry: LockedDownload = {"commit": str(marker["commit"]), "models": sorted(need["models"])}
             if need.get("adapters"):  # a LoRA adapter's download: the adapters' aliases beside their models'
                 entry["adapters"] = sorted(need["adapters"])
             locked_models[label(need)] = entry
@@ -151,36 +194,41 @@ def build(desired: DesiredState, images: list[dict[str, Any]], markers: dict[str
 
 
 def drift(
-    lock: dict[str, Any],
+    lock: JsonMap,
     desired: DesiredState,
     images: dict[str, str],
-    markers: dict[str, dict[str, Any]],
+    markers: Mapping[str, Mapping[str, object]],
     hub_commits: dict[str, str],
 ) -> list[str]:
-    """Where this machine or the Hub no longer matches the lock (plan warnings). `images` maps local
-    tags to ids; `hub_commits` maps repo@revision keys to the commit the Hub names now."""
+    """Where this machine or the Hub no longer matches the lock (plan warnings). `lock`: parse's (its
+    sections mappings of mappings, their ids, digests and commits text); `images` maps local tags to
+    ids; `hub_commits` maps repo@revision keys to the commit the Hub names now."""
     out = []
-    for ref, entry in sorted(lock["images"].items()):
-        local = images.get(ref)
+    for ref, value in sorted(obj(lock["images"]).items(), key=_key):
+        entry, local = obj(value), images.get(ref)
         if local and entry.get("id") and local != entry["id"]:
             out.append(
-                f"image {ref} is now {local[:19]}, aigo.lock records {entry['id'][:19]}"
+                f"image {ref} is now {local[:19]}, aigo.lock records {text(entry['id'])[:19]}"
                 + (f" ({entry['digest']})" if entry.get("digest") else "")
             )
     for need in downloads(desired.specs()):
-        entry = lock["models"].get(label(need))
+        entry = obj(obj(lock["models"]).get(label(need)))
         if not entry:
             continue
-        here = text(marker_for(markers, need).get("commit"))
-        if here and here != entry["commit"]:
-            out.append(f"{label(need)} on this machine is commit {here[:12]}, aigo.lock records {entry['commit'][:12]}")
+        here, commit = text(marker_for(markers, need).get("commit")), text(entry["commit"])
+        if here and here != commit:
+            out.append(f"{label(need)} on this machine is commit {here[:12]}, aigo.lock records {commit[:12]}")
         now = hub_commits.get(label(need))
-        if now and now != entry["commit"]:
+        if now and now != commit:
             out.append(
                 f"{label(need)} now points to commit {now[:12]} on the Hub; aigo.lock records "
-                f"{entry['commit'][:12]} (`apply --locked` installs the recorded one)"
+                f"{commit[:12]} (`apply --locked` installs the recorded one)"
             )
     return out
+
+
+def _key(item: tuple[str, JsonValue]) -> str:
+    return item[0]
 
 
 @dataclass(frozen=True)
@@ -192,20 +240,24 @@ class LockRestore:
     how: str  # "retag" | "pull"
     digest: str | None = None
 
-    def to_spec(self) -> dict[str, Any]:
+    def to_spec(self) -> RestoreSpec:
         """The pull action's `spec` in the plan JSON."""
-        return {"locked_id": self.locked_id, "how": self.how, **({"digest": self.digest} if self.digest else {})}
+        out: RestoreSpec = {"locked_id": self.locked_id, "how": self.how}
+        if self.digest:
+            out["digest"] = self.digest
+        return out
 
     @classmethod
-    def from_spec(cls, ref: str, spec: Any) -> LockRestore | None:
+    def from_spec(cls, ref: str, spec: object) -> LockRestore | None:
         """A pull action's spec read back, or None when it is not one restore_for makes (an edited
         plan): checked again right before tagging."""
-        if not isinstance(spec, dict) or not valid_restore(ref, spec):
+        digest = spec.get("digest") if isinstance(spec, dict) else None  # restore_for's: text, or none
+        if not isinstance(spec, dict) or not valid_restore(ref, spec) or not isinstance(digest, (str, type(None))):
             return None
-        return cls(str(spec["locked_id"]), str(spec["how"]), spec.get("digest"))
+        return cls(str(spec["locked_id"]), str(spec["how"]), digest)
 
 
-def restore_for(ref: str, entry: dict[str, Any], local_ids: frozenset[str]) -> LockRestore | None:
+def restore_for(ref: str, entry: Mapping[str, object], local_ids: frozenset[str]) -> LockRestore | None:
     """How `apply --locked` puts the image aigo.lock records for `ref` back: re-tag it when it is
     still on this machine, else pull its registry digest; None when neither is possible."""
     image_id, digest = str(entry.get("id") or ""), entry.get("digest")
@@ -218,14 +270,14 @@ def restore_for(ref: str, entry: dict[str, Any], local_ids: frozenset[str]) -> L
     return None
 
 
-def valid_restore(ref: str, restore: dict[str, Any]) -> bool:
+def valid_restore(ref: str, restore: Mapping[str, object]) -> bool:
     """Whether a (saved) plan's restore is one restore_for makes: checked again before tagging."""
     return IMAGE_ID.fullmatch(str(restore.get("locked_id"))) is not None and (
         restore.get("how") == "retag" or (restore.get("how") == "pull" and _digest_of(ref, restore.get("digest")))
     )
 
 
-def _digest_of(ref: str, digest: Any) -> bool:
+def _digest_of(ref: str, digest: object) -> bool:
     """A registry digest of the same repository as `ref` (repo@sha256:...)."""
     return (
         isinstance(digest, str)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from aigo_apply.plan.text import LEGEND, SUMMARY, SYMBOLS, printable
 from aigo_apply.plan.types import Action, Plan
@@ -34,7 +33,7 @@ def md(text: object) -> str:
     )
 
 
-def _code(value: Any) -> str:
+def _code(value: object) -> str:
     return "<code>" + md("(none)" if value is None else json.dumps(value, ensure_ascii=False)) + "</code>"
 
 

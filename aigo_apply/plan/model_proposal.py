@@ -7,8 +7,8 @@ the releases that have one. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.vllm_facts import known_releases, names
@@ -21,7 +21,7 @@ SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 @dataclass(frozen=True)
 class Proposal:
     alias: str
-    entry: dict[str, Any]  # in the order `fmt` writes a model's keys
+    entry: dict[str, object]  # in the order `fmt` writes a model's keys (a config file's entry: written as it is)
     why: dict[str, str]  # dotted key below the entry -> the reason, written as the key's comment
     notes: tuple[str, ...]  # what is left to the user, and what else the files say
     placed: bool  # False: the model fits nowhere on these GPUs (Fit.notes say why); nothing is written
@@ -34,14 +34,14 @@ def propose(
     fit: Fit,
     release: str,
     longest: int | None,
-    defaults: Any = None,
-    config: Any = None,
-    generation: Any = None,
+    defaults: object = None,
+    config: object = None,
+    generation: object = None,
 ) -> Proposal:
     """The entry for `alias` (see the module's docstring). `release`: the vLLM release the file's
     names are checked against; `longest`: the context length config.json gives (None: not said);
     `defaults`: the file's `defaults:`; `config`, `generation`: config.json, generation_config.json."""
-    entry: dict[str, Any] = {"source": dict(source)}
+    entry: dict[str, object] = {"source": dict(source)}
     why = dict(fit.why)
     notes = list(fit.notes)
     chosen = engine_of(entry, defaults)
@@ -59,7 +59,7 @@ def propose(
         )
     if fit.gpus is not None:
         entry["gpus"] = fit.gpus
-    vllm: dict[str, Any] = {}
+    vllm: dict[str, object] = {}
     _tools(chat, release, vllm, why, notes)
     _reasoning(chat, release, vllm, why, notes)
     if fit.tensor_parallel_size > 1:
@@ -71,9 +71,12 @@ def propose(
     return Proposal(alias, entry, {k: v for k, v in why.items() if _has(entry, k)}, tuple(notes), fit.placed)
 
 
-def _has(entry: dict[str, Any], dotted: str) -> bool:
+def _has(entry: Mapping[str, object], dotted: str) -> bool:
     head, _, rest = dotted.partition(".")
-    return head in entry and (not rest or (isinstance(entry[head], dict) and rest in entry[head]))
+    if head not in entry:
+        return False
+    value = entry[head]
+    return not rest or (isinstance(value, dict) and rest in value)
 
 
 def _known(choice: Choice, setting: str, release: str) -> str | None:
@@ -89,7 +92,7 @@ def _elsewhere(choice: Choice, setting: str, release: str) -> str:
     return f"vLLM {', '.join('v' + r for r in having)} {'has' if len(having) == 1 else 'have'} it: set engines.vllm.image_tag to one of those to use {setting} {name}"
 
 
-def _tools(chat: ChatFormat, release: str, vllm: dict[str, Any], why: dict[str, str], notes: list[str]) -> None:
+def _tools(chat: ChatFormat, release: str, vllm: dict[str, object], why: dict[str, str], notes: list[str]) -> None:
     if chat.tool_parser is not None:
         name = _known(chat.tool_parser, "tool_call_parser", release)
         if name is not None:
@@ -121,7 +124,7 @@ def _tools(chat: ChatFormat, release: str, vllm: dict[str, Any], why: dict[str, 
         )
 
 
-def _reasoning(chat: ChatFormat, release: str, vllm: dict[str, Any], why: dict[str, str], notes: list[str]) -> None:
+def _reasoning(chat: ChatFormat, release: str, vllm: dict[str, object], why: dict[str, str], notes: list[str]) -> None:
     if chat.reasoning_parser is not None:
         name = _known(chat.reasoning_parser, "reasoning_parser", release)
         if name is not None:
@@ -142,7 +145,7 @@ def _reasoning(chat: ChatFormat, release: str, vllm: dict[str, Any], why: dict[s
         )
 
 
-def _other_facts(source: dict[str, str], config: Any, generation: Any) -> list[str]:
+def _other_facts(source: dict[str, str], config: object, generation: object) -> list[str]:
     notes = []
     if isinstance(config, dict) and isinstance(config.get("auto_map"), dict):
         where = source.get("repo") or "the folder"
@@ -160,5 +163,5 @@ def _other_facts(source: dict[str, str], config: Any, generation: Any) -> list[s
     return notes
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e6

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from aigo_apply.desired.model_store import KINDS as DOWNLOAD_KINDS
 from aigo_apply.desired.spec import ModelSpec, RouterSpec
@@ -31,23 +30,27 @@ class DownloadSpec:
     pin: str | None = None  # the commit aigo.lock records (apply --locked)
     kind: str = "model"  # "model" | "adapter" (desired/model_store.KINDS)
 
-    def to_spec(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_spec(self) -> dict[str, object]:
+        """The download action's `spec` in the plan JSON (platforms/docker/fetch_steps.check_download reads it)."""
+        out: dict[str, object] = {
             "repo": self.repo,
             "revision": self.revision,
             "file": self.file,
             "dest": self.dest,
             "models": list(self.models),
         }
-        out.update(
-            {k: v for k, v in (("commit", self.commit), ("bytes", self.bytes), ("pin", self.pin)) if v is not None}
-        )
+        if self.commit is not None:
+            out["commit"] = self.commit
+        if self.bytes is not None:
+            out["bytes"] = self.bytes
+        if self.pin is not None:
+            out["pin"] = self.pin
         if self.kind != "model":
             out["kind"] = self.kind
         return out
 
     @classmethod
-    def from_spec(cls, data: Any) -> DownloadSpec:
+    def from_spec(cls, data: object) -> DownloadSpec:
         """Read back from a plan file; its values are checked again before the download runs
         (platforms/docker/fetch_steps.check_download), here only their types."""
         strings = ("repo", "revision", "dest")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Literal, get_args
+from typing import Literal, TypeGuard, get_args
 
 from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.names import ALIAS_RE
@@ -21,6 +21,9 @@ Effect = Literal["recreate", "router", "none", "create", "remove"]
 KINDS: tuple[ActionKind, ...] = get_args(ActionKind)
 EFFECTS: tuple[Effect, ...] = get_args(Effect)
 REMAKE = "make a new one with `aigo-apply plan --out` (nothing was changed)"
+# A shape (_mismatch reads it): an object's keys (`key?`: optional) and their shapes, a list of one shape, one of
+# a closed set of strings, or the name of a scalar test (_SCALARS).
+Shape = dict[str, "Shape"] | list["Shape"] | tuple[str, ...] | str
 
 # A plan file may come from a repository nobody reviewed: app/apply.read_plan reads it bounded and strict,
 # and from_dict checks its depth and whole shape here before any value is used. Unknown keys are refused:
@@ -35,10 +38,10 @@ READINESS_CHECK_IDS = (
     "model.path", "model.store", "secrets.reference", "router.api_keys", "router.open", "router.on_demand_open",
     "router.port", "lock.image", "lock.drift", "adapter.files", "adapter.base",
 )  # fmt: skip
-_CHANGE = {
+_CHANGE: Shape = {
     "path": "line", "before": "any", "after": "any", "effect": EFFECTS
 }  # fmt: skip
-_ACTION = {
+_ACTION: Shape = {
     "address": "line", "kind": KINDS, "reasons": ["text"], "changes?": [_CHANGE], "model?": "line",
     "container?": "line", "image?": "line", "spec?": "object", "ready_timeout?": "seconds", "diff?": "text",
     "notes?": ["text"], "strategy?": {"name": ("parallel", "recreate", "sleep"), "why": "text"}, "slot?": ("b",),
@@ -48,15 +51,15 @@ _ACTION = {
     }, "runs": "bool", "why": "text"},
     "expected_downtime_s?": "seconds", "downtime?": "text",
 }  # fmt: skip
-_BLOCKER = {"id": "line", "address?": "line", "message": "text", "remediation": "text"}
-_SWAP_GROUP = {
+_BLOCKER: Shape = {"id": "line", "address?": "line", "message": "text", "remediation": "text"}
+_SWAP_GROUP: Shape = {
     "name": "line", "max_awake": "count", "members": ["alias"], "gpus": "any", "awake_after_apply": ["alias"]
 }  # fmt: skip
-_REQUEST = {
+_REQUEST: Shape = {
     "replace": ["alias"], "target": ["alias"], "ignore": ["check_id"], "pull": PULL_POLICIES, "locked": "bool",
     "skip_canary?": "bool", "require_canary?": "bool",
 }  # fmt: skip
-_PLAN = {
+_PLAN: Shape = {
     "format_version": "version", "aigo_apply_version?": "line", "project": "project", "config_file": "path",
     "fingerprint": "fingerprint", "actions": [_ACTION], "blockers?": [_BLOCKER], "warnings?": ["text"],
     "gpu_ledger?": ["object"], "lanes?": [["line"]], "request": _REQUEST, "summary?": "object",
@@ -64,18 +67,23 @@ _PLAN = {
 }  # fmt: skip
 
 
-def _matching(pattern: str) -> Callable[[Any], bool]:
+def _real(value: object) -> TypeGuard[int | float]:
+    """An int or a float, never a bool (nor another subclass)."""
+    return type(value) in (int, float)
+
+
+def _matching(pattern: str) -> Callable[[object], bool]:
     compiled = re.compile(pattern)
     return lambda v: isinstance(v, str) and compiled.fullmatch(v) is not None
 
 
-_SCALARS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+_SCALARS: dict[str, tuple[str, Callable[[object], bool]]] = {
     "any": ("any JSON value", lambda v: True),
     "object": ("an object", lambda v: isinstance(v, dict)),
     "bool": ("true or false", lambda v: isinstance(v, bool)),
     "version": (f"the integer {FORMAT_VERSION}", lambda v: type(v) is int and v == FORMAT_VERSION),
-    "seconds": ("a number of seconds", lambda v: type(v) in (int, float) and 0 <= v <= 1e9),
-    "fraction": ("a number from 0 to 1", lambda v: type(v) in (int, float) and 0 <= v < 1),
+    "seconds": ("a number of seconds", lambda v: _real(v) and 0 <= v <= 1e9),
+    "fraction": ("a number from 0 to 1", lambda v: _real(v) and 0 <= v < 1),
     "number": ("a whole number", lambda v: type(v) is int and 0 <= v <= 2**32),
     "count": ("an integer from 1 to 16", lambda v: type(v) is int and 1 <= v <= 16),
     "text": ("a string", lambda v: isinstance(v, str)),
@@ -88,7 +96,7 @@ _SCALARS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
-def check_shape(data: Any) -> None:
+def check_shape(data: object) -> None:
     """Raise PlanFileError naming the first place (`actions[2].kind`) where `data` is not a plan."""
     if _depth(data) > MAX_DEPTH:
         raise PlanFileError(f"the plan nests deeper than {MAX_DEPTH} levels (a plan needs about 8); {REMAKE}")
@@ -97,7 +105,7 @@ def check_shape(data: Any) -> None:
         raise PlanFileError(f"the plan file is damaged or was edited by hand: {problem}; {REMAKE}")
 
 
-def _mismatch(value: Any, shape: Any, where: str) -> str | None:
+def _mismatch(value: object, shape: Shape, where: str) -> str | None:
     if isinstance(shape, dict):
         if not isinstance(value, dict):
             return f"{where or 'the document'} is {_kind(value)}, not an object"
@@ -124,15 +132,15 @@ def _mismatch(value: Any, shape: Any, where: str) -> str | None:
     return None if test(value) else f"{where} is {_kind(value)}, not {what}"
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     if isinstance(value, str):
         return f"the string {value[:40]!r}" + ("..." if len(value) > 40 else "")
     name = {bool: "a boolean", int: "an integer", float: "a number", list: "a list", dict: "an object"}
-    small = type(value) in (int, float) and abs(value) < 1e40
+    small = _real(value) and abs(value) < 1e40
     return f"{name[type(value)]} {value!r}" if small else name.get(type(value), "null")
 
 
-def _depth(data: Any) -> int:
+def _depth(data: object) -> int:
     """How deeply lists and objects nest in `data` (without recursion: it may be very deep)."""
     deepest, stack = 0, [(data, 1)]
     while stack:

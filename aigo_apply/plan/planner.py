@@ -6,7 +6,7 @@ not change plans to nothing but no-ops, every time, because both sides are canon
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from aigo_apply.config.names import BACKUP_SUFFIX, NEXT_SUFFIX
 from aigo_apply.desired.labels import PREFIX as LABEL_PREFIX
@@ -22,6 +22,7 @@ from aigo_apply.plan.downtime import with_downtime
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
+from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.payloads import ModelPayload
 from aigo_apply.plan.replace_strategy import BESIDE, choose
 from aigo_apply.plan.router_plan import STOPPED, router_action
@@ -115,6 +116,23 @@ def build_plan(
     )
 
 
+class _Base(TypedDict):
+    """What each of a model's actions has (Action's fields by name); a running engine's `slot` too."""
+
+    model: str
+    container: str
+    image: str
+    notes: tuple[str, ...]
+    slot: NotRequired[str]
+
+
+class _Waits(TypedDict):
+    """What an action that starts an engine has besides: its spec, and how long apply waits for it."""
+
+    payload: ModelPayload
+    ready_timeout: float
+
+
 def _model_actions(
     model: DesiredModel, containers: list[ObservedContainer], replace: bool, images: dict[str, str]
 ) -> list[Action]:
@@ -122,13 +140,13 @@ def _model_actions(
     primary = next((c for c in containers if c.name == name), None)
     extras = [_remove(c, _leftover(model.alias, name, c.name)) for c in containers if c is not primary]
     address = f"model.{model.alias}"
-    base: dict[str, Any] = {
+    base: _Base = {
         "model": model.alias,
         "container": name,
         "image": model.container.image,
         "notes": model.notes,
     }
-    waits: dict[str, Any] = {"payload": ModelPayload(model.spec), "ready_timeout": model.ready_timeout}
+    waits: _Waits = {"payload": ModelPayload(model.spec), "ready_timeout": model.ready_timeout}
     if primary is None:
         created = tuple(Change(p, None, v, "create") for p, v in flatten(model.spec))
         return extras + [Action(address, "create", (f"no container {name} exists",), created, **waits, **base)]
@@ -191,7 +209,7 @@ def with_strategies(
     actions: list[Action],
     desired: DesiredState,
     by_alias: dict[str, list[ObservedContainer]],
-    ledger: tuple[dict[str, Any], ...],
+    ledger: tuple[LedgerRow, ...],
     skip_canary: bool = False,
     host_free: int | None = None,
 ) -> list[Action]:

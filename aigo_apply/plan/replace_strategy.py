@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from aigo_apply.config.engine_kinds import DEFAULT_ENGINE, ENGINES, in_layers
 from aigo_apply.desired.spec import engine_settings, gpu_indices
 from aigo_apply.desired.types import DesiredState, whole
+from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.swap_ledger import ASLEEP_BYTES
 from aigo_apply.plan.vram import gib
 
@@ -56,7 +56,7 @@ def choose(
     desired: DesiredState,
     old: Mapping[str, object] | None,
     update: str = DEFAULT_UPDATE,
-    ledger: tuple[dict[str, Any], ...] = (),
+    ledger: tuple[LedgerRow, ...] = (),
     host_free: int | None = None,
 ) -> Strategy:
     """The strategy of replacing `alias`'s running engine (recorded spec `old`) by the desired one;
@@ -106,7 +106,7 @@ def _sleep_way(
     alias: str,
     desired: DesiredState,
     old: Mapping[str, object] | None,
-    ledger: tuple[dict[str, Any], ...],
+    ledger: tuple[LedgerRow, ...],
     host_free: int | None,
 ) -> tuple[bool, str]:
     """(whether the old engine can sleep through the new one's start, why), worded to follow "but" or
@@ -153,14 +153,14 @@ def _sleep_way(
     )
 
 
-def _weights(alias: str, ledger: tuple[dict[str, Any], ...]) -> int | None:
+def _weights(alias: str, ledger: tuple[LedgerRow, ...]) -> int | None:
     """A model's whole weights: the ledger's per-GPU share added over the GPUs it is on (None: unknown)."""
     total, seen = 0, False
     for row in ledger:
-        for m in row.get("models", ()):
-            if m.get("alias") != alias:
+        for m in row["models"]:
+            if m["alias"] != alias:
                 continue
-            share = (m.get("estimate") or {}).get("weights")
+            share = m["estimate"]["weights"]
             if not isinstance(share, int):
                 return None
             total, seen = total + share, True
@@ -171,7 +171,7 @@ def _fit(
     alias: str,
     desired: DesiredState,
     old: Mapping[str, object],
-    ledger: tuple[dict[str, Any], ...],
+    ledger: tuple[LedgerRow, ...],
     asleep: bool = False,
 ) -> tuple[bool, str] | None:
     """(whether both fit, why) for the GPUs the new engine uses; None when it uses none. `asleep`: the
@@ -191,7 +191,8 @@ def _fit(
         mine = _fraction(new)
         held = _fraction(old) if (gpu in old_gpus or ALL in old_gpus or gpu == ALL) else 0.0
         if asleep:
-            size = rows.get(gpu, {}).get("memory_total")
+            on = rows.get(gpu)
+            size = on["memory_total"] if on is not None else None
             held = round(ASLEEP_BYTES / size, 3) if held and size else 0.0
         others = sum(
             _fraction(m.spec)
@@ -205,18 +206,17 @@ def _fit(
             why += " asleep" if asleep else ""
             return False, why + (f" and the other models {others:g}" if others else "")
         row = rows.get(gpu)
-        if row and row.get("memory_total") and row.get("memory_free") is not None:
-            need = int((mine + held + others) * row["memory_total"])
-            if need > row["memory_free"]:
-                return False, (
-                    f"{parts} of {where} take {gib(need)}, but {gib(row['memory_free'])} is free beside other processes"
-                )
+        total, free = (row["memory_total"], row["memory_free"]) if row else (None, None)
+        if total and free is not None:
+            need = int((mine + held + others) * total)
+            if need > free:
+                return False, f"{parts} of {where} take {gib(need)}, but {gib(free)} is free beside other processes"
         shown = shown or f"{parts} of {where}"
     more = f" (and of GPU {', '.join(str(g) for g in new_gpus[1:])})" if len(new_gpus) > 1 else ""
     return True, f"{shown}{more} fit"
 
 
-def _sleeps(engine: Any) -> bool:
+def _sleeps(engine: object) -> bool:
     """The engine kind has a sleep mode aigo-apply drives (config/engine_kinds.py); False for no kind."""
     kind = ENGINES.get(engine) if isinstance(engine, str) else None
     return kind is not None and kind.sleeps

@@ -5,7 +5,7 @@ route). The deployed files are trusted by their render key; only a mismatch rend
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.observe.containers import ObservedState
@@ -24,13 +24,22 @@ from aigo_apply.router.haproxy import (
 STOPPED = ("created", "exited")
 
 
+class _Base(TypedDict):
+    """What each of the router's actions has (Action's fields by name)."""
+
+    container: str
+    image: str
+    payload: RouterPayload
+    ready_timeout: float
+
+
 def router_action(
     desired: DesiredState, observed: ObservedState, model_actions: list[Action], targeted: bool, images: dict[str, str]
 ) -> list[Action]:
     """The router: created, recreated or started like an engine; reloaded when its files differ
     from what is deployed, or when it routes to an engine that is not running (a stale route)."""
     want, have = desired.router, observed.router
-    base: dict[str, Any] = {
+    base: _Base = {
         "container": want.container.name,
         "image": want.container.image,
         "payload": RouterPayload(want.spec),

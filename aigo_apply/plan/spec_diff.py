@@ -4,7 +4,6 @@ as one value), and whether its image tag now names another image: the `changes` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.json_types import obj
@@ -36,7 +35,7 @@ def diff_specs(before: Mapping[str, object], after: Mapping[str, object]) -> lis
     """Field-level changes between two canonical specs; a list counts as one value (gpus: [0, 1] -> [0])."""
     from deepdiff import DeepDiff  # only paid for when something differs
 
-    paths: set[tuple[Any, ...]] = set()
+    paths: set[tuple[str | int, ...]] = set()  # deepdiff's path: keys, and list indices
     for level in (lvl for items in DeepDiff(before, after, verbose_level=2).tree.values() for lvl in items):
         path = tuple(level.path(output_format="list"))
         cut = next((i for i, part in enumerate(path) if isinstance(part, int)), len(path))
@@ -90,7 +89,7 @@ def _where(adapter: object) -> str:
     return str(source.get("path", "?"))
 
 
-def _get(data: object, path: tuple[Any, ...]) -> object:
+def _get(data: object, path: tuple[str | int, ...]) -> object:
     for part in path:
         if not isinstance(data, dict) or part not in data:
             return None

@@ -10,11 +10,12 @@ HOST_TIGHT of it; the OS, the engines' processes and the page cache need the res
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from aigo_apply.config.swap_groups import SwapGroup
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.plan.host_checks import Check
+from aigo_apply.plan.ledger_rows import GroupShare, GroupSummary, LedgerModel, LedgerRow
 from aigo_apply.plan.vram import OVERHEAD_BYTES, gib
 
 ASLEEP_BYTES = OVERHEAD_BYTES  # what a sleeping engine keeps on its GPU: the stated overhead, not a measurement
@@ -25,14 +26,14 @@ HOST_FIX = (
 )
 
 
-def count_groups(row: dict[str, Any], groups: dict[str, SwapGroup]) -> None:
+def count_groups(row: LedgerRow, groups: dict[str, SwapGroup]) -> None:
     """Add each group's awake share and its sleeping models' residue to a GPU row's sums; the row's
     other models are counted already. Records the groups on the row (`swap_groups`)."""
-    by_group: dict[str, list[dict[str, Any]]] = {}
+    by_group: dict[str, list[LedgerModel]] = {}
     for m in row["models"]:
         if m.get("swap_group"):
             by_group.setdefault(m["swap_group"], []).append(m)
-    summaries = []
+    summaries: list[GroupShare] = []
     for name, members in sorted(by_group.items()):
         limit = next(g.max_awake for g in groups.values() if g.name == name)
         ranked = sorted(members, key=lambda m: (m["fraction"] or 0.0, m["alias"]), reverse=True)
@@ -84,22 +85,40 @@ def host_memory_check(desired: DesiredState, host_total: int | None, weights: di
     return Check("host.memory", "warning" if unknown else "ok", f"{held}; this host has {gib(host_total)}", "")
 
 
-def plan_groups(desired: DesiredState) -> tuple[dict[str, Any], ...]:
-    """The groups as the plan shows them (JSON `swap_groups`, and the text view)."""
-    out = []
+def plan_groups(desired: DesiredState) -> tuple[GroupSummary, ...]:
+    """The groups as the plan shows them (JSON `swap_groups`, and the text view): SwapGroup.to_dict's
+    keys, the members in the file, their GPUs and the members awake after an apply."""
+    out: list[GroupSummary] = []
     for group in desired.swap_groups:
         members = [a for a in group.members if a in desired.models]
         gpus = desired.models[members[0]].spec["gpus"] if members else "all"
-        out.append({**group.to_dict(), "members": members, "gpus": gpus, "awake_after_apply": list(group.first)})
+        out.append(
+            {
+                "name": group.name,
+                "max_awake": group.max_awake,
+                "members": members,
+                "gpus": gpus,
+                "awake_after_apply": list(group.first),
+            }
+        )
     return tuple(out)
 
 
-def render_groups(groups: tuple[dict[str, Any], ...]) -> list[str]:
+def render_groups(groups: Sequence[Mapping[str, object]]) -> list[str]:
+    """plan_groups' summaries, or a saved plan's (plan_file.check_shape has checked their shape)."""
     lines = []
     for g in groups:
-        gpus = g["gpus"] if isinstance(g["gpus"], str) else ",".join(str(i) for i in g["gpus"])
+        gpus = g["gpus"]
+        shown = gpus if isinstance(gpus, str) else ",".join(str(i) for i in _items(gpus))
         lines.append(
-            f"{g['name']} (gpus {gpus}): {', '.join(g['members'])}; at most {g['max_awake']} awake, "
-            f"awake after apply: {', '.join(g['awake_after_apply'])}"
+            f"{g['name']} (gpus {shown}): {', '.join(map(str, _items(g['members'])))}; at most {g['max_awake']} "
+            f"awake, awake after apply: {', '.join(map(str, _items(g['awake_after_apply'])))}"
         )
     return lines
+
+
+def _items(value: object) -> Iterable[object]:
+    """A list of a summary (a saved one's `gpus` is any JSON: what is not iterable is the TypeError it always was)."""
+    if not isinstance(value, Iterable):
+        raise TypeError(f"{type(value).__name__!r} object is not iterable")
+    return value

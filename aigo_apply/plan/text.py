@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
 
 from aigo_apply.config.machine_text import json_text
 from aigo_apply.errors import escape_char
@@ -137,7 +137,7 @@ def plan_text(plan: Plan, show_diff: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _ledger(rows: tuple[dict[str, Any], ...]) -> list[str]:
+def _ledger(rows: tuple[Mapping[str, object], ...]) -> list[str]:
 
     return render(list(rows)) if rows else []
 
@@ -185,7 +185,7 @@ def _notes(actions: tuple[Action, ...]) -> list[str]:
     return ([""] + notes) if notes else []
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     if value is None:
         return "(none)"
     return _t(json.dumps(value, ensure_ascii=False))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply import __version__
 from aigo_apply.desired.spec import ModelSpec, RouterSpec
@@ -38,14 +38,35 @@ from aigo_apply.plan.replace_strategy import Strategy
 CHANGING = frozenset(KINDS) - {"noop"}
 
 
-@dataclass(frozen=True)
-class Change:
+class ChangeDict(TypedDict):
+    """A Change as the plan's JSON has it."""
+
     path: str
-    before: Any
-    after: Any
+    before: object
+    after: object
     effect: Effect
 
-    def to_dict(self) -> dict[str, Any]:
+
+class BlockerDict(TypedDict):
+    """A Blocker as the plan's JSON has it."""
+
+    id: str
+    address: str | None
+    message: str
+    remediation: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """One field of a spec that changes: its values before and after (a spec's values, or a saved plan's
+    JSON; only shown and compared), and what the change costs."""
+
+    path: str
+    before: object
+    after: object
+    effect: Effect
+
+    def to_dict(self) -> ChangeDict:
         return {"path": self.path, "before": self.before, "after": self.after, "effect": self.effect}
 
 
@@ -131,8 +152,8 @@ class Action:
         """An engine container: a model's, or a leftover one the plan removes."""
         return self.address.startswith(("model.", "container."))
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "address": self.address,
             "kind": self.kind,
             "reasons": list(self.reasons),
@@ -150,15 +171,15 @@ class Action:
         out["notes"] = list(self.notes)
         return out
 
-    def approval(self) -> dict[str, Any]:
+    def approval(self) -> dict[str, object]:
         """What a saved plan approves of this action: all of it but the downtime predicted, which the
         records of later starts may change without changing what is done, and the words of why a replace
         goes its way, which quote free memory that moves by the minute (the way itself is approved)."""
         out = self.to_dict()
         out.pop("expected_downtime_s", None)
         out.pop("downtime", None)
-        if "strategy" in out:
-            out["strategy"] = {"name": out["strategy"]["name"]}
+        if self.strategy is not None:  # to_dict's `strategy`, its name only
+            out["strategy"] = {"name": self.strategy.name}
         return out
 
 
@@ -169,7 +190,7 @@ class Blocker:
     remediation: str
     address: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BlockerDict:
         return {"id": self.id, "address": self.address, "message": self.message, "remediation": self.remediation}
 
 
@@ -181,10 +202,12 @@ class Plan:
     actions: tuple[Action, ...]
     blockers: tuple[Blocker, ...] = ()
     warnings: tuple[str, ...] = ()
-    gpu_ledger: tuple[dict[str, Any], ...] = field(default=())
+    # the GPU ledger's rows (plan/ledger_rows.LedgerRow), or a saved plan's as its file has them: only shown
+    gpu_ledger: tuple[Mapping[str, object], ...] = field(default=())
     lanes: tuple[tuple[str, ...], ...] = ()  # addresses of the models that start, by GPU lane (plan/lanes.py)
     request: PlanRequest = field(default_factory=PlanRequest)  # the options it was made with
-    swap_groups: tuple[dict[str, Any], ...] = ()  # on-demand models taking turns (plan/swap_ledger.plan_groups)
+    # on-demand models taking turns (plan/swap_ledger.plan_groups, or a saved plan's): only shown
+    swap_groups: tuple[Mapping[str, object], ...] = ()
 
     def actions_digest(self) -> str:
         """What `apply PLANFILE` compares: a digest of the canonical actions, so a saved plan is an
@@ -193,7 +216,7 @@ class Plan:
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
     @property
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, int | bool]:
         counts: dict[str, int] = dict.fromkeys(KINDS, 0)
         for action in self.actions:
             counts[action.kind] += 1
@@ -203,7 +226,7 @@ class Plan:
     def has_changes(self) -> bool:
         return any(a.kind in CHANGING for a in self.actions)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "format_version": FORMAT_VERSION,
             "aigo_apply_version": __version__,
@@ -221,9 +244,11 @@ class Plan:
         }
 
     @classmethod
-    def from_dict(cls, data: Any) -> Plan:
+    def from_dict(cls, data: object) -> Plan:
         """A saved plan read back: any hand edit is a PlanFileError naming where (check_shape)."""
         check_shape(data)
+        if not isinstance(data, dict):  # check_shape refuses it first
+            raise PlanFileError(DAMAGED)
         try:
             actions = tuple(_action_from_dict(a) for a in data["actions"])
             blockers = tuple(
@@ -246,12 +271,13 @@ class Plan:
         return plan
 
 
-def _action_from_dict(a: dict[str, Any]) -> Action:
+def _action_from_dict(a: object) -> Action:
     texts = ("model", "container", "image", "diff")
+    kind = next((k for k in KINDS if isinstance(a, dict) and k == a.get("kind")), None)
     if (
         not isinstance(a, dict)
         or not isinstance(a.get("address"), str)
-        or a.get("kind") not in KINDS
+        or kind is None
         or not isinstance(a.get("reasons"), list)
         or not all(isinstance(r, str) for r in a["reasons"])
         or not all(isinstance(a.get(k), (str, type(None))) for k in texts)
@@ -263,13 +289,13 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
         raise PlanFileError(DAMAGED)
     return Action(
         a["address"],
-        a["kind"],
+        kind,
         tuple(a["reasons"]),
         tuple(Change(**c) for c in a.get("changes") or []),
         model=a.get("model"),
         container=a.get("container"),
         image=a.get("image"),
-        payload=_payload_from(a),
+        payload=_payload_from(a, kind),
         notes=tuple(a.get("notes") or []),
         ready_timeout=a.get("ready_timeout"),
         diff=a.get("diff"),
@@ -280,18 +306,20 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
     )
 
 
-def _canary_from(data: Any) -> CanaryGate | None:
+def _canary_from(data: object) -> CanaryGate | None:
     if data is None:
         return None
+    if not isinstance(data, dict):  # check_shape made it an object
+        raise PlanFileError(DAMAGED)
     try:
         return CanaryGate.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError):
         raise PlanFileError(DAMAGED) from None
 
 
-def _payload_from(a: dict[str, Any]) -> Payload | None:
+def _payload_from(a: Mapping[str, object], kind: ActionKind) -> Payload | None:
     """A saved action's `spec` as the one payload type of its kind (PAYLOADS)."""
-    kind, spec = a["kind"], a.get("spec")
+    spec = a.get("spec")
     _, payload_type, required = PAYLOADS[kind]
     if spec is None and not required:
         return None

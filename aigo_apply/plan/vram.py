@@ -24,8 +24,10 @@ Per GPU, for a model split over `tp` GPUs:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import NotRequired, TypedDict
+
+from aigo_apply.json_types import JsonMap, JsonObject, number
 
 GIB = 1024**3
 OVERHEAD_BYTES = int(1.5 * GIB)
@@ -65,6 +67,20 @@ SIZE_KEYS = LAYER_KEYS | {
 MAX_LAYERS, MAX_SIZE = 100_000, 2**32
 
 
+class EstimateDict(TypedDict):
+    """An Estimate as the ledger (and the plan's JSON) has it: its fields, then the total."""
+
+    weights: int | None
+    kv_cache: int | None
+    mamba_state: int
+    overhead: int
+    kv_bytes_per_token: float | None
+    tokens: int
+    notes: list[str]
+    lora: NotRequired[int]  # models with adapters only
+    total: int | None
+
+
 @dataclass(frozen=True)
 class Estimate:
     """Bytes one model needs on each of its GPUs (None where unknown), and how they were found."""
@@ -84,14 +100,24 @@ class Estimate:
             return None
         return self.weights + self.kv_cache + self.mamba_state + self.overhead + self.lora
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {**asdict(self), "notes": list(self.notes), "total": self.total}
+    def to_dict(self) -> EstimateDict:
+        out: EstimateDict = {
+            "weights": self.weights,
+            "kv_cache": self.kv_cache,
+            "mamba_state": self.mamba_state,
+            "overhead": self.overhead,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "tokens": self.tokens,
+            "notes": list(self.notes),
+            "lora": self.lora,
+            "total": self.total,
+        }
         if not self.lora:  # the ledgers of models without adapters stay as they were
             del out["lora"]
         return out
 
 
-def text_config(config: dict[str, Any]) -> dict[str, Any]:
+def text_config(config: JsonMap) -> JsonObject:
     """Multimodal configs keep the language model's numbers under text_config / llm_config. A
     config.json is a model repo's (or a folder's) file: a size that is no whole number in range reads
     as absent (the estimate says what it cannot count), never a traceback or a list of 10**18 layers."""
@@ -102,7 +128,7 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     return _sizes(config)
 
 
-def _sizes(config: dict[str, Any]) -> dict[str, Any]:
+def _sizes(config: JsonMap) -> JsonObject:
     out = dict(config)
     for key in SIZE_KEYS:
         value, most = out.get(key), MAX_LAYERS if key in LAYER_KEYS else MAX_SIZE
@@ -111,7 +137,7 @@ def _sizes(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def model_dtype_bytes(config: dict[str, Any], dtype_setting: str | None = None) -> int:
+def model_dtype_bytes(config: JsonMap, dtype_setting: str | None = None) -> int:
     name = (
         dtype_setting
         if dtype_setting and dtype_setting != "auto"
@@ -120,9 +146,9 @@ def model_dtype_bytes(config: dict[str, Any], dtype_setting: str | None = None) 
     return MODEL_DTYPE_BYTES.get(str(name), 2)
 
 
-def layer_kinds(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+def layer_kinds(config: JsonMap) -> tuple[list[str], list[str]]:
     """(kind of each layer: 'attention' | 'sliding' | 'mamba' | 'linear' | 'mlp', notes)."""
-    layers = int(config.get("num_hidden_layers") or config.get("n_layer") or config.get("num_layers") or 0)
+    layers = _layers(config)
     pattern = config.get("hybrid_override_pattern")
     if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
         return [{"M": "mamba", "*": "attention"}.get(ch, "mlp") for ch in pattern], ["Nemotron-H layer pattern"]
@@ -152,22 +178,22 @@ def layer_kinds(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     return ["attention"] * layers, []
 
 
-def mamba_state_bytes(config: dict[str, Any], mamba_layers: int, tp: int, dtype_bytes: int) -> int:
+def mamba_state_bytes(config: JsonMap, mamba_layers: int, tp: int, dtype_bytes: int) -> int:
     """Per-sequence state of the Mamba layers on one GPU (0 when the config lacks the sizes)."""
     if not mamba_layers:
         return 0
     ssm_bytes = MODEL_DTYPE_BYTES.get(str(config.get("mamba_ssm_cache_dtype")), 4)
-    heads, head_dim = config.get("mamba_num_heads"), config.get("mamba_head_dim")
-    d_state = config.get("ssm_state_size") or config.get("mamba_d_state") or config.get("state_size")
+    heads, head_dim = _size(config, "mamba_num_heads"), _size(config, "mamba_head_dim")
+    d_state = _size(config, "ssm_state_size") or _size(config, "mamba_d_state") or _size(config, "state_size")
     if heads and head_dim and d_state:  # Mamba2 (Nemotron-H)
         inner = heads * head_dim
-        groups = config.get("n_groups") or config.get("mamba_n_groups") or 1
-        kernel = config.get("conv_kernel") or config.get("mamba_d_conv") or 4
+        groups = _size(config, "n_groups") or _size(config, "mamba_n_groups") or 1
+        kernel = _size(config, "conv_kernel") or _size(config, "mamba_d_conv") or 4
         ssm = inner * d_state * ssm_bytes
         conv = (inner + 2 * groups * d_state) * (kernel - 1) * dtype_bytes
-    elif d_state and config.get("hidden_size"):  # Mamba1 (Jamba)
-        inner = (config.get("mamba_expand") or 2) * config["hidden_size"]
-        kernel = config.get("mamba_d_conv") or 4
+    elif d_state and (hidden := _size(config, "hidden_size")):  # Mamba1 (Jamba)
+        inner = (_size(config, "mamba_expand") or 2) * hidden
+        kernel = _size(config, "mamba_d_conv") or 4
         ssm, conv = inner * d_state * ssm_bytes, inner * (kernel - 1) * dtype_bytes
     else:
         return 0
@@ -175,7 +201,7 @@ def mamba_state_bytes(config: dict[str, Any], mamba_layers: int, tp: int, dtype_
 
 
 def estimate(
-    config: dict[str, Any] | None,
+    config: JsonMap | None,
     weight_bytes: int | None,
     max_model_len: int,
     tp: int = 1,
@@ -193,14 +219,15 @@ def estimate(
     kinds, notes = layer_kinds(config)
     attention = kinds.count("attention")
     sliding = kinds.count("sliding")
-    window = config.get("sliding_window") if isinstance(config.get("sliding_window"), int) else None
-    if config.get("kv_lora_rank"):  # MLA: one compressed latent per token and layer, not split by TP
-        per_layer = (config["kv_lora_rank"] + (config.get("qk_rope_head_dim") or 0)) * kv_bytes
+    window = _size(config, "sliding_window")
+    per_layer: float
+    if rank := _size(config, "kv_lora_rank"):  # MLA: one compressed latent per token and layer, not split by TP
+        per_layer = (rank + (_size(config, "qk_rope_head_dim") or 0)) * kv_bytes
         notes = notes + ["MLA latent cache"]
     else:
-        heads = config.get("num_attention_heads") or 1
-        kv_heads = config.get("num_key_value_heads") or config.get("num_kv_heads") or heads
-        head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads)
+        heads = _size(config, "num_attention_heads") or 1
+        kv_heads = _size(config, "num_key_value_heads") or _size(config, "num_kv_heads") or heads
+        head_dim = _size(config, "head_dim") or ((_size(config, "hidden_size") or 0) // heads)
         per_layer = 2 * math.ceil(kv_heads / tp) * head_dim * kv_bytes
     per_token = per_layer * (attention + sliding)
     sliding_tokens = min(window, max_model_len) if window else max_model_len
@@ -210,20 +237,20 @@ def estimate(
 
 
 def lora_bytes(
-    config: dict[str, Any] | None, max_loras: int, max_rank: int, tp: int = 1, dtype: str | None = None
+    config: JsonMap | None, max_loras: int, max_rank: int, tp: int = 1, dtype: str | None = None
 ) -> tuple[int | None, str]:
     """The LoRA buffers on each GPU (None when config.json lacks the sizes) and a note saying how."""
     if not config:
         return None, "LoRA adapters' memory unknown: no config.json"
     config = text_config(config)
-    layers = int(config.get("num_hidden_layers") or config.get("n_layer") or config.get("num_layers") or 0)
-    hidden, inter = config.get("hidden_size"), config.get("intermediate_size")
-    if not layers or not isinstance(hidden, int) or not hidden:
+    layers = _layers(config)
+    hidden, inter = _size(config, "hidden_size"), config.get("intermediate_size")
+    if not layers or not hidden:
         return None, "LoRA adapters' memory unknown: config.json names no layer count or hidden size"
     tp = max(1, tp)
-    heads = config.get("num_attention_heads") or 1
-    kv_heads = config.get("num_key_value_heads") or config.get("num_kv_heads") or heads
-    head_dim = config.get("head_dim") or hidden // heads
+    heads = _size(config, "num_attention_heads") or 1
+    kv_heads = _size(config, "num_key_value_heads") or _size(config, "num_kv_heads") or heads
+    head_dim = _size(config, "head_dim") or hidden // heads
     q, kv = heads * head_dim, kv_heads * head_dim
     column = [(hidden, q), (hidden, kv), (hidden, kv)]  # (in, out): A is whole, B split over the GPUs
     row = [(q, hidden)]  # A split, B whole
@@ -239,6 +266,16 @@ def lora_bytes(
         + ("; the experts' LoRA buffers of this mixture of experts are not counted" if moe else "")
     )
     return total, note
+
+
+def _size(config: JsonMap, key: str) -> int | None:
+    """One of SIZE_KEYS of a config text_config checked: a whole number, or None where it has none."""
+    return number(config.get(key))
+
+
+def _layers(config: JsonMap) -> int:
+    """The layer count a (checked) config names, 0 where it names none."""
+    return _size(config, "num_hidden_layers") or _size(config, "n_layer") or _size(config, "num_layers") or 0
 
 
 def gib(value: float | None) -> str:

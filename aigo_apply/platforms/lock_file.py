@@ -4,6 +4,7 @@ written the one safe way (aigo_apply/safe_write.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ def read(path: Path) -> dict[str, Any] | None:
     return None if raw is None else parse(raw, path)
 
 
-def write(path: Path, data: dict[str, Any]) -> bool:
+def write(path: Path, data: Mapping[str, object]) -> bool:
     """Write the one safe way; False (and nothing written) when the content is unchanged. Refused
     when the lock changed between this read and the write."""
     text = text_of(data)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from aigo_apply.desired.images import ImageObject, LocalImage
 from aigo_apply.errors import ConfigFileError, ConfigInvalid
 from aigo_apply.plan.host_checks import Check
+from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.types import Plan
 
 # `format_version` of every JSON document and JSON line aigo-apply prints with -o json (status, validate,
@@ -58,7 +59,7 @@ class Readiness:
     engine: str
     image: ImageObject
     checks: tuple[Check, ...]
-    gpu_ledger: list[dict[str, Any]]
+    gpu_ledger: list[LedgerRow]
 
     @property
     def blocked(self) -> bool:

@@ -120,7 +120,7 @@ def check_download(action: Action) -> dict[str, Any]:
         raise PlanFileError(f"{action.address}: the plan's download names nothing to fetch; make a new plan")
     spec = action.download.to_spec()
     repo, revision, file, dest = spec.get("repo"), spec.get("revision"), spec.get("file"), spec.get("dest")
-    pin, kind = spec.get("pin"), spec.get("kind", "model")
+    pin, kind = spec.get("pin"), str(spec.get("kind", "model"))  # DownloadSpec.kind: text
 
     def fits(value: Any, key: str) -> TypeGuard[str]:
         return isinstance(value, str) and re.search(allowed[key]["pattern"], value) is not None

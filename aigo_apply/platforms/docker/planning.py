@@ -28,6 +28,7 @@ from aigo_apply.plan.adapter_checks import adapter_checks
 from aigo_apply.plan.check_findings import with_checks
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.host_checks import Check, gpu_needs, run_checks, source_checks, store_checks
+from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.lockfile import LockRestore, drift, restore_for
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.port_checks import clashes, port_checks, wanted
@@ -147,7 +148,7 @@ def host_checks(
     runtime: Runtime,
     observed: ObservedState | None = None,
     remote: dict[HubKey, HubAnswer] | None = None,
-) -> tuple[list[Check], list[dict[str, Any]]]:
+) -> tuple[list[Check], list[LedgerRow]]:
     """The readiness checks for this host and file, and the per-GPU memory ledger: Docker /info,
     and (only when a model wants a GPU) NVML and the model files the VRAM estimate reads; for a
     model not downloaded yet, what the Hub said (`remote`: file sizes and config.json)."""
@@ -199,7 +200,7 @@ def host_port_checks(desired: DesiredState, runtime: Runtime, observed: Observed
     return port_checks((w, owned.get(s.inode, s)) for w, s in found)
 
 
-def _whole_weights(ledger: list[dict[str, Any]]) -> dict[str, int | None]:
+def _whole_weights(ledger: list[LedgerRow]) -> dict[str, int | None]:
     """Each model's whole weights: the ledger's per-GPU weights added over the GPUs it is on."""
     out: dict[str, int | None] = {}
     for row in ledger:
