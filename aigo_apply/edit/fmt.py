@@ -1,8 +1,8 @@
 """`aigo-apply fmt`: rewrite a config file into its one canonical layout, so that a config repo's diffs
-show changes of meaning only. Keys in the order of docs/configuration.md's reference, two spaces per
-level, every comment kept next to the key it was written beside or above, strings quoted exactly
-where a YAML reader (the project's YAML 1.1 or an editor's 1.2) would otherwise read another value
-(`off`, `0123`, `1e3`, `null`, a date), booleans as true/false, numbers as written.
+show changes of meaning only. Keys in the order schemas/aigo.schema.json lists them (the order of
+docs/configuration.md's reference), two spaces per level, every comment kept next to the key it was
+written beside or above, strings quoted exactly where a YAML reader (the project's YAML 1.1 or an
+editor's 1.2) would otherwise read another value (`off`, `0123`, `1e3`, `null`, a date), booleans as true/false, numbers as written.
 
 ruamel.yaml (round-trip) keeps the comments; the values themselves come from the project's own
 reader (config/yaml_source), so what the file means is what is written back (the comments are moved
@@ -38,56 +38,13 @@ from aigo_apply.edit.config_write import read_config, replace_config
 from aigo_apply.edit.fmt_comments import attach, comments, detach, squeeze, token
 from aigo_apply.edit.fmt_refusal import at_path, first_difference, lost_comment_line, refusal, yaml_mark
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, FormatUnkept, visible
+from aigo_apply.json_types import JsonObject, JsonValue, arr, obj
 from aigo_apply.observe.config_file import load_config
+from aigo_apply.resources import schema_data
 
 INDENT = 2
 _SOURCE = "repo revision path file"
 _SECRET = "from_env from_file"
-# Key order per mapping, as docs/configuration.md's reference shows it ("*": any alias or name). Keys a
-# mapping does not list keep their written order after the listed ones; maps not listed (models, env)
-# keep theirs. tests/unit/edit/test_repo_fmt.py holds this table to that page and to the schema.
-_CANARY = "max_slowdown requests concurrency prompt_tokens max_tokens compare_output seed"
-_LOGS = "max_size max_files"
-ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
-    pattern: tuple(keys.split())
-    for pattern, keys in {
-        (): "version project platform defaults router engines kubernetes models",
-        ("kubernetes",): "context namespace gpu_resource gpus_per_node runtime_class_name node_selector tolerations "
-        "storage cluster_domain download_image",
-        ("kubernetes", "storage"): "storage_class size_gib node_local",
-        ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout update canary logs",
-        ("defaults", "canary"): _CANARY,
-        ("defaults", "logs"): _LOGS,
-        ("defaults", "engine_by_format"): "safetensors-repo gguf",
-        (
-            "router",
-        ): "port bind api_keys metrics_without_key image image_tag max_body_mb timeout hold_seconds stall_seconds logs",
-        ("router", "api_keys"): _SECRET,
-        ("router", "logs"): _LOGS,
-        ("engines",): "vllm sglang llama.cpp",
-        ("engines", "*"): "image image_tag",
-        (
-            "models",
-            "*",
-        ): "source engine enabled on_demand swap_group max_awake context_length gpus port ready_timeout update "
-        "canary logs vllm adapters sglang llama.cpp env kubernetes",
-        ("models", "*", "canary"): _CANARY,
-        ("models", "*", "logs"): _LOGS,
-        ("models", "*", "source"): _SOURCE,
-        ("models", "*", "vllm"): "tool_calling tool_call_parser reasoning_parser moe_backend mamba_backend "
-        "tensor_parallel_size gpu_memory_utilization quantization kv_cache_dtype dtype max_num_seqs load_format "
-        "enable_prefix_caching trust_remote_code enforce_eager compilation max_loras max_lora_rank speculative",
-        ("models", "*", "vllm", "compilation"): "optimization_level cudagraph_capture_sizes max_cudagraph_capture_size",
-        ("models", "*", "vllm", "speculative"): "method num_speculative_tokens draft",
-        ("models", "*", "vllm", "speculative", "draft"): _SOURCE,
-        ("models", "*", "adapters", "*"): "source",
-        ("models", "*", "adapters", "*", "source"): _SOURCE,
-        ("models", "*", "sglang"): "tensor_parallel_size gpu_memory_utilization trust_remote_code",
-        ("models", "*", "llama.cpp"): "gpu_layers tensor_parallel_size",
-        ("models", "*", "env", "*"): _SECRET,
-        ("models", "*", "kubernetes"): "node_selector storage_gib",
-    }.items()
-}
 _RESOLVE_11 = pyyaml.resolver.Resolver()
 _RESOLVE_12 = VersionedResolver(version=(1, 2))
 
@@ -168,10 +125,41 @@ def _writer() -> YAML:
 # -- the canonical document -------------------------------------------------------------------------
 
 
-def _order(path: tuple[Any, ...]) -> tuple[str, ...] | None:
-    for pattern, order in ORDER.items():
-        if len(pattern) == len(path) and all(p in ("*", q) for p, q in zip(pattern, path, strict=True)):
-            return order
+def key_order(path: tuple[object, ...]) -> tuple[str, ...] | None:
+    """The order fmt writes the keys of the mapping at `path` in: its properties in the order
+    schemas/aigo.schema.json writes them (a `$ref` followed, and of a value's forms, `oneOf` or
+    `anyOf`, the mapping); None for a mapping of names (models, env, node_selector) and a mapping
+    inside a list (tolerations), which keep their written order. Keys the schema does not list keep
+    their written order after the listed ones (fmt formats only a valid file: there are none)."""
+    node = _mapping(_schema())
+    for key in path:
+        if node is None:
+            return None
+        properties = obj(node.get("properties"))
+        node = _mapping(
+            properties[key] if isinstance(key, str) and key in properties else node.get("additionalProperties")
+        )
+    return (tuple(obj(node.get("properties"))) or None) if node is not None else None
+
+
+def _schema() -> JsonObject:
+    return obj(schema_data("aigo.schema.json"))  # read once, when fmt first orders a mapping
+
+
+def _mapping(schema: JsonValue | None) -> JsonObject | None:
+    """The schema of a mapping that `schema` describes, or None (a scalar, a list)."""
+    if not isinstance(schema, dict):
+        return None
+    if "properties" not in schema and "$ref" in schema:
+        target: JsonValue = _schema()
+        for part in str(schema["$ref"]).removeprefix("#/").split("/"):
+            target = obj(target).get(part)
+        return _mapping(target)
+    if "properties" in schema or isinstance(schema.get("additionalProperties"), dict):
+        return schema
+    for form in arr(schema.get("oneOf")) + arr(schema.get("anyOf")):
+        if (found := _mapping(form)) is not None:
+            return found
     return None
 
 
@@ -183,7 +171,7 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
                 f"the mapping at {_where(path)} reads otherwise in ruamel.yaml (a merge key or an anchor?)", path
             )
         pairs = list(zip(node.keys(), value.keys(), strict=True))
-        order = _order(path)
+        order = key_order(path)
         if order is not None:
             pairs.sort(key=lambda pair: order.index(pair[1]) if pair[1] in order else len(order))
         fresh = CommentedMap()

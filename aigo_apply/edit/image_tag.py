@@ -25,7 +25,7 @@ from aigo_apply.config.secret_values import unquoted
 from aigo_apply.config.yaml_source import comments
 from aigo_apply.desired.images import BUILT_IN
 from aigo_apply.edit.config_write import read_config, replace_validated
-from aigo_apply.edit.fmt import ORDER, string_scalar
+from aigo_apply.edit.fmt import key_order, string_scalar
 from aigo_apply.errors import AigoError, ConfigInvalid, UsageProblem
 
 
@@ -164,7 +164,7 @@ def _descend(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap | N
 
 
 def _ensure(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap:
-    """The mapping at `where`, made where missing, each new key where fmt's order (edit/fmt.ORDER) puts it."""
+    """The mapping at `where`, made where missing, each new key where fmt's order (edit/fmt.key_order) puts it."""
     node = document
     for depth, key in enumerate(where):
         child = node.get(key)
@@ -181,7 +181,7 @@ def _ensure(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap:
 def _position(node: CommentedMap, path: tuple[str, ...], key: str) -> int:
     """Where `key` goes among `node`'s keys in fmt's order: before the first that fmt puts after it (a
     key fmt does not list, it puts after every listed one)."""
-    order = ORDER.get(path) or ORDER.get(path[:-1] + ("*",)) or ()
+    order = key_order(path) or ()
     if key not in order:
         return len(node)
     rank = order.index(key)
