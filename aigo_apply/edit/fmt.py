@@ -2,7 +2,8 @@
 show changes of meaning only. Keys in the order schemas/aigo.schema.json lists them (the order of
 docs/configuration.md's reference), two spaces per level, every comment kept next to the key it was
 written beside or above, strings quoted exactly where a YAML reader (the project's YAML 1.1 or an
-editor's 1.2) would otherwise read another value (`off`, `0123`, `1e3`, `null`, a date), booleans as true/false, numbers as written.
+editor's 1.2) would otherwise read another value (`off`, `0123`, `1e3`, `null`, a date), booleans as
+true/false, numbers as written.
 
 ruamel.yaml (round-trip) keeps the comments; the values themselves come from the project's own
 reader (config/yaml_source), so what the file means is what is written back (the comments are moved
