@@ -20,7 +20,6 @@ import io
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml as pyyaml
 from ruamel.yaml import YAML
@@ -87,7 +86,7 @@ def format_file(file: str, write: bool) -> Formatted:
     return result
 
 
-def format_text(text: str, data: Any, display: str, marks: Marks | None = None) -> str:
+def format_text(text: str, data: object, display: str, marks: Marks | None = None) -> str:
     """`text` (a file whose meaning is `data`, as the project's reader reads it) in the canonical layout;
     `marks` (where each value is written) let a refusal name its line (edit/fmt_refusal.py)."""
     bom = "\ufeff" if text.startswith("\ufeff") else ""
@@ -98,6 +97,8 @@ def format_text(text: str, data: Any, display: str, marks: Marks | None = None) 
         document = writer.load(body)
         header, trailer = detach(document)
         canonical = _canon(document, data, (), 0)
+        if not isinstance(canonical, CommentedMap):  # cannot be: detach took a mapping, and data read as one
+            raise FormatUnkept("the document reads otherwise in ruamel.yaml", ())
         attach(canonical, header, trailer)
         out = io.StringIO()
         writer.dump(canonical, out)
@@ -164,7 +165,7 @@ def _mapping(schema: JsonValue | None) -> JsonObject | None:
     return None
 
 
-def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
+def _canon(node: object, value: object, path: tuple[object, ...], column: int) -> object:
     """A fresh ruamel tree for `value` (the meaning), in canonical order, with `node`'s comments."""
     if isinstance(value, dict):
         if not isinstance(node, CommentedMap) or len(node) != len(value):
@@ -208,13 +209,13 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
 
 def _move_comments(
     node: CommentedMap,
-    old: Any,
+    old: object,
     fresh: CommentedMap,
-    name: Any,
+    name: str,
     column: int,
     flow: bool,
     first: bool,
-    path: tuple[Any, ...],
+    path: tuple[object, ...],
 ) -> None:
     """`old`'s comments onto `name`: the lines above it (no blank line first in a block), its end-of-line one."""
     item = node.ca.items.get(old)
@@ -235,7 +236,7 @@ def _move_comments(
     ]
 
 
-def _scalar(node: Any, value: Any, path: tuple[Any, ...]) -> Any:
+def _scalar(node: object, value: object, path: tuple[object, ...]) -> object:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -264,13 +265,13 @@ def _plain_keeps(text: str) -> bool:
     return kinds == {scalars.STR} and not plain_reads_as_other(text)  # what ruamel misses: `-.5e3`, `y`
 
 
-def _plain_dump(value: Any) -> str:
+def _plain_dump(value: object) -> str:
     out = io.StringIO()
     _writer().dump({"x": value}, out)
     return out.getvalue()
 
 
-def _reads_as(text: str, value: Any) -> bool:
+def _reads_as(text: str, value: object) -> bool:
     try:
         read = pyyaml.safe_load(text)
     except pyyaml.YAMLError:
@@ -278,14 +279,14 @@ def _reads_as(text: str, value: Any) -> bool:
     return isinstance(read, dict) and type(read.get("x")) is type(value) and read.get("x") == value
 
 
-def _where(path: tuple[Any, ...]) -> str:
+def _where(path: tuple[object, ...]) -> str:
     return ".".join(str(part) for part in path) or "the top level"
 
 
 # -- checks and writing -----------------------------------------------------------------------------
 
 
-def _check_same(before: str, after: str, data: Any, display: str, marks: Marks | None = None) -> None:
+def _check_same(before: str, after: str, data: object, display: str, marks: Marks | None = None) -> None:
     """The formatted text must mean the same and keep every comment, or it is not used."""
     try:
         node, loader = _compose(after, display)
@@ -310,7 +311,7 @@ def _check_same(before: str, after: str, data: Any, display: str, marks: Marks |
         )
 
 
-def _same_types(a: Any, b: Any) -> bool:
+def _same_types(a: object, b: object) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_types(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
@@ -318,7 +319,7 @@ def _same_types(a: Any, b: Any) -> bool:
     return type(a) is type(b)
 
 
-def _replace(path: Path, display: str, text: str, data: Any, raw: bytes) -> None:
+def _replace(path: Path, display: str, text: str, data: object, raw: bytes) -> None:
     """Validate `text` as the file, then put it in place (edit/config_write.py): owner and mode kept,
     refused when the file is no longer the bytes `raw` that were formatted."""
 
