@@ -14,15 +14,23 @@ from __future__ import annotations
 import builtins
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aigo_apply.adapters.kube_exec import exec_auth
 from aigo_apply.adapters.kubeconfig import read_kubeconfig
 from aigo_apply.adapters.urls import PROXY_FIX, proxy_problem, shown_url, url_problem
 from aigo_apply.errors import KubeConflict, KubeError, KubeUnavailable
+from aigo_apply.json_types import JsonMap, JsonObject
+
+if TYPE_CHECKING:
+    import httpx2
+    from lightkube import Client
+    from lightkube.config.kubeconfig import SingleConfig
+    from lightkube.core.client import FieldSelector, LabelSelector
+    from lightkube.generic_resource import GenericNamespacedResource
 
 FIELD_MANAGER = "aigo-apply"
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
@@ -51,9 +59,9 @@ class KubeClient:
     """One namespace of one cluster, as the tool uses it. Build it with `connect` (a kubeconfig)
     or `over_transport` (tests: an httpx2 transport that answers like the API server)."""
 
-    def __init__(self, client: Any, namespace: str, server: str, context: str):
+    def __init__(self, client: Client, namespace: str, server: str, context: str):
         self._client, self.namespace, self.server, self.context = client, namespace, server, context
-        self._resources: dict[str, Any] = {}
+        self._resources: dict[str, type[GenericNamespacedResource]] = {}
 
     @classmethod
     def connect(
@@ -84,7 +92,9 @@ class KubeClient:
         return cls._build(single, namespace or single.namespace, None)
 
     @classmethod
-    def over_transport(cls, transport: Any, namespace: str, server: str = "https://kube.test") -> KubeClient:
+    def over_transport(
+        cls, transport: httpx2.BaseTransport, namespace: str, server: str = "https://kube.test"
+    ) -> KubeClient:
         """A client whose every request goes to `transport` (an httpx2 transport), for tests."""
         from lightkube.config.kubeconfig import KubeConfig
         from lightkube.config.models import Cluster, User
@@ -95,7 +105,7 @@ class KubeClient:
         return cls._build(single, namespace, transport)
 
     @classmethod
-    def _build(cls, single: Any, namespace: str, transport: Any) -> KubeClient:
+    def _build(cls, single: SingleConfig, namespace: str, transport: httpx2.BaseTransport | None) -> KubeClient:
         from lightkube import Client
 
         server = str(single.cluster.server)  # shown without its user and password (shown_url), always
@@ -122,24 +132,28 @@ class KubeClient:
 
     # -- reads ------------------------------------------------------------------------------------
     def list(
-        self, kind: str, labels: dict[str, Any] | None = None, fields: dict[str, str] | None = None
-    ) -> builtins.list[dict[str, Any]]:
+        self, kind: str, labels: Mapping[str, str] | None = None, fields: dict[str, str] | None = None
+    ) -> builtins.list[JsonObject]:
         """Every object of `kind` in the namespace that matches the selectors, in ONE request
         (kind and apiVersion set on each item: a list's items come without them)."""
         group, version, _ = KINDS[kind]
         api_version = f"{group}/{version}" if group else version
         with self._errors("list", kind):
-            found = self._client.list(self._resource(kind), namespace=self.namespace, labels=labels, fields=fields)
+            label_selector: LabelSelector | None = dict(labels) if labels is not None else None
+            field_selector: FieldSelector | None = dict(fields) if fields is not None else None
+            found = self._client.list(
+                self._resource(kind), namespace=self.namespace, labels=label_selector, fields=field_selector
+            )
             items = [dict(item) for item in found]
         return [{**item, "apiVersion": api_version, "kind": kind} for item in items]
 
-    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+    def get(self, kind: str, name: str) -> JsonObject | None:
         """The object, or None when there is none of that name."""
         with self._errors("get", kind, name, missing_ok=True):
             return dict(self._client.get(self._resource(kind), name, namespace=self.namespace))
         return None
 
-    def events(self, kind: str, name: str) -> builtins.list[dict[str, Any]]:
+    def events(self, kind: str, name: str) -> builtins.list[JsonObject]:
         """The events the cluster recorded about one object (scheduling, pulls, back-offs)."""
         return self.list("Event", fields={"involvedObject.kind": kind, "involvedObject.name": name})
 
@@ -215,12 +229,13 @@ class KubeClient:
         return response.status_code, response.text
 
     # -- writes -----------------------------------------------------------------------------------
-    def apply(self, obj: dict[str, Any], force: bool = False) -> dict[str, Any]:
+    def apply(self, obj: JsonObject, force: bool = False) -> JsonObject:
         """Server-side apply of a whole object as field manager aigo-apply; the object as stored."""
         from lightkube.types import PatchType
 
         kind, name = _identity(obj)
-        namespace = (obj.get("metadata") or {}).get("namespace")
+        meta = obj.get("metadata")  # a mapping: _identity refused any other
+        namespace = meta.get("namespace") if isinstance(meta, dict) else None
         if namespace not in (None, self.namespace):
             raise KubeError(f"{kind} {name} names namespace {namespace!r}, not {self.namespace!r}; nothing was sent")
         with self._errors("patch", kind, name):
@@ -247,7 +262,7 @@ class KubeClient:
         return False
 
     # -- lightkube plumbing -----------------------------------------------------------------------
-    def _resource(self, kind: str) -> Any:
+    def _resource(self, kind: str) -> type[GenericNamespacedResource]:
         """A generic (dict) resource class per kind, made once, kept out of lightkube's registry."""
         if kind not in self._resources:
             from lightkube.generic_resource import GenericNamespacedResource, create_api_info
@@ -294,7 +309,7 @@ class KubeClient:
                 f"{verb} {what}: the API server's answer could not be read ({shown_url(str(exc))})"
             ) from None
 
-    def _api_error(self, verb: str, kind: str, what: str, code: int, body: dict[str, Any]) -> KubeError:
+    def _api_error(self, verb: str, kind: str, what: str, code: int, body: JsonMap) -> KubeError:
         message = str(body.get("message") or "").strip()[:1000]
         reason = str(body.get("reason") or "")
         where = f"namespace {self.namespace!r} of context {self.context!r}"
@@ -320,10 +335,11 @@ class KubeClient:
         return KubeError(f"{verb} {what} in {where}: the API server answered {detail}", code, reason)
 
 
-def conflict_error(what: str, body: dict[str, Any]) -> KubeConflict:
+def conflict_error(what: str, body: JsonMap) -> KubeConflict:
     """A 409 on server-side apply, worded from the Status's details.causes: which field manager
     owns which field, and how to take them over."""
-    causes = (body.get("details") or {}).get("causes") if isinstance(body.get("details"), dict) else None
+    details = body.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
     managers: list[str] = []
     fields: list[str] = []
     for cause in causes if isinstance(causes, list) else []:
@@ -347,15 +363,16 @@ def conflict_error(what: str, body: dict[str, Any]) -> KubeConflict:
     return KubeConflict(message, tuple(managers), tuple(fields))
 
 
-def _identity(obj: dict[str, Any]) -> tuple[str, str]:
+def _identity(obj: JsonMap) -> tuple[str, str]:
     kind = obj.get("kind")
-    name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
     if kind not in KINDS or not isinstance(name, str) or not name:
         raise KubeError(f"refusing to apply an object of kind {kind!r} named {name!r}: not one aigo-apply makes")
     return str(kind), name
 
 
-def _json(response: Any) -> dict[str, Any]:
+def _json(response: httpx2.Response | None) -> JsonObject:
     try:
         body = response.json() if response is not None else {}
     except ValueError:

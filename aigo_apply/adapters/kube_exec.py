@@ -17,10 +17,15 @@ import os
 import selectors
 import subprocess
 import time
-from typing import Any
+from collections.abc import Generator
+from typing import TYPE_CHECKING
 
 from aigo_apply import safe_read
 from aigo_apply.errors import visible
+
+if TYPE_CHECKING:
+    import httpx2
+    from lightkube.config.models import UserExec
 
 EXEC_TIMEOUT = 60.0  # seconds a plugin may take: a cloud CLI answers in a few, a browser login in under one minute
 EXEC_OUTPUT = 1024 * 1024  # bytes of each stream kept: an ExecCredential is a few KiB
@@ -39,11 +44,14 @@ def run_plugin(command: list[str], env: dict[str, str], timeout: float, limit: i
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         raise ValueError(f"cannot be started: {exc.strerror or type(exc).__name__}") from None
-    out: dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    assert proc.stdout is not None and proc.stderr is not None  # both are pipes (PIPE above)
+    stdout_fd, stderr_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    streams = {stdout_fd: proc.stdout, stderr_fd: proc.stderr}
+    out = {fd: bytearray() for fd in streams}  # by file descriptor: what each stream printed
     deadline = time.monotonic() + timeout
     why = ""
     with selectors.DefaultSelector() as selector:
-        for stream in out:
+        for stream in streams.values():
             selector.register(stream, selectors.EVENT_READ)
         while selector.get_map() and not why:
             left = deadline - time.monotonic()
@@ -55,8 +63,8 @@ def run_plugin(command: list[str], env: dict[str, str], timeout: float, limit: i
                 if not chunk:
                     selector.unregister(key.fileobj)
                     continue
-                out[key.fileobj] += chunk
-                if len(out[key.fileobj]) > limit:
+                out[key.fd] += chunk
+                if len(out[key.fd]) > limit:
                     why = f"printed more than {safe_read.size_text(limit)}"
     if why:
         proc.kill()
@@ -67,14 +75,14 @@ def run_plugin(command: list[str], env: dict[str, str], timeout: float, limit: i
         proc.wait(5)
         why = f"did not answer within {timeout:g} s"
     finally:
-        for stream in out:
+        for stream in streams.values():
             stream.close()
     if why:
         raise ValueError(why)
     if code != 0:
-        said = bytes(out[proc.stderr]).decode("utf-8", "replace").strip().splitlines()
+        said = bytes(out[stderr_fd]).decode("utf-8", "replace").strip().splitlines()
         raise ValueError(f"exited with {code}" + (f": {visible(said[-1][:500])}" if said else ""))
-    return bytes(out[proc.stdout])
+    return bytes(out[stdout_fd])
 
 
 def token_of(raw: bytes) -> str:
@@ -92,7 +100,7 @@ def token_of(raw: bytes) -> str:
     return token
 
 
-def exec_auth(spec: Any) -> Any:
+def exec_auth(spec: UserExec) -> httpx2.Auth:
     """An httpx2 Auth that gets its bearer token from the plugin `spec` (lightkube's UserExec:
     apiVersion, command, args, env), within bounds (see the module's docstring)."""
     import httpx2
@@ -116,7 +124,7 @@ def exec_auth(spec: Any) -> Any:
             except ValueError as exc:  # what went wrong, in words that follow the plugin's name
                 raise ConfigError(f"the exec credential plugin `{shown}` {exc}") from None
 
-        def sync_auth_flow(self, request: Any) -> Any:
+        def sync_auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
             if self.bearer:
                 request.headers["Authorization"] = self.bearer
                 response = yield request

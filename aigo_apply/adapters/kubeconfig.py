@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from aigo_apply import safe_read
-from aigo_apply.errors import AigoError, KubeUnavailable
+from aigo_apply.errors import AigoError, KubeUnavailable, Unreadable
+from aigo_apply.json_types import JsonObject, arr, obj
 
 MAX_KUBECONFIG_BYTES = safe_read.KUBECONFIG.limit
 SECTIONS = (("clusters", "cluster", True), ("contexts", "context", True), ("users", "user", False))
@@ -46,12 +46,12 @@ NAMED_FILES = (
 )
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     names = {dict: "a mapping", list: "a list", str: "text", bool: "a boolean", int: "a number", float: "a number"}
     return names.get(type(value), "empty")
 
 
-def read_kubeconfig(path: str, context: str | None = None) -> dict[str, Any]:
+def read_kubeconfig(path: str, context: str | None = None) -> JsonObject:
     """The kubeconfig at `path` as a mapping lightkube's KubeConfig.from_dict can take, with the
     files that `context` (else its current context) names read in."""
     data = _parse(path, _read(path))
@@ -64,7 +64,7 @@ def _read(path: str) -> bytes:
     try:
         target = safe_read.home_path(path, "the kubeconfig")
         data = safe_read.read(target, safe_read.KUBECONFIG, f"the kubeconfig {path}")
-    except safe_read.Unreadable as exc:
+    except Unreadable as exc:
         if exc.missing:
             raise KubeUnavailable(
                 f"no kubeconfig at {path}; set KUBECONFIG, or create ~/.kube/config (`kubectl config view` shows "
@@ -77,7 +77,7 @@ def _read(path: str) -> bytes:
     return data
 
 
-def _parse(path: str, data: bytes) -> dict[str, Any]:
+def _parse(path: str, data: bytes) -> JsonObject:
     try:
         parsed = yaml.safe_load(data.decode("utf-8"))
         safe_read.check_tree(parsed, safe_read.KUBECONFIG.depth, safe_read.MAX_VALUES)
@@ -102,17 +102,17 @@ def _parse(path: str, data: bytes) -> dict[str, Any]:
     return parsed
 
 
-def _read_named_files(path: str, data: dict[str, Any], context: str | None) -> None:
+def _read_named_files(path: str, data: JsonObject, context: str | None) -> None:
     """Put the content of each file the context in use names into its entry, in place of the path.
     An unknown context is left to lightkube, which says which contexts there are."""
     name = context or data.get("current-context")
-    contexts = [e["context"] for e in data["contexts"] if e["name"] == name]
+    contexts = [obj(e)["context"] for e in arr(data["contexts"]) if obj(e)["name"] == name]
     if not contexts:
         return
     base = safe_read.home_path(path, "the kubeconfig").parent
     for section, inner, fields in NAMED_FILES:
-        wanted = contexts[-1].get(inner)  # lightkube keeps the last entry of a name
-        entries = [(i, e[inner]) for i, e in enumerate(data.get(section) or []) if e["name"] == wanted]
+        wanted = obj(contexts[-1]).get(inner)  # lightkube keeps the last entry of a name
+        entries = [(i, obj(obj(e)[inner])) for i, e in enumerate(arr(data.get(section))) if obj(e)["name"] == wanted]
         if not entries:
             continue
         index, entry = entries[-1]
@@ -127,7 +127,7 @@ def _read_named_files(path: str, data: dict[str, Any], context: str | None) -> N
             file = Path(target) if Path(target).is_absolute() else base / target
             try:
                 raw = safe_read.read(file, safe_read.KUBE_CREDENTIAL, safe_read.shown(file))
-            except safe_read.Unreadable as exc:
+            except Unreadable as exc:
                 raise KubeUnavailable(f"the kubeconfig {path}: {where} names {exc}") from None
             assert raw is not None
             entry[value_key] = base64.b64encode(raw).decode("ascii") if encoded else _text(raw, path, where)
@@ -141,7 +141,7 @@ def _text(raw: bytes, path: str, where: str) -> str:
         raise KubeUnavailable(f"the kubeconfig {path}: {where} names a file that is not UTF-8 text; {FIX}") from None
 
 
-def _check_outline(path: str, data: dict[str, Any]) -> None:
+def _check_outline(path: str, data: JsonObject) -> None:
     for section, inner, required in SECTIONS:
         entries = data.get(section)
         if entries is None and not required:

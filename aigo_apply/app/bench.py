@@ -50,7 +50,7 @@ def run_bench(request: BenchRequest, view: BenchView) -> int:
         model = desired.models[alias]
         settings = model.canary or CanarySettings()
         address = address_of(running.get(alias), sockets, alias)
-        row: JsonObject = {"model": alias, "image": model.container.image, "settings": settings.to_dict()}
+        row: JsonObject = {"model": alias, "image": model.container.image, "settings": {**settings.to_dict()}}
         if address is None:
             rows.append({**row, "error": "its engine is not running"})
             continue

@@ -4,13 +4,14 @@ given by repo are its downloads too: pulled with it, and listed as used by it (m
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.desired.model_store import (
     ADAPTERS,
     KINDS,
     MARKER,
+    Download,
     downloads,
     kind_of,
     label,
@@ -51,7 +52,7 @@ def listing(desired: DesiredState, store: Path) -> list[JsonObject]:
     file's models that are missing. A folder's models are those that need the source it holds; one
     that needs another source there is its `mismatch` (the plan blocks on it), and a folder that is
     not where the store keeps the source it holds (an older layout's) says where that is (`moved`)."""
-    users: dict[str, list[dict[str, Any]]] = {}
+    users: dict[str, list[Download]] = {}
     for need in downloads(desired.specs()):
         users.setdefault(need["dest"], []).append(need)
     rows: list[JsonObject] = []
@@ -72,7 +73,7 @@ def listing(desired: DesiredState, store: Path) -> list[JsonObject]:
                 "files": len(marker.get("files", {})),
                 "folder": folder,
                 "downloaded_at": marker.get("downloaded_at"),
-                "used_by": sorted({a for n in needs if wanted_source(n) == recorded for a in n["models"]}),
+                "used_by": _used_by(n for n in needs if wanted_source(n) == recorded),
                 **({"kind": "adapter"} if marker.get("kind") == "adapter" else {}),
                 **({"invalid": invalid} if invalid else {}),
                 **({"mismatch": _mismatch(other)} if other else {}),
@@ -89,7 +90,7 @@ def listing(desired: DesiredState, store: Path) -> list[JsonObject]:
                 "files": 0,
                 "folder": folder,
                 "downloaded_at": None,
-                "used_by": sorted({a for n in needs for a in n["models"]}),
+                "used_by": _used_by(needs),
                 "missing": True,
                 **({"kind": "adapter"} if any(kind_of(n) == "adapter" for n in needs) else {}),
             }
@@ -97,7 +98,12 @@ def listing(desired: DesiredState, store: Path) -> list[JsonObject]:
     return rows
 
 
-def _mismatch(needs: list[dict[str, Any]]) -> str:
+def _used_by(needs: Iterable[Download]) -> list[JsonValue]:
+    """The aliases of the models that need these downloads, sorted."""
+    return [*sorted({a for n in needs for a in n["models"]})]
+
+
+def _mismatch(needs: list[Download]) -> str:
     """Which models need which other sources in a folder than the one its marker records."""
     aliases = sorted({a for n in needs for a in n["models"]})
     wanted = ", ".join(sorted({source_text(wanted_source(n)) for n in needs}))

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import EngineAddress, Route
 from aigo_apply.errors import EXIT_OK, AigoError, LockHeld, NotReady
 from aigo_apply.observe.containers import parse_state, running_engines
@@ -47,7 +47,7 @@ class Watcher:
         runtime: Runtime,
         router: Router,
         project: str,
-        specs: dict[str, dict[str, Any]],
+        specs: dict[str, ModelSpec],
         say: Callable[[str], None],
         ready_timeout: float = 1800.0,
         state_root: Path | None = None,

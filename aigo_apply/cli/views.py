@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import overload
+from typing import TypeVar, overload
 
 import click
 
 from aigo_apply.cli.ci_output import command, machine
 from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo, json_line, objects, text_of
 from aigo_apply.config.machine_text import json_text
+from aigo_apply.desired.images import LocalImage
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, shown_path
 from aigo_apply.json_types import JsonObject, JsonValue
 from aigo_apply.plan.types import Plan
@@ -108,7 +109,7 @@ class TextView(TextReporter):
         for line in bench_lines(report):
             echo(line, colours=False)
 
-    def image(self, info: JsonObject) -> None:
+    def image(self, info: LocalImage) -> None:
         from aigo_apply.desired.images import render
 
         echo(render(_one_line_each(info)), colours=False)
@@ -174,7 +175,7 @@ class JsonView(JsonReporter):
     def bench(self, report: JsonObject) -> None:
         _json(report)
 
-    def image(self, info: JsonObject) -> None:
+    def image(self, info: LocalImage) -> None:
         _json(info)
 
     def stored_models(self, rows: list[JsonObject]) -> None:
@@ -224,16 +225,21 @@ def view_for(output: str, confirm: Callable[[str], bool] | None = None) -> TextV
     return view
 
 
+_Report = TypeVar("_Report", bound=Mapping[str, object])
+
+
 @overload
 def _one_line_each(data: str, keep: str = "") -> str: ...
 @overload
-def _one_line_each(data: JsonObject, keep: str = "") -> JsonObject: ...
+def _one_line_each(data: _Report, keep: str = "") -> _Report: ...
 @overload
-def _one_line_each(data: list[JsonObject], keep: str = "") -> list[JsonObject]: ...
+def _one_line_each(data: list[_Report], keep: str = "") -> list[_Report]: ...
 def _one_line_each(data: object, keep: str = "") -> object:
     """`data` (a report from Docker, a cluster or the model store) with every text in it shown on
     one line, each character a terminal would act on, a line feed too, escaped (plan.text.printable):
-    a name cannot print a line of its own in the text made of it."""
+    a name cannot print a line of its own in the text made of it. Of the same shape: a text for a
+    text, a mapping with the same keys (fixed names, or names escaped as their values are), a list
+    of as many items (a tuple's items become a list, as JSON writes them)."""
     from aigo_apply.plan.text import printable
 
     if isinstance(data, str):

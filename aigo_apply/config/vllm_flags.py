@@ -7,10 +7,58 @@ Model cards give `vllm serve` flags; users copy them. Pure."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from aigo_apply.config.env_names import SLEEP_MODE_FLAG
 from aigo_apply.config.vllm_facts import COMPILATION_FLAGS
+
+
+class DraftSettings(TypedDict, total=False):
+    """A speculative draft model: {repo, revision} or {path}, and (in a canonical spec) its host folder."""
+
+    repo: str
+    revision: str
+    path: str
+    model_dir: str
+
+
+class SpeculativeSettings(TypedDict, total=False):
+    method: str
+    num_speculative_tokens: int
+    draft: DraftSettings
+
+
+class CompilationSettings(TypedDict, total=False):
+    optimization_level: int
+    cudagraph_capture_sizes: list[int]
+    max_cudagraph_capture_size: int
+
+
+class VllmSettings(TypedDict, total=False):
+    """A model's `vllm:` settings as its canonical spec holds them (desired/spec.ModelSpec): the keys of the
+    schema's vllmSettings, each rendered to its flag by the tables below. A new setting is a key here and
+    a row below (and the schema's)."""
+
+    tool_calling: bool
+    tool_call_parser: str
+    reasoning_parser: str
+    moe_backend: str
+    mamba_backend: str
+    quantization: str
+    kv_cache_dtype: str
+    dtype: str
+    tensor_parallel_size: int
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    load_format: str
+    enable_prefix_caching: bool
+    trust_remote_code: bool
+    enforce_eager: bool
+    compilation: CompilationSettings
+    max_loras: int
+    max_lora_rank: int
+    speculative: SpeculativeSettings
+
 
 # Settings of a model's `vllm:` block that map to a flag taking a value, in command-line order.
 VALUE_FLAGS = (

@@ -16,6 +16,7 @@ from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.load import Config
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
+from aigo_apply.desired.spec import AdapterSpec, ModelSpec, SourceSpec
 from aigo_apply.desired.store_folder import store_folder
 from aigo_apply.desired.types import AdapterFiles, HostContext
 from aigo_apply.errors import UnsafeSetting
@@ -26,14 +27,15 @@ MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 VLLM_DEFAULT_RANK = 16
 
 
-def adapter_specs(adapters: dict[str, Any], base_dir: Path, store: Path, mounts: Mounts) -> dict[str, dict[str, Any]]:
+def adapter_specs(adapters: dict[str, Any], base_dir: Path, store: Path, mounts: Mounts) -> dict[str, AdapterSpec]:
     """alias -> {source, adapter_dir}, sorted by alias: what the engine mounts and names."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, AdapterSpec] = {}
     for name in sorted(adapters):
         source = adapters[name]["source"]
+        canonical: SourceSpec
         if "repo" in source:
             canonical = {"repo": source["repo"], "revision": source.get("revision", "main")}
-            folder = repo_dir(store, canonical["repo"], canonical["revision"], "adapter")
+            folder = repo_dir(store, source["repo"], canonical["revision"], "adapter")
         else:
             folder = mountable(base_dir, source["path"], f"adapters.{name}.source.path", mounts)
             canonical = {"path": str(folder)}
@@ -47,8 +49,8 @@ def rank_choice(rank: int) -> int | None:
 
 
 def lora_settings(
-    settings: dict[str, Any], adapters: dict[str, dict[str, Any]], files: Mapping[str, AdapterFiles]
-) -> tuple[dict[str, Any], tuple[str, ...]]:
+    settings: Mapping[str, object], adapters: Mapping[str, AdapterSpec], files: Mapping[str, AdapterFiles]
+) -> tuple[dict[str, object], tuple[str, ...]]:
     """The vLLM settings with max_loras and max_lora_rank filled for a model with adapters, and the
     plan's notes on how the rank was chosen."""
     out = dict(settings)
@@ -72,7 +74,7 @@ def lora_settings(
     return dict(sorted(out.items())), notes
 
 
-def adapter_folders(specs: Mapping[str, dict[str, Any]]) -> list[str]:
+def adapter_folders(specs: Mapping[str, ModelSpec]) -> list[str]:
     """Every adapter folder the models' specs name (what observe/adapter_files.py reads), sorted."""
     return sorted({a["adapter_dir"] for spec in specs.values() for a in spec.get("adapters", {}).values()})
 

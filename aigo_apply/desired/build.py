@@ -47,6 +47,7 @@ from aigo_apply.desired.engines.router import router_container, settings_of
 from aigo_apply.desired.images import image_object, image_reference
 from aigo_apply.desired.logs import log_settings, logs_written
 from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
+from aigo_apply.desired.spec import ModelSpec, RouterSpec, model_spec_of, router_spec_of
 from aigo_apply.desired.store_folder import store_folder
 from aigo_apply.desired.types import (
     SOCKETS_FOLDER,
@@ -157,9 +158,9 @@ def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
     return ()
 
 
-def router_spec(project: str, router: dict[str, Any], host: HostContext, defaults: dict[str, Any]) -> dict[str, Any]:
+def router_spec(project: str, router: dict[str, Any], host: HostContext, defaults: dict[str, Any]) -> RouterSpec:
     """The canonical spec of the router container (API keys only as a reference; `defaults`: the file's)."""
-    return {
+    spec = {
         "image": f"{router.get('image', ROUTER_IMAGE)}:{router.get('image_tag', ROUTER_DEFAULT_TAG)}",
         "bind": router.get("bind", DEFAULT_ROUTER_BIND),
         "port": router.get("port", DEFAULT_ROUTER_PORT),
@@ -174,6 +175,7 @@ def router_spec(project: str, router: dict[str, Any], host: HostContext, default
         "user": f"{host.uid}:{host.gid}",
         "logs": log_settings(router.get("logs"), defaults),
     }
+    return router_spec_of(spec)
 
 
 def desired_router(
@@ -203,8 +205,10 @@ def served_on_ports(desired: DesiredState) -> DesiredState:
         if "socket" not in model.spec:
             models[alias] = model
             continue
-        spec = {k: v for k, v in model.spec.items() if k not in ("socket", "sleep_mode")}
-        spec["port"] = model.port
+        spec = model.spec.copy()
+        del spec["socket"]
+        spec.pop("sleep_mode", None)
+        spec = model_spec_of({**spec, "port": model.port}, f"model '{alias}'")  # the port where the socket was
         models[alias] = replace(model, spec=spec, container=engines.render(desired.project, alias, spec))
     routes = tuple(Route.of(alias, m.spec) for alias, m in sorted(models.items()))
     return replace(desired, models=models, router=replace(desired.router, routes=routes))
@@ -216,7 +220,7 @@ def sockets_folder(host: HostContext, project: str) -> Path:
     return host.state_folder(project) / SOCKETS_FOLDER
 
 
-def listen_notes(alias: str, spec: dict[str, Any]) -> tuple[str, ...]:
+def listen_notes(alias: str, spec: ModelSpec) -> tuple[str, ...]:
     """What the plan says of an engine published on a port: any local account reaches it there."""
     if "port" not in spec:
         return ()
@@ -251,7 +255,7 @@ def model_spec(
     mounts: Mounts,
     socket: str | None = None,
     adapter_files: Mapping[str, AdapterFiles] | None = None,
-) -> dict[str, Any]:
+) -> ModelSpec:
     """The canonical spec of one model: every value that shapes its container, defaults filled.
     `socket`: the host folder of its Unix socket, for an engine served on one (it then has no port).
     Only the settings of the engine that runs it are part of it (others cannot cause a recreate).
@@ -269,7 +273,7 @@ def model_spec(
         if weights_format(source) == "gguf":
             model_dir, model_file = model_dir.parent, model_dir.name
     gpus = model.get("gpus", "all")
-    spec: dict[str, Any] = {
+    spec: dict[str, object] = {
         "engine": engine,
         "image": image,
         "source": canonical_source,
@@ -289,8 +293,8 @@ def model_spec(
         if "speculative" in settings:
             settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store, mounts)
         if model.get("adapters"):  # only when set: the specs of models without adapters stay as they were
-            spec["adapters"] = adapter_specs(model["adapters"], base_dir, store, mounts)
-            settings = lora_settings(settings, spec["adapters"], adapter_files or {})[0]
+            spec["adapters"] = adapters = adapter_specs(model["adapters"], base_dir, store, mounts)
+            settings = lora_settings(settings, adapters, adapter_files or {})[0]
         spec["vllm"] = settings
     elif engine == "sglang":
         settings = dict(model.get("sglang", {}))
@@ -304,7 +308,7 @@ def model_spec(
         spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
     order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", "socket"]
     order += ["on_demand", "sleep_mode", engine, "adapters", "env", "logs"]
-    return {key: spec[key] for key in order if key in spec}
+    return model_spec_of({key: spec[key] for key in order if key in spec}, f"a {engine} model")
 
 
 def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path, mounts: Mounts) -> dict[str, Any]:

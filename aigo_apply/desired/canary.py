@@ -5,6 +5,7 @@ or changing it recreates nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -21,11 +22,11 @@ class CanarySettings:
     compare_output: bool = False  # also compare greedy outputs of a few prompts (shown, never refusing)
     seed: int = 0  # the request set's seed
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, float | int | bool]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CanarySettings:
+    def from_dict(cls, data: Mapping[str, Any]) -> CanarySettings:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 

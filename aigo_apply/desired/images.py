@@ -6,7 +6,8 @@ repositoryOverridden, repoDigests and sizeBytes)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, ROUTER_IMAGE
 from aigo_apply.config.engine_kinds import ENGINES
@@ -20,13 +21,34 @@ BUILT_IN: dict[str, tuple[str, str | None]] = {
 }
 
 
+class ImageObject(TypedDict):
+    """An engine's (or the router's) image as the file resolves it."""
+
+    engine: str
+    image_reference: str | None
+    repository: str
+    default_tag: str | None
+    tag: str | None
+    tag_overridden: bool
+    repository_overridden: bool
+
+
+class LocalImage(ImageObject):
+    """The same, with what Docker has of it on this machine."""
+
+    present: bool
+    id: str | None
+    repo_digests: list[str]
+    created: str | None
+    size_bytes: int | None
+
+
 def image_reference(data: dict[str, Any], engine: str) -> str | None:
     """'repository:tag' for an engine from a validated config; None when its tag is not given."""
-    ref: str | None = image_object(data, engine)["image_reference"]
-    return ref
+    return image_object(data, engine)["image_reference"]
 
 
-def image_object(data: dict[str, Any], engine: str) -> dict[str, Any]:
+def image_object(data: dict[str, Any], engine: str) -> ImageObject:
     """Pure: the image object for `engine` ('vllm' or 'router') from a validated config."""
     if engine not in BUILT_IN:
         raise UsageProblem(f"unknown engine {engine!r}; known here: {', '.join(BUILT_IN)}")
@@ -44,19 +66,25 @@ def image_object(data: dict[str, Any], engine: str) -> dict[str, Any]:
     }
 
 
-def with_local(image: dict[str, Any], inspected: dict[str, Any] | None) -> dict[str, Any]:
+def with_local(image: ImageObject, inspected: Mapping[str, object] | None) -> LocalImage:
     """Add what Docker has locally (from GET /images/{ref}/json, or None when absent)."""
+    found = inspected or {}
+    digests = found.get("RepoDigests")
     return {
         **image,
         "present": inspected is not None,
-        "id": inspected.get("Id") if inspected else None,
-        "repo_digests": list(inspected.get("RepoDigests") or []) if inspected else [],
-        "created": inspected.get("Created") if inspected else None,
-        "size_bytes": inspected.get("Size") if inspected else None,
+        "id": _text(found.get("Id")),
+        "repo_digests": [d for d in digests if isinstance(d, str)] if isinstance(digests, list) else [],
+        "created": _text(found.get("Created")),
+        "size_bytes": size if type(size := found.get("Size")) is int else None,
     }
 
 
-def render(image: dict[str, Any]) -> str:
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def render(image: LocalImage) -> str:
     default = image["default_tag"] or "(none built in: the file names the tag)"
     lines = [
         f"engine:          {image['engine']}",

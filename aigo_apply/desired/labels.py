@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from aigo_apply import __version__
@@ -44,14 +45,14 @@ def project_filter(project: str) -> dict[str, list[str]]:
     return {"label": [f"{MANAGED_BY}={MANAGER}", f"{PROJECT}={project}"]}
 
 
-def references_only(spec: Any, where: str = "spec") -> None:
+def references_only(spec: object, where: str = "spec") -> None:
     """The spec label is readable by anyone who can list containers: refuse to store a value that
     looks like a credential (validation refuses it first; this holds for a spec from elsewhere)."""
     if _holds_credential(spec):  # rarely: only then is each value's place spelled out for the message
         _refuse_credentials(spec, where)
 
 
-def _holds_credential(spec: Any) -> bool:
+def _holds_credential(spec: object) -> bool:
     """Whether any key or string in `spec` looks like a credential (what _refuse_credentials
     searches, without building a place name for every value of every spec)."""
     stack = [spec]
@@ -75,7 +76,7 @@ def _spec_text_kind(text: str) -> str | None:
     return credential_kind(text)
 
 
-def _refuse_credentials(spec: Any, where: str) -> None:
+def _refuse_credentials(spec: object, where: str) -> None:
     """Raise for the first key or string (in order) that looks like a credential, naming its place."""
     if isinstance(spec, dict):
         for key, value in spec.items():
@@ -88,7 +89,9 @@ def _refuse_credentials(spec: Any, where: str) -> None:
         raise UnsafeSetting(f"{where}: refusing to store {kind} in a container label; pass secrets by reference")
 
 
-def for_engine(project: str, alias: str, engine: str, spec: dict[str, Any], definition_hash: str) -> dict[str, str]:
+def for_engine(
+    project: str, alias: str, engine: str, spec: Mapping[str, object], definition_hash: str
+) -> dict[str, str]:
     references_only(spec, f"model '{alias}'")
     return {
         MANAGED_BY: MANAGER,
@@ -103,7 +106,7 @@ def for_engine(project: str, alias: str, engine: str, spec: dict[str, Any], defi
     }
 
 
-def for_router(project: str, spec: dict[str, Any], definition_hash: str) -> dict[str, str]:
+def for_router(project: str, spec: Mapping[str, object], definition_hash: str) -> dict[str, str]:
     references_only(spec, "router")
     return {
         MANAGED_BY: MANAGER,
@@ -129,7 +132,7 @@ def for_volume(project: str, image: str | None = None) -> dict[str, str]:
     }
 
 
-def owns_volume(labels: Any, project: str) -> bool:
+def owns_volume(labels: object, project: str) -> bool:
     """Whether a volume's labels (as Docker reports them: possibly null) say the tool made it for
     this project. A volume of our name without them is someone else's, or an older aigo-apply's."""
     if not isinstance(labels, dict):

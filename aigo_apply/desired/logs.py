@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from aigo_apply.config.defaults import LOG_MAX_FILES, LOG_MAX_SIZE
-from aigo_apply.desired.types import LogRotation
+from aigo_apply.desired.spec import LogSettings
+from aigo_apply.desired.types import LogRotation, whole
 from aigo_apply.errors import UnsafeSetting
 
 # What schemas/aigo.schema.json takes: Docker reads k, m and g (either case, an optional b or ib after
@@ -29,17 +30,17 @@ _CANONICAL_SIZE = re.compile(r"[1-9][0-9]{0,5}[kmg]\Z", re.ASCII)
 MAX_FILES = 100  # the schema's bound too
 
 
-def log_settings(own: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
+def log_settings(own: object, defaults: Mapping[str, object]) -> LogSettings:
     """The canonical `logs` of one container: its own keys (`models.ALIAS.logs`, `router.logs`),
     then `defaults.logs`, then the built-in size and count, each key on its own."""
     inherited = defaults.get("logs")
-    merged = {
+    merged: dict[str, object] = {
         "max_size": LOG_MAX_SIZE,
         "max_files": LOG_MAX_FILES,
         **(inherited if isinstance(inherited, dict) else {}),
         **(own if isinstance(own, dict) else {}),
     }
-    return {"max_files": merged["max_files"], "max_size": canonical_size(merged["max_size"])}
+    return {"max_files": whole(merged["max_files"], "logs.max_files"), "max_size": canonical_size(merged["max_size"])}
 
 
 def logs_written(data: Mapping[str, Any]) -> tuple[str, ...]:
@@ -51,7 +52,7 @@ def logs_written(data: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(f"{where}.logs" for where, section in places if "logs" in section)
 
 
-def canonical_size(text: Any) -> str:
+def canonical_size(text: object) -> str:
     """`50M`, `50mb`, `50MiB` -> `50m`: the one spelling of a size Docker reads the same way."""
     match = _SIZE.match(text) if isinstance(text, str) else None
     if match is None:
@@ -59,26 +60,28 @@ def canonical_size(text: Any) -> str:
     return match[1] + match[2].lower()
 
 
-def rotation(who: str, spec: Mapping[str, Any]) -> LogRotation:
+def rotation(who: str, spec: Mapping[str, object]) -> LogRotation:
     """The rotation a canonical spec asks for, checked once more where it is used (a hand-edited
     saved plan): the one spelling of the size, and a whole count of files from 1 to MAX_FILES.
     `who`: the container's owner as messages name it (model 'chat', router)."""
     logs = spec.get("logs")
-    values: Any = (logs.get("max_size"), logs.get("max_files")) if isinstance(logs, dict) else None
-    rotated = LogRotation(*values) if values else None  # as written: rotation_problem judges each value
-    why = rotation_problem(rotated)
-    if rotated is None or why:
+    size, count = (logs.get("max_size"), logs.get("max_files")) if isinstance(logs, dict) else (None, None)
+    why = _problem(size, count) if isinstance(logs, dict) else rotation_problem(None)  # each value as written
+    if why or not isinstance(size, str) or not isinstance(count, int):
         raise UnsafeSetting(f"{who}: refusing logs {logs!r}: {why}; nothing was changed")
-    return rotated
+    return LogRotation(size, count)
 
 
 def rotation_problem(logs: LogRotation | None) -> str | None:
     """Why a container's log settings are none aigo-apply makes, or None."""
     if logs is None:
         return "its logs would grow without bound (every container aigo-apply makes rotates them)"
-    if not (isinstance(logs.max_size, str) and _CANONICAL_SIZE.match(logs.max_size)):
-        return f"log size {logs.max_size!r} is not a whole number and k, m or g, such as 50m"
-    count = logs.max_files
+    return _problem(logs.max_size, logs.max_files)
+
+
+def _problem(size: object, count: object) -> str | None:
+    if not (isinstance(size, str) and _CANONICAL_SIZE.match(size)):
+        return f"log size {size!r} is not a whole number and k, m or g, such as 50m"
     if not (type(count) is int and 1 <= count <= MAX_FILES):
         return f"log file count {count!r} is not an integer from 1 to {MAX_FILES}"
     return None

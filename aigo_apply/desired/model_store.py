@@ -18,11 +18,13 @@ import re
 import string
 from collections.abc import Mapping
 from pathlib import Path, PurePath
-from typing import Any, TypeVar
+from typing import Literal, NotRequired, TypedDict, TypeVar
 
 from aigo_apply.config.defaults import MAX_GGUF_PARTS
 from aigo_apply.config.host_paths import UNRESOLVABLE_FIX, path_text_problem, short, unsafe_mount
 from aigo_apply.config.path_facts import HostPaths
+from aigo_apply.config.vllm_flags import DraftSettings
+from aigo_apply.desired.spec import ModelSpec, SourceSpec
 from aigo_apply.desired.types import HostContext
 from aigo_apply.errors import UnsafeSetting, UnsupportedModel
 
@@ -109,17 +111,17 @@ def store_depth(kind: str) -> int:
     return 3 if kind == "adapter" else 2
 
 
-def legacy_dir(need: Mapping[str, Any]) -> str | None:
+def legacy_dir(need: Mapping[str, object]) -> str | None:
     """Where the older layout (before store_name: `ORG--NAME/REVISION` with `/` as `--`, adapters
     beside models) put the download `need` (from `downloads`), when that is not its folder now, or
     None. Used only when its marker records exactly `need`'s source: many sources shared such a folder."""
-    dest = PurePath(need["dest"])
+    dest = PurePath(str(need["dest"]))
     kind = kind_of(need)
     depth = store_depth(kind)
     if len(dest.parts) <= depth:
         return None
     store = dest.parents[depth - 1]
-    if repo_dir(store, need["repo"], need["revision"], kind) != dest:
+    if repo_dir(store, str(need["repo"]), str(need["revision"]), kind) != dest:
         return None  # not a folder the store lays out
     org, name = str(need["repo"]).split("/", 1)
     old = store / f"{org}--{name}" / str(need["revision"]).replace("/", "--")
@@ -259,7 +261,7 @@ def gguf_parts(name: str) -> list[str]:
     return [f"{split.group('stem')}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
-def marker_shape(data: Any) -> dict[str, Any] | None:
+def marker_shape(data: object) -> dict[str, object] | None:
     """`data` as a marker: `files` maps names to sizes (whole non-negative numbers); repo, revision,
     commit and downloaded_at are text (a commit 40 hex digits), sha256 maps names to digests,
     complete_repo is a boolean. Any other shape is no marker (None); unknown keys are dropped."""
@@ -268,7 +270,7 @@ def marker_shape(data: Any) -> dict[str, Any] | None:
     files = data["files"]
     if not all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in files.items()):
         return None
-    out: dict[str, Any] = {"files": dict(files)}
+    out: dict[str, object] = {"files": dict(files)}
     for key in ("repo", "revision", "downloaded_at", "kind"):
         if isinstance(data.get(key), str):
             out[key] = data[key]
@@ -286,15 +288,16 @@ def is_commit(revision: str) -> bool:
     return re.fullmatch(r"[0-9a-f]{40}", revision) is not None
 
 
-def source_of(marker: Mapping[str, Any] | None) -> tuple[str, str, str] | None:
+def source_of(marker: Mapping[str, object] | None) -> tuple[str, str, str] | None:
     """The source a marker records, (kind, repo, revision), or None when it records none (a marker
     the tool wrote always does; "model" where it names no kind, as the tool wrote a model's)."""
-    if not marker or not isinstance(marker.get("repo"), str) or not isinstance(marker.get("revision"), str):
+    repo, revision = (marker.get("repo"), marker.get("revision")) if marker else (None, None)
+    if not marker or not isinstance(repo, str) or not isinstance(revision, str):
         return None
-    return str(marker.get("kind", "model")), marker["repo"], marker["revision"]
+    return str(marker.get("kind", "model")), repo, revision
 
 
-def wanted_source(need: Mapping[str, Any]) -> tuple[str, str, str]:
+def wanted_source(need: Mapping[str, object]) -> tuple[str, str, str]:
     """(kind, repo, revision) of a download (from `downloads`, or a download step's spec)."""
     return kind_of(need), str(need["repo"]), str(need.get("revision", "main"))
 
@@ -305,51 +308,68 @@ def source_text(source: tuple[str, str, str]) -> str:
     return {"model": "", "adapter": "LoRA adapter "}.get(kind, f"{kind} ") + f"{repo}@{revision}"
 
 
-def foreign_source(marker: Mapping[str, Any] | None, need: Mapping[str, Any]) -> str | None:
+def foreign_source(marker: Mapping[str, object] | None, need: Mapping[str, object]) -> str | None:
     """How the source `marker` records is named (source_text), when it is another than `need`'s: the
     folder must not be used for `need`, nor written over. None when it records `need`'s or none."""
     recorded = source_of(marker)
     return source_text(recorded) if recorded is not None and recorded != wanted_source(need) else None
 
 
-def is_complete(marker: Mapping[str, Any] | None, need: Mapping[str, Any], commit: str | None = None) -> bool:
+def is_complete(marker: Mapping[str, object] | None, need: Mapping[str, object], commit: str | None = None) -> bool:
     """Whether a folder's marker says it holds what the download `need` (from `downloads`: kind, repo,
     revision, file) needs: the marker records exactly that source (a model's selection is not an
     adapter's, nor another revision's), with `need`'s GGUF file or the whole selection, and, when
     `commit` is given (aigo.lock's pin), at that commit."""
-    if not marker or not isinstance(marker.get("files"), dict) or source_of(marker) != wanted_source(need):
+    files = marker.get("files") if marker else None
+    if not marker or not isinstance(files, dict) or source_of(marker) != wanted_source(need):
         return False
     if commit is not None and marker.get("commit") != commit:
         return False
     file = need.get("file")
-    return file in marker["files"] if file is not None else bool(marker.get("complete_repo"))
+    return file in files if file is not None else bool(marker.get("complete_repo"))
 
 
-def marker_for(markers: Mapping[str, Mapping[str, Any]], need: Mapping[str, Any]) -> Mapping[str, Any]:
+def marker_for(markers: Mapping[str, Mapping[str, object]], need: Mapping[str, object]) -> Mapping[str, object]:
     """The marker of `need`'s folder when it records `need`'s source, else {} (nothing of it is here)."""
-    marker = markers.get(need["dest"]) or {}
+    marker = markers.get(str(need["dest"])) or {}
     return marker if source_of(marker) == wanted_source(need) else {}
 
 
-def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+class Download(TypedDict):
+    """One Hub download the models' specs name (`downloads`): its source, the folder it goes to and the
+    models that need it; an adapter's has `kind` "adapter" and the adapters' aliases."""
+
+    repo: str
+    revision: str
+    file: str | None
+    dest: str
+    models: list[str]
+    kind: NotRequired[Literal["adapter"]]
+    adapters: NotRequired[list[str]]
+
+
+def downloads(specs: Mapping[str, ModelSpec]) -> list[Download]:
     """Every Hub download the models' specs name (weights, speculative draft models and LoRA
     adapters given by repo), one per repo, revision, file and folder, with the aliases of the models
     that need it (an adapter's: the models it is served with, so a model's plan, lock entry and
     `models pull` name it like the model's own files). An adapter's has `kind` "adapter" and an
     `adapters` list of its aliases; a model's has no `kind` (it is "model"). A model and an adapter of
     one repo@revision are two downloads, in two folders (repo_dir). Pure."""
-    found: dict[tuple[str, str, str | None, str, bool], dict[str, Any]] = {}
+    found: dict[tuple[str, str, str | None, str, bool], Download] = {}
     for alias, spec in sorted(specs.items()):
-        sources = [(spec.get("source", {}), spec.get("model_dir"), None)]
+        sources: list[tuple[SourceSpec | DraftSettings, str | None, str | None]]
+        sources = [(spec["source"], spec.get("model_dir"), None)]
         draft = spec.get("vllm", {}).get("speculative", {}).get("draft")
         if draft:
             sources.append((draft, draft.get("model_dir"), None))
         for name, adapter in sorted((spec.get("adapters") or {}).items()):
-            sources.append((adapter.get("source", {}), adapter.get("adapter_dir"), name))
+            sources.append((adapter["source"], adapter.get("adapter_dir"), name))
         for source, dest, adapter_alias in sources:
             if "repo" not in source or not dest:
                 continue
-            key = (source["repo"], source.get("revision", "main"), source.get("file"), dest, adapter_alias is not None)
+            file = source.get("file")  # a model's GGUF file (a draft or an adapter has none)
+            named = file if isinstance(file, str) else None
+            key = (source["repo"], source.get("revision", "main"), named, dest, adapter_alias is not None)
             entry = found.setdefault(
                 key, {"repo": key[0], "revision": key[1], "file": key[2], "dest": dest, "models": []}
             )
@@ -361,7 +381,7 @@ def downloads(specs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
-def kind_of(need: Mapping[str, Any]) -> str:
+def kind_of(need: Mapping[str, object]) -> str:
     """What a download (from `downloads`) is: "model" or "adapter"."""
     return str(need.get("kind", "model"))
 
@@ -369,13 +389,13 @@ def kind_of(need: Mapping[str, Any]) -> str:
 ADAPTER_LABEL = "adapter:"  # before a LoRA adapter's label: a model of the same repo@revision is another download
 
 
-def label(need: Mapping[str, Any]) -> str:
+def label(need: Mapping[str, object]) -> str:
     """repo@revision (and /file for a GGUF model), `adapter:repo@revision` for a LoRA adapter's: how
     plan addresses, `models pull`, the journal and aigo.lock's keys name a download. A model and an
     adapter of one repo@revision are two downloads (two folders, two commits): never one name."""
     return (ADAPTER_LABEL if kind_of(need) == "adapter" else "") + repo_text(need)
 
 
-def repo_text(need: Mapping[str, Any]) -> str:
+def repo_text(need: Mapping[str, object]) -> str:
     """repo@revision (and /file for a GGUF model): a download in a sentence that says what kind it is."""
     return f"{need['repo']}@{need['revision']}" + (f"/{need['file']}" if need.get("file") else "")

@@ -12,12 +12,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
 from aigo_apply.config.host_paths import HF_CACHE, Protected
 from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.swap_groups import SwapGroup
 from aigo_apply.desired.canary import CanarySettings
+from aigo_apply.desired.images import ImageObject
+from aigo_apply.desired.spec import ModelSpec, RouterSpec
 from aigo_apply.errors import AigoError
 
 
@@ -45,6 +47,13 @@ class Mount:
     read_only: bool = True
 
 
+class LogConfig(TypedDict):
+    """Docker's HostConfig.LogConfig."""
+
+    type: str
+    config: dict[str, str]
+
+
 LOG_DRIVER = "json-file"  # the driver `docker logs` reads back, with files Docker rotates itself
 
 
@@ -56,10 +65,10 @@ class LogRotation:
     max_size: str  # canonical: a whole number and k, m or g (1024-based, as Docker reads it), e.g. "50m"
     max_files: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, int | str]:
         return {"max_files": self.max_files, "max_size": self.max_size}
 
-    def log_config(self) -> dict[str, Any]:
+    def log_config(self) -> LogConfig:
         """Docker's HostConfig.LogConfig for it (the API takes the options as strings)."""
         return {"type": LOG_DRIVER, "config": {"max-size": self.max_size, "max-file": str(self.max_files)}}
 
@@ -82,7 +91,9 @@ class ContainerSpec:
     shm_size: int | None = None  # bytes of its own /dev/shm (an engine's NCCL and workers need more than 64 MiB)
     restart_policy: str = "unless-stopped"
     entrypoint: tuple[str, ...] | None = None  # None keeps the image's own
-    network_mode: str = "bridge"  # "host": the router (it binds itself); "none": an engine on its socket
+    network_mode: Literal["bridge", "host", "none"] = (
+        "bridge"  # "host": the router (it binds itself); "none": an engine on its socket
+    )
     user: str | None = None  # None keeps the image's own user
     cpu_shares: int | None = None  # its CPU weight when the CPUs are contended (Docker's --cpu-shares); None: 1024
     # no capability but binding a low port, and no new privileges: an image the file chose that runs on the
@@ -90,7 +101,7 @@ class ContainerSpec:
     confined: bool = False
     logs: LogRotation | None = None  # None: the daemon's default driver, unbounded (no container aigo-apply makes)
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> dict[str, object]:
         """Everything that defines the container except its labels, as JSON-ready data."""
         return {
             "name": self.name,
@@ -122,6 +133,13 @@ SOCKET_FILE = "engine.sock"  # an engine's Unix socket, in its own folder (desir
 SLOTS = ("a", "b")  # a model's two sockets: a parallel replace starts the new engine on the one not in use
 
 
+def whole(value: object, key: str) -> int:
+    """A spec's whole number (a port, a length), or the TypeError that names it."""
+    if type(value) is not int:
+        raise TypeError(f"{key} {value!r} is not a whole number")
+    return value
+
+
 def socket_file(slot: str = "a") -> str:
     """The socket's file name in its model's folder, for each slot."""
     if slot not in SLOTS:
@@ -144,10 +162,14 @@ class Route:
     slot: str = "a"  # which of the model's two sockets (a parallel replace moves it to the other)
 
     @classmethod
-    def of(cls, alias: str, spec: dict[str, Any], slot: str = "a") -> Route:
-        """The route of a model from its canonical spec: its socket, else its port on 127.0.0.1."""
-        port = None if spec.get("socket") else spec["port"]
-        return cls(alias, port, spec["context_length"], spec["engine"], slot if port is None else "a")
+    def of(cls, alias: str, spec: Mapping[str, object], slot: str = "a") -> Route:
+        """The route of a model from its canonical spec: its socket, else its port on 127.0.0.1. `spec`
+        may be the one a replace replaces (platforms/docker/previous.py), made of values it observed."""
+        port = None if spec.get("socket") else whole(spec["port"], "port")
+        engine = spec["engine"]
+        if not isinstance(engine, str):
+            raise TypeError(f"model '{alias}': engine {engine!r} is not a name")
+        return cls(alias, port, whole(spec["context_length"], "context_length"), engine, slot if port is None else "a")
 
     @property
     def backend(self) -> str:
@@ -160,9 +182,14 @@ class Route:
         """The engine's socket as the router container sees it (None: the engine listens on a port)."""
         return None if self.port is not None else f"{ROUTER_SOCKETS}/{self.alias}/{socket_file(self.slot)}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """As dataclasses.asdict gives it (every field is a plain value), without its deep copy."""
-        out = {"alias": self.alias, "port": self.port, "max_model_len": self.max_model_len, "owned_by": self.owned_by}
+        out: dict[str, object] = {
+            "alias": self.alias,
+            "port": self.port,
+            "max_model_len": self.max_model_len,
+            "owned_by": self.owned_by,
+        }
         return out | ({"slot": self.slot} if self.slot != "a" else {})
 
 
@@ -185,11 +212,11 @@ class EngineAddress:
     port: int | None = None
 
     @classmethod
-    def of(cls, spec: dict[str, Any], slot: str = "a") -> EngineAddress:
+    def of(cls, spec: Mapping[str, object], slot: str = "a") -> EngineAddress:
         """From a canonical spec this tool built (the desired state, or a plan it just made)."""
         if spec.get("socket"):
             return cls(socket=f"{spec['socket']}/{socket_file(slot)}")
-        return cls(port=int(spec["port"]))
+        return cls(port=int(whole(spec["port"], "port")))
 
     @classmethod
     def of_route(cls, route: Route, sockets_dir: str) -> EngineAddress:
@@ -272,17 +299,18 @@ class AdapterFiles:
     hub: bool = False  # read from the Hub's adapter_config.json: a repo adapter not downloaded yet
 
 
+UpdateMode = Literal["auto", "parallel", "recreate", "sleep"]  # the schema's `update`
+
+
 @dataclass(frozen=True)
 class DesiredModel:
     alias: str
-    spec: dict[str, Any]
+    spec: ModelSpec
     container: ContainerSpec
     notes: tuple[str, ...] = ()
     ready_timeout: float = 1800.0  # apply-time only: not part of the spec, so changing it recreates nothing
     port: int = 0  # the port chosen for it, used where it is not in the spec (a socket engine; a cluster's Service)
-    update: str = (
-        "auto"  # how a running engine is replaced (plan/replace_strategy.py); apply-time only, like ready_timeout
-    )
+    update: UpdateMode = "auto"  # how a running engine is replaced (plan/replace_strategy.py); apply-time only
     canary: CanarySettings | None = None  # the gate on a replace (desired/canary.py); apply-time only too
 
 
@@ -290,7 +318,7 @@ class DesiredModel:
 class DesiredRouter:
     """The router container, and the files it should serve once every desired model is ready."""
 
-    spec: dict[str, Any]
+    spec: RouterSpec
     container: ContainerSpec
     routes: tuple[Route, ...]  # one per desired model
     settings: RouterSettings
@@ -307,15 +335,15 @@ class DesiredState:
     file: str
     router: DesiredRouter
     models: dict[str, DesiredModel]
-    warnings: tuple[str, ...] = ()
-    vllm_image: dict[str, Any] = field(default_factory=dict)  # images.image_object for the vllm engine
-    models_dir: Any = None  # pathlib.Path of the model store (defaults.models_dir)
+    warnings: tuple[str, ...]
+    vllm_image: ImageObject  # images.image_object for the vllm engine
+    models_dir: Path  # the model store (defaults.models_dir)
     disabled: tuple[str, ...] = ()  # aliases in the file with `enabled: false`: nothing of them runs
     swap_groups: tuple[SwapGroup, ...] = ()  # on-demand models that take turns (config/swap_groups.py)
     adapter_files: Mapping[str, AdapterFiles] = field(default_factory=dict)  # by adapter folder, as read
     logs_set: tuple[str, ...] = ()  # where the file sets log rotation (defaults.logs, ...): Docker's only
 
-    def specs(self) -> dict[str, dict[str, Any]]:
+    def specs(self) -> dict[str, ModelSpec]:
         """alias -> canonical spec: what the model-store and lock helpers read."""
         return {alias: model.spec for alias, model in self.models.items()}
 
@@ -327,6 +355,6 @@ class DesiredState:
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: object) -> str:
     """Compact, key-sorted JSON: equal data always gives equal text (and hash)."""
     return _CANONICAL.encode(value)

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from aigo_apply.config import kube_names as names
 from aigo_apply.desired import labels as state
 from aigo_apply.desired.build import served_on_ports
 from aigo_apply.desired.types import DesiredModel, DesiredState, canonical_json
 from aigo_apply.errors import UsageProblem
+from aigo_apply.json_types import JsonObject
+from aigo_apply.json_types import obj as _dict
 from aigo_apply.kube import engine_pod, router_objects, specs, storage
 from aigo_apply.kube.secrets import HUB_TOKEN_KEY, secret_object
 from aigo_apply.kube.settings import KubeSettings
@@ -28,7 +29,7 @@ from aigo_apply.kube.settings import KubeSettings
 KIND_ORDER = ("Secret", "PersistentVolumeClaim", "Job", "ConfigMap", "Service", "Deployment")
 
 
-def objects(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any]]:
+def objects(desired: DesiredState, settings: KubeSettings) -> list[JsonObject]:
     """Every object of the deployment: each model's, the router's, the Hugging Face token's Secret."""
     desired = served_on_ports(desired)
     out = [obj for alias in sorted(desired.models) for obj in _model_objects(desired, settings, alias)]
@@ -38,7 +39,7 @@ def objects(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any
     return ordered(out, desired.project)
 
 
-def selected(desired: DesiredState, settings: KubeSettings, alias: str | None) -> list[dict[str, Any]]:
+def selected(desired: DesiredState, settings: KubeSettings, alias: str | None) -> list[JsonObject]:
     """What `render --as kubernetes [ALIAS]` prints: every object, the router's, or one model's."""
     if alias is None:
         return objects(desired, settings)
@@ -47,7 +48,7 @@ def selected(desired: DesiredState, settings: KubeSettings, alias: str | None) -
     return objects_for_model(desired, settings, alias)
 
 
-def objects_for_model(desired: DesiredState, settings: KubeSettings, alias: str) -> list[dict[str, Any]]:
+def objects_for_model(desired: DesiredState, settings: KubeSettings, alias: str) -> list[JsonObject]:
     """One model's objects (with the Hugging Face token's Secret when its Job downloads)."""
     desired = served_on_ports(desired)
     if alias not in desired.models:
@@ -59,7 +60,7 @@ def objects_for_model(desired: DesiredState, settings: KubeSettings, alias: str)
     return ordered(out, desired.project)
 
 
-def router(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any]]:
+def router(desired: DesiredState, settings: KubeSettings) -> list[JsonObject]:
     """The router's objects; its Deployment records the router's spec and the hash of them all."""
     desired = served_on_ports(desired)
     out = router_objects.objects(desired, settings)
@@ -71,27 +72,27 @@ def router(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any]
     return ordered(out, desired.project)
 
 
-def hub_secret(project: str, settings: KubeSettings) -> dict[str, Any]:
+def hub_secret(project: str, settings: KubeSettings) -> JsonObject:
     """The Hugging Face token, for download Jobs only (a public repo needs none: the Jobs read it
     as optional)."""
     labels = names.labels(project, "hub-token", "download")
     return secret_object(names.hub_secret_name(project), settings.namespace, labels, {HUB_TOKEN_KEY: None})
 
 
-def ordered(objs: list[dict[str, Any]], project: str) -> list[dict[str, Any]]:
+def ordered(objs: list[JsonObject], project: str) -> list[JsonObject]:
     """In apply order, as fresh plain data: no two objects share a dict (a caller may edit one).
     Every object names the tool and its project in annotations too: the instance label is a
     selector, and only these say an object is this project's to change or prune."""
-    fresh: list[dict[str, Any]] = json.loads(json.dumps(objs))
+    fresh: list[JsonObject] = json.loads(json.dumps(objs))
     for obj in fresh:
         _annotate(obj, {state.MANAGED_BY: state.MANAGER, state.PROJECT: project})
-    return sorted(fresh, key=lambda o: (KIND_ORDER.index(o["kind"]), o["metadata"]["name"]))
+    return sorted(fresh, key=lambda o: (KIND_ORDER.index(o["kind"]), str(_dict(o["metadata"])["name"])))
 
 
-def _model_objects(desired: DesiredState, settings: KubeSettings, alias: str) -> list[dict[str, Any]]:
+def _model_objects(desired: DesiredState, settings: KubeSettings, alias: str) -> list[JsonObject]:
     project, model = desired.project, desired.models[alias]
     labels = names.labels(project, names.label_value(alias), "model")
-    out: list[dict[str, Any]] = []
+    out: list[JsonObject] = []
     secrets = engine_pod.secret_env(model)
     if secrets:
         out.append(secret_object(names.env_secret_name(project, alias), settings.namespace, labels, dict(secrets)))
@@ -112,10 +113,10 @@ def _engine_annotations(project: str, model: DesiredModel, digest: str) -> dict[
     return state.for_engine(project, model.alias, model.spec["engine"], specs.model_spec(model), digest)
 
 
-def _hash(objs: list[dict[str, Any]]) -> str:
+def _hash(objs: list[JsonObject]) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(objs).encode()).hexdigest()
 
 
-def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:
-    meta = obj["metadata"] = dict(obj["metadata"])
-    meta["annotations"] = {**meta.get("annotations", {}), **annotations}
+def _annotate(resource: JsonObject, annotations: dict[str, str]) -> None:
+    meta = resource["metadata"] = dict(_dict(resource["metadata"]))
+    meta["annotations"] = {**_dict(meta.get("annotations", {})), **annotations}

@@ -6,10 +6,12 @@ Pure."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from aigo_apply.config.machine_text import yaml_text
 from aigo_apply.errors import UnsafeSetting
+from aigo_apply.json_types import JsonMap
+from aigo_apply.json_types import obj as _dict
 from aigo_apply.kube.secrets import SOURCES
 
 SECRET_NOTE = (
@@ -18,11 +20,11 @@ SECRET_NOTE = (
 )
 
 
-def to_yaml(objs: list[dict[str, Any]]) -> str:
+def to_yaml(objs: Sequence[JsonMap]) -> str:
     docs = []
     for obj in objs:
         if obj["kind"] == "Secret" and ("data" in obj or "stringData" in obj):
-            raise UnsafeSetting(f"refusing to print Secret {obj['metadata']['name']}: it holds values")
+            raise UnsafeSetting(f"refusing to print Secret {_dict(obj['metadata'])['name']}: it holds values")
         text = yaml_text(obj)
         docs.append("---\n" + (SECRET_NOTE if obj["kind"] == "Secret" else "") + text)
     return "".join(docs)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
-from typing import Any
 
 from aigo_apply.config import kube_names as names
 from aigo_apply.desired.engines.router import LIVE
 from aigo_apply.desired.types import DesiredState, SecretRef, canonical_json
+from aigo_apply.json_types import JsonObject, JsonValue
 from aigo_apply.kube.engine_pod import PORT_NAME
 from aigo_apply.kube.secrets import API_KEYS_KEY, secret_object
 from aigo_apply.kube.settings import KubeSettings
@@ -56,22 +56,23 @@ def config_key(path: str) -> str:
     return path.replace("/", "_")
 
 
-def objects(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any]]:
+def objects(desired: DesiredState, settings: KubeSettings) -> list[JsonObject]:
     """The router's Secret (with api_keys), ConfigMap, Service and Deployment, without annotations."""
     project, spec = desired.project, desired.router.spec
     name = names.router_name(project)
-    labels = names.labels(project, "router", "router")
-    meta = {"name": name, "namespace": settings.namespace, "labels": labels}
+    marks = names.labels(project, "router", "router")
+    labels: JsonObject = {**marks}
+    meta: JsonObject = {"name": name, "namespace": settings.namespace, "labels": labels}
     files = config_files(desired, settings)
-    out: list[dict[str, Any]] = []
-    sources: list[dict[str, Any]] = [
+    out: list[JsonObject] = []
+    sources: list[JsonValue] = [
         {"configMap": {"name": name, "items": [{"key": config_key(p), "path": p} for p in sorted(files)]}}
     ]
-    if spec.get("api_keys"):
-        ref = SecretRef(*next(iter(spec["api_keys"].items())))
-        out.append(secret_object(name, settings.namespace, labels, {API_KEYS_KEY: ref}))
+    if api_keys := spec.get("api_keys"):
+        ref = SecretRef(*next(iter(api_keys.items())))
+        out.append(secret_object(name, settings.namespace, marks, {API_KEYS_KEY: ref}))
         sources.append({"secret": {"name": name, "items": [{"key": API_KEYS_KEY, "path": API_KEYS_KEY}]}})
-    data = {config_key(p): text for p, text in sorted(files.items())}
+    data: JsonObject = {config_key(p): text for p, text in sorted(files.items())}
     out.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": dict(meta), "data": data})
     out.append(
         {
@@ -86,7 +87,7 @@ def objects(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any
         }
     )
     digest = "sha256:" + hashlib.sha256(canonical_json(data).encode()).hexdigest()
-    container = {
+    container: JsonObject = {
         "name": "router",
         "image": spec["image"],
         "command": list(desired.router.container.entrypoint or ("haproxy",)),
@@ -103,7 +104,7 @@ def objects(desired: DesiredState, settings: KubeSettings) -> list[dict[str, Any
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "config", "mountPath": LIVE, "readOnly": True}],
     }
-    pod: dict[str, Any] = {
+    pod: JsonObject = {
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": GRACE_SECONDS,

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from aigo_apply.desired.types import SecretRef, canonical_json
 from aigo_apply.errors import UnsafeSetting
+from aigo_apply.json_types import JsonMap, JsonObject, text
+from aigo_apply.json_types import obj as _dict
 
 SOURCES = "aigo-apply.io/secret-sources"  # key -> reference (JSON); never a value
 HUB_TOKEN = "hub-token"  # the reference kind of the Hugging Face token of the machine that applies
@@ -32,8 +34,8 @@ class SecretSlot:
 
 
 def secret_object(
-    name: str, namespace: str, labels: dict[str, str], sources: dict[str, SecretRef | None]
-) -> dict[str, Any]:
+    name: str, namespace: str, labels: Mapping[str, str], sources: dict[str, SecretRef | None]
+) -> JsonObject:
     """A Secret with its keys named and no value (`data` is filled at apply time only)."""
     shown = {key: (ref.as_dict() if ref is not None else {HUB_TOKEN: "the Hugging Face token of the machine that applies"})
              for key, ref in sorted(sources.items())}  # fmt: skip
@@ -43,31 +45,32 @@ def secret_object(
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": labels,
+            "labels": {**labels},
             "annotations": {SOURCES: canonical_json(shown)},
         },
         "type": "Opaque",
     }
 
 
-def slots(obj: dict[str, Any]) -> list[SecretSlot]:
+def slots(obj: JsonMap) -> list[SecretSlot]:
     """The values a rendered Secret needs, read back from its annotation."""
-    name = obj["metadata"]["name"]
-    sources = json.loads(obj["metadata"]["annotations"][SOURCES])
+    meta = _dict(obj["metadata"])
+    name = text(meta["name"])
+    sources = _dict(json.loads(text(_dict(meta["annotations"])[SOURCES])))
     out = []
     for key, ref in sorted(sources.items()):
-        kind, target = next(iter(ref.items()))
-        out.append(SecretSlot(name, key, None if kind == HUB_TOKEN else SecretRef(kind, target)))
+        kind, target = next(iter(_dict(ref).items()))
+        out.append(SecretSlot(name, key, None if kind == HUB_TOKEN else SecretRef(kind, text(target))))
     return out
 
 
-def with_values(obj: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
+def with_values(obj: JsonMap, values: dict[str, str]) -> JsonObject:
     """A copy of a rendered Secret with its values (base64 `data`), for the apply path only: never
     print or store the result. Every key of the Secret must be given, and no other."""
     wanted = {slot.key for slot in slots(obj)}
     if set(values) != wanted:
         raise UnsafeSetting(
-            f"Secret {obj['metadata']['name']}: values for {sorted(values)} given, keys {sorted(wanted)} expected"
+            f"Secret {_dict(obj['metadata'])['name']}: values for {sorted(values)} given, keys {sorted(wanted)} expected"
         )
-    data = {key: base64.b64encode(value.encode()).decode() for key, value in sorted(values.items())}
+    data: JsonObject = {key: base64.b64encode(value.encode()).decode() for key, value in sorted(values.items())}
     return {**obj, "data": data}

@@ -14,6 +14,8 @@ from typing import Any
 from aigo_apply.config.kube_rules import DEFAULT_GPUS_PER_NODE
 from aigo_apply.config.platforms import DEFAULT_PLATFORM, platform_of
 from aigo_apply.desired.images import image_reference
+from aigo_apply.json_types import JsonObject
+from aigo_apply.json_types import obj as _dict
 
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_SIZE_GIB = 100
@@ -29,7 +31,7 @@ class Toleration:
     value: str | None
     effect: str | None
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> JsonObject:
         out = {"key": self.key, "operator": self.operator, "value": self.value, "effect": self.effect}
         return {k: v for k, v in out.items() if v is not None}
 
@@ -109,5 +111,5 @@ def settings_of(data: dict[str, Any]) -> KubeSettings:
     )
 
 
-def _pairs(mapping: Any) -> Pairs:
-    return tuple(sorted((str(k), str(v)) for k, v in (mapping or {}).items()))
+def _pairs(mapping: object) -> Pairs:
+    return tuple(sorted((str(k), str(v)) for k, v in _dict(mapping).items()))

@@ -14,40 +14,40 @@ too, so changing it changes nothing there, and the plan says so where the file s
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from aigo_apply.desired.build import served_on_ports
+from aigo_apply.desired.spec import ModelSpec, RouterSpec, model_spec_of, router_spec_of
 from aigo_apply.desired.types import DesiredModel, DesiredRouter, DesiredState
 
 _ROUTER_HOST_KEYS = ("bind", "config_dir", "sockets_dir", "user")  # where and as whom the Docker router runs
 DOCKER_ONLY = ("logs",)  # Docker's log rotation: the kubelet rotates a cluster's logs
 
 
-def model_spec(model: DesiredModel) -> dict[str, Any]:
+def model_spec(model: DesiredModel) -> ModelSpec:
     """The model's canonical spec without the host folders of downloaded weights and adapters (a
     local `source.path` keeps its folder: on a cluster it is the node's folder the pod mounts)."""
-    spec = {k: v for k, v in model.spec.items() if k not in DOCKER_ONLY}
+    spec: dict[str, object] = {k: v for k, v in model.spec.items() if k not in DOCKER_ONLY}
     if "socket" in spec:  # on a cluster every engine listens on its port (desired/build.served_on_ports)
         del spec["socket"]
         spec["port"] = model.port
-    if "repo" in spec["source"]:
+    if "repo" in model.spec["source"]:
         spec.pop("model_dir", None)
-    settings: dict[str, Any] = spec.get("vllm") or {}
-    speculative: dict[str, Any] = settings.get("speculative") or {}
-    draft: dict[str, Any] = speculative.get("draft") or {}
+    settings = model.spec.get("vllm") or {}
+    speculative = settings.get("speculative") or {}
+    draft = speculative.get("draft") or {}
     if "repo" in draft:
-        draft = {k: v for k, v in draft.items() if k != "model_dir"}
-        spec["vllm"] = {**settings, "speculative": {**speculative, "draft": draft}}
-    if spec.get("adapters"):
+        on_node = {k: v for k, v in draft.items() if k != "model_dir"}
+        spec["vllm"] = {**settings, "speculative": {**speculative, "draft": on_node}}
+    if adapters := model.spec.get("adapters"):
         spec["adapters"] = {
             name: {k: v for k, v in adapter.items() if k != "adapter_dir" or "repo" not in adapter["source"]}
-            for name, adapter in spec["adapters"].items()
+            for name, adapter in adapters.items()
         }
-    return spec
+    return model_spec_of(spec, f"model '{model.alias}'")
 
 
-def router_spec(router: DesiredRouter) -> dict[str, Any]:
-    return {k: v for k, v in router.spec.items() if k not in _ROUTER_HOST_KEYS + DOCKER_ONLY}
+def router_spec(router: DesiredRouter) -> RouterSpec:
+    return router_spec_of({k: v for k, v in router.spec.items() if k not in _ROUTER_HOST_KEYS + DOCKER_ONLY})
 
 
 def desired_for_kubernetes(desired: DesiredState) -> DesiredState:

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.config import kube_names as names
 from aigo_apply.config.host_paths import path_text_problem
 from aigo_apply.config.kube_rules import HOSTNAME_LABEL
+from aigo_apply.config.vllm_flags import DraftSettings
 from aigo_apply.desired.adapters import ADAPTER_MOUNT
 from aigo_apply.desired.engines.common import CACHE_DIR, MODEL_MOUNT
 from aigo_apply.desired.model_store import ADAPTER_FILES, ENGINE_FILES, ENGINE_SUFFIXES, gguf_parts
+from aigo_apply.desired.spec import SourceSpec
 from aigo_apply.desired.types import DesiredModel, canonical_json
 from aigo_apply.errors import UnsafeSetting
+from aigo_apply.json_types import JsonMap, JsonObject, JsonValue
 from aigo_apply.kube.secrets import HUB_TOKEN_KEY
 from aigo_apply.kube.settings import KubeSettings
 
@@ -47,14 +50,28 @@ for item in json.loads(os.environ["AIGO_DOWNLOADS"]):
 class PodStorage:
     """The volumes of an engine pod and their mounts in the engine container."""
 
-    volumes: tuple[dict[str, Any], ...]
-    mounts: tuple[dict[str, Any], ...]
+    volumes: tuple[JsonObject, ...]
+    mounts: tuple[JsonObject, ...]
 
 
-def downloads(model: DesiredModel) -> list[dict[str, Any]]:
+class RepoPin(TypedDict):
+    """A Hugging Face repo to download: at which revision, which files (glob patterns)."""
+
+    repo: str
+    revision: str
+    patterns: list[str]
+
+
+class Download(RepoPin):
+    """One item of the download Job's AIGO_DOWNLOADS: a repo pin and the volume's folder it fills."""
+
+    folder: str
+
+
+def downloads(model: DesiredModel) -> list[Download]:
     """What the model's volume holds: the weights' repo in `model/`, a draft model's repo in `draft/`,
     each LoRA adapter's repo in `adapters/ADAPTER/` (by alias: two adapters never share a folder)."""
-    out = []
+    out: list[Download] = []
     source = model.spec["source"]
     if "repo" in source:
         out.append({"folder": "model", **_repo(source, _model_patterns(source.get("file")))})
@@ -84,7 +101,7 @@ def _model_patterns(file: str | None) -> list[str]:
     return ["*.safetensors", *sorted(ENGINE_FILES), *(f"*{suffix}" for suffix in ENGINE_SUFFIXES)]
 
 
-def _repo(source: dict[str, Any], patterns: list[str]) -> dict[str, Any]:
+def _repo(source: SourceSpec | DraftSettings, patterns: list[str]) -> RepoPin:
     return {"repo": source["repo"], "revision": source.get("revision", "main"), "patterns": list(patterns)}
 
 
@@ -99,8 +116,8 @@ def storage_key(model: DesiredModel, settings: KubeSettings) -> str:
     )
 
 
-def volume_claim(project: str, model: DesiredModel, settings: KubeSettings) -> dict[str, Any]:
-    spec: dict[str, Any] = {
+def volume_claim(project: str, model: DesiredModel, settings: KubeSettings) -> JsonObject:
+    spec: JsonObject = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": f"{settings.storage_gib_for(model.alias)}Gi"}},
     }
@@ -114,13 +131,11 @@ def volume_claim(project: str, model: DesiredModel, settings: KubeSettings) -> d
     }
 
 
-def download_job(
-    project: str, model: DesiredModel, settings: KubeSettings, pod_extras: dict[str, Any]
-) -> dict[str, Any]:
+def download_job(project: str, model: DesiredModel, settings: KubeSettings, pod_extras: JsonMap) -> JsonObject:
     """The Job that fills the volume; `pod_extras` places it like the model (same nodes, tolerations),
     so a node-bound volume is made where the engine will run."""
     meta = _meta(project, model, settings, "download")
-    env = [
+    env: list[JsonValue] = [
         {"name": "AIGO_DOWNLOADS", "value": json.dumps(downloads(model), separators=(",", ":"))},
         {"name": "HF_HOME", "value": f"{STORE_MOUNT}/.hf-home"},
         {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
@@ -131,7 +146,7 @@ def download_job(
             },
         },
     ]
-    container = {
+    container: JsonObject = {
         "name": "download",
         "image": settings.download_image,
         "command": ["python3", "-c", DOWNLOAD_SCRIPT],
@@ -160,12 +175,12 @@ def download_job(
     }
 
 
-def _meta(project: str, model: DesiredModel, settings: KubeSettings, component: str) -> dict[str, Any]:
+def _meta(project: str, model: DesiredModel, settings: KubeSettings, component: str) -> JsonObject:
     name = names.storage_name(project, model.alias, storage_key(model, settings))
     return {
         "name": name,
         "namespace": settings.namespace,
-        "labels": names.labels(project, names.label_value(model.alias), component),
+        "labels": {**names.labels(project, names.label_value(model.alias), component)},
     }
 
 
@@ -173,7 +188,7 @@ def pod_storage(project: str, model: DesiredModel, settings: KubeSettings) -> Po
     """The engine's mounts, from the Docker container's own: the downloaded folders as sub-paths of
     the model's volume, local folders and files as hostPath, the compile cache as an emptyDir."""
     spec, folder = model.spec, f"{MODEL_MOUNT}/{model.alias}"
-    downloaded = {}  # mount target -> the volume's sub-path (the spec's host folders are not needed)
+    downloaded: dict[str, str] = {}  # mount target -> the volume's sub-path (the spec's host folders are not needed)
     if "repo" in spec["source"]:
         downloaded[folder] = "model"
     if "repo" in spec.get("vllm", {}).get("speculative", {}).get("draft", {}):
@@ -181,8 +196,8 @@ def pod_storage(project: str, model: DesiredModel, settings: KubeSettings) -> Po
     for name, adapter in (spec.get("adapters") or {}).items():
         if "repo" in adapter["source"]:
             downloaded[f"{ADAPTER_MOUNT}/{name}"] = adapter_folder(name)
-    volumes: list[dict[str, Any]] = []
-    mounts: list[dict[str, Any]] = []
+    volumes: list[JsonObject] = []
+    mounts: list[JsonObject] = []
     if downloaded:
         claim = names.storage_name(project, model.alias, storage_key(model, settings))
         volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})

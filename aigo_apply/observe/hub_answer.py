@@ -5,6 +5,7 @@ estimate (a model not downloaded yet)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +13,10 @@ from typing import Any
 HubKey = tuple[str, str, str | None] | tuple[str, str, str | None, str]
 
 
-def hub_key(need: dict[str, Any]) -> HubKey:
+def hub_key(need: Mapping[str, object]) -> HubKey:
     """The key of a download (desired/model_store.downloads) in what the Hub said."""
-    base = (str(need["repo"]), str(need["revision"]), need.get("file"))
+    file = need.get("file")
+    base = (str(need["repo"]), str(need["revision"]), file if isinstance(file, str) else None)
     kind = str(need.get("kind", "model"))
     return base if kind == "model" else (*base, kind)
 

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.config.host_paths import OS_WHY
 from aigo_apply.desired.model_store import gguf_parts
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.observe.host_paths import try_resolve
 from aigo_apply.observe.model_files import MAX_CONFIG, Unreadable, judge
 
 
-def local_source_problems(specs: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+def local_source_problems(specs: Mapping[str, ModelSpec]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     folders: dict[tuple[str, str], list[str]] = {}  # several aliases of one folder: it is read once
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from aigo_apply.desired.model_store import (
     marker_shape,
     store_depth,
 )
+from aigo_apply.desired.spec import ModelSpec
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:
@@ -48,7 +50,7 @@ def marker_or_why(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
     return (shaped, None) if shaped is not None else (None, "is not in the shape aigo-apply writes")
 
 
-def read_markers(specs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def read_markers(specs: Mapping[str, ModelSpec]) -> dict[str, dict[str, Any]]:
     """The markers of every folder the models download into, their repo LoRA adapters' too, and of
     the folder the older store layout gave each (model_store.legacy_dir) where that is another ({}
     where there is none)."""
@@ -101,7 +103,7 @@ def store_link(dest: Path, inside: bool = True, depth: int = 2) -> str | None:
     return None
 
 
-def store_link_problems(specs: dict[str, dict[str, Any]], markers: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+def store_link_problems(specs: Mapping[str, ModelSpec], markers: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
     """alias -> why the download folders its model (or an adapter) uses may not be written into or
     mounted (store_link). A folder that is complete is only mounted: its inside is not walked."""
     out: dict[str, list[str]] = {}

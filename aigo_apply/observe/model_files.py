@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -187,10 +187,12 @@ def quant_method(config: dict[str, Any] | None) -> str | None:
     return str(method) if method else None
 
 
-def model_facts(spec: dict[str, Any], remote: HubAnswer | None = None, weights_too: bool = True) -> dict[str, Any]:
+def model_facts(
+    spec: Mapping[str, object], remote: HubAnswer | None = None, weights_too: bool = True
+) -> dict[str, Any]:
     """{weights: bytes | None, config: dict | None, found: how, problem: why unknown}. For a model
     not downloaded yet, `remote` (what the Hub said: file sizes, config.json) stands in."""
-    folder = Path(spec["model_dir"])
+    folder = Path(str(spec["model_dir"]))
     out: dict[str, Any] = {"weights": None, "config": None, "found": None, "problem": None}
     if remote and remote.weights is not None and not _is(folder / MARKER, stat.S_ISREG):
         return {
@@ -203,7 +205,7 @@ def model_facts(spec: dict[str, Any], remote: HubAnswer | None = None, weights_t
         out["config"] = read_config(folder)
         return out
     if "model_file" in spec:
-        return {**out, **_gguf_facts(folder / spec["model_file"])}
+        return {**out, **_gguf_facts(folder / str(spec["model_file"]))}
     if not _is(folder, stat.S_ISDIR):
         out["problem"] = f"{folder} is not on this machine yet (its size is unknown until it is downloaded)"
         return out

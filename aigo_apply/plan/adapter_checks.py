@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aigo_apply.desired.model_store import is_complete
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import AdapterFiles, DesiredState
 from aigo_apply.plan.host_checks import Check
 
@@ -80,15 +81,15 @@ def adapter_checks(desired: DesiredState, markers: Mapping[str, dict[str, Any]] 
     return out
 
 
-def _base_name(spec: dict[str, Any]) -> str:
-    source = spec.get("source", {})
+def _base_name(spec: ModelSpec) -> str:
+    source = spec["source"]
     return str(source.get("repo") or source.get("path") or "?")
 
 
-def _other_base(spec: dict[str, Any], files: AdapterFiles) -> str | None:
+def _other_base(spec: ModelSpec, files: AdapterFiles) -> str | None:
     """The repo the adapter names as its base when it is not the model's (compared as repo ids, case
     aside: the Hub's ids are case-insensitive). A local path on either side says nothing either way."""
-    named, source = files.base_model, spec.get("source", {})
+    named, source = files.base_model, spec["source"]
     if not named or "repo" not in source or named.count("/") != 1 or named.startswith(("/", ".", "~")):
         return None
     return named if named.lower() != str(source["repo"]).lower() else None

@@ -11,6 +11,7 @@ from typing import Any
 
 from aigo_apply.desired.model_store import (
     KINDS,
+    Download,
     downloads,
     foreign_source,
     is_complete,
@@ -30,7 +31,8 @@ from aigo_apply.errors import AigoError
 from aigo_apply.observe.containers import ObservedState
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key
 from aigo_apply.plan.lockfile import LockRestore
-from aigo_apply.plan.types import Action, Blocker, DownloadSpec
+from aigo_apply.plan.payloads import DownloadSpec
+from aigo_apply.plan.types import Action, Blocker
 
 
 def restores(observed: ObservedState, locked: Mapping[str, LockRestore]) -> list[Action]:
@@ -145,7 +147,7 @@ def download_actions(
     return actions, blockers, warnings
 
 
-def foreign_blocker(need: dict[str, Any], marker: Mapping[str, Any]) -> Blocker:
+def foreign_blocker(need: Download, marker: Mapping[str, Any]) -> Blocker:
     """The `model.store` blocker of a download folder whose marker records another source than
     `need`'s (an older aigo-apply gave many sources one folder): it names both, and never reuses it."""
     recorded, dest = source_of(marker), PurePath(need["dest"])

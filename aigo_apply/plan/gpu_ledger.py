@@ -12,31 +12,40 @@ models count as the group's awake share plus what its sleeping models keep (plan
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from aigo_apply.config.engine_kinds import in_layers
 from aigo_apply.config.swap_groups import membership
-from aigo_apply.desired.types import AdapterFiles, DesiredState
+from aigo_apply.desired.spec import ModelSpec, engine_settings, gpu_indices
+from aigo_apply.desired.types import AdapterFiles, DesiredState, whole
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.swap_ledger import count_groups
 from aigo_apply.plan.vram import TIGHT, Estimate, estimate, gib, lora_bytes
 
 
-def model_gpus(spec: dict[str, Any], count: int) -> list[int]:
-    if spec["gpus"] == "none":
+def model_gpus(spec: Mapping[str, object], count: int) -> list[int]:
+    """The GPUs a model's engine uses, of the `count` there are (its `gpus` and, for an engine that
+    splits tensors, its tensor_parallel_size; `spec` may be a part of one: gpus and engine)."""
+    gpus = spec["gpus"]
+    if gpus == "none":
         return []
-    visible = list(range(count)) if spec["gpus"] == "all" else [g for g in spec["gpus"] if g < count]
-    if in_layers(spec["engine"]):
+    visible = list(range(count)) if gpus == "all" else [g for g in gpu_indices(gpus) if g < count]
+    if in_layers(str(spec["engine"])):
         return visible
-    return visible[: max(1, _settings(spec).get("tensor_parallel_size", 1))]
+    return visible[: max(1, whole(_settings(spec).get("tensor_parallel_size", 1), "tensor_parallel_size"))]
 
 
-def _settings(spec: dict[str, Any]) -> dict[str, Any]:
-    settings: dict[str, Any] = spec.get(spec["engine"], {})
-    return settings
+def _settings(spec: Mapping[str, object]) -> Mapping[str, object]:
+    return engine_settings(spec)
 
 
-def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int) -> Estimate:
+def _name(value: object) -> str | None:
+    """A setting that names a choice (dtype, kv_cache_dtype), when set."""
+    return value if isinstance(value, str) else None
+
+
+def model_estimate(spec: ModelSpec, facts: dict[str, Any], gpus: int) -> Estimate:
     settings = _settings(spec)
     if in_layers(
         spec["engine"]
@@ -50,15 +59,15 @@ def model_estimate(spec: dict[str, Any], facts: dict[str, Any], gpus: int) -> Es
         facts.get("config"),
         facts.get("weights"),
         spec["context_length"],
-        settings.get("tensor_parallel_size", 1),
-        settings.get("kv_cache_dtype"),
-        settings.get("dtype"),
+        whole(settings.get("tensor_parallel_size", 1), "tensor_parallel_size"),
+        _name(settings.get("kv_cache_dtype")),
+        _name(settings.get("dtype")),
     )
     return with_adapters(est, spec, facts.get("config"), facts.get("adapters") or ())
 
 
 def with_adapters(
-    est: Estimate, spec: dict[str, Any], config: dict[str, Any] | None, adapters: tuple[AdapterFiles, ...]
+    est: Estimate, spec: ModelSpec, config: dict[str, Any] | None, adapters: tuple[AdapterFiles, ...]
 ) -> Estimate:
     """The estimate with the LoRA buffers of a model's adapters added (an estimate itself), and a note
     naming the modules the adapters train (`adapters`: their files, as read before planning)."""
@@ -67,10 +76,10 @@ def with_adapters(
         return est
     size, note = lora_bytes(
         config,
-        settings["max_loras"],
-        settings["max_lora_rank"],
-        settings.get("tensor_parallel_size", 1),
-        settings.get("dtype"),
+        whole(settings["max_loras"], "max_loras"),
+        whole(settings["max_lora_rank"], "max_lora_rank"),
+        whole(settings.get("tensor_parallel_size", 1), "tensor_parallel_size"),
+        _name(settings.get("dtype")),
     )
     modules = sorted({m for a in adapters for m in a.target_modules})
     notes = est.notes + (note,) + ((f"the adapters train {', '.join(modules)}",) if modules else ())

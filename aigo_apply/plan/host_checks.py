@@ -11,6 +11,7 @@ from typing import Any
 
 from aigo_apply.config.engine_kinds import ENGINES, in_layers, tag_cuda
 from aigo_apply.config.vllm_facts import facts as vllm_facts
+from aigo_apply.desired.images import ImageObject
 from aigo_apply.desired.types import DesiredState
 
 MIN_DRIVER_CUDA13 = 580  # the default v0.31.0 image is a CUDA 13 build: R580 or newer
@@ -38,7 +39,7 @@ def gpu_needs(desired: DesiredState) -> dict[str, Any]:
     return {"models": sorted(wanting), "indices": indices}
 
 
-def run_checks(facts: dict[str, Any], desired: DesiredState, image: dict[str, Any]) -> list[Check]:
+def run_checks(facts: dict[str, Any], desired: DesiredState, image: ImageObject) -> list[Check]:
     """`image`: the vLLM image object (images.image_object); the other engines' images come from
     the specs of the models that run on them. Each engine's image is checked against the driver by
     its own rule: an SGLang-only file is never held to vLLM's CUDA 13 build."""
@@ -106,7 +107,7 @@ def moe_restrictions() -> dict[str, str]:
     return notes
 
 
-def engine_images(desired: DesiredState, vllm_image: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def engine_images(desired: DesiredState, vllm_image: ImageObject) -> dict[str, dict[str, Any]]:
     """engine -> {image_reference, tag, cuda} for the engines of the models that want a GPU; `cuda`
     is the CUDA major version the image is built for, when known (None: aigo-apply cannot tell)."""
     out: dict[str, dict[str, Any]] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from aigo_apply.desired.spec import gpu_indices
 from aigo_apply.plan.types import Action
 
 STARTING = ("start", "create", "recreate")
@@ -24,7 +25,7 @@ def start_lanes(actions: list[Action], groups: Mapping[str, str] | None = None) 
     for action in items:
         gpus = (action.spec or {}).get("gpus", "all")
         tags = {groups[action.model or ""]} if action.model in groups else set()
-        mine: GpuSet = "none" if gpus == "none" else "all" if gpus == "all" else frozenset(gpus)
+        mine: GpuSet = "none" if gpus == "none" else "all" if gpus == "all" else frozenset(gpu_indices(gpus))
         merged: GpuSet = mine
         members: list[str] = []
         for lane in [lane for lane in lanes if _overlap(lane[0], mine) or lane[2] & tags]:

@@ -20,6 +20,7 @@ from typing import Any
 from aigo_apply.desired.model_store import ADAPTER_LABEL, downloads, label, marker_for
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import AigoError, shown_path, visible
+from aigo_apply.json_types import text
 from aigo_apply.safe_read import LOCK, BadData, json_value
 
 FORMAT = 1
@@ -170,7 +171,7 @@ def drift(
         entry = lock["models"].get(label(need))
         if not entry:
             continue
-        here = marker_for(markers, need).get("commit")
+        here = text(marker_for(markers, need).get("commit"))
         if here and here != entry["commit"]:
             out.append(f"{label(need)} on this machine is commit {here[:12]}, aigo.lock records {entry['commit'][:12]}")
         now = hub_commits.get(label(need))

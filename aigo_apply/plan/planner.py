@@ -22,11 +22,12 @@ from aigo_apply.plan.downtime import with_downtime
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.fetch_plan import checkpoint_notes, download_actions, lock_moves, pulls, restores
 from aigo_apply.plan.lanes import start_lanes
+from aigo_apply.plan.payloads import ModelPayload
 from aigo_apply.plan.replace_strategy import BESIDE, choose
 from aigo_apply.plan.router_plan import STOPPED, router_action
 from aigo_apply.plan.spec_diff import adapter_reasons, change_reasons, diff_specs, flatten, image_moved
 from aigo_apply.plan.swap_ledger import plan_groups
-from aigo_apply.plan.types import Action, Blocker, Change, Plan, SpecPayload
+from aigo_apply.plan.types import Action, Blocker, Change, Plan
 
 
 def build_plan(
@@ -127,7 +128,7 @@ def _model_actions(
         "image": model.container.image,
         "notes": model.notes,
     }
-    waits: dict[str, Any] = {"payload": SpecPayload(model.spec), "ready_timeout": model.ready_timeout}
+    waits: dict[str, Any] = {"payload": ModelPayload(model.spec), "ready_timeout": model.ready_timeout}
     if primary is None:
         created = tuple(Change(p, None, v, "create") for p, v in flatten(model.spec))
         return extras + [Action(address, "create", (f"no container {name} exists",), created, **waits, **base)]
@@ -146,13 +147,13 @@ def _model_actions(
                 address,
                 "noop",
                 (f"settings match, but the container is restarting after a crash; see `docker logs {name}`",),
-                payload=SpecPayload(model.spec),
+                payload=ModelPayload(model.spec),
                 **base,
             )
         ]
     return extras + [
         Action(
-            address, "noop", ("settings match and the container is running",), payload=SpecPayload(model.spec), **base
+            address, "noop", ("settings match and the container is running",), payload=ModelPayload(model.spec), **base
         )
     ]
 

@@ -22,11 +22,13 @@ memory; the reason is worded for the plan ("parallel: 0.45 + 0.45 of GPU 0 fit")
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aigo_apply.config.engine_kinds import DEFAULT_ENGINE, ENGINES, in_layers
-from aigo_apply.desired.types import DesiredState
+from aigo_apply.desired.spec import engine_settings, gpu_indices
+from aigo_apply.desired.types import DesiredState, whole
 from aigo_apply.plan.swap_ledger import ASLEEP_BYTES
 from aigo_apply.plan.vram import gib
 
@@ -52,7 +54,7 @@ class Strategy:
 def choose(
     alias: str,
     desired: DesiredState,
-    old: dict[str, Any] | None,
+    old: Mapping[str, object] | None,
     update: str = DEFAULT_UPDATE,
     ledger: tuple[dict[str, Any], ...] = (),
     host_free: int | None = None,
@@ -96,14 +98,14 @@ def choose(
     return Strategy("sleep", f"{fit[1]}; {why}") if can else Strategy("recreate", f"{fit[1]}, and {why}")
 
 
-def _has_sleep_mode(old: dict[str, Any] | None) -> bool:
+def _has_sleep_mode(old: Mapping[str, object] | None) -> bool:
     return bool(old and (old.get("sleep_mode") or old.get("on_demand")))
 
 
 def _sleep_way(
     alias: str,
     desired: DesiredState,
-    old: dict[str, Any] | None,
+    old: Mapping[str, object] | None,
     ledger: tuple[dict[str, Any], ...],
     host_free: int | None,
 ) -> tuple[bool, str]:
@@ -166,8 +168,12 @@ def _weights(alias: str, ledger: tuple[dict[str, Any], ...]) -> int | None:
 
 
 def _fit(
-    alias: str, desired: DesiredState, old: dict[str, Any], ledger: tuple[dict[str, Any], ...], asleep: bool = False
-) -> Any:
+    alias: str,
+    desired: DesiredState,
+    old: Mapping[str, object],
+    ledger: tuple[dict[str, Any], ...],
+    asleep: bool = False,
+) -> tuple[bool, str] | None:
     """(whether both fit, why) for the GPUs the new engine uses; None when it uses none. `asleep`: the
     old engine sleeps, keeping ASLEEP_BYTES of each GPU it is on (counted where the GPU's size is known)."""
     count = len(ledger) or None
@@ -216,13 +222,12 @@ def _sleeps(engine: Any) -> bool:
     return kind is not None and kind.sleeps
 
 
-def _fraction(spec: dict[str, Any]) -> float:
-    settings: dict[str, Any] = spec.get(spec.get("engine", DEFAULT_ENGINE), {}) or {}
-    value = settings.get("gpu_memory_utilization")
+def _fraction(spec: Mapping[str, object]) -> float:
+    value = engine_settings(spec).get("gpu_memory_utilization")
     return float(value) if isinstance(value, (int, float)) else 0.0
 
 
-def _gpus(spec: dict[str, Any], count: int | None) -> list[int]:
+def _gpus(spec: Mapping[str, object], count: int | None) -> list[int]:
     """The GPUs an engine uses (ALL for `gpus: all` when the count is unknown)."""
     gpus = spec.get("gpus", "all")
     if gpus == "none":
@@ -230,8 +235,8 @@ def _gpus(spec: dict[str, Any], count: int | None) -> list[int]:
     if gpus == "all":
         visible = list(range(count)) if count else [ALL]
     else:
-        visible = [g for g in gpus if count is None or g < count]
-    tp = int((spec.get(spec.get("engine", DEFAULT_ENGINE), {}) or {}).get("tensor_parallel_size", 1) or 1)
+        visible = [g for g in gpu_indices(gpus) if count is None or g < count]
+    tp = whole(engine_settings(spec).get("tensor_parallel_size", 1) or 1, "tensor_parallel_size")
     return visible if ALL in visible else visible[: max(1, tp)]
 
 

@@ -9,8 +9,9 @@ from typing import Any
 
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.observe.containers import ObservedState
+from aigo_apply.plan.payloads import RouterPayload
 from aigo_apply.plan.spec_diff import change_reasons, diff_specs, flatten, image_moved
-from aigo_apply.plan.types import Action, Change, SpecPayload
+from aigo_apply.plan.types import Action, Change
 from aigo_apply.router.haproxy import (
     KEYS_DIGEST_FILE,
     adapters_from_models_json,
@@ -32,7 +33,7 @@ def router_action(
     base: dict[str, Any] = {
         "container": want.container.name,
         "image": want.container.image,
-        "payload": SpecPayload(want.spec),
+        "payload": RouterPayload(want.spec),
         "ready_timeout": 60.0,
     }
     if have is None:

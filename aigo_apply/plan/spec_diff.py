@@ -3,9 +3,11 @@ as one value), and whether its image tag now names another image: the `changes` 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aigo_apply.config.doc_path import dotted
+from aigo_apply.json_types import obj
 from aigo_apply.observe.containers import ObservedContainer
 from aigo_apply.plan.plan_file import Effect
 from aigo_apply.plan.types import Change
@@ -30,7 +32,7 @@ def image_moved(
     )
 
 
-def diff_specs(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
+def diff_specs(before: Mapping[str, object], after: Mapping[str, object]) -> list[Change]:
     """Field-level changes between two canonical specs; a list counts as one value (gpus: [0, 1] -> [0])."""
     from deepdiff import DeepDiff  # only paid for when something differs
 
@@ -59,10 +61,10 @@ def change_reasons(changes: list[Change]) -> list[str]:
     return out
 
 
-def adapter_reasons(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def adapter_reasons(before: Mapping[str, object], after: Mapping[str, object]) -> list[str]:
     """Which of a model's LoRA adapters were added, removed or changed, one reason each: vLLM loads
     adapters only when it starts (aigo-apply never loads them at run time), so each replaces the engine."""
-    old, new = before.get("adapters") or {}, after.get("adapters") or {}
+    old, new = obj(before.get("adapters")), obj(after.get("adapters"))
     out = []
     for name in sorted(set(old) | set(new)):
         if name not in old:
@@ -80,15 +82,15 @@ def is_adapter_path(path: str) -> bool:
     return path == "adapters" or path.startswith("adapters.")
 
 
-def _where(adapter: Any) -> str:
+def _where(adapter: object) -> str:
     """An adapter's source as a plan shows it: repo@revision, or its folder."""
-    source = adapter.get("source", {}) if isinstance(adapter, dict) else {}
+    source = obj(obj(adapter).get("source"))
     if "repo" in source:
         return f"{source['repo']}@{source.get('revision', 'main')}"
     return str(source.get("path", "?"))
 
 
-def _get(data: Any, path: tuple[Any, ...]) -> Any:
+def _get(data: object, path: tuple[Any, ...]) -> object:
     for part in path:
         if not isinstance(data, dict) or part not in data:
             return None
@@ -96,8 +98,8 @@ def _get(data: Any, path: tuple[Any, ...]) -> Any:
     return data
 
 
-def flatten(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
+def flatten(data: Mapping[str, object], prefix: tuple[str, ...] = ()) -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = []
     for key, value in sorted(data.items()):
         if isinstance(value, dict) and not (value and set(value) <= {"from_env", "from_file"}):
             out += flatten(value, prefix + (key,))  # an empty mapping (no env) shows nothing

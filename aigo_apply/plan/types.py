@@ -1,6 +1,6 @@
 """The plan as a value: ordered actions with reasons and field changes, blockers, the GPU lanes
 models start in, and the fingerprint of what was observed. Each action kind has one payload type
-(PAYLOADS: a SpecPayload, DownloadSpec or LockRestore, the JSON's `spec`). Its JSON form (`to_dict`) is the
+(plan/payloads.py: a model's or the router's spec, a DownloadSpec or a LockRestore, the JSON's `spec`). Its JSON form (`to_dict`) is the
 versioned contract; the text view is rendered from it, and `plan --out` saves it for `apply PLANFILE`. `from_dict` reads a saved
 one back and checks its whole shape first (`check_shape`): an edited plan file is a PlanFileError
 that says where, never a traceback.
@@ -9,16 +9,27 @@ that says where, never a traceback.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aigo_apply import __version__
-from aigo_apply.desired.model_store import KINDS as DOWNLOAD_KINDS
+from aigo_apply.desired.spec import ModelSpec, RouterSpec
 from aigo_apply.desired.types import canonical_json
 from aigo_apply.errors import PlanFileError
 from aigo_apply.plan.canary import CanaryGate
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.lockfile import LockRestore
+from aigo_apply.plan.payloads import (
+    DAMAGED,
+    PAYLOADS,
+    SPEC_PAYLOADS,
+    DownloadSpec,
+    ModelPayload,
+    Payload,
+    RouterPayload,
+    SavedSpec,
+)
 from aigo_apply.plan.plan_file import FORMAT_VERSION, KINDS, REMAKE, ActionKind, Effect, check_shape
 from aigo_apply.plan.replace_strategy import Strategy
 
@@ -55,101 +66,8 @@ class Downtime:
 
 
 @dataclass(frozen=True)
-class DownloadSpec:
-    """A download action's payload: one model (or LoRA adapter: `kind` "adapter") folder from the
-    Hub, and the models that need it. A model's spec has no `kind` key (saved plans as before)."""
-
-    repo: str
-    revision: str
-    file: str | None
-    dest: str
-    models: tuple[str, ...]
-    commit: str | None = None  # what the Hub resolved the revision to
-    bytes: int | None = None
-    pin: str | None = None  # the commit aigo.lock records (apply --locked)
-    kind: str = "model"  # "model" | "adapter" (desired/model_store.KINDS)
-
-    def to_spec(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "repo": self.repo,
-            "revision": self.revision,
-            "file": self.file,
-            "dest": self.dest,
-            "models": list(self.models),
-        }
-        out.update(
-            {k: v for k, v in (("commit", self.commit), ("bytes", self.bytes), ("pin", self.pin)) if v is not None}
-        )
-        if self.kind != "model":
-            out["kind"] = self.kind
-        return out
-
-    @classmethod
-    def from_spec(cls, data: Any) -> DownloadSpec:
-        """Read back from a plan file; its values are checked again before the download runs
-        (platforms/docker/fetch_steps.check_download), here only their types."""
-        strings = ("repo", "revision", "dest")
-        if (
-            not isinstance(data, dict)
-            or not all(isinstance(data.get(k), str) for k in strings)
-            or not all(isinstance(data.get(k), (str, type(None))) for k in ("file", "commit", "pin"))
-            or not (data.get("bytes") is None or type(data["bytes"]) is int)  # a bool is no byte count
-            or not isinstance(data.get("models"), list)
-            or not all(isinstance(m, str) for m in data["models"])
-            or data.get("kind", "model") not in DOWNLOAD_KINDS
-        ):
-            raise PlanFileError("a download's spec in the plan file is damaged or edited; make a new plan")
-        return cls(
-            data["repo"],
-            data["revision"],
-            data.get("file"),
-            data["dest"],
-            tuple(data["models"]),
-            data.get("commit"),
-            data.get("bytes"),
-            data.get("pin"),
-            str(data.get("kind", "model")),
-        )
-
-
-@dataclass(frozen=True)
-class SpecPayload:
-    """The payload of a model's or the router's create, recreate, start, noop and reload: its desired
-    canonical spec (secrets as references), what its container is made from."""
-
-    values: dict[str, Any]
-
-    def to_spec(self) -> dict[str, Any]:
-        return self.values
-
-    @classmethod
-    def from_spec(cls, data: Any) -> SpecPayload:
-        """Read back from a plan file (check_shape made it an object): apply compares the plan made
-        now with the saved one, so no value of it is acted on."""
-        if not isinstance(data, dict):
-            raise PlanFileError(_DAMAGED)
-        return cls(data)
-
-
-Payload = SpecPayload | DownloadSpec | LockRestore
-# One payload type per kind (the JSON has it as the action's `spec`): None where a kind has none, and
-# whether one must be there. Action checks it when made; _action_from_dict reads a saved one by it.
-PAYLOADS: dict[ActionKind, tuple[type[Payload] | None, bool]] = {
-    "pull": (LockRestore, False),  # apply --locked: aigo.lock's image put back under its tag
-    "download": (DownloadSpec, True),
-    "create": (SpecPayload, False),  # a model's or the router's desired canonical spec
-    "recreate": (SpecPayload, False),
-    "start": (SpecPayload, False),
-    "noop": (SpecPayload, False),
-    "reload_router": (SpecPayload, False),
-    "remove": (None, False),
-}
-_DAMAGED = "an action in the plan file is damaged or edited by hand; make a new one with `aigo-apply plan --out`"
-
-
-@dataclass(frozen=True)
 class Action:
-    """One step of a plan. `payload` is of the one type its kind has (PAYLOADS): a SpecPayload, a
+    """One step of a plan. `payload` is of a type its kind takes (PAYLOADS): a model's or the router's spec, a
     DownloadSpec or a LockRestore; `spec`, `download` and `restore` read it as that type."""
 
     address: str  # model.<alias> | router | image.<ref> | download.<repo@rev> | container.<name>
@@ -169,18 +87,32 @@ class Action:
     downtime: Downtime | None = None  # a recreate's or start's: how long the model is away (plan/downtime.py)
 
     def __post_init__(self) -> None:
-        kind, required = PAYLOADS[self.kind]
-        if (self.payload is None and required) or (
-            self.payload is not None and not isinstance(self.payload, kind or ())
-        ):
-            raise TypeError(
-                f"a {self.kind} action's payload is a {kind.__name__ if kind else 'None'}, not {self.payload!r}"
-            )
+        kinds, _, required = PAYLOADS[self.kind]
+        if (self.payload is None and required) or (self.payload is not None and not isinstance(self.payload, kinds)):
+            names = " or ".join(k.__name__ for k in kinds) or "None"
+            raise TypeError(f"a {self.kind} action's payload is a {names}, not {self.payload!r}")
 
     @property
-    def spec(self) -> dict[str, Any] | None:
-        """The desired canonical spec of a model or the router (a SpecPayload's values)."""
-        return self.payload.values if isinstance(self.payload, SpecPayload) else None
+    def spec(self) -> Mapping[str, object] | None:
+        """The canonical spec of a model or the router, as the plan's JSON has it (desired, or saved)."""
+        return self.payload.values if isinstance(self.payload, SPEC_PAYLOADS) else None
+
+    @property
+    def model_spec(self) -> ModelSpec | None:
+        """A model's desired canonical spec, in a plan made now (None in a saved plan's: not acted on)."""
+        return self.payload.values if isinstance(self.payload, ModelPayload) else None
+
+    @property
+    def router_spec(self) -> RouterSpec | None:
+        """The router's desired canonical spec, in a plan made now."""
+        return self.payload.values if isinstance(self.payload, RouterPayload) else None
+
+    def desired_model(self) -> ModelSpec:
+        """The model spec an engine step acts on: only a plan made now has one (a saved plan is compared
+        with the plan made now, never acted on)."""
+        if self.model_spec is None:
+            raise TypeError(f"{self.address}: a {self.kind} action without a model's desired spec")
+        return self.model_spec
 
     @property
     def download(self) -> DownloadSpec | None:
@@ -328,7 +260,7 @@ def _action_from_dict(a: dict[str, Any]) -> Action:
         or not isinstance(a.get("expected_downtime_s"), (int, float, type(None)))
         or not isinstance(a.get("downtime"), (str, type(None)))
     ):
-        raise PlanFileError(_DAMAGED)
+        raise PlanFileError(DAMAGED)
     return Action(
         a["address"],
         a["kind"],
@@ -354,13 +286,13 @@ def _canary_from(data: Any) -> CanaryGate | None:
     try:
         return CanaryGate.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise PlanFileError(_DAMAGED) from None
+        raise PlanFileError(DAMAGED) from None
 
 
 def _payload_from(a: dict[str, Any]) -> Payload | None:
     """A saved action's `spec` as the one payload type of its kind (PAYLOADS)."""
     kind, spec = a["kind"], a.get("spec")
-    payload_type, required = PAYLOADS[kind]
+    _, payload_type, required = PAYLOADS[kind]
     if spec is None and not required:
         return None
     if payload_type is DownloadSpec:
@@ -373,6 +305,6 @@ def _payload_from(a: dict[str, Any]) -> Payload | None:
                 "make a new plan (nothing was changed)"
             )
         return restore
-    if payload_type is SpecPayload:
-        return SpecPayload.from_spec(spec)
-    raise PlanFileError(_DAMAGED)  # a spec on a kind that has none
+    if payload_type is SavedSpec:
+        return SavedSpec.from_spec(spec)
+    raise PlanFileError(DAMAGED)  # a spec on a kind that has none

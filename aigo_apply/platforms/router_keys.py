@@ -9,9 +9,9 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.config.secret_names import KEY_FIX, guessable_key
+from aigo_apply.desired.spec import RouterSpec
 from aigo_apply.desired.types import DesiredState, SecretRef
 from aigo_apply.errors import AigoError, SecretUnavailable
 from aigo_apply.plan.host_checks import Check
@@ -23,7 +23,7 @@ _KEY_FIX = f"give each key of router.api_keys {KEY_CHARS}"
 UNPRIVILEGED_PORT_START = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
 
 
-def read_keys(spec: dict[str, Any]) -> list[str] | None:
+def read_keys(spec: RouterSpec) -> list[str] | None:
     """The keys the router's spec refers to, checked; None when it uses none. Raises AigoError
     (naming the reference, never a key) when they cannot be read or used."""
     ref = spec.get("api_keys")
@@ -56,7 +56,7 @@ def router_checks(
     try:
         keys = read_keys(spec)
     except SecretUnavailable as exc:
-        if not _absent(spec["api_keys"]):  # present but unusable: refused whatever the plan changes
+        if not _absent(spec["api_keys"] or {}):  # present but unusable: refused whatever the plan changes
             return desired, checks + [Check("router.api_keys", "blocking", exc.problem, exc.fix or _KEY_FIX)]
         deployed = deployed_digest(live_files or {})
         settings = replace(desired.router.settings, keys_digest=deployed)
@@ -83,7 +83,7 @@ def deployed_digest(files: dict[str, str]) -> str:
     return digest if scheme == "pbkdf2-sha256" and re.fullmatch(r"[0-9a-f]{64}", digest) else ""
 
 
-def exposure_checks(spec: dict[str, Any], port_start: int) -> list[Check]:
+def exposure_checks(spec: RouterSpec, port_start: int) -> list[Check]:
     """A router reachable beyond this machine without keys is a warning; a port below the
     unprivileged start that a non-root router cannot bind is a blocker."""
     checks = []

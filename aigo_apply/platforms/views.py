@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from aigo_apply.desired.images import ImageObject, LocalImage
 from aigo_apply.errors import ConfigFileError, ConfigInvalid
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.types import Plan
@@ -55,7 +56,7 @@ class Readiness:
 
     project: str
     engine: str
-    image: dict[str, Any]
+    image: ImageObject
     checks: tuple[Check, ...]
     gpu_ledger: list[dict[str, Any]]
 
@@ -100,7 +101,7 @@ class StatusView(Protocol):
 class StoreView(Protocol):
     """image inspect and models list."""
 
-    def image(self, info: dict[str, Any]) -> None: ...
+    def image(self, info: LocalImage) -> None: ...
     def stored_models(self, rows: list[dict[str, Any]]) -> None: ...
 
 

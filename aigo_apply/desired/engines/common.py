@@ -7,11 +7,11 @@ import hashlib
 import math
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from aigo_apply.config import env_names, invisible
 from aigo_apply.desired import labels
 from aigo_apply.desired.logs import rotation
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import SOCKET_FILE, ContainerSpec, Mount, SecretRef, socket_file
 from aigo_apply.errors import UnsafeSetting
 
@@ -74,7 +74,7 @@ def container_name(project: str, alias: str) -> str:
     return f"aigo-{project}-{alias}"
 
 
-def number(value: Any) -> str:
+def number(value: object) -> str:
     """A setting's value as one command-line word (floats without trailing zeros)."""
     if isinstance(value, bool):
         raise UnsafeSetting(f"expected a number or a name, got {value!r}")
@@ -99,7 +99,7 @@ def check_command(
 def engine_container(
     project: str,
     alias: str,
-    spec: dict[str, Any],
+    spec: ModelSpec,
     command: list[str],
     mounts: list[Mount],
     container_port: int | None,

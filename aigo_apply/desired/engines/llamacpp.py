@@ -9,11 +9,10 @@ llama.cpp has no memory fraction: it takes what the layers it offloads and the c
 
 from __future__ import annotations
 
-from typing import Any
-
 from aigo_apply.config.engine_kinds import LLAMACPP
 from aigo_apply.desired.engines.common import MODEL_MOUNT, check_command, engine_container, number
 from aigo_apply.desired.model_store import gguf_parts
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import UnsafeSetting
 
@@ -32,7 +31,7 @@ FLAGS = (
 )
 
 
-def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
+def render(project: str, alias: str, spec: ModelSpec) -> ContainerSpec:
     settings = spec.get("llama.cpp", {})
     name = spec.get("model_file", "")
     if not name.endswith(".gguf") or ".." in name.split("/") or name.startswith("/"):
@@ -58,7 +57,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     )
 
 
-def model_mounts(spec: dict[str, Any], folder: str) -> list[Mount]:
+def model_mounts(spec: ModelSpec, folder: str) -> list[Mount]:
     """A downloaded model: its own folder in the model store (it holds only what was selected). A
     local file: that file alone (every part of a split file), never the folder it sits in, which
     may be `/` or a home folder."""

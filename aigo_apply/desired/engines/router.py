@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any
 
 from aigo_apply.config.defaults import ROUTER_HOLD_SECONDS, ROUTER_STALL_SECONDS
 from aigo_apply.desired import labels
 from aigo_apply.desired.logs import rotation
+from aigo_apply.desired.spec import RouterSpec
 from aigo_apply.desired.types import ROUTER_SOCKETS, ContainerSpec, Mount, RouterSettings
 from aigo_apply.errors import UnsafeSetting
 
@@ -33,7 +33,7 @@ LIVE = ROUTER_MOUNT + "/live"  # a symlink to the generation in service
 ROUTER_CPU_SHARES = 8192
 
 
-def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
+def router_container(project: str, spec: RouterSpec) -> ContainerSpec:
     """The router container: host networking (it binds router.bind:router.port itself and reaches
     the engines that publish a port on 127.0.0.1), the config folder and the engines' sockets
     read-only, HAProxy in master-worker mode so a signal reloads it, running as the user who owns
@@ -64,7 +64,7 @@ def router_container(project: str, spec: dict[str, Any]) -> ContainerSpec:
     )
 
 
-def check_router_spec(project: str, spec: dict[str, Any]) -> None:
+def check_router_spec(project: str, spec: RouterSpec) -> None:
     """The last check before the router's values reach the Docker API (a clear error, never a
     container made from a value that validation should have refused)."""
     values = {"project": project, **{k: spec.get(k) for k in ("image", "user", "config_dir", "sockets_dir")}}
@@ -73,14 +73,14 @@ def check_router_spec(project: str, spec: dict[str, Any]) -> None:
         if not (isinstance(value, str) and pattern.fullmatch(value)) or "/../" in f"{value}/":
             raise UnsafeSetting(f"router: refusing {key} {value!r} for the router container (nothing was changed)")
     try:
-        ipaddress.ip_address(spec.get("bind"))  # type: ignore[arg-type]
+        ipaddress.ip_address(spec.get("bind", ""))  # neither None nor "" is one: a ValueError
     except ValueError:
         raise UnsafeSetting(f"router: refusing bind {spec.get('bind')!r} (not an IP address)") from None
     if not (isinstance(spec.get("bind"), str) and re.fullmatch(r"[0-9A-Fa-f:.]{2,39}", spec["bind"])):
         raise UnsafeSetting(f"router: refusing bind {spec.get('bind')!r} (not a plain IP address)")
 
 
-def settings_of(project: str, spec: dict[str, Any], keys_digest: str = "") -> RouterSettings:
+def settings_of(project: str, spec: RouterSpec, keys_digest: str = "") -> RouterSettings:
     """The settings the router's files are rendered from; `keys_digest` once the keys were read."""
     return RouterSettings(
         project,

@@ -8,8 +8,6 @@ told otherwise, so --host 0.0.0.0 is fixed: the port is still published on the h
 
 from __future__ import annotations
 
-from typing import Any
-
 from aigo_apply.config.engine_kinds import SGLANG
 from aigo_apply.desired.engines.common import (
     MODEL_MOUNT,
@@ -18,6 +16,7 @@ from aigo_apply.desired.engines.common import (
     engine_container,
     number,
 )
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import UnsafeSetting
 
@@ -35,7 +34,7 @@ FLAGS = (
 )
 
 
-def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
+def render(project: str, alias: str, spec: ModelSpec) -> ContainerSpec:
     settings = spec.get("sglang", {})
     fraction = settings["gpu_memory_utilization"]
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:

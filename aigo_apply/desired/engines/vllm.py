@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
 
 from aigo_apply.config.engine_kinds import VLLM
 from aigo_apply.config.env_names import SLEEP_MODE_ENV, SLEEP_MODE_FLAG
@@ -25,7 +25,7 @@ from aigo_apply.config.vllm_facts import (
     speculative_methods,
     unknown_compilation,
 )
-from aigo_apply.config.vllm_flags import BOOL_FLAGS, FLAG_KEYS, VALUE_FLAGS
+from aigo_apply.config.vllm_flags import BOOL_FLAGS, FLAG_KEYS, VALUE_FLAGS, SpeculativeSettings, VllmSettings
 from aigo_apply.desired.adapters import ADAPTER_MOUNT, MAX_LORA_RANKS
 from aigo_apply.desired.engines.common import (
     ENGINE_SOCKET,
@@ -36,6 +36,7 @@ from aigo_apply.desired.engines.common import (
     engine_container,
 )
 from aigo_apply.desired.engines.common import number as _number
+from aigo_apply.desired.spec import AdapterSpec, ModelSpec
 from aigo_apply.desired.types import ContainerSpec, Mount
 from aigo_apply.errors import UnsafeSetting
 
@@ -58,7 +59,7 @@ _KNOWN_FLAGS = frozenset(FLAG_KEYS) - {"--model"}
 _SAFE_JSON = re.compile(r'^\{[A-Za-z0-9_":,./-]*\}\Z')
 
 
-def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
+def render(project: str, alias: str, spec: ModelSpec) -> ContainerSpec:
     settings = spec.get("vllm", {})
     _recheck(alias, settings, checked_release(spec["image"].rpartition(":")[2] if ":" in spec["image"] else None))
     model_path = f"{MODEL_MOUNT}/{alias}"
@@ -77,12 +78,13 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
         command.append("--enable-auto-tool-choice")
     if settings.get("tool_call_parser"):
         command += ["--tool-call-parser", settings["tool_call_parser"]]
+    values: Mapping[str, object] = settings  # read by the tables' keys
     for key, flag in VALUE_FLAGS:
-        if key in settings:
-            command += [flag, _number(settings[key])]
+        if key in values:
+            command += [flag, _number(values[key])]
     for key, flag in BOOL_FLAGS:
-        if key in settings:
-            command.append(flag if settings[key] else "--no-" + flag[2:])
+        if key in values:
+            command.append(flag if values[key] else "--no-" + flag[2:])
     command += _start_flags(settings.get("compilation") or {})
     mounts = [Mount(spec["model_dir"], model_path, True)]
     if spec.get("adapters"):
@@ -117,7 +119,7 @@ def render(project: str, alias: str, spec: dict[str, Any]) -> ContainerSpec:
     )
 
 
-def _start_flags(compilation: dict[str, Any]) -> list[str]:
+def _start_flags(compilation: Mapping[str, object]) -> list[str]:
     """`vllm.compilation` as vLLM's own flags, in the table's order (each checked by _recheck)."""
     out: list[str] = []
     for key, flag in COMPILATION_FLAGS.items():
@@ -129,7 +131,7 @@ def _start_flags(compilation: dict[str, Any]) -> list[str]:
     return out
 
 
-def _recheck(alias: str, settings: dict[str, Any], release: str) -> None:
+def _recheck(alias: str, settings: VllmSettings, release: str) -> None:
     """Refuse names the checked release does not know, again, right before a container is made."""
     for key, value in settings.items():
         if key in ENUM_SETTINGS and value not in names(key, release):
@@ -146,7 +148,7 @@ def _recheck(alias: str, settings: dict[str, Any], release: str) -> None:
             raise UnsafeSetting(f"model '{alias}': vllm.speculative.num_speculative_tokens {tokens!r} is not 1-64")
 
 
-def _recheck_compilation(alias: str, compilation: dict[str, Any], release: str) -> None:
+def _recheck_compilation(alias: str, compilation: Mapping[str, object], release: str) -> None:
     """The start-up settings again: flags the release has, a level it knows, whole sizes 1-65536."""
     for key, value in compilation.items():
         why = unknown_compilation(key, release) if key in COMPILATION_FLAGS else "not a setting aigo-apply knows"
@@ -163,11 +165,11 @@ def _recheck_compilation(alias: str, compilation: dict[str, Any], release: str) 
             raise UnsafeSetting(f"model '{alias}': vllm.compilation.{key} {value!r} is not whole numbers 1-65536")
 
 
-def _size(value: Any) -> bool:
+def _size(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65536
 
 
-def _adapters(alias: str, adapters: dict[str, Any], settings: dict[str, Any]) -> tuple[list[str], list[Mount]]:
+def _adapters(alias: str, adapters: dict[str, AdapterSpec], settings: VllmSettings) -> tuple[list[str], list[Mount]]:
     """--enable-lora, one --lora-modules with every adapter as NAME=PATH (vLLM v0.31.0's LoRAParserAction
     keeps only the last --lora-modules it is given: repeating the flag would drop adapters), --max-loras,
     --max-lora-rank; each adapter's folder mounted read-only at /adapters/NAME. Checked again here: a
@@ -188,9 +190,9 @@ def _adapters(alias: str, adapters: dict[str, Any], settings: dict[str, Any]) ->
     return flags, mounts
 
 
-def _speculative(alias: str, spec: dict[str, Any]) -> tuple[str, list[Mount]]:
+def _speculative(alias: str, spec: SpeculativeSettings) -> tuple[str, list[Mount]]:
     """--speculative-config as compact JSON; a draft model is mounted read-only beside the model."""
-    config: dict[str, Any] = {"method": spec["method"]}
+    config: dict[str, str | int] = {"method": spec["method"]}
     if "num_speculative_tokens" in spec:
         config["num_speculative_tokens"] = spec["num_speculative_tokens"]
     mounts = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -43,7 +43,7 @@ FALLBACK_TEXT = (
 
 
 def replace_gate(
-    action: Action, old_spec: dict[str, Any], log: StepLog, should_stop: Callable[[], bool]
+    action: Action, old_spec: Mapping[str, object], log: StepLog, should_stop: Callable[[], bool]
 ) -> Callable[[EngineAddress], dict[str, Any] | None] | None:
     """A parallel replace's canary gate as the plan decided it: run (between the new engine's readiness
     and the route's move; refusing raises CanaryRefused), said to be skipped, or none. `old_spec`:
@@ -60,7 +60,9 @@ def replace_gate(
         log.step(
             action.address, "recreate", "", f"canary: measuring the old and the new engine ({gate.settings.describe()})"
         )
-        dirs = (old_spec.get("model_dir"), (action.spec or {}).get("model_dir"))
+        old_dir = old_spec.get("model_dir")
+        new_dir = action.model_spec.get("model_dir") if action.model_spec else None
+        dirs = (old_dir if isinstance(old_dir, str) else None, new_dir)
         try:
             result = run_gate(action.model or "", gate.settings, old, new, dirs, should_stop)
         except AigoError:

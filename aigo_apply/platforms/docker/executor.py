@@ -36,6 +36,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.common import with_slot
 from aigo_apply.desired.engines.router import router_container
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError, Interrupted, PlanFileError
 from aigo_apply.observe.label_checks import names_of
@@ -91,7 +92,7 @@ class Executor:
             call=call,
         )
 
-    def _after_ready(self, alias: str, spec: dict[str, Any] | None, address: EngineAddress) -> None:
+    def _after_ready(self, alias: str, spec: ModelSpec | None, address: EngineAddress) -> None:
         """A model proven ready: the run's swap groups put it to sleep when it is not one of the first."""
         if self.swaps is not None:
             self.swaps.after_ready(alias, spec, address)
@@ -186,17 +187,18 @@ class Executor:
         if action.kind == "remove":
             _check_remove(project, action)
             return Prepared(action)
-        if action.is_router:
-            return Prepared(action, router_container(project, action.spec or {}))
-        if not action.spec or not action.model:
+        spec = action.router_spec if action.is_router else action.model_spec
+        if spec is None or not (action.model or action.is_router):
             raise PlanFileError(f"{action.address}: the plan carries no spec for this {action.kind}; make a new plan")
-        container = with_slot(engines.render(project, action.model, action.spec), action.slot)
+        if action.router_spec is not None:
+            return Prepared(action, router_container(project, action.router_spec))
+        container = with_slot(engines.render(project, action.model or "", action.desired_model()), action.slot)
         if action.container and container.name != action.container:
             raise PlanFileError(
                 f"{action.address}: the plan names container {action.container} but its spec "
                 f"renders {container.name}; the plan was edited, make a new one"
             )
-        env = container_env(container, action.model) if action.kind != "start" else {}
+        env = container_env(container, action.model or "") if action.kind != "start" else {}
         return Prepared(action, container, env)
 
     def _run_lane(self, lane: list[Prepared]) -> list[Outcome]:
@@ -206,7 +208,7 @@ class Executor:
             if self.interrupted.is_set():
                 break
             try:
-                self.swaps.before_start(item.action.model or "", item.action.spec)
+                self.swaps.before_start(item.action.model or "", item.action.model_spec)
                 results.append(self.models.run(item))
             except AigoError as exc:  # Docker refused something: report it for this model, go on with others
                 self.log.step(item.action.address, item.action.kind, "failed", str(exc))

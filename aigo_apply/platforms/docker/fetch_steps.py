@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeGuard
 
@@ -35,7 +35,7 @@ from aigo_apply.platforms.outcome import Reporter
 
 def download_folder(
     address: str,
-    spec: dict[str, Any],
+    spec: Mapping[str, Any],
     reporter: Reporter,
     fetch: Callable[..., dict[str, Any]] | None = None,
     clock: Callable[[], float] = time.monotonic,

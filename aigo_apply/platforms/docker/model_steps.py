@@ -18,6 +18,7 @@ from typing import Any
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
 from aigo_apply.config.names import NEXT_SUFFIX
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import ContainerSpec, EngineAddress, Route
 from aigo_apply.errors import AigoError, CanaryRefused, NotReady
 from aigo_apply.plan.types import Action
@@ -54,7 +55,7 @@ class ModelSteps:
         interrupted: threading.Event,
         make_waiter: Callable[..., Waiter],
         evidence: Path | None = None,
-        on_ready: Callable[[str, dict[str, Any] | None, EngineAddress], None] | None = None,
+        on_ready: Callable[[str, ModelSpec | None, EngineAddress], None] | None = None,
         call: Callable[[EngineAddress, str, str], tuple[int, str]] = engine_call,
     ):
         """`on_ready`: called once a model is proven ready, before its route is added
@@ -368,7 +369,7 @@ class ModelSteps:
                 stager.join(timeout=STAGE_JOIN_TIMEOUT)
         measured = gate(address) if gate is not None else None  # refuses by raising CanaryRefused
         if self.on_ready:
-            self.on_ready(alias, action.spec, address)
+            self.on_ready(alias, action.model_spec, address)
         if self.router:
             self.router.route(route)
         if timed and self.evidence is not None:  # a record that cannot be kept is journaled: the engine serves

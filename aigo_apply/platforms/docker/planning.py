@@ -4,6 +4,7 @@ entry point the user has."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,8 @@ from aigo_apply.adapters.host import docker_facts, host_memory, nvml_facts
 from aigo_apply.adapters.listeners import listening, with_owners
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.config.load import choose_file
-from aigo_apply.desired.model_store import downloads, is_commit, label
+from aigo_apply.desired.model_store import Download, downloads, is_commit, label
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.config_file import load_config
@@ -107,7 +109,7 @@ def lock_checks(
     return checks
 
 
-def _hub_commits(moving: dict[str, dict[str, Any]]) -> dict[str, str]:
+def _hub_commits(moving: Mapping[str, Download]) -> dict[str, str]:
     """label -> the commit the Hub names now for each download aigo.lock pins to a branch or tag
     (none offline; one the Hub does not answer is left out)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -207,12 +209,12 @@ def _whole_weights(ledger: list[dict[str, Any]]) -> dict[str, int | None]:
     return out
 
 
-def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: dict[str, Any]) -> HubAnswer | None:
+def _answer_for(remote: dict[HubKey, HubAnswer] | None, spec: ModelSpec) -> HubAnswer | None:
     key = _remote_key(spec)
     return remote.get(key) if remote and key else None
 
 
-def _remote_key(spec: dict[str, Any]) -> HubKey | None:
+def _remote_key(spec: ModelSpec) -> HubKey | None:
     source = spec.get("source", {})
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 

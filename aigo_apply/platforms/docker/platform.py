@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.desired.engines.router import settings_of
+from aigo_apply.desired.spec import RouterSpec
 from aigo_apply.desired.types import SOCKETS_FOLDER, AdapterFiles, DesiredState
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.observe.containers import ObservedState
@@ -237,7 +238,7 @@ def router_for(
         # would need the API keys to verify, and a destroy must work without them); the router's
         # files go afterwards, from this tool's own state folder (never a folder a label names)
         return None
-    spec = action.spec if action and action.spec else None
+    spec = action.router_spec if action else None
     if spec is None and desired is not None and observed.router is not None:
         spec = desired.router.spec
     return router_of(plan.project, spec, runtime, desired, state_root) if spec else None
@@ -245,7 +246,7 @@ def router_for(
 
 def router_of(
     project: str,
-    spec: dict[str, Any],
+    spec: RouterSpec,
     runtime: Runtime,
     desired: DesiredState | None = None,
     state_root: Path | None = None,

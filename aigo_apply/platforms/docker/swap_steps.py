@@ -14,11 +14,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.adapters import engine_http
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
 from aigo_apply.config.swap_groups import SwapGroup, membership
+from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError
 from aigo_apply.plan.types import Plan
@@ -67,11 +67,11 @@ class SwapSteps:
         self.hold_seconds = max(starts, default=DEFAULT_READY_TIMEOUT) + HOLD_MARGIN
         self._clear_stale_holds()
 
-    def group(self, alias: str, spec: dict[str, Any] | None) -> SwapGroup | None:
+    def group(self, alias: str, spec: ModelSpec | None) -> SwapGroup | None:
         return self.groups.get(alias) if spec and spec.get("on_demand") else None
 
     # -- before a model of a group starts --------------------------------------------------------
-    def before_start(self, alias: str, spec: dict[str, Any] | None) -> None:
+    def before_start(self, alias: str, spec: ModelSpec | None) -> None:
         """Hold the group and put its awake models (other than `alias`) to sleep, so the starting
         engine finds its memory free. A model that cannot be put to sleep is reported, not fatal:
         the start then shows whether the memory sufficed."""
@@ -93,7 +93,7 @@ class SwapSteps:
                 self.log.step(where, "sleep", "failed", f"{member} could not be put to sleep ({status} {text})")
 
     # -- once it is ready ------------------------------------------------------------------------
-    def after_ready(self, alias: str, spec: dict[str, Any] | None, address: EngineAddress) -> None:
+    def after_ready(self, alias: str, spec: ModelSpec | None, address: EngineAddress) -> None:
         """Proven ready: now it sleeps, unless it is one of the group's first max_awake models."""
         group = self.group(alias, spec)
         if group is None or alias in group.first:

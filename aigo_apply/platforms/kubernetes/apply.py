@@ -30,10 +30,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
 from aigo_apply.errors import AigoError, Interrupted, NotReady
+from aigo_apply.json_types import JsonMap, JsonObject, number
+from aigo_apply.json_types import obj as _dict
 from aigo_apply.kube.secrets import SecretSlot, slots, with_values
 from aigo_apply.plan.types import Action, Plan
 from aigo_apply.platforms.kubernetes import prune
@@ -58,7 +60,7 @@ SecretResolver = Callable[[SecretSlot], str | None]  # None: no value (the token
 class KubeWriter(RolloutClient, Protocol):
     namespace: str
 
-    def apply(self, obj: dict[str, Any], force: bool = False) -> dict[str, Any]: ...
+    def apply(self, obj: JsonObject, force: bool = False) -> JsonObject: ...
     def delete(self, kind: str, name: str) -> bool: ...
     def proxy_get(
         self, service: str, port: str, path: str, headers: dict[str, str] | None = None
@@ -79,9 +81,9 @@ class KubeApply:
     route_grace: float = ROUTE_GRACE
     router_key: str | None = None  # one of the router's API keys: the route wait reads its /metrics with it
     _deadlines: dict[str, float] = field(default_factory=dict, init=False, repr=False)
-    _filled: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict, init=False, repr=False)
+    _filled: dict[tuple[str, str], JsonObject | None] = field(default_factory=dict, init=False, repr=False)
 
-    def run(self, plan: Plan, rendered: Sequence[dict[str, Any]], cluster: ClusterState) -> ApplyReport:
+    def run(self, plan: Plan, rendered: Sequence[JsonObject], cluster: ClusterState) -> ApplyReport:
         groups = self._groups(plan.project, rendered)
         acting = [a for a in plan.actions if a.is_container and a.kind in MODEL_KINDS]
         removing = [a for a in plan.actions if a.is_container and a.kind == "remove"]
@@ -130,9 +132,9 @@ class KubeApply:
         return ApplyReport(outcomes, interrupted)
 
     # -- preparing ------------------------------------------------------------------------------
-    def _groups(self, project: str, rendered: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    def _groups(self, project: str, rendered: Sequence[JsonObject]) -> dict[str, list[JsonObject]]:
         """address -> its objects in apply order; every object checked before anything is sent."""
-        groups: dict[str, list[dict[str, Any]]] = {}
+        groups: dict[str, list[JsonObject]] = {}
         for raw in rendered:
             kind = raw.get("kind") if isinstance(raw, dict) else None
             obj = as_object(str(kind), raw) if kind in KINDS else None
@@ -145,7 +147,7 @@ class KubeApply:
                     f"refusing to apply {obj.kind} {obj.name}: it lacks project '{project}''s labels, so no later "
                     "plan or prune would see it (nothing was changed)"
                 )
-            namespace = (raw.get("metadata") or {}).get("namespace")
+            namespace = _dict(raw.get("metadata")).get("namespace")  # a mapping: as_object checked it
             if namespace not in (None, self.client.namespace):
                 raise AigoError(
                     f"refusing to apply {obj.kind} {obj.name} to namespace {namespace!r}: this run works in "
@@ -156,7 +158,7 @@ class KubeApply:
             objs.sort(key=lambda o: KINDS.index(o["kind"]))  # stable: the renderer's order within a kind
         return groups
 
-    def _fill(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+    def _fill(self, obj: JsonObject) -> JsonObject | None:
         """The Secret with its values, or None when a value is absent (a public repo's token)."""
         values = {}
         for slot in slots(obj):
@@ -167,7 +169,7 @@ class KubeApply:
         return with_values(obj, values)
 
     # -- acting -----------------------------------------------------------------------------------
-    def _apply(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+    def _apply(self, obj: JsonObject) -> JsonObject | None:
         """Server-side apply one object (a Secret with its values); None when it is skipped."""
         body = self._filled.get(_key(obj), obj) if obj["kind"] == "Secret" else obj
         if body is None:
@@ -178,14 +180,14 @@ class KubeApply:
             if obj["kind"] != "Job" or getattr(exc, "code", None) != 422:
                 raise
         # a Job's pod template is immutable: one that finished its download stays; another is redone
-        name = obj["metadata"]["name"]
+        name = _key(obj)[1]
         existing = self.client.get("Job", name)
         if existing is not None and job_status(existing)[0] == "complete":
             return existing
         self.client.delete("Job", name)
         return self.client.apply(body, force=self.force_conflicts)
 
-    def _shared(self, objs: list[dict[str, Any]]) -> list[Outcome]:
+    def _shared(self, objs: list[JsonObject]) -> list[Outcome]:
         """The project-wide objects; a refusal is reported, and the models still go ahead (a public
         repo's download needs no token)."""
         for obj in objs:
@@ -197,11 +199,11 @@ class KubeApply:
                 return [Outcome("project", "apply", False, str(exc))]
         return []
 
-    def _model(self, action: Action, objs: list[dict[str, Any]], routed: bool = False) -> Outcome:
+    def _model(self, action: Action, objs: list[JsonObject], routed: bool = False) -> Outcome:
         """Apply one model's (or the router's) objects and await its rollout; `routed`: the router's
         check follows, and says the final ok."""
         address, kind = action.address, action.kind
-        self.log.step(address, kind, "", "applying " + ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in objs))
+        self.log.step(address, kind, "", "applying " + ", ".join(f"{k} {n}" for k, n in map(_key, objs)))
         waiter = self._waiter(address)
         deployment, generation = "", None
         start = self.clock()
@@ -210,10 +212,10 @@ class KubeApply:
                 self._check_interrupt()
                 stored = self._apply(obj)
                 if obj["kind"] == "Job":
-                    waiter.job(obj["metadata"]["name"], self.download_timeout)
+                    waiter.job(_key(obj)[1], self.download_timeout)
                 if obj["kind"] == "Deployment":
-                    deployment = obj["metadata"]["name"]
-                    generation = ((stored or {}).get("metadata") or {}).get("generation")
+                    deployment = _key(obj)[1]
+                    generation = number(_dict(_dict(stored).get("metadata")).get("generation"))
             timeout = (
                 max(action.ready_timeout or 0.0, ROUTER_TIMEOUT)
                 if action.is_router
@@ -234,10 +236,10 @@ class KubeApply:
         return Outcome(address, kind, True, message)
 
     # -- the router's view ------------------------------------------------------------------------
-    def _router_wait(self, project: str, objs: list[dict[str, Any]]) -> RouterWait | None:
+    def _router_wait(self, project: str, objs: list[JsonObject]) -> RouterWait | None:
         """A wait on the router the rendered objects describe; None without a router or routes."""
         config = next((o for o in objs if o["kind"] == "ConfigMap"), None)
-        table = routes(config.get("data") or {}) if config else {}
+        table = routes(_dict(config.get("data"))) if config else {}
         if not table:
             return None
         template = self.wait or RolloutWait(self.client)
@@ -315,13 +317,14 @@ class KubeApply:
             found = self.client.get("Deployment", deployment) if deployment else None
         except AigoError:
             found = None
-        spec, status = (found or {}).get("spec") or {}, (found or {}).get("status") or {}
-        if (spec.get("strategy") or {}).get("type") == "Recreate":
+        spec, status = _dict(_dict(found).get("spec")), _dict(_dict(found).get("status"))
+        if _dict(spec.get("strategy")).get("type") == "Recreate":
             return (
                 f"{what} is down: its strategy Recreate stopped the previous pod before the new one started (a "
                 "rolling update would need a spare GPU); fix the cause above and apply again"
             )
-        if isinstance(status.get("availableReplicas"), int) and status["availableReplicas"] > 0:
+        available = status.get("availableReplicas")
+        if isinstance(available, int) and available > 0:
             return f"the previous pods still serve {what}: the rolling update keeps them until a new pod is ready"
         return f"{what} is down: no pod of it is available"
 
@@ -336,7 +339,7 @@ class KubeApply:
         return delete_objects(self.client, self.log, address, objects, kind)
 
     def _prune(
-        self, plan: Plan, rendered: Sequence[dict[str, Any]], cluster: ClusterState, outcomes: list[Outcome]
+        self, plan: Plan, rendered: Sequence[JsonObject], cluster: ClusterState, outcomes: list[Outcome]
     ) -> list[Outcome]:
         failed = {o.address for o in outcomes if not o.ok}
         done = {o.address for o in outcomes if o.kind == "remove"}
@@ -380,5 +383,6 @@ def destroy(client: KubeWriter, cluster: ClusterState, log: StepLog) -> ApplyRep
     return ApplyReport(outcomes, False)
 
 
-def _key(obj: dict[str, Any]) -> tuple[str, str]:
-    return str(obj["kind"]), str(obj["metadata"]["name"])
+def _key(obj: JsonMap) -> tuple[str, str]:
+    """An object's kind and name (a checked one: its metadata is a mapping)."""
+    return str(obj["kind"]), str(_dict(obj["metadata"])["name"])

@@ -12,12 +12,12 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
 
 from aigo_apply.adapters.kube_client import KubeClient
 from aigo_apply.config.kube_names import COMPONENT, NAME, label_value
 from aigo_apply.desired.types import DesiredState, SecretRef
 from aigo_apply.errors import AigoError, UsageProblem
+from aigo_apply.json_types import JsonMap, obj, text
 from aigo_apply.platforms import log_follow
 from aigo_apply.platforms.kubernetes.observe import selector
 from aigo_apply.platforms.log_follow import ROUTER, Source
@@ -33,17 +33,18 @@ def sources(client: KubeClient, project: str, desired: DesiredState) -> list[Sou
     aliases = {label_value(a): a for a in desired.models}
     found: list[Source] = []
     for pod in client.list("Pod", labels=selector(project)):
-        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-        marks = meta.get("labels") or {}
+        meta, status = obj(pod.get("metadata")), obj(pod.get("status"))
+        marks = obj(meta.get("labels"))
         component = marks.get(COMPONENT)
-        name = ROUTER if component == "router" else aliases.get(marks.get(NAME, "")) if component == "model" else None
-        if name is None or not isinstance(meta.get("name"), str):
+        name = ROUTER if component == "router" else aliases.get(text(marks.get(NAME))) if component == "model" else None
+        pod_name = meta.get("name")
+        if name is None or not isinstance(pod_name, str):
             continue
-        found.append(Source(name, meta["name"], _created(meta), status.get("phase") == "Running"))
+        found.append(Source(name, pod_name, _created(meta), status.get("phase") == "Running"))
     return found
 
 
-def _created(meta: dict[str, Any]) -> float:
+def _created(meta: JsonMap) -> float:
     try:
         return datetime.fromisoformat(str(meta.get("creationTimestamp")).replace("Z", "+00:00")).timestamp()
     except ValueError:

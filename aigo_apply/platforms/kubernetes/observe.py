@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from aigo_apply.config import kube_names as names
 from aigo_apply.config.kube_names import COMPONENT, COMPONENTS, INSTANCE, MANAGED_BY, MANAGER, NAME
 from aigo_apply.config.names import container_name
 from aigo_apply.desired import labels as L
+from aigo_apply.json_types import JsonMap, JsonObject, JsonValue
+from aigo_apply.json_types import obj as _dict
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
 from aigo_apply.observe.label_checks import label_problem, router_name, shown
 from aigo_apply.platforms.kubernetes.rollout import rollout_status
@@ -34,7 +36,7 @@ ROLE_OF = {"model": L.ROLE_ENGINE, "router": L.ROLE_ROUTER}  # a Deployment's co
 class Lister(Protocol):
     namespace: str
 
-    def list(self, kind: str, labels: dict[str, Any] | None = None) -> list[dict[str, Any]]: ...
+    def list(self, kind: str, labels: Mapping[str, str] | None = None) -> list[JsonObject]: ...
 
 
 def selector(project: str) -> dict[str, str]:
@@ -42,7 +44,7 @@ def selector(project: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, INSTANCE: names.instance(project)}
 
 
-def is_ours(labels: Mapping[str, Any], project: str) -> bool:
+def is_ours(labels: Mapping[str, object], project: str) -> bool:
     return labels.get(MANAGED_BY) == MANAGER and labels.get(INSTANCE) == names.instance(project)
 
 
@@ -52,7 +54,7 @@ class KubeObject:
     name: str
     labels: dict[str, str]
     annotations: dict[str, str]
-    raw: dict[str, Any] = field(compare=False, repr=False)
+    raw: JsonObject = field(compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -95,7 +97,7 @@ def read_cluster(client: Lister, project: str) -> ClusterState:
     return parse_cluster(project, client.namespace, lists)
 
 
-def parse_cluster(project: str, namespace: str, lists: Mapping[str, list[dict[str, Any]]]) -> ClusterState:
+def parse_cluster(project: str, namespace: str, lists: Mapping[str, list[JsonObject]]) -> ClusterState:
     """Pure: the LIST answers -> ClusterState."""
     found, damaged = [], []
     for kind in KINDS:
@@ -173,22 +175,19 @@ def damaged_message(obj: KubeObject, project: str, namespace: str, problem: str)
     )
 
 
-def as_object(kind: str, raw: Any) -> KubeObject | None:
+def as_object(kind: str, raw: JsonValue) -> KubeObject | None:
     """A listed (or rendered) object as a KubeObject; None when it has no name to act on."""
     meta = raw.get("metadata") if isinstance(raw, dict) else None
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(raw, dict) or not isinstance(meta, dict) or not isinstance(name, str):
         return None
-    return KubeObject(kind, meta["name"], _strings(meta.get("labels")), _strings(meta.get("annotations")), raw)
+    return KubeObject(kind, name, _strings(meta.get("labels")), _strings(meta.get("annotations")), raw)
 
 
-def _strings(value: Any) -> dict[str, str]:
+def _strings(value: JsonValue) -> dict[str, str]:
     return (
         {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(value, dict) else {}
     )
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _container(obj: KubeObject, project: str) -> ObservedContainer:
@@ -208,7 +207,7 @@ def _container(obj: KubeObject, project: str) -> ObservedContainer:
     )
 
 
-def deployment_state(raw: dict[str, Any]) -> tuple[str, str]:
+def deployment_state(raw: JsonMap) -> tuple[str, str]:
     """(state, status) of a Deployment in the planner's words: `running` when its rollout is
     complete and it is available, `removing` while it is deleted, `exited` otherwise (the plan then
     applies it again and waits, which says why it does not serve)."""
@@ -221,8 +220,8 @@ def deployment_state(raw: dict[str, Any]) -> tuple[str, str]:
     return ("running", "available") if done else ("exited", message)
 
 
-def _image(raw: dict[str, Any]) -> str:
-    try:
-        return str(raw["spec"]["template"]["spec"]["containers"][0].get("image") or "")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return ""
+def _image(raw: JsonMap) -> str:
+    """The first container's image; "" when the Deployment has none where it should be."""
+    containers = _dict(_dict(_dict(raw.get("spec")).get("template")).get("spec")).get("containers")
+    first = containers[0] if isinstance(containers, list) and containers else None
+    return str(_dict(first).get("image") or "")

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from aigo_apply.config.kube_names import model_name, router_name
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import DesiredState
+from aigo_apply.json_types import JsonObject
+from aigo_apply.json_types import obj as _dict
 from aigo_apply.kube.engine_pod import rollout_strategy
 from aigo_apply.kube.specs import desired_for_kubernetes
-from aigo_apply.observe.containers import ObservedContainer, ObservedState
+from aigo_apply.observe.containers import ObservedState
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.plan.replace_strategy import Strategy
@@ -38,7 +39,7 @@ HOST_ONLY = ("pull", "download")
 def plan_for_cluster(
     desired: DesiredState,
     cluster: ClusterState,
-    rendered: Sequence[dict[str, Any]],
+    rendered: Sequence[JsonObject],
     facts: PlanFacts | None = None,
     request: PlanRequest | None = None,
 ) -> Plan:
@@ -95,7 +96,7 @@ def in_cluster_words(action: Action, project: str) -> Action:
     return dataclasses.replace(action, container=name, reasons=tuple(reasons))
 
 
-def planner_view(desired: DesiredState, cluster: ClusterState, rendered: Sequence[dict[str, Any]]) -> ObservedState:
+def planner_view(desired: DesiredState, cluster: ClusterState, rendered: Sequence[JsonObject]) -> ObservedState:
     """The observed state with each recorded spec hash that equals the rendered one shown as the
     desired container's hash (a Deployment's hash is of its objects; the planner compares
     container hashes)."""
@@ -111,18 +112,12 @@ def planner_view(desired: DesiredState, cluster: ClusterState, rendered: Sequenc
         key = container.alias if container.role != L.ROLE_ROUTER else None
         if key in wanted and container.spec_hash is not None and container.spec_hash == digests.get(key):
             labels = {**container.labels, L.SPEC_HASH: wanted[key]}
-            container = ObservedContainer(**{**_fields(container), "labels": labels})
+            container = dataclasses.replace(container, labels=labels)
         ours.append(container)
     return dataclasses.replace(cluster.observed, ours=tuple(ours))
 
 
-def _fields(container: ObservedContainer) -> dict[str, Any]:
-    return {f.name: getattr(container, f.name) for f in dataclasses.fields(container)}
-
-
-def _router(
-    action: Action, desired: DesiredState, observed: ObservedState, rendered: Sequence[dict[str, Any]]
-) -> Action:
+def _router(action: Action, desired: DesiredState, observed: ObservedState, rendered: Sequence[JsonObject]) -> Action:
     """The router's action, with its files compared as the cluster holds them."""
     have = observed.router
     if have is None or action.kind in ("create", "start") or have.spec != desired.router.spec:
@@ -145,10 +140,10 @@ def _router(
     )
 
 
-def _router_files(rendered: Sequence[dict[str, Any]]) -> dict[str, str]:
+def _router_files(rendered: Sequence[JsonObject]) -> dict[str, str]:
     """The data of the router's rendered ConfigMap: its files, as observe reads them back."""
     for raw in rendered:
         obj = as_object(str(raw.get("kind")), raw)
         if obj is not None and obj.kind == "ConfigMap" and obj.component == "router":
-            return {k: v for k, v in (raw.get("data") or {}).items() if isinstance(v, str)}
+            return {k: v for k, v in _dict(raw.get("data")).items() if isinstance(v, str)}
     return {}

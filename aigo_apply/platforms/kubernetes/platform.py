@@ -20,6 +20,7 @@ from aigo_apply.config.platforms import platform_of
 from aigo_apply.config.secret_values import unquoted
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import ConfigInvalid, UsageProblem
+from aigo_apply.json_types import JsonObject
 from aigo_apply.kube.manifests import objects
 from aigo_apply.kube.secrets import API_KEYS_KEY, SecretSlot
 from aigo_apply.kube.settings import KubeSettings, settings_of
@@ -68,7 +69,7 @@ class KubePlatform:
         self.project, self.file = self.desired.project, self.desired.file
         self.settings = settings_of(config.data)
         self._client: KubeClient | None = None
-        self._rendered: list[dict[str, Any]] = []
+        self._rendered: list[JsonObject] = []
 
     @property
     def client(self) -> KubeClient:

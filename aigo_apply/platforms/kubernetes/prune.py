@@ -8,22 +8,22 @@ first (the router's last of them, so routes outlive their engines), volumes and 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
+from aigo_apply.json_types import JsonMap, obj
 from aigo_apply.platforms.kubernetes.observe import KINDS, KubeObject, is_ours
 
 DELETE_ORDER = ("Deployment", "Service", "ConfigMap", "Job", "PersistentVolumeClaim", "Secret")
 assert sorted(DELETE_ORDER) == sorted(KINDS)
 
 
-def desired_keys(objects: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
-    return {(str(o.get("kind")), str((o.get("metadata") or {}).get("name"))) for o in objects}
+def desired_keys(objects: Iterable[JsonMap]) -> set[tuple[str, str]]:
+    return {(str(o.get("kind")), str(obj(o.get("metadata")).get("name"))) for o in objects}
 
 
 def stale(
     project: str,
     objects: Sequence[KubeObject],
-    desired: Iterable[dict[str, Any]],
+    desired: Iterable[JsonMap],
     target: Iterable[str] = (),
 ) -> list[KubeObject]:
     """The project's objects the desired set no longer has (only the targeted models' when `target`)."""

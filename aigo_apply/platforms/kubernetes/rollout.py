@@ -12,11 +12,12 @@ from __future__ import annotations
 import builtins
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from aigo_apply.errors import NotReady
+from aigo_apply.json_types import JsonMap, JsonObject, obj
 
 FIRST_DELAY, MAX_DELAY, BACKOFF = 0.5, 5.0, 1.5
 PROGRESS_EVERY = 5.0  # seconds between progress reports
@@ -27,31 +28,32 @@ CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError", "RunCont
 
 
 class RolloutClient(Protocol):
-    def get(self, kind: str, name: str) -> dict[str, Any] | None: ...
-    def list(self, kind: str, labels: dict[str, Any] | None = None) -> builtins.list[dict[str, Any]]: ...
-    def events(self, kind: str, name: str) -> builtins.list[dict[str, Any]]: ...
+    def get(self, kind: str, name: str) -> JsonObject | None: ...
+    def list(self, kind: str, labels: Mapping[str, str] | None = None) -> builtins.list[JsonObject]: ...
+    def events(self, kind: str, name: str) -> builtins.list[JsonObject]: ...
     def log_tail(self, pod: str, container: str | None = None, lines: int = 20) -> builtins.list[str]: ...
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    conditions = _dict(obj.get("status")).get("conditions")
+def _condition(resource: JsonMap, kind: str) -> JsonObject:
+    conditions = obj(resource.get("status")).get("conditions")
     found = (
         [c for c in conditions if isinstance(c, dict) and c.get("type") == kind] if isinstance(conditions, list) else []
     )
     return found[0] if found else {}
 
 
-def _count(value: Any) -> int:
+def _count(value: object) -> int:
     return value if type(value) is int else 0
 
 
-def rollout_status(deployment: dict[str, Any], generation: int | None = None) -> tuple[bool, str]:
+def _strings(labels: JsonMap) -> dict[str, str]:
+    """A label selector's matchLabels (the API server keeps only text values there)."""
+    return {k: v for k, v in labels.items() if isinstance(v, str)}
+
+
+def rollout_status(deployment: JsonMap, generation: int | None = None) -> tuple[bool, str]:
     """(done, what it waits for): kubectl's rule, for the latest generation (or `generation`)."""
-    meta, spec, status = (_dict(deployment.get(k)) for k in ("metadata", "spec", "status"))
+    meta, spec, status = (obj(deployment.get(k)) for k in ("metadata", "spec", "status"))
     want = max(_count(meta.get("generation")), generation or 0)
     if _count(status.get("observedGeneration")) < want:
         return False, "waiting for the Deployment controller to see the new version"
@@ -70,13 +72,13 @@ def rollout_status(deployment: dict[str, Any], generation: int | None = None) ->
     return True, "available"
 
 
-def job_status(job: dict[str, Any]) -> tuple[str, str]:
+def job_status(job: JsonMap) -> tuple[str, str]:
     """('complete' | 'failed' | 'running', message) of a Job."""
     for kind, word in (("Complete", "complete"), ("Failed", "failed")):
         condition = _condition(job, kind)
         if condition.get("status") == "True":
             return word, str(condition.get("message") or condition.get("reason") or word)
-    return "running", f"{_count(_dict(job.get('status')).get('active'))} pod(s) active"
+    return "running", f"{_count(obj(job.get('status')).get('active'))} pod(s) active"
 
 
 @dataclass(frozen=True)
@@ -90,12 +92,12 @@ class Diagnosis:
     definitive: bool
 
 
-def diagnose(pods: list[dict[str, Any]]) -> Diagnosis | None:
+def diagnose(pods: Sequence[JsonMap]) -> Diagnosis | None:
     """The first reason, in the order a user should fix them, that one of the pods does not serve
     (terminating pods are skipped: they are the previous version going away)."""
     found: list[tuple[int, Diagnosis]] = []
     for pod in pods:
-        meta, status = _dict(pod.get("metadata")), _dict(pod.get("status"))
+        meta, status = obj(pod.get("metadata")), obj(pod.get("status"))
         if meta.get("deletionTimestamp"):
             continue
         name = str(meta.get("name") or "")
@@ -105,9 +107,9 @@ def diagnose(pods: list[dict[str, Any]]) -> Diagnosis | None:
         statuses = status.get("containerStatuses")
         for container in (c for c in (statuses if isinstance(statuses, list) else []) if isinstance(c, dict)):
             cname = str(container.get("name") or "")
-            waiting = _dict(_dict(container.get("state")).get("waiting"))
-            terminated = _dict(_dict(container.get("state")).get("terminated")) or _dict(
-                _dict(container.get("lastState")).get("terminated")
+            waiting = obj(obj(container.get("state")).get("waiting"))
+            terminated = obj(obj(container.get("state")).get("terminated")) or obj(
+                obj(container.get("lastState")).get("terminated")
             )
             reason, message = str(waiting.get("reason") or ""), str(waiting.get("message") or "")
             if reason in PULL_REASONS:
@@ -124,7 +126,7 @@ def diagnose(pods: list[dict[str, Any]]) -> Diagnosis | None:
     return min(found, key=lambda f: f[0])[1] if found else None
 
 
-def explain(diagnosis: Diagnosis, events: list[dict[str, Any]], resource: str = "nvidia.com/gpu") -> str:
+def explain(diagnosis: Diagnosis, events: Sequence[JsonMap], resource: str = "nvidia.com/gpu") -> str:
     """One sentence for a failed rollout, with the cluster's own words from the pod and its events."""
     said = _event_messages(events)
     if diagnosis.kind == "unschedulable":
@@ -151,7 +153,7 @@ def explain(diagnosis: Diagnosis, events: list[dict[str, Any]], resource: str = 
     return f"pod {diagnosis.pod} failed ({diagnosis.message}); its last log lines follow"
 
 
-def _event_messages(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def _event_messages(events: Sequence[JsonMap]) -> list[tuple[str, str]]:
     return [(str(e.get("reason") or ""), str(e.get("message") or "")) for e in events if isinstance(e, dict)]
 
 
@@ -168,7 +170,7 @@ class RolloutWait:
     gpu_resource: str = "nvidia.com/gpu"
     _next_report: float = field(default=PROGRESS_EVERY, init=False)
 
-    def deployment(self, name: str, generation: int | None, timeout: float) -> dict[str, Any]:
+    def deployment(self, name: str, generation: int | None, timeout: float) -> JsonObject:
         """Block until Deployment `name` has rolled out `generation`; the Deployment as last read."""
         start, self._next_report = self.clock(), PROGRESS_EVERY
         delay, unschedulable_since = FIRST_DELAY, None
@@ -183,8 +185,8 @@ class RolloutWait:
                 return found
             if waiting_for.startswith("progress deadline exceeded"):
                 raise NotReady(f"Deployment {name}: {waiting_for}")
-            selector = _dict(_dict(found.get("spec")).get("selector")).get("matchLabels")
-            pods = self.client.list("Pod", labels=dict(selector)) if isinstance(selector, dict) and selector else []
+            selector = obj(obj(found.get("spec")).get("selector")).get("matchLabels")
+            pods = self.client.list("Pod", labels=_strings(selector)) if isinstance(selector, dict) and selector else []
             diagnosis = diagnose(pods)
             elapsed = self.clock() - start
             if diagnosis and diagnosis.kind == "unschedulable":

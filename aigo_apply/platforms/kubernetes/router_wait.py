@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from aigo_apply.config.kube_names import router_name
+from aigo_apply.json_types import JsonMap
 
 FIRST_DELAY, MAX_DELAY, BACKOFF = 0.25, 2.0, 1.5  # HAProxy checks every 500 ms: a routed model shows fast
 PROGRESS_EVERY = 5.0
@@ -47,7 +48,7 @@ class ProxyClient(Protocol):
     ) -> tuple[int, str]: ...
 
 
-def routes(config_map_data: dict[str, str]) -> dict[str, str]:
+def routes(config_map_data: JsonMap) -> dict[str, str]:
     """alias -> HAProxy backend, from the router ConfigMap's models.map ({} when it has none)."""
     out: dict[str, str] = {}
     for line in str(config_map_data.get(MAP_KEY) or "").splitlines():

@@ -28,6 +28,7 @@ REMAINING: dict[str, tuple[int, str]] = {
     "config/vllm_flags.py": (1, "vLLM's flag table"),
     "desired/build.py": (3, "to move: per-engine settings defaults; vLLM's tag warnings (its release facts)"),
     "desired/engines/__init__.py": (1, "the renderers (code, not data) keyed by the records' names"),
+    "desired/spec.py": (1, "the typed spec (a TypedDict) names each engine's settings block; its check derives them"),
     "observe/start_log.py": (1, "vLLM's start-up log"),
     "plan/fetch_plan.py": (1, "vLLM's quantization"),
     "plan/host_checks.py": (2, "vLLM's MoE backend, its image object from desired (engines.vllm)"),

@@ -453,11 +453,12 @@ def test_action_payloads_are_typed_and_round_trip_through_the_plan_file(tmp_path
 
 def test_each_action_kind_has_one_payload_type():
     from aigo_apply.errors import PlanFileError
+    from aigo_apply.plan.payloads import PAYLOADS, SavedSpec
     from aigo_apply.plan.plan_file import KINDS as KINDS_OF_PLAN
-    from aigo_apply.plan.types import PAYLOADS, Plan, SpecPayload
+    from aigo_apply.plan.types import Plan
 
     assert set(PAYLOADS) == set(KINDS_OF_PLAN)
-    spec = SpecPayload({"engine": "vllm"})
+    spec = SavedSpec({"engine": "vllm"})
     assert Action("model.a", "create", ("r",), payload=spec).spec == {"engine": "vllm"}
     for kind, payload in (
         ("remove", spec),

@@ -15,8 +15,9 @@ from unit.platforms.docker.test_executor import World, config, desired, machine,
 from aigo_apply.errors import AigoError
 from aigo_apply.observe.start_log import StartRecord
 from aigo_apply.plan.facts import PlanFacts, PlanRequest
+from aigo_apply.plan.payloads import ModelPayload
 from aigo_apply.plan.planner import build_plan
-from aigo_apply.plan.types import Action, Downtime, SpecPayload
+from aigo_apply.plan.types import Action, Downtime
 from aigo_apply.platforms.docker import start_records
 
 from helpers.fakes import Log
@@ -97,7 +98,7 @@ def test_a_record_is_taken_from_the_engines_log_the_image_it_runs_and_its_defini
         ("new",),
         model="alpha",
         image="local/engine:1",
-        payload=SpecPayload(d.models["alpha"].spec),
+        payload=ModelPayload(d.models["alpha"].spec),
     )
     got = start_records.take(rt, action, cid, d.models["alpha"].container, 65.2, datetime(2026, 12, 6, tzinfo=UTC))
     assert got.at == "2026-12-06T00:00:00Z" and got.seconds == 65.2 and got.cache == "cold"
