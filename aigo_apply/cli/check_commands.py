@@ -234,7 +234,8 @@ def _a_model_not_a_file(value: str) -> bool:
     if value == "router":  # a name logs takes in every project
         return True
     try:
-        models = load(Path(choose_file(None))).data.get("models")
+        data = load(Path(choose_file(None))).data
+        models = data.get("models") if isinstance(data, dict) else None
     except (AigoError, AttributeError):  # no default config, or not one: nothing says it is a model
         return False
     return isinstance(models, dict) and value in models

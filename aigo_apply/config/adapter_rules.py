@@ -7,7 +7,7 @@ config/kube_rules.local_paths). Like the other rules, each skips what failed the
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.engine_choice import engine_of
@@ -16,6 +16,7 @@ from aigo_apply.config.finder import Finder
 from aigo_apply.config.names import ALIAS_RE
 from aigo_apply.config.swap_groups import is_on_demand
 from aigo_apply.config.yaml_source import Path_
+from aigo_apply.json_types import JsonMap
 
 ADAPTER_SETTINGS = ("max_loras", "max_lora_rank")
 # engine -> the sentence that refuses adapters on it (config/engine_kinds.py)
@@ -26,16 +27,16 @@ ON_DEMAND_REASON = (
 )
 
 
-def _mapping(value: Any) -> dict[str, Any]:
+def _mapping(value: object) -> Mapping[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def adapters_of(model: Any) -> dict[str, Any]:
+def adapters_of(model: object) -> Mapping[str, object]:
     """The model's adapters mapping (empty when it has none or it failed the schema)."""
     return _mapping(_mapping(model).get("adapters"))
 
 
-def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def check(data: JsonMap, models: JsonMap, f: Finder) -> None:
     _names(models, f)
     for alias, model in models.items():
         if not isinstance(model, dict):
@@ -56,7 +57,7 @@ def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
                 )
 
 
-def _names(models: dict[str, Any], f: Finder) -> None:
+def _names(models: JsonMap, f: Finder) -> None:
     """Adapter aliases: safe, and unique (ignoring case) across every model and adapter of the file;
     a clash is reported at the adapter, naming the other place."""
     seen: dict[str, Path_] = {alias.lower(): ("models", alias) for alias in models if isinstance(alias, str)}

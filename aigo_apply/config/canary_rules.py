@@ -6,39 +6,35 @@ stop at it; validate says so first. Like the other rules, it skips what failed t
 
 from __future__ import annotations
 
-from typing import Any
-
 from aigo_apply.config.defaults import CANARY_MAX_TOKENS, CANARY_PROMPT_TOKENS
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.yaml_source import Path_
+from aigo_apply.json_types import JsonMap, JsonValue, obj
 
 _BUILT_IN = {"prompt_tokens": CANARY_PROMPT_TOKENS, "max_tokens": CANARY_MAX_TOKENS}
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _count(value: Any) -> int | None:
+def _count(value: JsonValue) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
-def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
-    common = _mapping(data.get("defaults")).get("canary")
+def check(data: JsonMap, models: JsonMap, f: Finder) -> None:
+    common = obj(data.get("defaults")).get("canary")
     for alias, model in models.items():
-        if not isinstance(model, dict) or not isinstance(model.get("context_length"), (int, str)):
+        written = model.get("context_length") if isinstance(model, dict) else None
+        if not isinstance(model, dict) or not isinstance(written, (int, str)):
             continue
         own = model.get("canary")
         if not isinstance(own if own is not None else common, dict):
             continue  # no gate (`false`, none declared, or what the schema refuses)
         try:
-            context = parse_token_count(model["context_length"])
+            context = parse_token_count(written)
         except ValueError:
             continue  # the context-length rule says why
-        parts: dict[str, tuple[int, str]] = {}
+        parts: dict[str, tuple[JsonValue, str]] = {}
         for key in ("prompt_tokens", "max_tokens"):
-            for where, block in ((f"models.{alias}.canary", _mapping(own)), ("defaults.canary", _mapping(common))):
+            for where, block in ((f"models.{alias}.canary", obj(own)), ("defaults.canary", obj(common))):
                 if key in block:
                     parts[key] = (block[key], where)
                     break
@@ -47,15 +43,16 @@ def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
         prompt, output = _count(parts["prompt_tokens"][0]), _count(parts["max_tokens"][0])
         if prompt is None or output is None or context < 1 or prompt + output <= context:
             continue
-        f.at_key(_place(alias, _mapping(own)), _message(alias, model["context_length"], context, parts))
+        counts = {"prompt_tokens": (prompt, parts["prompt_tokens"][1]), "max_tokens": (output, parts["max_tokens"][1])}
+        f.at_key(_place(alias, obj(own)), _message(alias, written, context, counts))
 
 
-def _place(alias: str, own: dict[str, Any]) -> Path_:
+def _place(alias: str, own: JsonMap) -> Path_:
     """The model's own setting that asks for the most, else its `canary:`, else the model (the gate
     comes from defaults.canary, but the context it must fit is this model's)."""
     written = [k for k in ("prompt_tokens", "max_tokens") if k in own]
     if written:
-        return ("models", alias, "canary", max(written, key=lambda k: own[k] if _count(own[k]) else 0))
+        return ("models", alias, "canary", max(written, key=lambda k: _count(own[k]) or 0))
     return ("models", alias, "canary")
 
 

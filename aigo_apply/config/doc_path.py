@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_-]+\Z")
 
 
-def dotted(path: Iterable[Any]) -> str:
+def dotted(path: Iterable[object]) -> str:
     """Join a data path; list indices become `[n]`, keys with dots or odd characters are quoted."""
     out = ""
     for part in path:

@@ -16,18 +16,20 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from aigo_apply.config.document import Engine, WeightsFormat
+
 
 @dataclass(frozen=True)
 class EngineKind:
     """One engine kind: everything aigo-apply knows of it that is data."""
 
-    name: str  # its key under `models.ALIAS`, `engines:` and `engine:`
+    name: Engine  # its key under `models.ALIAS`, `engines:` and `engine:`
     image: str  # the image's repository
     default_tag: str | None  # the built-in tag; None: the file must name one (engines.NAME.image_tag)
     tag_example: str  # a tag messages suggest when the file names none
     container_port: int  # where it listens inside its container (when not on a socket)
     serves_on_socket: bool  # it can listen on a Unix socket only the router reaches (else on a port, 127.0.0.1)
-    weights_format: Literal["safetensors-repo", "gguf"]  # what it serves (config/engine_choice.py)
+    weights_format: WeightsFormat  # what it serves (config/engine_choice.py)
     settings_def: str  # its settings block in the schema's $defs
     host_settings: tuple[str, ...]  # settings that depend on the machine's GPUs (left out of an export)
     memory_model: Literal["fraction", "layers"]  # a fraction of each GPU's memory, or the layers it offloads

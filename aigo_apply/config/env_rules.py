@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from aigo_apply.config import env_names
 from aigo_apply.config.doc_path import dotted
@@ -30,6 +30,7 @@ from aigo_apply.config.secret_values import credential_hint
 from aigo_apply.config.secret_values import credential_kind as credential_kind
 from aigo_apply.config.yaml_source import Path_, comments
 from aigo_apply.errors import Problem
+from aigo_apply.json_types import JsonMap, JsonObject, JsonValue
 
 HUB_TOKEN_FILES = ("token", "stored_tokens")  # in a `huggingface` folder
 REFERENCE_FIX = "pass it by reference: NAME: {from_env: VARIABLE} or {from_file: /path/to/file}"
@@ -93,7 +94,7 @@ def systemd_credential(path: Path) -> bool:
     return in_user and parts[4] == "credentials" and ".." not in parts
 
 
-def _walk(value: Any, path: Path_) -> Iterator[tuple[Path_, Any, bool]]:
+def _walk(value: JsonValue | JsonMap, path: Path_) -> Iterator[tuple[Path_, str, bool]]:
     """Every mapping key (is_key True) and scalar string value in the document, with its path."""
     if isinstance(value, dict):
         for key, item in value.items():
@@ -107,10 +108,10 @@ def _walk(value: Any, path: Path_) -> Iterator[tuple[Path_, Any, bool]]:
         yield path, value, False
 
 
-def _texts(value: Any) -> Iterator[str]:
+def _texts(value: JsonValue | JsonMap) -> Iterator[str]:
     """The texts `_walk` yields (every string key and value), in no particular order and without
     their paths: what `check_clear_credentials` searches before it locates anything."""
-    stack = [value]
+    stack: list[JsonValue | JsonMap] = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
@@ -153,7 +154,7 @@ ANYWHERE_FIX = (
 COMMENT_FIX = f"remove it from the comment: aigo.yaml is committed and shared; {ANYWHERE_FIX}"
 
 
-def check_clear_credentials(data: Any, f: Finder, kinds: _Kinds | None = None) -> None:
+def check_clear_credentials(data: JsonValue | JsonMap, f: Finder, kinds: _Kinds | None = None) -> None:
     """No value, key or comment anywhere looks like a credential: the spec label stores the
     canonical spec, plans print it, and the file is shared. Env entries and references are left to
     `check_env` (one message per field)."""
@@ -185,7 +186,7 @@ def _entry_of(keys: list[tuple[tuple[int, int], str]], line: int) -> str:
     return keys[n][1] if n < len(keys) else (keys[-1][1] if keys else "")
 
 
-def _env_blocks(data: dict[str, Any], models: dict[str, Any]) -> Iterator[tuple[Path_, dict[str, Any]]]:
+def _env_blocks(data: JsonMap, models: JsonMap) -> Iterator[tuple[Path_, JsonObject]]:
     """Every environment mapping that reaches an engine container, with its path."""
     for alias, model in models.items():
         env = model.get("env") if isinstance(model, dict) else None
@@ -202,7 +203,7 @@ def _env_blocks(data: dict[str, Any], models: dict[str, Any]) -> Iterator[tuple[
         yield ("defaults", "env"), env
 
 
-def check_env(data: dict[str, Any], models: dict[str, Any], f: Finder, paths: HostPaths) -> None:
+def check_env(data: JsonMap, models: JsonMap, f: Finder, paths: HostPaths) -> None:
     """Each engine environment and the router's keys: no name that loads code or undoes what the
     tool decides (env_names.py), no Hugging Face token, no credential in clear, safe references.
     `paths`: your home, every account's and the environment's folders, for a secret file's path."""
@@ -224,7 +225,7 @@ def check_env(data: dict[str, Any], models: dict[str, Any], f: Finder, paths: Ho
             )
 
 
-def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds, paths: HostPaths) -> None:
+def _check_entry(where: Path_, name: str, value: JsonValue, f: Finder, kinds: _Kinds, paths: HostPaths) -> None:
     if isinstance(name, str) and (why := env_names.refused_name(name)):
         f.at_key(where, f"an engine never gets {name} from aigo.yaml: {why}")
     elif isinstance(name, str) and hub_token_name(name):
@@ -245,7 +246,7 @@ def _check_entry(where: Path_, name: Any, value: Any, f: Finder, kinds: _Kinds, 
         )
 
 
-def _check_reference(where: Path_, kind: Any, target: Any, f: Finder, paths: HostPaths) -> None:
+def _check_reference(where: Path_, kind: str, target: JsonValue, f: Finder, paths: HostPaths) -> None:
     """A reference names no credential, no Hugging Face token variable and no system or private file."""
     if not isinstance(target, str):
         return

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from aigo_apply import safe_read
 from aigo_apply.config.defaults import DEFAULT_FILE
-from aigo_apply.errors import ConfigFileError
+from aigo_apply.errors import ConfigFileError, Unreadable
 
 MAX_FILE_BYTES = safe_read.CONFIG.limit
 PIPE_DEADLINE_S = 10.0
@@ -75,7 +75,7 @@ def _read_regular(path: Path, display: str) -> bytes:
     refused, never waited on."""
     try:
         data = safe_read.read(path, safe_read.CONFIG, display)
-    except safe_read.Unreadable as exc:
+    except Unreadable as exc:
         if exc.why == "size":
             raise ConfigFileError(display, TOO_LARGE) from None
         if exc.missing or exc.why == "permission":

@@ -12,7 +12,7 @@ Like the other rules, each one skips what failed the schema, so one run reports 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
 
 from aigo_apply.config import kube_names
 from aigo_apply.config.adapter_rules import adapters_of
@@ -21,6 +21,7 @@ from aigo_apply.config.finder import Finder
 from aigo_apply.config.swap_groups import is_on_demand
 from aigo_apply.config.yaml_source import Marks, Path_, Source
 from aigo_apply.errors import Problem, UnsafeSetting
+from aigo_apply.json_types import JsonMap
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_GPUS_PER_NODE = 8
@@ -32,11 +33,11 @@ LEADER_WORKER_SET = (
 )
 
 
-def _mapping(value: Any) -> dict[str, Any]:
+def _mapping(value: object) -> Mapping[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def label_key_problem(key: Any) -> str | None:
+def label_key_problem(key: object) -> str | None:
     """Why `key` is not a Kubernetes label key (`[prefix/]name`), or None."""
     if not isinstance(key, str):
         return "is not text"
@@ -50,7 +51,7 @@ def label_key_problem(key: Any) -> str | None:
     return None
 
 
-def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def check(data: JsonMap, models: JsonMap, f: Finder) -> None:
     """The section's own rules, and the placement rules when the file deploys to Kubernetes."""
     section = _mapping(data.get("kubernetes"))
     _node_selector(section.get("node_selector"), ("kubernetes", "node_selector"), f)
@@ -63,7 +64,7 @@ def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
         check_placement(data, models, f)
 
 
-def _object_names(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def _object_names(data: JsonMap, models: JsonMap, f: Finder) -> None:
     """No two models share a Kubernetes object name or name label (config/kube_names.py), nor take the
     router's or the Hub Secret's name: one model's Service would select the other's pods, or one apply
     overwrite the other's objects. Checked on every platform: any file can be rendered for a cluster."""
@@ -93,14 +94,14 @@ def _object_names(data: dict[str, Any], models: dict[str, Any], f: Finder) -> No
             owner.setdefault(key, f"model '{alias}'")
 
 
-def placement_problems(file: str, data: dict[str, Any], marks: Marks) -> list[Problem]:
+def placement_problems(file: str, data: Mapping[str, object], marks: Marks) -> list[Problem]:
     """The placement rules for a validated file whatever its platform (`render --as kubernetes`)."""
-    finder = Finder(Source(file, data, marks, []))
+    finder = Finder(Source(file, {}, marks, []))  # a finder places problems by `marks` alone: the rules read `data`
     check_placement(data, _mapping(data.get("models")), finder)
     return finder.problems
 
 
-def check_placement(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def check_placement(data: Mapping[str, object], models: Mapping[str, object], f: Finder) -> None:
     """What a cluster cannot run as written: local paths without a node, models larger than a node."""
     section = _mapping(data.get("kubernetes"))
     per_node = section.get("gpus_per_node", DEFAULT_GPUS_PER_NODE)
@@ -121,7 +122,7 @@ def check_placement(data: dict[str, Any], models: dict[str, Any], f: Finder) -> 
             _local_path(section, alias, model, ("models", alias, *where), path, node_local, f)
 
 
-def local_paths(model: dict[str, Any], engine: str) -> list[tuple[Path_, str]]:
+def local_paths(model: Mapping[str, object], engine: str) -> list[tuple[Path_, str]]:
     """(place in the model, path) of each local folder or file the model reads on `engine`: its
     source, a vLLM draft model and vLLM LoRA adapters (the blocks of other engines are ignored, as
     everywhere)."""
@@ -130,8 +131,8 @@ def local_paths(model: dict[str, Any], engine: str) -> list[tuple[Path_, str]]:
     if isinstance(path, str):
         out.append((("source", "path"), path))
     draft = _mapping(_mapping(_mapping(model.get(engine)).get("speculative")).get("draft"))
-    if engine == "vllm" and isinstance(draft.get("path"), str):
-        out.append(((engine, "speculative", "draft", "path"), draft["path"]))
+    if engine == "vllm" and isinstance(draft_path := draft.get("path"), str):
+        out.append(((engine, "speculative", "draft", "path"), draft_path))
     adapters = adapters_of(model) if engine == "vllm" else {}
     for name, adapter in adapters.items():
         adapter_path = _mapping(_mapping(adapter).get("source")).get("path")
@@ -140,7 +141,7 @@ def local_paths(model: dict[str, Any], engine: str) -> list[tuple[Path_, str]]:
     return out
 
 
-def pinned_node(section: dict[str, Any], model: dict[str, Any]) -> str | None:
+def pinned_node(section: Mapping[str, object], model: Mapping[str, object]) -> str | None:
     """The node a model is pinned to (its own node_selector first, then the section's), if any."""
     own = _mapping(_mapping(model.get("kubernetes")).get("node_selector"))
     node = own.get(HOSTNAME_LABEL, _mapping(section.get("node_selector")).get(HOSTNAME_LABEL))
@@ -148,7 +149,13 @@ def pinned_node(section: dict[str, Any], model: dict[str, Any]) -> str | None:
 
 
 def _local_path(
-    section: dict[str, Any], alias: str, model: dict[str, Any], where: Path_, path: str, node_local: bool, f: Finder
+    section: Mapping[str, object],
+    alias: str,
+    model: Mapping[str, object],
+    where: Path_,
+    path: str,
+    node_local: bool,
+    f: Finder,
 ) -> None:
     if not node_local:
         f.at_value(
@@ -172,7 +179,7 @@ def _local_path(
         )
 
 
-def gpus_needed(gpus: Any, tensor_parallel_size: Any) -> int:
+def gpus_needed(gpus: object, tensor_parallel_size: object) -> int:
     """GPUs a model's pod requests: as many as `gpus` lists, none for `none`, and for `all` its
     tensor parallel size (1 when unset): a pod gets the GPUs it asks for, never a whole node's."""
     if gpus == "none":
@@ -183,7 +190,7 @@ def gpus_needed(gpus: Any, tensor_parallel_size: Any) -> int:
     return tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else 1
 
 
-def _multi_node(data: dict[str, Any], alias: str, model: dict[str, Any], per_node: int, f: Finder) -> None:
+def _multi_node(data: Mapping[str, object], alias: str, model: Mapping[str, object], per_node: int, f: Finder) -> None:
     engine = engine_of(model, data.get("defaults"))
     settings = _mapping(model.get(engine))
     tp = settings.get("tensor_parallel_size")
@@ -207,7 +214,7 @@ def _multi_node(data: dict[str, Any], alias: str, model: dict[str, Any], per_nod
     )
 
 
-def _node_selector(selector: Any, where: Path_, f: Finder) -> None:
+def _node_selector(selector: object, where: Path_, f: Finder) -> None:
     for key in _mapping(selector):
         why = label_key_problem(key)
         if why:
@@ -215,7 +222,7 @@ def _node_selector(selector: Any, where: Path_, f: Finder) -> None:
             f.at_key((*where, key), f"{shown!r} is not a Kubernetes label key: it {why}")
 
 
-def _tolerations(tolerations: Any, f: Finder) -> None:
+def _tolerations(tolerations: object, f: Finder) -> None:
     for n, item in enumerate(tolerations if isinstance(tolerations, list) else []):
         if not isinstance(item, dict):
             continue

@@ -11,17 +11,18 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aigo_apply import __version__
 from aigo_apply.config import rules as checks
 from aigo_apply.config import schema
 from aigo_apply.config.defaults import DEFAULT_FILE, FILE_ENV
+from aigo_apply.config.document import Document, is_document
 from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.secret_values import unquoted
 from aigo_apply.config.vllm_facts import known_releases
 from aigo_apply.config.yaml_source import Marks, Source, load
 from aigo_apply.errors import ConfigInvalid, Problem, UsageProblem
+from aigo_apply.json_types import JsonValue, obj
 from aigo_apply.resources import data_dir
 from aigo_apply.safe_read import home_path
 
@@ -33,12 +34,12 @@ class Config:
 
     file: str
     base_dir: Path
-    data: dict[str, Any]
+    data: Document
     marks: Marks
     paths: HostPaths
 
 
-Gather = Callable[[str, Any], HostPaths]  # the host's facts for a file's paths (observe/host_paths.file_facts)
+Gather = Callable[[str, JsonValue], HostPaths]  # the host's facts for a file's paths (observe/host_paths.file_facts)
 
 
 def choose_file(option: str | None) -> str:
@@ -67,9 +68,11 @@ def load_checked(file: str, gather: Gather) -> Config:
     problems = source.problems + ([] if known_valid else schema.validate(source)) + checks.check(source, paths)
     if problems:
         raise ConfigInvalid(file, unquoted(problems))
+    data = source.data
+    assert is_document(data), "the schema has accepted it"
     if key is not None and not known_valid:
         _remember_valid(key)
-    return Config(file, path.resolve().parent, source.data, source.marks, paths)
+    return Config(file, path.resolve().parent, data, source.marks, paths)
 
 
 # Schema validation depends only on the file's bytes and the schema, so a file this version has
@@ -111,9 +114,9 @@ def _refuse_oversized(source: Source) -> None:
         )
     most = schema.schema()["$defs"]["model"]["properties"]["env"]["maxProperties"]
     crowded = [
-        (alias, len(model["env"]))
-        for alias, model in (models if isinstance(models, dict) else {}).items()
-        if isinstance(model, dict) and isinstance(model.get("env"), dict) and len(model["env"]) > most
+        (alias, len(env))
+        for alias, model in obj(models).items()
+        if isinstance(env := obj(model).get("env"), dict) and len(env) > most
     ]
     if crowded:
         problems = []

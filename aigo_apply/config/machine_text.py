@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import yaml
 
@@ -36,7 +35,7 @@ def is_command(line: str) -> bool:
 # -- JSON -------------------------------------------------------------------------------------------
 
 
-def json_text(data: Any, *, indent: int | None = None, ascii: bool = True, sort_keys: bool = False) -> str:
+def json_text(data: object, *, indent: int | None = None, ascii: bool = True, sort_keys: bool = False) -> str:
     """`data` as JSON that json.loads reads back to the same values: with `ascii`, everything beyond
     ASCII as `\\u` escapes (json.dumps's default); without, only characters that are not printable."""
     text = json.dumps(data, indent=indent, ensure_ascii=ascii, sort_keys=sort_keys)
@@ -61,7 +60,7 @@ class _Dumper(yaml.SafeDumper):
     block where YAML can write it so and no line of it needs escaping; any text that needs
     escaping double-quoted (see the module's docstring)."""
 
-    def ignore_aliases(self, data: Any) -> bool:
+    def ignore_aliases(self, data: object) -> bool:
         return True
 
 
@@ -121,7 +120,7 @@ def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _text)
 
 
-def yaml_text(data: Any) -> str:
+def yaml_text(data: object) -> str:
     """`data` as block-style YAML that yaml.safe_load reads back to the same values.
     Every character that is not printable, and every `##[`, can only be inside a double-quoted scalar
     (`_needs_quotes`), where they are written as escapes."""

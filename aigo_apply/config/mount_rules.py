@@ -5,8 +5,8 @@ Pure: where each path leads, and who else could write a store, come gathered (co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.host_paths import UNRESOLVABLE_FIX, expand_home, path_text_problem, short, unsafe_mount
@@ -14,7 +14,7 @@ from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.yaml_source import Path_
 
 
-def mount_places(data: dict[str, Any], models: dict[str, Any]) -> list[tuple[Path_, str]]:
+def mount_places(data: Mapping[str, object], models: Mapping[str, object]) -> list[tuple[Path_, str]]:
     """Every host path the file mounts (model sources, speculative drafts, adapters) and the model store."""
     places: list[tuple[Path_, str]] = []
     for alias, model in models.items():
@@ -38,7 +38,7 @@ def mount_places(data: dict[str, Any], models: dict[str, Any]) -> list[tuple[Pat
     return places
 
 
-def check_paths(data: dict[str, Any], models: dict[str, Any], f: Finder, paths: HostPaths) -> None:
+def check_paths(data: Mapping[str, object], models: Mapping[str, object], f: Finder, paths: HostPaths) -> None:
     """A model folder is mounted into a container: it must be a model's folder or file, not the
     host's secrets or system (a config from a shared repo must not mount ~/.ssh or /etc), and a
     path that cannot be followed (a symlink loop, a name too long) is refused here, where it is

@@ -7,7 +7,6 @@ spelling) or `source: /srv/models/x` the mapping. Pure."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from aigo_apply.config.yaml_source import Path_
 
@@ -16,7 +15,7 @@ _FREE_FORM_WORDS = {"args", "arg", "argv", "arguments", "flags", "flag", "cmd", 
 _FREE_FORM_KEYS = {"extra", "extras", "options", "opts", "kwargs", "engine_kwargs", "extra_options", "server_options"}
 
 
-def free_form(path: Path_, key: Any, allowed: list[str]) -> str | None:
+def free_form(path: Path_, key: object, allowed: list[str]) -> str | None:
     """A key meant to carry free-form engine flags (`extra_args`, `args`, `command`, `cli_args`...),
     where a model, an engine or the defaults are set: refused with why, and where the settings are."""
     if not isinstance(key, str) or not path or path[0] not in ("models", "engines", "defaults"):
@@ -37,7 +36,7 @@ def free_form(path: Path_, key: Any, allowed: list[str]) -> str | None:
     )
 
 
-def written_as_text(path: Path_, value: Any, shown: str) -> str | None:
+def written_as_text(path: Path_, value: object, shown: str) -> str | None:
     """The fix for a value written the way another tool takes it: `gpus: 0` or `gpus: "0,1"` (a GPU
     list), `source: Qwen/Qwen3-8B` or `source: /srv/models/x` (a source mapping); None for others."""
     if len(path) == 3 and path[0] == "models" and path[2] == "gpus":
@@ -57,7 +56,7 @@ def written_as_text(path: Path_, value: Any, shown: str) -> str | None:
     return what + "{repo: ORG/NAME} for a Hugging Face repo, or {path: /folder} for a folder on this host"
 
 
-def _gpus_fix(value: Any, shown: str) -> str | None:
+def _gpus_fix(value: object, shown: str) -> str | None:
     """`gpus: 0`, `"0"`, `"0,1"`, `"[0, 1]"`, `All`: the list or word meant."""
     if isinstance(value, str) and value.strip().lower() in ("all", "none"):
         return f"is written {shown}: write gpus: {value.strip().lower()}"

@@ -3,12 +3,15 @@ Its own small module, so that choosing the platform loads nothing of the Kuberne
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
-PLATFORMS = ("docker", "kubernetes")
-DEFAULT_PLATFORM = "docker"
+from aigo_apply.config.document import Platform
+
+PLATFORMS: tuple[Platform, ...] = ("docker", "kubernetes")
+DEFAULT_PLATFORM: Platform = "docker"
 
 
-def platform_of(data: dict[str, Any]) -> str:
-    platform = data.get("platform", DEFAULT_PLATFORM)
-    return platform if platform in PLATFORMS else DEFAULT_PLATFORM
+def platform_of(data: Mapping[str, object]) -> Platform:
+    """`platform:` as written when it names one of PLATFORMS, else the default."""
+    written = data.get("platform", DEFAULT_PLATFORM)
+    return next((platform for platform in PLATFORMS if platform == written), DEFAULT_PLATFORM)

@@ -13,7 +13,7 @@ import ipaddress
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from aigo_apply.config import (
     adapter_rules,
@@ -42,6 +42,7 @@ from aigo_apply.config.units import parse_token_count
 from aigo_apply.config.vllm_facts import config_release, deprecated_quantizations
 from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
+from aigo_apply.json_types import JsonMap, JsonValue
 
 MIN_CONTEXT, MAX_CONTEXT = 1, 16 * 1024 * 1024
 
@@ -52,7 +53,7 @@ def check(source: Source, paths: HostPaths) -> list[Problem]:
     data = _mapping(source.data)
     models = _mapping(data.get("models"))
     finder = Finder(source)
-    rules: tuple[Callable[[dict[str, Any], dict[str, Any], Finder], None], ...] = (
+    rules: tuple[Callable[[JsonMap, JsonMap, Finder], None], ...] = (
         _aliases,
         _context_lengths,
         _ports,
@@ -76,23 +77,23 @@ def check(source: Source, paths: HostPaths) -> list[Problem]:
     return unquoted(finder.problems)  # a rule may quote the value it refuses: never a credential
 
 
-def _mapping(value: Any) -> dict[str, Any]:
+def _mapping(value: JsonValue) -> JsonMap:
     """`value` when it is a mapping, else an empty one (what failed the schema is skipped here)."""
     return value if isinstance(value, dict) else {}
 
 
-def _engine(data: dict[str, Any], model: Any) -> str:
+def _engine(data: JsonMap, model: JsonValue) -> str:
     return engine_of(model, data.get("defaults"))
 
 
-def _settings(data: dict[str, Any], model: Any) -> tuple[str, dict[str, Any]]:
+def _settings(data: JsonMap, model: JsonValue) -> tuple[str, JsonMap]:
     """The engine that runs the model and its settings block (the other engines' blocks are ignored)."""
     engine = _engine(data, model)
     block = model.get(engine) if isinstance(model, dict) else None
     return engine, block if isinstance(block, dict) else {}
 
 
-def _engines(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def _engines(data: JsonMap, models: JsonMap, f: Finder) -> None:
     """The engine fits the weights' format, and an engine without a built-in tag has one named."""
     engines = _mapping(data.get("engines"))
     for alias, model in models.items():
@@ -126,7 +127,7 @@ def _engines(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
 _SPLIT_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.gguf\Z")
 
 
-def _split_gguf(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def _split_gguf(data: JsonMap, models: JsonMap, f: Finder) -> None:
     """A split GGUF name must be a part that exists in a split (i of n, 1 <= i <= n <= MAX_GGUF_PARTS):
     the engine loads every part from the first, so a name like -00001-of-00000 would mount one file."""
     for alias, model in models.items():
@@ -146,10 +147,10 @@ def _split_gguf(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None
                 )
 
 
-def _aliases(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def _aliases(data: JsonMap, models: JsonMap, f: Finder) -> None:
     """Safe, distinct aliases whose container names never take one the tool keeps for itself."""
     seen: dict[str, str] = {}
-    project = data["project"] if isinstance(data.get("project"), str) else "PROJECT"
+    project = named if isinstance(named := data.get("project"), str) else "PROJECT"
     for alias in models:
         path = ("models", alias)
         if not ALIAS_RE.match(alias):
@@ -169,13 +170,14 @@ def _aliases(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
         seen.setdefault(folded, alias)
 
 
-def _context_lengths(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def _context_lengths(data: JsonMap, models: JsonMap, f: Finder) -> None:
     for alias, model in models.items():
-        if not isinstance(model, dict) or not isinstance(model.get("context_length"), (int, str)):
+        written = model.get("context_length") if isinstance(model, dict) else None
+        if not isinstance(model, dict) or not isinstance(written, (int, str)):
             continue
         path = ("models", alias, "context_length")
         try:
-            tokens = parse_token_count(model["context_length"])
+            tokens = parse_token_count(written)
         except ValueError as exc:
             f.at_value(path, str(exc))
             continue
@@ -183,11 +185,11 @@ def _context_lengths(data: dict[str, Any], models: dict[str, Any], f: Finder) ->
             f.at_value(path, f"{tokens} tokens is out of range; use {MIN_CONTEXT} to {MAX_CONTEXT}")
 
 
-def _valid_port(value: Any) -> TypeGuard[int]:
+def _valid_port(value: JsonValue) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
 
-def _ports(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def _ports(data: JsonMap, models: JsonMap, f: Finder) -> None:
     router = _mapping(data.get("router"))
     router_port = router.get("port", DEFAULT_ROUTER_PORT)
     owners: dict[int, str] = {}
@@ -204,26 +206,26 @@ def _ports(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
             owners[port] = alias
 
 
-def _gpus_of(model: dict[str, Any]) -> Any:
+def _gpus_of(model: JsonMap) -> JsonValue:
     return model.get("gpus", "all")
 
 
-def _gpu_indices(gpus: Any) -> bool:
-    """A list the schema accepts (1-64 indices 0-63): a longer one is refused there, not walked here."""
-    return (
-        isinstance(gpus, list)
-        and 0 < len(gpus) <= 64
-        and all(isinstance(g, int) and not isinstance(g, bool) and 0 <= g <= 63 for g in gpus)
-    )
+def _gpu_indices(gpus: JsonValue) -> list[int] | None:
+    """The indices of a list the schema accepts (1-64 indices 0-63), else None: a longer one is refused
+    there, not walked here."""
+    if not isinstance(gpus, list) or not 0 < len(gpus) <= 64:
+        return None
+    indices = [g for g in gpus if isinstance(g, int) and not isinstance(g, bool) and 0 <= g <= 63]
+    return indices if len(indices) == len(gpus) else None
 
 
-def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def _gpu_fractions(data: JsonMap, models: JsonMap, f: Finder) -> None:
     defaults = _mapping(data.get("defaults"))
     default_fraction = defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
     if not isinstance(default_fraction, (int, float)) or data.get("platform") == "kubernetes":
         return  # on a cluster each pod gets GPUs of its own (kube_rules counts them per node)
     fractions: dict[str, float] = {}
-    placement: dict[str, Any] = {}
+    placement: dict[str, str | set[int]] = {}  # alias -> "all" or its GPU indices
     for alias, model in models.items():
         if not isinstance(model, dict) or model.get("enabled") is False:  # a disabled model holds no GPU
             continue
@@ -234,14 +236,15 @@ def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> N
         fraction = settings.get("gpu_memory_utilization", default_fraction)
         if gpus == "none" or not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
             continue
-        if gpus == "all" or _gpu_indices(gpus):
-            fractions[alias], placement[alias] = float(fraction), gpus if gpus == "all" else set(gpus)
-    indices = sorted({g for gpus in placement.values() if isinstance(gpus, set) for g in gpus}) or [0]
+        indices = _gpu_indices(gpus)
+        if gpus == "all" or indices is not None:
+            fractions[alias], placement[alias] = float(fraction), "all" if indices is None else set(indices)
+    on_gpus = sorted({g for gpus in placement.values() if isinstance(gpus, set) for g in gpus}) or [0]
     every = all(g == "all" for g in placement.values())
     by_members: dict[tuple[str, ...], list[int]] = defaultdict(list)
     groups = swap_groups.membership(swap_groups.swap_groups(models))  # a group counts its max_awake largest
-    for index in indices:
-        members = tuple(a for a, g in placement.items() if g == "all" or index in g)
+    for index in on_gpus:
+        members = tuple(a for a, g in placement.items() if g == "all" or (isinstance(g, set) and index in g))
         if swap_groups.awake_sum(list(members), fractions, groups) > 1.0 + 1e-9:
             by_members[members].append(index)
     for members, gpu_list in by_members.items():
@@ -263,13 +266,13 @@ def _gpu_fractions(data: dict[str, Any], models: dict[str, Any], f: Finder) -> N
         )
 
 
-def _tensor_parallel(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def _tensor_parallel(data: JsonMap, models: JsonMap, f: Finder) -> None:
     for alias, model in models.items():
         engine, settings = _settings(data, model)
         tp = settings.get("tensor_parallel_size")
         if not isinstance(tp, int) or isinstance(tp, bool) or tp <= 1:
             continue
-        gpus = _gpus_of(model)
+        gpus = _gpus_of(_mapping(model))  # a mapping: it has settings
         path = ("models", alias, engine, "tensor_parallel_size")
         if gpus == "none":
             f.at_value(path, f"tensor_parallel_size {tp} needs {tp} GPUs but the model has `gpus: none`")
@@ -280,7 +283,7 @@ def _tensor_parallel(data: dict[str, Any], models: dict[str, Any], f: Finder) ->
             )
 
 
-def _quantization(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def _quantization(data: JsonMap, models: JsonMap, f: Finder) -> None:
     deprecated = set(deprecated_quantizations(config_release(data)))
     for alias, model in models.items():
         engine, settings = _settings(data, model)
@@ -293,7 +296,7 @@ def _quantization(data: dict[str, Any], models: dict[str, Any], f: Finder) -> No
             )
 
 
-def _router_hold(data: dict[str, Any], f: Finder) -> None:
+def _router_hold(data: JsonMap, f: Finder) -> None:
     """A held request waits within the time any request may take."""
     router = _mapping(data.get("router"))
     hold, timeout = router.get("hold_seconds"), router.get("timeout", ROUTER_TIMEOUT)
@@ -305,7 +308,7 @@ def _router_hold(data: dict[str, Any], f: Finder) -> None:
         )
 
 
-def _router_bind(data: dict[str, Any], f: Finder) -> None:
+def _router_bind(data: JsonMap, f: Finder) -> None:
     """An address the router can listen on: a unicast IP address (HAProxy cannot bind a multicast
     or broadcast address, and would only fail once its container starts)."""
     router = _mapping(data.get("router"))

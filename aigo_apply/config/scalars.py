@@ -8,11 +8,11 @@ No key or value may hold a character that hides text (config/invisible.py), what
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import yaml
 
 from aigo_apply.config import invisible
+from aigo_apply.json_types import JsonScalar
 
 TAG = "tag:yaml.org,2002:"
 STR, INT, FLOAT, BOOL, NULL, TIMESTAMP = (TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
@@ -26,7 +26,7 @@ MULTI_LINE = (
 )
 
 
-def is_env_value(path: tuple[Any, ...]) -> bool:
+def is_env_value(path: tuple[str | int, ...]) -> bool:
     """models.ALIAS.env.NAME, and model.env.NAME of a portable definition (edit/portable.py): text handed
     to the engine, so it keeps the characters written (`3.10` stays 3.10, `On` stays On)."""
     return (len(path) == 4 and path[0] == "models" and path[2] == "env") or (
@@ -34,7 +34,7 @@ def is_env_value(path: tuple[Any, ...]) -> bool:
     )
 
 
-def construct(loader: yaml.SafeLoader, node: yaml.Node, as_text: bool = False) -> tuple[Any, str | None]:
+def construct(loader: yaml.SafeLoader, node: yaml.Node, as_text: bool = False) -> tuple[JsonScalar, str | None]:
     """The scalar's value and, when YAML would change what was written, the problem to report."""
     text, tag = node.value, node.tag
     if hidden := invisible.problem(text):
@@ -53,6 +53,7 @@ def construct(loader: yaml.SafeLoader, node: yaml.Node, as_text: bool = False) -
         value = loader.construct_object(node, deep=True)
     except (yaml.YAMLError, ValueError, OverflowError) as exc:
         return text, f"cannot read value: {getattr(exc, 'problem', exc)}"
+    assert value is None or isinstance(value, (bool, int, float)), "what YAML makes of these four tags"
     if tag == INT and not PLAIN_INT.match(text):
         return value, _rewritten(text, f"the number {value}", "write the number in plain decimal")
     if tag == FLOAT and not PLAIN_FLOAT.match(text):

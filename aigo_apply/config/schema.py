@@ -34,6 +34,7 @@ from aigo_apply.config.vllm_facts import (
 from aigo_apply.config.vllm_flags import renamed
 from aigo_apply.config.yaml_source import Path_, Source
 from aigo_apply.errors import Problem
+from aigo_apply.json_types import JsonObject, JsonValue, obj
 from aigo_apply.resources import schema_data
 
 if TYPE_CHECKING:
@@ -57,13 +58,14 @@ _TYPE_WORDS = {
 def schema() -> dict[str, Any]:
     """The config schema as this tool applies it: every `pattern` anchored at the very end of the
     string (`\\Z`; Python's `$` also matches before a final newline, so `"m1\\n"` would pass)."""
-    data: dict[str, Any] = _whole_string(copy.deepcopy(schema_data(SCHEMA_FILE)))
+    data = _whole_string(copy.deepcopy(schema_data(SCHEMA_FILE)))
+    assert isinstance(data, dict), "the schema is a JSON object"
     return data
 
 
-def _whole_string(node: Any) -> Any:
+def _whole_string(node: JsonValue) -> JsonValue:
     if isinstance(node, dict):
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         for key, value in node.items():
             if key == "pattern" and isinstance(value, str):
                 out[key] = _anchor_end(value)
@@ -109,10 +111,10 @@ def _validator(release: str = VLLM_VERSION) -> Draft202012Validator:
     # imported only when a file must really be validated
     from jsonschema import Draft202012Validator, validators
 
-    def is_integer(_: Any, value: Any) -> bool:  # 19100.0 is not an integer here (jsonschema says it is)
+    def is_integer(_: object, value: object) -> bool:  # 19100.0 is not an integer here (jsonschema says it is)
         return isinstance(value, int) and not isinstance(value, bool)
 
-    def is_number(_: Any, value: Any) -> bool:  # .nan and .inf are refused wherever a number goes
+    def is_number(_: object, value: object) -> bool:  # .nan and .inf are refused wherever a number goes
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
     checker = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": is_integer, "number": is_number})
@@ -214,7 +216,7 @@ _DIGEST = (
 )
 
 
-def _draft_needed(speculative: Any) -> str:
+def _draft_needed(speculative: object) -> str:
     """Why a speculative method needs `draft` (the schema's if/then, from vLLM's own check)."""
     method = speculative.get("method") if isinstance(speculative, dict) else None
     return (
@@ -242,7 +244,7 @@ _NUMBER_BOUNDS = {
 }
 
 
-def _wants_text(schema: Any, written: str) -> bool:
+def _wants_text(schema: object, written: str) -> bool:
     """Whether the place takes text that YAML read as something else: only then is "quote it" the fix
     (a port written 19100.0 wants 19100, not "19100.0"; `gpu_layers: -1` wants 'all' or a count,
     and quoting -1 would not help). A choice of branches wants text when one branch takes it."""
@@ -262,7 +264,7 @@ def _wants_text(schema: Any, written: str) -> bool:
     return not (kinds & {"integer", "number"}) and not (kinds == {"boolean"})
 
 
-def _quote_hint(written: str, value: Any) -> str:
+def _quote_hint(written: str, value: object) -> str:
     """YAML turned the text written into a number, boolean or null: say so, and how to keep the text."""
     if not written:
         return "; nothing is written here (YAML reads it as empty): write a value"
@@ -277,7 +279,7 @@ def _unknown_key(key: str, allowed: list[str]) -> str:
     return f"unknown key '{key}'; allowed here: {', '.join(allowed)}"
 
 
-def _in_vllm_words(path: Path_, key: Any, data: Any) -> str | None:
+def _in_vllm_words(path: Path_, key: str, data: JsonValue) -> str | None:
     """An unknown key written as vLLM's flag or setting name (config/vllm_flags.py), with the key of
     this file that writes it: "unknown key 'max_model_len' (did you mean 'context_length'? ...)". An
     engine setting goes to the model's engine's block when that has it (sglang.gpu_memory_utilization)."""
@@ -291,8 +293,9 @@ def _in_vllm_words(path: Path_, key: Any, data: Any) -> str | None:
         )
     setting = target.removeprefix("vllm.")
     if setting != target:
-        model = data["models"][path[1]] if len(path) == 2 else {}
-        engine = engine_of(model, data.get("defaults")) if len(path) == 2 else VLLM.name
+        document = obj(data)  # the unknown key is in it: a mapping
+        model = obj(document.get("models")).get(str(path[1])) if len(path) == 2 else {}
+        engine = engine_of(model, document.get("defaults")) if len(path) == 2 else VLLM.name
         if engine != VLLM.name:  # the hint table is vLLM's flags (config/vllm_flags.py)
             block = ENGINES[engine].settings_def
             if setting not in schema()["$defs"][block]["properties"]:
@@ -304,7 +307,7 @@ def _in_vllm_words(path: Path_, key: Any, data: Any) -> str | None:
     return f"unknown key '{key}' (did you mean '{where}'? vLLM's {flag} is {target} in aigo.yaml)"
 
 
-def _enum_message(path: Path_, value: Any, choices: list[Any], release: str = VLLM_VERSION) -> str:
+def _enum_message(path: Path_, value: object, choices: list[JsonValue], release: str = VLLM_VERSION) -> str:
     setting = path[-1] if path and path[-1] in ENUM_SETTINGS and "vllm" in path else None
     if path[-2:] == ("speculative", "method"):
         setting = "speculative method"
@@ -313,7 +316,7 @@ def _enum_message(path: Path_, value: Any, choices: list[Any], release: str = VL
     if setting == "load_format" and value in needs_loader_config(release):
         return (
             f"vLLM v{release} cannot load with {value!r} unless --model-loader-extra-config gives its loader's "
-            f"settings, which aigo.yaml does not write; choose another: {', '.join(choices)}"
+            f"settings, which aigo.yaml does not write; choose another: {', '.join(map(str, choices))}"
         )
     what = f"a {setting} that vLLM v{release} knows" if setting else "one of " + ", ".join(map(str, choices))
     message = f"{_describe(value)} is not {what}"
@@ -325,16 +328,17 @@ def _enum_message(path: Path_, value: Any, choices: list[Any], release: str = VL
         if hint:
             return f"{message} (did you mean '{hint[0]}'?)"
     if setting:
-        return f"{message}; run `aigo-apply validate` after choosing one of: {', '.join(choices)}"
+        return f"{message}; run `aigo-apply validate` after choosing one of: {', '.join(map(str, choices))}"
     return message
 
 
-def _expected(types: Any) -> str:
-    types = [types] if isinstance(types, str) else list(types)
-    return " or ".join(_TYPE_WORDS.get(t, t) for t in types)
+def _expected(types: str | list[str]) -> str:
+    """The words for a `type` of the schema: one name, or a list of them."""
+    names = [types] if isinstance(types, str) else list(types)
+    return " or ".join(_TYPE_WORDS.get(t, t) for t in names)
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     if value is None:
         return "empty"
     if isinstance(value, bool):

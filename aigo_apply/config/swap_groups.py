@@ -13,14 +13,23 @@ Pure.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.config.engine_kinds import ENGINES
 
 DEFAULT_MAX_AWAKE = 1
 MAX_AWAKE_LIMIT = 16
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+
+
+class SwapGroupRecord(TypedDict):
+    """A swap group as a router spec and a saved plan write it."""
+
+    name: str
+    max_awake: int
+    members: list[str]
 
 
 @dataclass(frozen=True, order=True)
@@ -37,16 +46,21 @@ class SwapGroup:
         """The members an apply leaves awake."""
         return self.members[: self.max_awake]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SwapGroupRecord:
         return {"name": self.name, "max_awake": self.max_awake, "members": list(self.members)}
 
     @classmethod
-    def from_dict(cls, data: Any) -> SwapGroup | None:
+    def from_dict(cls, data: object) -> SwapGroup | None:
         """Read back from a router spec (a saved plan's, or one written by this tool); None when damaged."""
+        if not isinstance(data, Mapping):
+            return None
         try:
-            group = cls(str(data["name"]), data["max_awake"], tuple(data["members"]))
+            name, awake, members = str(data["name"]), data["max_awake"], data["members"]
         except (KeyError, TypeError, ValueError):
             return None
+        if not isinstance(members, Iterable):
+            return None
+        group = cls(name, awake, tuple(members))
         if not GROUP_NAME.fullmatch(group.name) or type(group.max_awake) is not int:
             return None
         if not all(isinstance(m, str) for m in group.members):
@@ -54,26 +68,30 @@ class SwapGroup:
         return group
 
 
-def is_on_demand(model: Any) -> bool:
-    model = model if isinstance(model, dict) else {}
-    return model.get("on_demand") is True or (
-        isinstance(model.get("swap_group"), str) and model.get("on_demand") is not False
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def is_on_demand(model: object) -> bool:
+    entry = _mapping(model)
+    return entry.get("on_demand") is True or (
+        isinstance(entry.get("swap_group"), str) and entry.get("on_demand") is not False
     )
 
 
-def sleep_key(model: Any, defaults: Any, engine: str, on_socket: bool) -> str | None:
+def sleep_key(model: object, defaults: object, engine: str, on_socket: bool) -> str | None:
     """The spec key that starts a model's engine with vLLM's sleep mode: `on_demand` for a swap group's
     member (the router sleeps and wakes it), `sleep_mode` for a vLLM model on a GPU and its socket with
     `update: sleep` (a replace puts it to sleep, plan/replace_strategy.py); None for the others."""
-    model, defaults = (m if isinstance(m, dict) else {} for m in (model, defaults))
-    if is_on_demand(model):
+    entry, common = _mapping(model), _mapping(defaults)
+    if is_on_demand(entry):
         return "on_demand"
     kind = ENGINES.get(engine)
-    sleeps = kind is not None and kind.sleeps and on_socket and model.get("gpus", "all") != "none"
-    return "sleep_mode" if sleeps and model.get("update", defaults.get("update")) == "sleep" else None
+    sleeps = kind is not None and kind.sleeps and on_socket and entry.get("gpus", "all") != "none"
+    return "sleep_mode" if sleeps and entry.get("update", common.get("update")) == "sleep" else None
 
 
-def implicit_name(gpus: Any) -> str:
+def implicit_name(gpus: object) -> str:
     """The group of on-demand models that name no swap_group: one per GPU set."""
     if gpus == "all" or gpus is None:
         return "gpus-all"
@@ -84,20 +102,21 @@ def implicit_name(gpus: Any) -> str:
     return "gpus-unknown"
 
 
-def group_of(model: Any) -> str | None:
+def group_of(model: object) -> str | None:
     """The group an on-demand model belongs to, or None for a model that is not on demand."""
     if not is_on_demand(model):
         return None
-    name = model.get("swap_group")
-    return name if isinstance(name, str) else implicit_name(model.get("gpus", "all"))
+    entry = _mapping(model)  # on demand: a mapping
+    name = entry.get("swap_group")
+    return name if isinstance(name, str) else implicit_name(entry.get("gpus", "all"))
 
 
-def swap_groups(models: Any) -> tuple[SwapGroup, ...]:
+def swap_groups(models: object) -> tuple[SwapGroup, ...]:
     """Every group of the file's enabled on-demand models, by name. A group's max_awake is the one
     its members state (the rules refuse members that disagree; here the largest wins), else 1."""
     members: dict[str, list[str]] = {}
     awake: dict[str, int] = {}
-    for alias, model in (models if isinstance(models, dict) else {}).items():
+    for alias, model in _mapping(models).items():
         if not isinstance(model, dict) or model.get("enabled") is False:
             continue
         name = group_of(model)

@@ -5,24 +5,19 @@ a sleep mode aigo-apply drives, members of one group on different GPUs or statin
 
 from __future__ import annotations
 
-from typing import Any
-
 from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.finder import Finder
 from aigo_apply.config.swap_groups import group_of, is_on_demand
+from aigo_apply.json_types import JsonMap, JsonObject
 
 # engine -> the sentence that refuses on-demand (sleep) on it (config/engine_kinds.py)
 ENGINE_REASONS = {name: kind.sleep_refusal for name, kind in ENGINES.items() if kind.sleep_refusal}
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
+def check(data: JsonMap, models: JsonMap, f: Finder) -> None:
     defaults = data.get("defaults")
-    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    groups: dict[str, list[tuple[str, JsonObject]]] = {}
     for alias, model in models.items():
         if not isinstance(model, dict):
             continue
@@ -58,7 +53,7 @@ def check(data: dict[str, Any], models: dict[str, Any], f: Finder) -> None:
         _agree(name, members, f)
 
 
-def _agree(name: str, members: list[tuple[str, dict[str, Any]]], f: Finder) -> None:
+def _agree(name: str, members: list[tuple[str, JsonObject]], f: Finder) -> None:
     """The models of one group run on the same GPUs and state the same max_awake (or none)."""
     first_alias, first = members[0]
     gpus = _gpus(first)
@@ -80,11 +75,16 @@ def _agree(name: str, members: list[tuple[str, dict[str, Any]]], f: Finder) -> N
             )
 
 
-def _gpus(model: dict[str, Any]) -> Any:
+def _gpus(model: JsonMap) -> object:
+    """The model's GPUs to compare: a list of indices sorted and without repeats, else as written."""
     gpus = model.get("gpus", "all")
-    return sorted(set(gpus)) if isinstance(gpus, list) and all(isinstance(g, int) for g in gpus) else gpus
+    if isinstance(gpus, list):
+        indices = [g for g in gpus if isinstance(g, int)]
+        if len(indices) == len(gpus):
+            return sorted(set(indices))
+    return gpus
 
 
-def _show(model: dict[str, Any]) -> str:
+def _show(model: JsonMap) -> str:
     gpus = _gpus(model)
     return str(gpus) if isinstance(gpus, list) else str(gpus)

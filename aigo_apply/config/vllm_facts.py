@@ -14,6 +14,7 @@ import re
 from functools import cache
 from typing import Any
 
+from aigo_apply.json_types import JsonObject, arr, obj
 from aigo_apply.resources import data_dir, schema_data
 
 VLLM_VERSION = "0.31.0"  # the default release: the built-in image tag v0.31.0
@@ -64,7 +65,7 @@ def checked_release(tag: str | None) -> str:
     return release if release in known_releases() else VLLM_VERSION
 
 
-def config_release(data: Any) -> str:
+def config_release(data: object) -> str:
     """The release a config's names are checked against, from its engines.vllm.image_tag (when that
     is text; the schema checks it either way)."""
     engines = data.get("engines") if isinstance(data, dict) else None
@@ -82,9 +83,9 @@ def names(setting: str, version: str = VLLM_VERSION) -> list[str]:
     return list(facts(version)[ENUM_SETTINGS[setting]])
 
 
-def start_flags(version: str = VLLM_VERSION) -> dict[str, Any]:
+def start_flags(version: str = VLLM_VERSION) -> JsonObject:
     """The start-up flags of `vllm.compilation` that a release has (flag -> its facts)."""
-    return dict(facts(version).get("start_flags", {}))
+    return dict(obj(facts(version).get("start_flags")))
 
 
 def unknown_compilation(key: str, version: str = VLLM_VERSION) -> str | None:
@@ -97,7 +98,8 @@ def unknown_compilation(key: str, version: str = VLLM_VERSION) -> str | None:
 
 def optimization_levels(version: str = VLLM_VERSION) -> list[int]:
     """The optimization levels (-O) a release accepts: its OptimizationLevel enum."""
-    return list(start_flags(version).get("--optimization-level", {}).get("choices", []))
+    choices = arr(obj(start_flags(version).get("--optimization-level")).get("choices"))
+    return [level for level in choices if type(level) is int]  # the facts list whole numbers
 
 
 def needs_loader_config(version: str = VLLM_VERSION) -> list[str]:

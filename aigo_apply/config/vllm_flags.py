@@ -7,14 +7,15 @@ Model cards give `vllm serve` flags; users copy them. Pure."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from aigo_apply.config.env_names import SLEEP_MODE_FLAG
 from aigo_apply.config.vllm_facts import COMPILATION_FLAGS
 
 
 class DraftSettings(TypedDict, total=False):
-    """A speculative draft model: {repo, revision} or {path}, and (in a canonical spec) its host folder."""
+    """A speculative draft model: {repo, revision} or {path}, like a model's source without `file`;
+    `model_dir`, its host folder, only in a canonical spec (desired/build.speculative_spec)."""
 
     repo: str
     revision: str
@@ -22,10 +23,10 @@ class DraftSettings(TypedDict, total=False):
     model_dir: str
 
 
-class SpeculativeSettings(TypedDict, total=False):
+class SpeculativeSettings(TypedDict):
     method: str
-    num_speculative_tokens: int
-    draft: DraftSettings
+    num_speculative_tokens: NotRequired[int]
+    draft: NotRequired[DraftSettings]
 
 
 class CompilationSettings(TypedDict, total=False):
@@ -35,9 +36,11 @@ class CompilationSettings(TypedDict, total=False):
 
 
 class VllmSettings(TypedDict, total=False):
-    """A model's `vllm:` settings as its canonical spec holds them (desired/spec.ModelSpec): the keys of the
+    """A model's `vllm:` settings, as the file writes them (config/document.ModelEntry) and as its canonical
+    spec holds them (desired/spec.ModelSpec: defaults filled, a draft's folder added): the keys of the
     schema's vllmSettings, each rendered to its flag by the tables below. A new setting is a key here and
-    a row below (and the schema's)."""
+    a row below (and the schema's). The name lists (parsers, backends, quantization, ...) are a vLLM
+    release's (config/vllm_facts.py), so they are plain strings here."""
 
     tool_calling: bool
     tool_call_parser: str

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -20,6 +20,7 @@ from aigo_apply.config import invisible, scalars
 from aigo_apply.config.doc_path import dotted
 from aigo_apply.config.file_read import MAX_FILE_BYTES, read_bytes
 from aigo_apply.errors import ConfigFileError, Problem
+from aigo_apply.json_types import JsonObject, JsonScalar, JsonValue
 
 # libyaml's parser when PyYAML has it (several times faster), the pure-Python one otherwise.
 if TYPE_CHECKING:
@@ -35,11 +36,12 @@ class _Loader(_BaseLoader):
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
-        self._tags: dict[tuple[str, tuple[bool, bool]], str] = {}
+        self._tags: dict[tuple[str | None, bool | tuple[bool, bool]], str] = {}
 
-    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> Any:
+    def resolve(self, kind: type[yaml.Node], value: str | None, implicit: bool | tuple[bool, bool]) -> str:
         if kind is not yaml.ScalarNode or self.yaml_path_resolvers:
-            return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+            resolved: str = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+            return resolved
         key = (value, implicit)
         tag = self._tags.get(key)
         if tag is None:
@@ -66,7 +68,7 @@ __all__ = [
     "load",
 ]
 
-Path_ = tuple[Any, ...]
+Path_ = tuple[str | int, ...]  # keys and list indices, from the document's top
 _MERGE, _VALUE = "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"  # the keys flatten_mapping acts on
 
 
@@ -96,7 +98,7 @@ class Source:
     """One loaded YAML document: its data, where each part of it is written, and duplicate keys."""
 
     file: str
-    data: Any
+    data: JsonValue  # as read: not yet checked against the schema
     marks: Marks
     problems: list[Problem]
     digest: str = ""  # sha256 of the bytes read: the file is read once, and this names what was read
@@ -226,7 +228,7 @@ class _Builder:
         self.problems: list[Problem] = []
         self.count = 0
 
-    def build(self, node: yaml.Node, path: Path_) -> Any:
+    def build(self, node: yaml.Node, path: Path_) -> JsonValue:
         """Iterating would not help: MAX_DEPTH keeps the recursion far from Python's limit."""
         self.count += 1
         line, col = node.start_mark.line + 1, node.start_mark.column + 1
@@ -250,7 +252,7 @@ class _Builder:
             return [self.build(child, path + (i,)) for i, child in enumerate(node.value)]
         return self._scalar(node, path, line, col)
 
-    def _scalar(self, node: yaml.Node, path: Path_, line: int, col: int) -> Any:
+    def _scalar(self, node: yaml.Node, path: Path_, line: int, col: int) -> JsonScalar:
         if node.end_mark.line != node.start_mark.line:  # refused without quoting it: it may be a secret file
             raise ConfigFileError(self.file, scalars.MULTI_LINE, line, col)
         if len(node.value) > MAX_VALUE_CHARS:
@@ -275,11 +277,11 @@ class _Builder:
             self.problems.append(Problem(line, col, dotted(path + (node.value,)), problem, self.file))
         return str(node.value)
 
-    def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[str, Any]:
+    def _mapping(self, node: yaml.MappingNode, path: Path_) -> JsonObject:
         tags = [key.tag for key, _ in node.value]
         if _MERGE in tags or _VALUE in tags:  # else flatten_mapping has nothing to do (most mappings)
             self._flatten(node, path)
-        result: dict[str, Any] = {}
+        result: JsonObject = {}
         for key_node, value_node in node.value:
             line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
             key = self._key(key_node, path, line, col)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from aigo_apply.config.document import Adapter
 from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.load import Config
@@ -27,7 +27,9 @@ MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 VLLM_DEFAULT_RANK = 16
 
 
-def adapter_specs(adapters: dict[str, Any], base_dir: Path, store: Path, mounts: Mounts) -> dict[str, AdapterSpec]:
+def adapter_specs(
+    adapters: Mapping[str, Adapter], base_dir: Path, store: Path, mounts: Mounts
+) -> dict[str, AdapterSpec]:
     """alias -> {source, adapter_dir}, sorted by alias: what the engine mounts and names."""
     out: dict[str, AdapterSpec] = {}
     for name in sorted(adapters):

@@ -12,7 +12,6 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.config.defaults import (
     AUTO_PORT_BASE,
@@ -27,6 +26,7 @@ from aigo_apply.config.defaults import (
     ROUTER_MAX_BODY_MB,
     ROUTER_TIMEOUT,
 )
+from aigo_apply.config.document import Defaults, Document, EngineImage, EnvValue, ModelEntry, Router
 from aigo_apply.config.engine_choice import ENGINE_NAMES, engine_of, weights_format
 from aigo_apply.config.engine_kinds import ENGINES, VLLM
 from aigo_apply.config.load import Config
@@ -40,6 +40,7 @@ from aigo_apply.config.vllm_facts import (
     known_releases,
     tag_release,
 )
+from aigo_apply.config.vllm_flags import SpeculativeSettings, VllmSettings
 from aigo_apply.desired import engines
 from aigo_apply.desired.adapters import adapter_folders, adapter_specs, lora_settings
 from aigo_apply.desired.canary import canary_of
@@ -138,7 +139,7 @@ def build_desired(
     )
 
 
-def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
+def tag_warnings(engine: EngineImage) -> tuple[str, ...]:
     """Setting names are checked against the release the tag names when its facts are here (v0.31.0,
     v0.32.0, v0.33.0, v0.34.0), else against v0.31.0: say so when the tag names another release."""
     tag = str(engine.get("image_tag", VLLM.default_tag))
@@ -158,7 +159,7 @@ def tag_warnings(engine: dict[str, Any]) -> tuple[str, ...]:
     return ()
 
 
-def router_spec(project: str, router: dict[str, Any], host: HostContext, defaults: dict[str, Any]) -> RouterSpec:
+def router_spec(project: str, router: Router, host: HostContext, defaults: Defaults) -> RouterSpec:
     """The canonical spec of the router container (API keys only as a reference; `defaults`: the file's)."""
     spec = {
         "image": f"{router.get('image', ROUTER_IMAGE)}:{router.get('image_tag', ROUTER_DEFAULT_TAG)}",
@@ -179,7 +180,7 @@ def router_spec(project: str, router: dict[str, Any], host: HostContext, default
 
 
 def desired_router(
-    data: dict[str, Any], models: dict[str, DesiredModel], host: HostContext, groups: tuple[SwapGroup, ...] = ()
+    data: Document, models: dict[str, DesiredModel], host: HostContext, groups: tuple[SwapGroup, ...] = ()
 ) -> DesiredRouter:
     project = data["project"]
     spec = router_spec(project, data.get("router", {}), host, data.get("defaults", {}))
@@ -235,18 +236,19 @@ def listen_notes(alias: str, spec: ModelSpec) -> tuple[str, ...]:
     )
 
 
-def ignored_settings(model: dict[str, Any], engine: str) -> tuple[str, ...]:
+def ignored_settings(model: ModelEntry, engine: str) -> tuple[str, ...]:
     """A note for each engine's settings block that this model's engine does not read."""
+    blocks: Mapping[str, object] = model  # read by each engine's name
     return tuple(
-        f"{other} settings ({', '.join(sorted(model[other]))}) are ignored: this model runs on {engine}"
+        f"{other} settings ({', '.join(sorted(block))}) are ignored: this model runs on {engine}"
         for other in ENGINE_NAMES
-        if other != engine and model.get(other)
+        if other != engine and isinstance(block := blocks.get(other), dict) and block
     )
 
 
 def model_spec(
-    model: dict[str, Any],
-    defaults: dict[str, Any],
+    model: ModelEntry,
+    defaults: Defaults,
     engine: str,
     image: str,
     port: int,
@@ -289,21 +291,22 @@ def model_spec(
     if key := sleep_key(model, defaults, engine, bool(socket)):  # only when set: other models' specs stay as they were
         spec[key] = True  # on_demand, or sleep_mode (update: sleep): the engine starts with vLLM's sleep mode
     if engine == "vllm":
-        settings = vllm_settings(model.get("vllm", {}), defaults)
-        if "speculative" in settings:
-            settings["speculative"] = speculative_spec(settings["speculative"], base_dir, store, mounts)
+        written = model.get("vllm", {})
+        settings = vllm_settings(written, defaults)
+        if "speculative" in written:
+            settings["speculative"] = speculative_spec(written["speculative"], base_dir, store, mounts)
         if model.get("adapters"):  # only when set: the specs of models without adapters stay as they were
             spec["adapters"] = adapters = adapter_specs(model["adapters"], base_dir, store, mounts)
             settings = lora_settings(settings, adapters, adapter_files or {})[0]
         spec["vllm"] = settings
     elif engine == "sglang":
-        settings = dict(model.get("sglang", {}))
-        settings["gpu_memory_utilization"] = float(
-            settings.get(
+        sglang: dict[str, object] = {**model.get("sglang", {})}
+        sglang["gpu_memory_utilization"] = float(
+            model.get("sglang", {}).get(
                 "gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
             )
         )
-        spec["sglang"] = dict(sorted(settings.items()))
+        spec["sglang"] = dict(sorted(sglang.items()))
     else:
         spec["llama.cpp"] = dict(sorted({"gpu_layers": "all", **model.get("llama.cpp", {})}.items()))
     order = ["engine", "image", "source", "model_dir", "model_file", "context_length", "gpus", "port", "socket"]
@@ -311,9 +314,9 @@ def model_spec(
     return model_spec_of({key: spec[key] for key in order if key in spec}, f"a {engine} model")
 
 
-def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path, mounts: Mounts) -> dict[str, Any]:
+def speculative_spec(spec: SpeculativeSettings, base_dir: Path, store: Path, mounts: Mounts) -> dict[str, object]:
     """The speculative settings with the draft model resolved to its host folder (mounted read-only)."""
-    out = {k: v for k, v in spec.items() if k != "draft"}
+    out: dict[str, object] = {k: v for k, v in spec.items() if k != "draft"}
     draft = spec.get("draft")
     if draft and "repo" in draft:
         revision = draft.get("revision", "main")
@@ -328,8 +331,9 @@ def speculative_spec(spec: dict[str, Any], base_dir: Path, store: Path, mounts: 
     return dict(sorted(out.items()))
 
 
-def vllm_settings(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    out = dict(settings)
+def vllm_settings(settings: VllmSettings, defaults: Defaults) -> dict[str, object]:
+    """The vLLM settings as the spec holds them: the file's, with the fraction and tool calling filled."""
+    out: dict[str, object] = {**settings}
     out["gpu_memory_utilization"] = float(
         settings.get("gpu_memory_utilization", defaults.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
     )
@@ -339,15 +343,15 @@ def vllm_settings(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[st
     return dict(sorted(out.items()))
 
 
-def _env_value(value: Any) -> Any:
+def _env_value(value: EnvValue) -> str | dict[str, str]:
     if isinstance(value, dict):
-        return dict(value)
+        return {kind: target for kind, target in value.items() if isinstance(target, str)}
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
 
 
-def assign_ports(project: str, models: dict[str, Any], router_port: int) -> dict[str, int]:
+def assign_ports(project: str, models: Mapping[str, ModelEntry], router_port: int) -> dict[str, int]:
     """Explicit ports as written; the others get a port derived from project and alias, so it
     stays the same run after run and does not move when other models come and go (collisions,
     rare in a 10000-port range, are settled in a fixed order). More models than free ports is an

@@ -6,10 +6,10 @@ or changing it recreates nothing."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import asdict, dataclass
 
 from aigo_apply.config.defaults import CANARY_MAX_TOKENS, CANARY_PROMPT_TOKENS
+from aigo_apply.config.document import Defaults, ModelEntry
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,18 @@ class CanarySettings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CanarySettings:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+    def from_dict(cls, data: Mapping[str, object]) -> CanarySettings:
+        """From the file's `canary` (validated) or a saved plan's (a value of another type is a TypeError)."""
+        d = cls()
+        return cls(
+            _number(data, "max_slowdown", d.max_slowdown),
+            _whole(data, "requests", d.requests),
+            _whole(data, "concurrency", d.concurrency),
+            _whole(data, "prompt_tokens", d.prompt_tokens),
+            _whole(data, "max_tokens", d.max_tokens),
+            _flag(data, "compare_output", d.compare_output),
+            _whole(data, "seed", d.seed),
+        )
 
     def describe(self) -> str:
         return (
@@ -37,7 +46,28 @@ class CanarySettings:
         )
 
 
-def canary_of(model: dict[str, Any], defaults: dict[str, Any]) -> CanarySettings | None:
+def _number(data: Mapping[str, object], key: str, default: float) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"canary.{key} {value!r} is not a number")
+    return value
+
+
+def _whole(data: Mapping[str, object], key: str, default: int) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"canary.{key} {value!r} is not a whole number")
+    return value
+
+
+def _flag(data: Mapping[str, object], key: str, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise TypeError(f"canary.{key} {value!r} is not true or false")
+    return value
+
+
+def canary_of(model: ModelEntry, defaults: Defaults) -> CanarySettings | None:
     """The model's gate: its own `canary` over the defaults' (key by key), `false` for none; None
     when neither declares one."""
     own, common = model.get("canary"), defaults.get("canary")

@@ -7,9 +7,10 @@ repositoryOverridden, repoDigests and sizeBytes)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, ROUTER_IMAGE
+from aigo_apply.config.document import Document, EngineImage, Router
 from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.errors import UsageProblem
 
@@ -43,16 +44,18 @@ class LocalImage(ImageObject):
     size_bytes: int | None
 
 
-def image_reference(data: dict[str, Any], engine: str) -> str | None:
+def image_reference(data: Document, engine: str) -> str | None:
     """'repository:tag' for an engine from a validated config; None when its tag is not given."""
     return image_object(data, engine)["image_reference"]
 
 
-def image_object(data: dict[str, Any], engine: str) -> ImageObject:
+def image_object(data: Document, engine: str) -> ImageObject:
     """Pure: the image object for `engine` ('vllm' or 'router') from a validated config."""
     if engine not in BUILT_IN:
         raise UsageProblem(f"unknown engine {engine!r}; known here: {', '.join(BUILT_IN)}")
-    section = data.get("router", {}) if engine == "router" else data.get("engines", {}).get(engine, {})
+    section: EngineImage | Router = (
+        data.get("router", {}) if engine == "router" else data.get("engines", {}).get(engine, {})
+    )
     repo, tag = BUILT_IN[engine]
     chosen = section.get("image_tag", tag)
     return {

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from aigo_apply.config.defaults import LOG_MAX_FILES, LOG_MAX_SIZE
+from aigo_apply.config.document import Document
 from aigo_apply.desired.spec import LogSettings
 from aigo_apply.desired.types import LogRotation, whole
 from aigo_apply.errors import UnsafeSetting
@@ -43,7 +43,7 @@ def log_settings(own: object, defaults: Mapping[str, object]) -> LogSettings:
     return {"max_files": whole(merged["max_files"], "logs.max_files"), "max_size": canonical_size(merged["max_size"])}
 
 
-def logs_written(data: Mapping[str, Any]) -> tuple[str, ...]:
+def logs_written(data: Document) -> tuple[str, ...]:
     """Where a validated file sets log rotation (`defaults.logs`, `router.logs`, each running model's
     `logs`): the plan on a cluster names them, where they do nothing."""
     models = data.get("models", {})

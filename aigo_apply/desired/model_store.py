@@ -336,8 +336,7 @@ def marker_for(markers: Mapping[str, Mapping[str, object]], need: Mapping[str, o
 
 
 class Download(TypedDict):
-    """One Hub download the models' specs name (`downloads`): its source, the folder it goes to and the
-    models that need it; an adapter's has `kind` "adapter" and the adapters' aliases."""
+    """One Hub download the models' specs name (`downloads`, which says what each key holds)."""
 
     repo: str
     revision: str

@@ -12,22 +12,13 @@ compared; only a spec this tool built is one of these.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, NotRequired, TypedDict, TypeGuard, get_args
+from typing import NotRequired, TypedDict, TypeGuard, get_args
 
+from aigo_apply.config.document import Engine, Gpus, LlamaCppSettings, ModelSource, SglangSettings
 from aigo_apply.config.engine_kinds import DEFAULT_ENGINE, ENGINES
 from aigo_apply.config.vllm_flags import VllmSettings
 
-EngineName = Literal["vllm", "sglang", "llama.cpp"]
-Gpus = Literal["all", "none"] | list[int]
-
-
-class SourceSpec(TypedDict, total=False):
-    """A model's (or adapter's, or draft's) source: {repo, revision[, file]} from the Hub, or {path}."""
-
-    repo: str
-    revision: str
-    file: str
-    path: str
+SourceSpec = ModelSource  # a model's (or adapter's) source: {repo, revision[, file]} or {path}, as the file's
 
 
 class LogSettings(TypedDict):
@@ -44,24 +35,13 @@ class AdapterSpec(TypedDict):
     adapter_dir: str
 
 
-class SglangSettings(TypedDict, total=False):
-    tensor_parallel_size: int
-    gpu_memory_utilization: float
-    trust_remote_code: bool
-
-
-class LlamaCppSettings(TypedDict, total=False):
-    gpu_layers: int | Literal["all"]
-    tensor_parallel_size: int
-
-
 EnvSpec = dict[str, str | dict[str, str]]  # a value, or a secret by reference ({from_env: NAME} | {from_file: PATH})
 
 # One model's canonical spec (desired/build.model_spec); "llama.cpp" is not a name, hence this form.
 ModelSpec = TypedDict(
     "ModelSpec",
     {
-        "engine": EngineName,
+        "engine": Engine,
         "image": str,
         "source": SourceSpec,
         "model_dir": NotRequired[str],  # always on Docker; a cluster's form has none for a repo (kube/specs.py)

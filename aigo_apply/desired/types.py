@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypedDict
 
+from aigo_apply.config.document import UpdateMode
 from aigo_apply.config.host_paths import HF_CACHE, Protected
 from aigo_apply.config.path_facts import HostPaths
 from aigo_apply.config.swap_groups import SwapGroup
@@ -297,9 +298,6 @@ class AdapterFiles:
     base_model: str | None = None
     problem: str | None = None
     hub: bool = False  # read from the Hub's adapter_config.json: a repo adapter not downloaded yet
-
-
-UpdateMode = Literal["auto", "parallel", "recreate", "sleep"]  # the schema's `update`
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,7 @@ def _mapping(schema: JsonValue | None) -> JsonObject | None:
     return None
 
 
-def _canon(node: object, value: object, path: tuple[object, ...], column: int) -> object:
+def _canon(node: object, value: object, path: tuple[str | int, ...], column: int) -> object:
     """A fresh ruamel tree for `value` (the meaning), in canonical order, with `node`'s comments."""
     if isinstance(value, dict):
         if not isinstance(node, CommentedMap) or len(node) != len(value):
@@ -215,7 +215,7 @@ def _move_comments(
     column: int,
     flow: bool,
     first: bool,
-    path: tuple[object, ...],
+    path: tuple[str | int, ...],
 ) -> None:
     """`old`'s comments onto `name`: the lines above it (no blank line first in a block), its end-of-line one."""
     item = node.ca.items.get(old)
@@ -236,7 +236,7 @@ def _move_comments(
     ]
 
 
-def _scalar(node: object, value: object, path: tuple[object, ...]) -> object:
+def _scalar(node: object, value: object, path: tuple[str | int, ...]) -> object:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):

@@ -136,14 +136,14 @@ def read_definition(
     assert raw is not None
     source = load_bytes(raw, path)
     data = source.data
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("model"), dict):
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(model, dict):
         raise AigoError(f"{shown(path)}: not an aigo-apply model definition (expected `format: {FORMAT}` and `model:`)")
     if source.problems:  # duplicate keys and the like: which of two values is meant is not clear
         raise ConfigInvalid(path, unquoted(source.problems))
     name = alias or data.get("alias")
     if not isinstance(name, str) or not name:
         raise AigoError(f"{shown(path)}: the definition names no alias; pass --as ALIAS")
-    model = data["model"]
     _check_entry(path, source, name, portable(model), alias is not None, config_file)
     notes = []
     dropped = host_settings(model)
@@ -213,7 +213,11 @@ def _in_definition(
     elif from_option:
         line, column = 1, 1
     else:
-        line, column = source.marks.of_value(("alias",)) if "alias" in source.data else source.marks.of_key(("model",))
+        line, column = (
+            source.marks.of_value(("alias",))
+            if isinstance(source.data, dict) and "alias" in source.data
+            else source.marks.of_key(("model",))
+        )
     message = problem.message.replace(probe.file, path)
     return Problem(line, column, shown_path, message, path)
 
@@ -266,7 +270,9 @@ def with_entry(text: str, source: Source, alias: str, model: Mapping[str, object
         lines.pop()
     else:
         lines[-1] += newline
-    models = source.data["models"]
+    models = source.data.get("models") if isinstance(source.data, dict) else None
+    if not isinstance(models, dict):
+        raise AigoError(f"{display}: has no `models:` mapping to add to")
     line, column = source.marks.of_value(("models",))
     flow = lines[line - 1][column - 1 : column] == "{"
     if not models and flow and (empty := _EMPTY.match(lines[line - 1], column - 1)) is not None:

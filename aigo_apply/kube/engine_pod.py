@@ -16,13 +16,13 @@ and mounts, in a pod shaped the way the charts that run vLLM on Kubernetes learn
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from aigo_apply.config import kube_names as names
 from aigo_apply.config.env_names import SLEEP_MODE_ENV
 from aigo_apply.config.kube_rules import LEADER_WORKER_SET, gpus_needed
 from aigo_apply.desired.types import DesiredModel, SecretRef
 from aigo_apply.errors import UnsafeSetting
+from aigo_apply.json_types import JsonObject, JsonValue
 from aigo_apply.kube.settings import KubeSettings
 from aigo_apply.kube.storage import PodStorage
 
@@ -45,7 +45,7 @@ def gpu_count(model: DesiredModel, settings: KubeSettings) -> int:
     return count
 
 
-def startup_probe(ready_timeout: float) -> dict[str, Any]:
+def startup_probe(ready_timeout: float) -> JsonObject:
     """A probe whose budget, periodSeconds x failureThreshold, is exactly `ready_timeout` seconds
     (the period is the largest of 10, 5, 2, 1 that divides it)."""
     seconds = max(1, int(round(ready_timeout)))
@@ -58,8 +58,8 @@ def startup_probe(ready_timeout: float) -> dict[str, Any]:
     }
 
 
-def _env(model: DesiredModel, secret: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _env(model: DesiredModel, secret: str) -> list[JsonValue]:
+    out: list[JsonValue] = []
     for name, value in sorted(model.container.env):
         if name in SLEEP_MODE_ENV:  # vLLM's development endpoints: reachable by every pod through the Service
             raise UnsafeSetting(
@@ -78,18 +78,18 @@ def secret_env(model: DesiredModel) -> dict[str, SecretRef]:
     return {name: value for name, value in model.container.env if isinstance(value, SecretRef)}
 
 
-def placement(alias: str | None, settings: KubeSettings) -> dict[str, Any]:
+def placement(alias: str | None, settings: KubeSettings) -> JsonObject:
     """Node selector and tolerations of a pod (the model's own node selector on top of the section's)."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     selector = settings.node_selector_for(alias) if alias is not None else dict(settings.node_selector)
     if selector:
-        out["nodeSelector"] = selector
+        out["nodeSelector"] = {**selector}
     if settings.tolerations:
         out["tolerations"] = [t.to_dict() for t in settings.tolerations]
     return out
 
 
-def rollout_strategy(model: DesiredModel) -> dict[str, Any]:
+def rollout_strategy(model: DesiredModel) -> JsonObject:
     """A GPU model's old pod goes before its new one starts (a surge pod would wait for a GPU the old
     one holds: the ledger cannot see a cluster's free GPUs); a model without GPUs rolls, the new pod
     taking traffic once ready, the old one leaving only then."""
@@ -100,11 +100,11 @@ def rollout_strategy(model: DesiredModel) -> dict[str, Any]:
 
 def deployment(
     project: str, model: DesiredModel, settings: KubeSettings, storage: PodStorage, labels: dict[str, str]
-) -> dict[str, Any]:
+) -> JsonObject:
     container = model.container
     if container.container_port is None:
         raise UnsafeSetting(f"model '{model.alias}': its engine listens on no port")
-    engine: dict[str, Any] = {"name": "engine", "image": container.image}
+    engine: JsonObject = {"name": "engine", "image": container.image}
     if container.entrypoint is not None:
         engine["command"] = list(container.entrypoint)
     engine["args"] = list(container.command)
@@ -121,7 +121,7 @@ def deployment(
     engine["readinessProbe"] = {"httpGet": {"path": HEALTH, "port": PORT_NAME}, **READINESS}
     engine["lifecycle"] = {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}}
     engine["securityContext"] = {"allowPrivilegeEscalation": False}
-    pod: dict[str, Any] = {
+    pod: JsonObject = {
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": GRACE_SECONDS,
@@ -134,26 +134,34 @@ def deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": names.model_name(project, model.alias), "namespace": settings.namespace, "labels": labels},
+        "metadata": {
+            "name": names.model_name(project, model.alias),
+            "namespace": settings.namespace,
+            "labels": {**labels},
+        },
         "spec": {
             "replicas": 1,
             "strategy": rollout_strategy(model),
             "revisionHistoryLimit": 3,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": pod},
+            "selector": {"matchLabels": {**labels}},
+            "template": {"metadata": {"labels": {**labels}}, "spec": pod},
         },
     }
 
 
-def service(project: str, model: DesiredModel, settings: KubeSettings, labels: dict[str, str]) -> dict[str, Any]:
+def service(project: str, model: DesiredModel, settings: KubeSettings, labels: dict[str, str]) -> JsonObject:
     """A ClusterIP Service on the model's port (the router's backend address), to the engine's port."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": names.model_name(project, model.alias), "namespace": settings.namespace, "labels": labels},
+        "metadata": {
+            "name": names.model_name(project, model.alias),
+            "namespace": settings.namespace,
+            "labels": {**labels},
+        },
         "spec": {
             "type": "ClusterIP",
-            "selector": labels,
+            "selector": {**labels},
             "ports": [{"name": PORT_NAME, "port": model.spec["port"], "targetPort": PORT_NAME, "protocol": "TCP"}],
         },
     }

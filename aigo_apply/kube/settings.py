@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
+from aigo_apply.config.document import Document
 from aigo_apply.config.kube_rules import DEFAULT_GPUS_PER_NODE
 from aigo_apply.config.platforms import DEFAULT_PLATFORM, platform_of
 from aigo_apply.desired.images import image_reference
@@ -81,7 +81,7 @@ def default_namespace(project: str) -> str:
     return re.sub(r"[^a-z0-9-]", "-", project.lower()).strip("-") or "default"
 
 
-def settings_of(data: dict[str, Any]) -> KubeSettings:
+def settings_of(data: Document) -> KubeSettings:
     """The settings of a validated file (`Config.data`), defaults filled."""
     section = data.get("kubernetes") or {}
     storage = section.get("storage") or {}

@@ -33,9 +33,9 @@ def model_spec(model: DesiredModel) -> ModelSpec:
     if "repo" in model.spec["source"]:
         spec.pop("model_dir", None)
     settings = model.spec.get("vllm") or {}
-    speculative = settings.get("speculative") or {}
-    draft = speculative.get("draft") or {}
-    if "repo" in draft:
+    speculative = settings.get("speculative")
+    draft = speculative.get("draft", {}) if speculative else {}
+    if speculative and "repo" in draft:
         on_node = {k: v for k, v in draft.items() if k != "model_dir"}
         spec["vllm"] = {**settings, "speculative": {**speculative, "draft": on_node}}
     if adapters := model.spec.get("adapters"):

@@ -14,7 +14,7 @@ import functools
 import os
 import pwd
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -237,8 +237,8 @@ def file_facts(file: str, document: Any) -> HostPaths:
 
 
 def _mounted(
-    data: dict[str, Any],
-    models: dict[str, Any],
+    data: Mapping[str, object],
+    models: Mapping[str, object],
     base: Path,
     home: Path,
     real: dict[Path, Path | str],

@@ -22,6 +22,7 @@ REMAINING: dict[str, tuple[int, str]] = {
     "app/bench.py": (1, "bench measures vLLM models only"),
     "app/checking.py": (1, "vLLM's image object comes from desired (engines.vllm), the others' from the file"),
     "config/compilation_rules.py": (1, "vLLM's compilation block"),
+    "config/document.py": (1, "the document's types: a model's engine blocks, keyed as the schema does"),
     "config/kube_rules.py": (2, "vLLM's draft checkpoint and adapters on a cluster"),
     "config/rules.py": (1, "vLLM's deprecated quantization methods"),
     "config/schema.py": (1, "hints from vLLM's flag table (`'vllm' in path`)"),
