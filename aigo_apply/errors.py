@@ -111,7 +111,7 @@ class FormatUnkept(AigoError):
     """`fmt` could not rewrite a part of a valid file faithfully: what, and where (`path` in the
     document); edit/fmt_refusal.py words it at the file's line before the user sees it."""
 
-    def __init__(self, message: str, path: tuple = ()):
+    def __init__(self, message: str, path: tuple[str | int, ...] = ()):
         super().__init__(message)
         self.path = path
 

@@ -6,6 +6,7 @@ traceback on a user's machine."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeGuard
 
 JsonScalar = str | int | float | bool | None
 JsonValue = JsonScalar | list["JsonValue"] | dict[str, "JsonValue"]
@@ -32,3 +33,23 @@ def text(value: object, default: str = "") -> str:
 def number(value: object) -> int | None:
     """`value` if it is a whole number (never a bool), else None."""
     return value if type(value) is int else None
+
+
+def is_json(value: object) -> TypeGuard[JsonValue]:
+    """Whether `value` is JSON all the way down (text keys; None, bools, numbers, text, lists, objects)."""
+    if value is None or isinstance(value, (str, int, float)):
+        return True
+    if isinstance(value, list):
+        return all(is_json(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and is_json(item) for key, item in value.items())
+    return False
+
+
+def json_object(value: Mapping[str, object]) -> JsonObject:
+    """A record of this tool's (a TypedDict of JSON values) as a JsonObject, each value checked: a value
+    that is not JSON is a TypeError here, not a wrong document further on."""
+    out: object = dict(value)
+    if is_json(out) and isinstance(out, dict):
+        return out
+    raise TypeError(f"not JSON: {value!r}")

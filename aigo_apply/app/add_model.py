@@ -11,9 +11,9 @@ written), and only when the file with it validates (edit/config_write.py)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.adapters import hub
 from aigo_apply.adapters.host import nvml_facts
@@ -23,6 +23,7 @@ from aigo_apply.config.vllm_facts import config_release
 from aigo_apply.edit.add_entry import entry_lines, insert_entry
 from aigo_apply.edit.portable import alias_clash
 from aigo_apply.errors import AigoError, UsageProblem
+from aigo_apply.json_types import JsonObject, JsonValue, json_object
 from aigo_apply.observe.chat_format import read_format, template_text
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.model_files import Unreadable, model_facts, read_folder_file, read_folder_json
@@ -55,7 +56,7 @@ class GpuFacts:
     """NVML's facts (adapters/host.nvml_facts) and the ids of this project's running engines, whose
     memory the ledger counts as theirs, not as held by others."""
 
-    nvml: dict[str, Any]
+    nvml: JsonObject
     ours: frozenset[str] = frozenset()
 
 
@@ -63,8 +64,14 @@ class GpuFacts:
 class ModelFiles:
     source: dict[str, str]  # the entry's source: {repo, revision} or {path}
     shown: str  # the source in messages (with the commit read, for a repo)
-    files: dict[str, Any]  # name -> parsed JSON (or the template's text), those the model has
+    files: dict[str, JsonValue]  # name -> parsed JSON (or the template's text), those the model has
     weights: int | None  # bytes of its weights (safetensors headers, or the Hub's file sizes)
+
+    @property
+    def config(self) -> JsonObject | None:
+        """config.json (read_model has made sure it is an object), None without one."""
+        found = self.files.get("config.json")
+        return found if isinstance(found, dict) else None
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,7 @@ class Added:
     read: tuple[str, ...]  # the model's files read
     source: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """What `add -o json` prints."""
         return {
             "alias": self.proposal.alias,
@@ -87,8 +94,8 @@ class Added:
             "fits": self.proposal.placed,
             "vllm_release": self.release,
             "files_read": list(self.read),
-            "entry": self.proposal.entry,
-            "why": self.proposal.why,
+            "entry": json_object(self.proposal.entry),
+            "why": dict(self.proposal.why),
             "notes": list(self.proposal.notes),
         }
 
@@ -109,8 +116,9 @@ def add_model(request: AddRequest, gpus: GpuFacts | None = None) -> Added:
             f"model '{alias}' cannot be added to {shown(request.config_file)}: {clash}; pass --alias NAME"
         )
     found = read_model(source)
-    chat = read_format(found.files.get("config.json"), _template(found.files))
-    longest = context_limit(found.files.get("config.json"))
+    model_config = found.config
+    chat = read_format(model_config, _template(found.files))
+    longest = context_limit(model_config)
     placement = _fit(config, found, longest, gpus)
     release = config_release(config.data)
     proposal = propose(
@@ -121,7 +129,7 @@ def add_model(request: AddRequest, gpus: GpuFacts | None = None) -> Added:
         release,
         longest,
         config.data.get("defaults"),
-        found.files.get("config.json"),
+        model_config,
         found.files.get("generation_config.json"),
     )
     header = f"aigo-apply add: from {found.shown}; each setting says why"
@@ -182,7 +190,7 @@ def read_model(source: dict[str, str]) -> ModelFiles:
             "give the model's folder instead"
         )
     remote, raw = hub.small_files(source["repo"], source["revision"], (*JSON_FILES, TEMPLATE))
-    files: dict[str, Any] = {}
+    files: dict[str, JsonValue] = {}
     for name, data in raw.items():
         try:
             files[name] = data.decode("utf-8") if name == TEMPLATE else json_value(data, 64, constants=True)
@@ -196,7 +204,7 @@ def read_model(source: dict[str, str]) -> ModelFiles:
 
 def _read_folder(source: dict[str, str]) -> ModelFiles:
     folder = Path(source["path"])
-    files: dict[str, Any] = {}
+    files: dict[str, JsonValue] = {}
     for name in (*JSON_FILES, TEMPLATE):
         try:
             if name == TEMPLATE:
@@ -214,7 +222,7 @@ def _read_folder(source: dict[str, str]) -> ModelFiles:
     return ModelFiles(dict(source), str(folder), files, weights)
 
 
-def _need_config(files: dict[str, Any], where: str) -> None:
+def _need_config(files: Mapping[str, JsonValue], where: str) -> None:
     if not isinstance(files.get("config.json"), dict):
         raise AigoError(
             f"{shown(where)} has no config.json (a JSON object): add reads a vLLM model's config.json; a GGUF model "
@@ -222,8 +230,11 @@ def _need_config(files: dict[str, Any], where: str) -> None:
         )
 
 
-def _template(files: dict[str, Any]) -> str | None:
-    return template_text(files.get("tokenizer_config.json"), files.get(TEMPLATE), files.get("chat_template.json"))
+def _template(files: Mapping[str, JsonValue]) -> str | None:
+    jinja = files.get(TEMPLATE)  # the template's text, as read
+    return template_text(
+        files.get("tokenizer_config.json"), jinja if isinstance(jinja, str) else None, files.get("chat_template.json")
+    )
 
 
 def _fit(config: Config, found: ModelFiles, longest: int | None, gpus: GpuFacts | None) -> Fit:
@@ -241,12 +252,13 @@ def _fit(config: Config, found: ModelFiles, longest: int | None, gpus: GpuFacts 
         files = {a: model_facts(m.spec) for a, m in desired.models.items() if m.spec["gpus"] != "none"}
         rows = gpu_ledger.build(desired, facts.nvml, files, set(facts.ours))
     else:
+        rows = []
         problem = facts.nvml.get("problem") or "no GPU found"
         notes = (
             f"no GPU facts on this machine ({problem}): gpus is left out (every GPU), and nothing checked that the "
             "model fits their memory; `aigo-apply plan` on the machine with the GPUs does",
         )
-    placed = fit(rows, desired, found.files.get("config.json"), found.weights, length)
+    placed = fit(rows, desired, found.config, found.weights, length)
     return Fit(**{**placed.__dict__, "notes": placed.notes + notes})
 
 

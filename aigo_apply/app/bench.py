@@ -6,11 +6,12 @@ settings (models.ALIAS.canary over defaults.canary), or the gate's defaults wher
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.desired.canary import CanarySettings
 from aigo_apply.errors import EXIT_ERROR, EXIT_OK, AigoError, UsageProblem
+from aigo_apply.json_types import JsonObject, json_object
 from aigo_apply.platforms.capabilities import refuse
 from aigo_apply.platforms.docker.planning import observe
 from aigo_apply.platforms.docker.platform import DockerPlatform
@@ -44,12 +45,12 @@ def run_bench(request: BenchRequest, view: BenchView) -> int:
     own = {a: m.container.name for a, m in desired.models.items()}
     running = {c.alias: c for c in observed.ours if c.alias and c.name == own.get(c.alias)}
     sockets = desired.router.spec.get("sockets_dir", "")
-    rows: list[dict[str, Any]] = []
+    rows: list[JsonObject] = []
     for alias in request.aliases or tuple(sorted(desired.models)):
         model = desired.models[alias]
         settings = model.canary or CanarySettings()
         address = address_of(running.get(alias), sockets, alias)
-        row: dict[str, Any] = {"model": alias, "image": model.container.image, "settings": settings.to_dict()}
+        row: JsonObject = {"model": alias, "image": model.container.image, "settings": {**settings.to_dict()}}
         if address is None:
             rows.append({**row, "error": "its engine is not running"})
             continue
@@ -61,6 +62,6 @@ def run_bench(request: BenchRequest, view: BenchView) -> int:
         except AigoError as exc:
             rows.append({**row, "error": str(exc)})
             continue
-        rows.append({**row, **measured.to_dict()})
+        rows.append({**row, **json_object(measured.to_dict())})
     view.bench({"project": desired.project, "models": rows})
     return EXIT_ERROR if any(r.get("error") or r.get("errors") for r in rows) else EXIT_OK

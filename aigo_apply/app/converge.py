@@ -11,9 +11,10 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from aigo_apply.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AigoError, PlanBlocked, visible
+from aigo_apply.json_types import JsonObject
 from aigo_apply.plan.types import Plan
 from aigo_apply.platforms.platform import Platform
 from aigo_apply.platforms.requests import ApplyRequest
@@ -22,13 +23,15 @@ from aigo_apply.platforms.views import Console
 if TYPE_CHECKING:
     from aigo_apply.platforms.outcome import ApplyReport
 
+Observed = TypeVar("Observed")  # what the platform observes, and its plan is made from
+
 
 def converge(
-    platform: Platform[Any],
+    platform: Platform[Observed],
     command: str,
     request: ApplyRequest,
     console: Console,
-    make: Callable[[Any], Plan],
+    make: Callable[[Observed], Plan],
     ask: bool,
 ) -> int:
     """`make`: the plan from what `platform.observe()` found (for apply, approved against a saved
@@ -44,7 +47,7 @@ def converge(
                 f"{'s' if len(plan.blockers) != 1 else ''} above); nothing was changed"
             )
         code = EXIT_OK
-        canaries: tuple[dict[str, Any], ...] = ()  # the canary gates' figures of the engines they let in
+        canaries: tuple[JsonObject, ...] = ()  # the canary gates' figures of the engines they let in
         if plan.has_changes:
             if ask and not request.yes:
                 if console.confirm is None:

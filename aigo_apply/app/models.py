@@ -4,8 +4,8 @@ given by repo are its downloads too: pulled with it, and listed as used by it (m
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.desired.model_store import (
     ADAPTERS,
@@ -22,12 +22,13 @@ from aigo_apply.desired.model_store import (
 )
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import UsageProblem
+from aigo_apply.json_types import JsonObject, JsonValue
 from aigo_apply.observe.markers import marker_or_why
 from aigo_apply.platforms.docker.fetch_steps import download_folder
 from aigo_apply.platforms.outcome import Reporter
 
 
-def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) -> list[dict[str, Any]]:
+def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) -> list[JsonObject]:
     """Download every missing folder of the named models (all models when none are named)."""
     if off := sorted(set(aliases) & set(desired.disabled)):
         raise UsageProblem(
@@ -46,7 +47,7 @@ def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) ->
     return done
 
 
-def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
+def listing(desired: DesiredState, store: Path) -> list[JsonObject]:
     """What the store holds (every completed folder, with the source its marker records), and the
     file's models that are missing. A folder's models are those that need the source it holds; one
     that needs another source there is its `mismatch` (the plan blocks on it), and a folder that is
@@ -54,7 +55,7 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
     users: dict[str, list[Download]] = {}
     for need in downloads(desired.specs()):
         users.setdefault(need["dest"], []).append(need)
-    rows = []
+    rows: list[JsonObject] = []
     found = [*store.glob(f"*/*/{MARKER}"), *store.glob(f"{ADAPTERS}/*/*/{MARKER}")]
     for marker_path in sorted(p for p in found if not p.parent.name.startswith(".")):  # not a staging folder
         found_marker, invalid = marker_or_why(marker_path.parent)  # a damaged marker is shown as such
@@ -72,7 +73,7 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
                 "files": len(marker.get("files", {})),
                 "folder": folder,
                 "downloaded_at": marker.get("downloaded_at"),
-                "used_by": sorted({a for n in needs if wanted_source(n) == recorded for a in n["models"]}),
+                "used_by": _used_by(n for n in needs if wanted_source(n) == recorded),
                 **({"kind": "adapter"} if marker.get("kind") == "adapter" else {}),
                 **({"invalid": invalid} if invalid else {}),
                 **({"mismatch": _mismatch(other)} if other else {}),
@@ -89,12 +90,17 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
                 "files": 0,
                 "folder": folder,
                 "downloaded_at": None,
-                "used_by": sorted({a for n in needs for a in n["models"]}),
+                "used_by": _used_by(needs),
                 "missing": True,
                 **({"kind": "adapter"} if any(kind_of(n) == "adapter" for n in needs) else {}),
             }
         )
     return rows
+
+
+def _used_by(needs: Iterable[Download]) -> list[JsonValue]:
+    """The aliases of the models that need these downloads, sorted."""
+    return [*sorted({a for n in needs for a in n["models"]})]
 
 
 def _mismatch(needs: list[Download]) -> str:
@@ -104,7 +110,7 @@ def _mismatch(needs: list[Download]) -> str:
     return f"model{'s' if len(aliases) > 1 else ''} {', '.join(aliases)} need{'' if len(aliases) > 1 else 's'} {wanted}"
 
 
-def render(rows: list[dict[str, Any]]) -> str:
+def render(rows: list[JsonObject]) -> str:
     if not rows:
         return "The model store is empty, and the file names no Hugging Face model."
     lines = []
@@ -112,7 +118,7 @@ def render(rows: list[dict[str, Any]]) -> str:
         adapter = "LoRA adapter " if row.get("kind") == "adapter" else ""
         if row.get("missing"):
             lines.append(
-                f"missing     {adapter}{row['folder']}  (used by {', '.join(row['used_by'])}; `aigo-apply models pull`)"
+                f"missing     {adapter}{row['folder']}  (used by {_aliases(row['used_by'])}; `aigo-apply models pull`)"
             )
             continue
         if row.get("invalid"):
@@ -121,9 +127,9 @@ def render(rows: list[dict[str, Any]]) -> str:
                 "downloads the folder again)"
             )
             continue
-        used = f"used by {', '.join(row['used_by'])}" if row["used_by"] else "not used by this file"
+        used = f"used by {_aliases(row['used_by'])}" if row["used_by"] else "not used by this file"
         lines.append(
-            f"{adapter}{row['repo']}@{row['revision']}  commit {str(row['commit'])[:12]}  {row['bytes'] / 1e9:.2f} GB "
+            f"{adapter}{row['repo']}@{row['revision']}  commit {str(row['commit'])[:12]}  {_gb(row['bytes'])} GB "
             f"in {row['files']} files  {used}\n    {row['folder']}"
         )
         if row.get("mismatch"):
@@ -133,3 +139,18 @@ def render(rows: list[dict[str, Any]]) -> str:
         if row.get("moved"):
             lines.append(f"    an older aigo-apply's folder: the store keeps this source in {row['moved']} now")
     return "\n".join(lines)
+
+
+def _aliases(used_by: JsonValue) -> str:
+    """A row's `used_by` (the aliases listing makes it), comma-separated."""
+    aliases = [a for a in used_by if isinstance(a, str)] if isinstance(used_by, list) else []
+    if not isinstance(used_by, list) or len(aliases) != len(used_by):
+        raise TypeError(f"used_by is a list of aliases, not {used_by!r}")
+    return ", ".join(aliases)
+
+
+def _gb(size: JsonValue) -> str:
+    """A row's `bytes` in GB."""
+    if not isinstance(size, int | float):
+        raise TypeError(f"bytes is a number, not {size!r}")
+    return f"{size / 1e9:.2f}"

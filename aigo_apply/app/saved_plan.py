@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from aigo_apply import safe_read, safe_write
-from aigo_apply.errors import PlanFileError
+from aigo_apply.errors import PlanFileError, Unreadable
 from aigo_apply.plan import plan_file
 from aigo_apply.plan.plan_file import REMAKE
 from aigo_apply.plan.text import shown
@@ -72,7 +72,7 @@ def _read(path: Path, name: str) -> bytes:
     """The file's bytes by safe_read.PLAN's rules, each refusal worded for a plan file."""
     try:
         data = safe_read.read(path, safe_read.PLAN, name)
-    except safe_read.Unreadable as exc:
+    except Unreadable as exc:
         if exc.why == "size":
             raise PlanFileError(
                 f"{name} is larger than {MAX_PLAN_BYTES >> 20} MiB; a plan file is a few KiB: {REMAKE}"

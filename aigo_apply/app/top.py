@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, cast
+from pathlib import Path
+from typing import TypedDict, cast
 
 from aigo_apply.adapters.engine_metrics import fetch, samples, total
 from aigo_apply.adapters.host import nvml_facts
@@ -37,6 +38,43 @@ class TopRequest:
 TIMEOUT = 1.0
 
 
+class ModelRead(TypedDict):
+    """One read of one model's engine (None: its /metrics did not say)."""
+
+    state: str
+    running: float | None
+    waiting: float | None
+    tokens: float | None
+    kv_cache_usage: float | None
+    asleep: bool | None
+
+
+class Sample(TypedDict):
+    at: float  # time.monotonic() of the read
+    models: dict[str, ModelRead]
+
+
+class TopRow(TypedDict):
+    """One row of the view (and of `top -o json`'s models)."""
+
+    model: str
+    state: str
+    requests_running: int | None
+    requests_waiting: int | None
+    tokens_per_second: float | None
+    kv_cache_usage: float | None
+    sleep: str | None
+
+
+class GpuMemory(TypedDict):
+    """One GPU of the view (NVML's figures, bytes)."""
+
+    index: int
+    name: str
+    memory_used: int
+    memory_total: int
+
+
 def asleep(text: str) -> bool | None:
     """vLLM's engine_sleep_state: awake 0 is a sleeping engine; None when it does not say."""
     for labels, value in samples(text, "vllm:engine_sleep_state"):
@@ -45,7 +83,7 @@ def asleep(text: str) -> bool | None:
     return None
 
 
-def sample(desired: DesiredState, runtime: Runtime, state_root: Any) -> dict[str, Any]:
+def sample(desired: DesiredState, runtime: Runtime, state_root: Path) -> Sample:
     """One read of every model: {alias: {state, running, waiting, tokens, kv_cache_usage, asleep}, at}."""
     observed = observe(desired.project, runtime, state_root=state_root)
     own = {a: m.container.name for a, m in desired.models.items()}
@@ -56,7 +94,7 @@ def sample(desired: DesiredState, runtime: Runtime, state_root: Any) -> dict[str
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(aliases)))) as pool:
         texts = dict(zip(aliases, pool.map(lambda a: fetch(where[a], TIMEOUT), aliases), strict=True))
     at = time.monotonic()
-    out: dict[str, Any] = {}
+    out: dict[str, ModelRead] = {}
     for alias in aliases:
         text, c = texts[alias] or "", containers.get(alias)
         out[alias] = {
@@ -70,15 +108,16 @@ def sample(desired: DesiredState, runtime: Runtime, state_root: Any) -> dict[str
     return {"at": at, "models": out}
 
 
-def rows(before: dict[str, Any] | None, now: dict[str, Any]) -> list[dict[str, Any]]:
+def rows(before: Sample | None, now: Sample) -> list[TopRow]:
     """The view's rows: each model's last read, with tokens per second since the read before."""
-    out = []
+    out: list[TopRow] = []
     elapsed = now["at"] - before["at"] if before else 0.0
     for alias, m in now["models"].items():
-        earlier = (before or {}).get("models", {}).get(alias) or {}
+        earlier = before["models"].get(alias) if before else None
+        tokens_before = earlier["tokens"] if earlier else None
         rate = None
-        if earlier.get("tokens") is not None and m["tokens"] is not None and elapsed > 0:
-            rate = max(0.0, (m["tokens"] - earlier["tokens"]) / elapsed)
+        if tokens_before is not None and m["tokens"] is not None and elapsed > 0:
+            rate = max(0.0, (m["tokens"] - tokens_before) / elapsed)
         out.append(
             {
                 "model": alias,
@@ -97,7 +136,7 @@ def _int(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
-def gpus() -> list[dict[str, Any]]:
+def gpus() -> list[GpuMemory]:
     """Each GPU's memory (NVML); [] where there is none."""
     facts = nvml_facts()
     return [

@@ -108,7 +108,7 @@ class CommandSafe:
         return getattr(self._stream, name)
 
 
-def lossless(stream: Any = None) -> bool:
+def lossless(stream: object = None) -> bool:
     """Whether `stream` (standard output when None) carries every character: its encoding is one of
     Unicode's (a stream without one is taken to be UTF-8)."""
     encoding = getattr(sys.stdout if stream is None else stream, "encoding", None) or "utf-8"

@@ -10,11 +10,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import click
 
 from aigo_apply import __version__
+
+CommandFunction = TypeVar("CommandFunction", bound=Callable[..., object])  # what an option decorates
 
 
 def path_value(ctx: click.Context, param: click.Parameter, value: str | Path | None) -> str | Path | None:
@@ -72,7 +74,7 @@ ignore_option = click.option(
 
 def output_option_with(
     *extra: str, help: str = "Human text, or JSON for programs (every document and line carries format_version)."
-) -> Callable:
+) -> Callable[[CommandFunction], CommandFunction]:
     """-o/--output: human text, JSON (each document or line with its format_version), and the
     command's own extra formats."""
     return click.option(
@@ -83,7 +85,7 @@ def output_option_with(
 output_option = output_option_with()
 
 
-def canary_options(f: Any) -> Any:
+def canary_options(f: CommandFunction) -> CommandFunction:
     """--skip-canary and --require-canary (plan and apply): the canary gates of the plan's replaces."""
     f = click.option(
         "--require-canary",
@@ -120,7 +122,7 @@ force_conflicts_option = click.option(
 )
 
 
-def target_option(verb: str) -> Callable:
+def target_option(verb: str) -> Callable[[CommandFunction], CommandFunction]:
     """--target ALIAS: act on this model only (`verb`: what the command does to it)."""
     return click.option(
         "--target",

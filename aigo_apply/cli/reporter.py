@@ -14,16 +14,20 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO, TypedDict
 
 import click
 
 from aigo_apply.cli.ci_output import lossless
 from aigo_apply.config.machine_text import json_text
+from aigo_apply.json_types import JsonObject, JsonValue
 from aigo_apply.plan.text import plan_json, plan_text, printable
 from aigo_apply.plan.types import Plan
 from aigo_apply.platforms.secrets import redact, redact_data
 from aigo_apply.platforms.views import JSON_FORMAT_VERSION
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def echo(message: str, err: bool = False, colours: bool = True) -> None:
@@ -48,7 +52,7 @@ def _one_line(message: str) -> str:
     return message[: len(message) - len(body)] + _plain(body, "\t")
 
 
-def json_line(record: Any, stream: Any = None) -> str:
+def json_line(record: object, stream: TextIO | None = None) -> str:
     """One JSON line that a terminal can show safely and a CI runner reads no command in: what
     json.dumps leaves raw (C1 controls, bidi and other format characters, lone surrogates) and the `[`
     of `##[` written as \\u escapes, which JSON reads back (config/machine_text.json_text); every
@@ -64,7 +68,7 @@ class JsonReporter:
         self._lock = threading.Lock()
         self.confirm: Callable[[str], bool] | None = None  # asks on the terminal (cli/views.view_for)
 
-    def event(self, kind: str, **fields: Any) -> None:
+    def event(self, kind: str, **fields: object) -> None:
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
         record = {"format_version": JSON_FORMAT_VERSION, "event": kind, "time": now, **fields}
         with self._lock:
@@ -80,15 +84,24 @@ class JsonReporter:
             _echo(head + _one_line(message), err=True)
 
 
+class _Pull(TypedDict, total=False):
+    """A pull's or a download's progress on the terminal (only `start` where there is none)."""
+
+    progress: Progress
+    layers: dict[str, TaskID]  # a pull's layers
+    task: TaskID  # a download's one bar
+    start: float  # time.monotonic() of a pull's start
+
+
 class TextReporter:
     """Plain lines, prefixed with the resource address; pulls get rich progress bars on a TTY."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pulls: dict[str, Any] = {}
+        self._pulls: dict[str, _Pull] = {}
         self.confirm: Callable[[str], bool] | None = None  # asks on the terminal (cli/views.view_for)
 
-    def event(self, kind: str, **fields: Any) -> None:
+    def event(self, kind: str, **fields: object) -> None:
         handler = getattr(self, f"_on_{kind}", None)
         with self._lock:
             if handler:
@@ -104,31 +117,33 @@ class TextReporter:
     def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None:
         _echo((click.style(head, fg=colour, bold=True) if head else "") + _one_line(message), err=err)
 
-    def _line(self, address: str, message: str, colour: str | None = None) -> None:
+    def _line(self, address: object, message: object, colour: str | None = None) -> None:
         head = click.style(f"{_plain(address)}: ", bold=True) if address else ""
         message = _plain(message, "\t")  # one line: a line break from outside (a path, a name) shown \x0a
         _echo(head + (click.style(message, fg=colour) if colour else message))
 
-    def _on_step(self, address: str, message: str, outcome: str = "", **_: Any) -> None:
+    def _on_step(self, address: str, message: str, outcome: str = "", **_: object) -> None:
         colour = {"ok": "green", "failed": "red", "restored": "yellow"}.get(outcome)
         self._line(address, message, colour)
 
-    def _on_waiting(self, address: str, elapsed: float, stage: str, log: str = "", **_: Any) -> None:
+    def _on_waiting(self, address: str, elapsed: float, stage: str, log: str = "", **_: object) -> None:
         tail = f"; engine log: {_plain(redact(log))[:160]}" if log else ""  # redacted before it is cut
         self._line(address, f"still waiting after {elapsed:.0f} s ({stage}){tail}")
 
-    def _on_log_tail(self, address: str, lines: list[str], **_: Any) -> None:
+    def _on_log_tail(self, address: str, lines: list[str], **_: object) -> None:
         self._line(address, "last lines of the engine's log:")
         for line in lines:
             _echo(f"    | {_plain(redact(line))}")
 
-    def _on_canary(self, address: str, result: dict[str, Any], **_: Any) -> None:
+    def _on_canary(self, address: str, result: JsonObject, **_: object) -> None:
         verdict = "passed" if result["passed"] else "refused the new engine"
-        self._line(address, f"canary {verdict}: {redact(result['reason'])}", "green" if result["passed"] else "red")
+        self._line(
+            address, f"canary {verdict}: {redact(text_of(result['reason']))}", "green" if result["passed"] else "red"
+        )
         for line in canary_table(redact_data(result)):
             _echo(f"    {line}")
 
-    def _on_pull_start(self, address: str, image: str, **_: Any) -> None:
+    def _on_pull_start(self, address: str, image: str, **_: object) -> None:
         if sys.stdout.isatty():
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
@@ -140,7 +155,7 @@ class TextReporter:
         self._line(address, f"pulling {image}")
 
     def _on_pull_progress(
-        self, image: str, layer: str, status: str, current: int | None = None, total: int | None = None, **_: Any
+        self, image: str, layer: str, status: str, current: int | None = None, total: int | None = None, **_: object
     ) -> None:
         state = self._pulls.get(image)
         if not state or "progress" not in state:
@@ -153,7 +168,7 @@ class TextReporter:
             layers[layer] = progress.add_task(description, total=total or None)
         progress.update(layers[layer], description=description, completed=current or 0, total=total or None)
 
-    def _on_download_start(self, address: str, message: str, total: int | None = None, **_: Any) -> None:
+    def _on_download_start(self, address: str, message: str, total: int | None = None, **_: object) -> None:
         if sys.stdout.isatty() and total:
             from rich.markup import escape
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
@@ -166,18 +181,18 @@ class TextReporter:
             self._pulls[address] = {"progress": progress, "task": task}
         self._line(address, message)
 
-    def _on_download_progress(self, address: str, done: int, total: int, **_: Any) -> None:
+    def _on_download_progress(self, address: str, done: int, total: int, **_: object) -> None:
         state = self._pulls.get(address)
         if state:
             state["progress"].update(state["task"], completed=done, total=total)
 
-    def _on_download_done(self, address: str, message: str, **_: Any) -> None:
+    def _on_download_done(self, address: str, message: str, **_: object) -> None:
         state = self._pulls.pop(address, {})
         if "progress" in state:
             state["progress"].stop()
         self._line(address, message, "green")
 
-    def _on_pull_done(self, address: str, image: str, **_: Any) -> None:
+    def _on_pull_done(self, address: str, image: str, **_: object) -> None:
         state = self._pulls.pop(image, {})
         if "progress" in state:
             state["progress"].stop()
@@ -186,13 +201,13 @@ class TextReporter:
         )
 
 
-def canary_table(result: dict[str, Any]) -> list[str]:
+def canary_table(result: JsonObject) -> list[str]:
     """The old and the new engine's figures side by side, and any output that differs."""
 
-    def cell(value: Any, unit: str = "") -> str:
+    def cell(value: object, unit: str = "") -> str:
         return "-" if value is None else f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
 
-    old, new = result["old"], result["new"]
+    old, new = object_of(result["old"]), object_of(result["new"])
     rows: list[tuple[str, ...]] = [
         ("", "old", "new"),
         ("output tokens/s", cell(old["output_tokens_per_second"]), cell(new["output_tokens_per_second"])),
@@ -202,7 +217,7 @@ def canary_table(result: dict[str, Any]) -> list[str]:
     ]
     lines = _columns(rows)
     if "output_differences" in result:
-        differing = result["output_differences"]
+        differing = objects(result["output_differences"])
         lines.append(
             f"greedy outputs of {result['outputs_compared']} prompts: "
             + (f"{len(differing)} differ" if differing else "all equal")
@@ -213,12 +228,12 @@ def canary_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def bench_lines(report: dict[str, Any]) -> list[str]:
+def bench_lines(report: JsonObject) -> list[str]:
     """`bench`'s table: one row per model, its figures or why it has none."""
     head = ("model", "output tokens/s", "TTFT p50", "TTFT p95", "errors", "requests")
     rows: list[tuple[str, ...]] = [head]
     notes = []
-    for r in report["models"]:
+    for r in objects(report["models"]):
         if "error" in r:
             notes.append(f"{_plain(r['model'])}: not measured: {_plain(r['error'])}")
             continue
@@ -228,6 +243,28 @@ def bench_lines(report: dict[str, Any]) -> list[str]:
         )
     lines = [f"Project {_plain(report['project'])}: each engine measured on its own, as it serves now"]
     return lines + (_columns(rows) if len(rows) > 1 else []) + notes
+
+
+def object_of(value: JsonValue) -> JsonObject:
+    """An object a report (a canary's, bench's, top's) holds there: its shape is the command's own,
+    and another is a TypeError, as it always was."""
+    if not isinstance(value, dict):
+        raise TypeError(f"an object, not {type(value).__name__}")
+    return value
+
+
+def objects(value: JsonValue) -> list[JsonObject]:
+    """A list of objects (rows) a report holds there."""
+    if not isinstance(value, list):
+        raise TypeError(f"a list, not {type(value).__name__}")
+    return [object_of(item) for item in value]
+
+
+def text_of(value: JsonValue) -> str:
+    """A text a report holds there."""
+    if not isinstance(value, str):
+        raise TypeError(f"a text, not {type(value).__name__}")
+    return value
 
 
 def _columns(rows: list[tuple[str, ...]]) -> list[str]:

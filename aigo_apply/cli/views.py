@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, overload
 
 import click
 
 from aigo_apply.cli.ci_output import command, machine
-from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo, json_line
+from aigo_apply.cli.reporter import JsonReporter, TextReporter, echo, json_line, objects, text_of
 from aigo_apply.config.machine_text import json_text
 from aigo_apply.desired.images import LocalImage
 from aigo_apply.errors import ConfigFileError, ConfigInvalid, shown_path
+from aigo_apply.json_types import JsonObject, JsonValue
+from aigo_apply.plan.types import Plan
 from aigo_apply.platforms.secrets import redact_data
 from aigo_apply.platforms.views import JSON_FORMAT_VERSION, Readiness
 
@@ -30,7 +32,7 @@ FORMATS = ("text", "json", "markdown", "github")
 class TextView(TextReporter):
     """Human text: the plan in Terraform's shape, one line per file validated, readiness's marks."""
 
-    def plan(self, plan: Any, show_diff: bool) -> None:
+    def plan(self, plan: Plan, show_diff: bool) -> None:
         from aigo_apply.plan.text import plan_text
 
         echo(plan_text(plan, show_diff))
@@ -79,28 +81,29 @@ class TextView(TextReporter):
         for line in ledger_lines(report.gpu_ledger):
             echo("  " + printable(line, keep=""))
 
-    def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
+    def status(self, report: JsonObject, text: Callable[[JsonObject], str]) -> None:
         echo(text(_one_line_each(report)), colours=False)
 
     def log_line(self, name: str, line: str, prefixed: bool) -> None:
         shown = _one_line_each(line, keep="\t")
         echo(f"{_one_line_each(name)} | {shown}" if prefixed else shown, colours=False)
 
-    def top(self, report: dict[str, Any], live: bool) -> None:
+    def top(self, report: JsonObject, live: bool) -> None:
         from rich.console import Console as Screen
 
         from aigo_apply.cli.top_table import render
         from aigo_apply.plan.text import printable
 
         table = [
-            {k: printable(v, keep="") if isinstance(v, str) else v for k, v in r.items()} for r in report["models"]
+            {k: printable(v, keep="") if isinstance(v, str) else v for k, v in r.items()}
+            for r in objects(report["models"])
         ]
         screen = Screen(highlight=False)
         if live and screen.is_terminal:
             screen.clear()
-        screen.print(render(printable(report["project"], keep=""), table, report["gpus"]))
+        screen.print(render(printable(text_of(report["project"]), keep=""), table, objects(report["gpus"])))
 
-    def bench(self, report: dict[str, Any]) -> None:
+    def bench(self, report: JsonObject) -> None:
         from aigo_apply.cli.reporter import bench_lines
 
         for line in bench_lines(report):
@@ -111,7 +114,7 @@ class TextView(TextReporter):
 
         echo(render(_one_line_each(info)), colours=False)
 
-    def stored_models(self, rows: list[dict[str, Any]]) -> None:
+    def stored_models(self, rows: list[JsonObject]) -> None:
         from aigo_apply.app.models import render
 
         echo(render(_one_line_each(rows)), colours=False)
@@ -119,11 +122,11 @@ class TextView(TextReporter):
     def document(self, text: str) -> None:
         echo(machine(text, "render output"), colours=False)
 
-    def added(self, report: dict[str, Any], entry: str) -> None:
+    def added(self, report: JsonObject, entry: str) -> None:
         """`add`: each note on standard error, the entry (YAML with its comments), and where it went."""
         from aigo_apply.plan.text import printable
 
-        for note in report["notes"]:
+        for note in _notes(report["notes"]):
             echo(printable(f"note: {note}", keep=""), err=True, colours=False)
         echo(machine("models:\n" + entry.removesuffix("\n"), "YAML entry"), colours=False)
         if report["written"]:
@@ -138,7 +141,7 @@ class JsonView(JsonReporter):
     """The JSON of each command (apply and destroy: JSON lines), every document and line with its
     `format_version` (platforms/views.JSON_FORMAT_VERSION; the plan's is its own)."""
 
-    def plan(self, plan: Any, show_diff: bool) -> None:
+    def plan(self, plan: Plan, show_diff: bool) -> None:
         from aigo_apply.plan.text import plan_json
 
         echo(plan_json(plan))
@@ -158,37 +161,37 @@ class JsonView(JsonReporter):
     def readiness(self, report: Readiness) -> None:
         _json(report.to_dict())
 
-    def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
+    def status(self, report: JsonObject, text: Callable[[JsonObject], str]) -> None:
         _json(report)
 
     def log_line(self, name: str, line: str, prefixed: bool) -> None:
         record = {"format_version": JSON_FORMAT_VERSION, "source": name, "line": line}
         echo(json_line(redact_data(record)), colours=False)
 
-    def top(self, report: dict[str, Any], live: bool) -> None:
+    def top(self, report: JsonObject, live: bool) -> None:
         versioned = {"format_version": JSON_FORMAT_VERSION, **report}
         echo(json_text(redact_data(versioned)), colours=False)  # one object a line while it runs; one with --once
 
-    def bench(self, report: dict[str, Any]) -> None:
+    def bench(self, report: JsonObject) -> None:
         _json(report)
 
     def image(self, info: LocalImage) -> None:
         _json(info)
 
-    def stored_models(self, rows: list[dict[str, Any]]) -> None:
+    def stored_models(self, rows: list[JsonObject]) -> None:
         _json({"models": rows})
 
     def document(self, text: str) -> None:
         echo(machine(text, "render output"), colours=False)
 
-    def added(self, report: dict[str, Any], entry: str) -> None:
+    def added(self, report: JsonObject, entry: str) -> None:
         _json(report)
 
 
 class MarkdownView(TextView):
     """plan -o markdown: a pull request comment (plan/markdown.py)."""
 
-    def plan(self, plan: Any, show_diff: bool) -> None:
+    def plan(self, plan: Plan, show_diff: bool) -> None:
         from aigo_apply.plan.markdown import plan_markdown
 
         echo(plan_markdown(plan).rstrip("\n"), colours=False)
@@ -222,10 +225,21 @@ def view_for(output: str, confirm: Callable[[str], bool] | None = None) -> TextV
     return view
 
 
-def _one_line_each(data: Any, keep: str = "") -> Any:
+_Report = TypeVar("_Report", bound=Mapping[str, object])
+
+
+@overload
+def _one_line_each(data: str, keep: str = "") -> str: ...
+@overload
+def _one_line_each(data: _Report, keep: str = "") -> _Report: ...
+@overload
+def _one_line_each(data: list[_Report], keep: str = "") -> list[_Report]: ...
+def _one_line_each(data: object, keep: str = "") -> object:
     """`data` (a report from Docker, a cluster or the model store) with every text in it shown on
     one line, each character a terminal would act on, a line feed too, escaped (plan.text.printable):
-    a name cannot print a line of its own in the text made of it."""
+    a name cannot print a line of its own in the text made of it. Of the same shape: a text for a
+    text, a mapping with the same keys (fixed names, or names escaped as their values are), a list
+    of as many items (a tuple's items become a list, as JSON writes them)."""
     from aigo_apply.plan.text import printable
 
     if isinstance(data, str):
@@ -235,6 +249,13 @@ def _one_line_each(data: Any, keep: str = "") -> Any:
     if isinstance(data, list | tuple):
         return [_one_line_each(v) for v in data]
     return data
+
+
+def _notes(value: JsonValue) -> list[JsonValue]:
+    """`add`'s notes (a list: another shape is a TypeError, as it always was)."""
+    if not isinstance(value, list):
+        raise TypeError(f"a list, not {type(value).__name__}")
+    return value
 
 
 def _json(data: Mapping[str, object]) -> None:

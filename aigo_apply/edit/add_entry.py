@@ -9,8 +9,8 @@ with it (edit/config_write.py)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.config.machine_text import json_text, yaml_comment, yaml_text
 from aigo_apply.config.secret_values import unquoted
@@ -21,7 +21,7 @@ from aigo_apply.errors import ConfigInvalid
 _PLAIN = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9._/-]*")
 
 
-def scalar(value: Any) -> str:
+def scalar(value: object) -> str:
     """One value as YAML that reads back to it, on one line (in a {...} mapping too)."""
     if isinstance(value, list):
         return "[" + ", ".join(scalar(v) for v in value) + "]"
@@ -33,12 +33,12 @@ def scalar(value: Any) -> str:
     return yaml_text({"v": value}).removeprefix("v: ").rstrip("\n")
 
 
-def entry_lines(alias: str, entry: dict[str, Any], why: dict[str, str], indent: int, header: str) -> list[str]:
+def entry_lines(alias: str, entry: Mapping[str, object], why: Mapping[str, str], indent: int, header: str) -> list[str]:
     """The entry's lines (each ending in "\\n"), at `indent`, each setting with its reason as a comment."""
     pad = " " * indent
     lines = [f"{pad}# {yaml_comment(header)}\n", f"{pad}{scalar(alias)}:\n"]
 
-    def add(key: str, value: Any, depth: int, dotted: str) -> None:
+    def add(key: str, value: object, depth: int, dotted: str) -> None:
         at = pad + "  " * depth
         if isinstance(value, dict) and value and key != "source":
             lines.append(f"{at}{key}:\n")
@@ -53,7 +53,9 @@ def entry_lines(alias: str, entry: dict[str, Any], why: dict[str, str], indent: 
     return lines
 
 
-def insert_entry(config_file: str, alias: str, entry: dict[str, Any], why: dict[str, str], header: str) -> None:
+def insert_entry(
+    config_file: str, alias: str, entry: Mapping[str, object], why: Mapping[str, str], header: str
+) -> None:
     """Add the entry at the end of the file's `models:` (import --write's place) and write the file,
     the one safe way, only if it validates with it; a file that changed since it was read is refused."""
     path = Path(config_file).expanduser()

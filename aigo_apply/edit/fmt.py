@@ -1,8 +1,9 @@
 """`aigo-apply fmt`: rewrite a config file into its one canonical layout, so that a config repo's diffs
-show changes of meaning only. Keys in the order of docs/configuration.md's reference, two spaces per
-level, every comment kept next to the key it was written beside or above, strings quoted exactly
-where a YAML reader (the project's YAML 1.1 or an editor's 1.2) would otherwise read another value
-(`off`, `0123`, `1e3`, `null`, a date), booleans as true/false, numbers as written.
+show changes of meaning only. Keys in the order schemas/aigo.schema.json lists them (the order of
+docs/configuration.md's reference), two spaces per level, every comment kept next to the key it was
+written beside or above, strings quoted exactly where a YAML reader (the project's YAML 1.1 or an
+editor's 1.2) would otherwise read another value (`off`, `0123`, `1e3`, `null`, a date), booleans as
+true/false, numbers as written.
 
 ruamel.yaml (round-trip) keeps the comments; the values themselves come from the project's own
 reader (config/yaml_source), so what the file means is what is written back (the comments are moved
@@ -19,7 +20,6 @@ import io
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml as pyyaml
 from ruamel.yaml import YAML
@@ -38,56 +38,13 @@ from aigo_apply.edit.config_write import read_config, replace_config
 from aigo_apply.edit.fmt_comments import attach, comments, detach, squeeze, token
 from aigo_apply.edit.fmt_refusal import at_path, first_difference, lost_comment_line, refusal, yaml_mark
 from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, FormatUnkept, visible
+from aigo_apply.json_types import JsonObject, JsonValue, arr, obj
 from aigo_apply.observe.config_file import load_config
+from aigo_apply.resources import schema_data
 
 INDENT = 2
 _SOURCE = "repo revision path file"
 _SECRET = "from_env from_file"
-# Key order per mapping, as docs/configuration.md's reference shows it ("*": any alias or name). Keys a
-# mapping does not list keep their written order after the listed ones; maps not listed (models, env)
-# keep theirs. tests/unit/edit/test_repo_fmt.py holds this table to that page and to the schema.
-_CANARY = "max_slowdown requests concurrency prompt_tokens max_tokens compare_output seed"
-_LOGS = "max_size max_files"
-ORDER: dict[tuple[str, ...], tuple[str, ...]] = {
-    pattern: tuple(keys.split())
-    for pattern, keys in {
-        (): "version project platform defaults router engines kubernetes models",
-        ("kubernetes",): "context namespace gpu_resource gpus_per_node runtime_class_name node_selector tolerations "
-        "storage cluster_domain download_image",
-        ("kubernetes", "storage"): "storage_class size_gib node_local",
-        ("defaults",): "gpu_memory_utilization models_dir engine_by_format ready_timeout update canary logs",
-        ("defaults", "canary"): _CANARY,
-        ("defaults", "logs"): _LOGS,
-        ("defaults", "engine_by_format"): "safetensors-repo gguf",
-        (
-            "router",
-        ): "port bind api_keys metrics_without_key image image_tag max_body_mb timeout hold_seconds stall_seconds logs",
-        ("router", "api_keys"): _SECRET,
-        ("router", "logs"): _LOGS,
-        ("engines",): "vllm sglang llama.cpp",
-        ("engines", "*"): "image image_tag",
-        (
-            "models",
-            "*",
-        ): "source engine enabled on_demand swap_group max_awake context_length gpus port ready_timeout update "
-        "canary logs vllm adapters sglang llama.cpp env kubernetes",
-        ("models", "*", "canary"): _CANARY,
-        ("models", "*", "logs"): _LOGS,
-        ("models", "*", "source"): _SOURCE,
-        ("models", "*", "vllm"): "tool_calling tool_call_parser reasoning_parser moe_backend mamba_backend "
-        "tensor_parallel_size gpu_memory_utilization quantization kv_cache_dtype dtype max_num_seqs load_format "
-        "enable_prefix_caching trust_remote_code enforce_eager compilation max_loras max_lora_rank speculative",
-        ("models", "*", "vllm", "compilation"): "optimization_level cudagraph_capture_sizes max_cudagraph_capture_size",
-        ("models", "*", "vllm", "speculative"): "method num_speculative_tokens draft",
-        ("models", "*", "vllm", "speculative", "draft"): _SOURCE,
-        ("models", "*", "adapters", "*"): "source",
-        ("models", "*", "adapters", "*", "source"): _SOURCE,
-        ("models", "*", "sglang"): "tensor_parallel_size gpu_memory_utilization trust_remote_code",
-        ("models", "*", "llama.cpp"): "gpu_layers tensor_parallel_size",
-        ("models", "*", "env", "*"): _SECRET,
-        ("models", "*", "kubernetes"): "node_selector storage_gib",
-    }.items()
-}
 _RESOLVE_11 = pyyaml.resolver.Resolver()
 _RESOLVE_12 = VersionedResolver(version=(1, 2))
 
@@ -129,7 +86,7 @@ def format_file(file: str, write: bool) -> Formatted:
     return result
 
 
-def format_text(text: str, data: Any, display: str, marks: Marks | None = None) -> str:
+def format_text(text: str, data: object, display: str, marks: Marks | None = None) -> str:
     """`text` (a file whose meaning is `data`, as the project's reader reads it) in the canonical layout;
     `marks` (where each value is written) let a refusal name its line (edit/fmt_refusal.py)."""
     bom = "\ufeff" if text.startswith("\ufeff") else ""
@@ -140,6 +97,8 @@ def format_text(text: str, data: Any, display: str, marks: Marks | None = None) 
         document = writer.load(body)
         header, trailer = detach(document)
         canonical = _canon(document, data, (), 0)
+        if not isinstance(canonical, CommentedMap):  # cannot be: detach took a mapping, and data read as one
+            raise FormatUnkept("the document reads otherwise in ruamel.yaml", ())
         attach(canonical, header, trailer)
         out = io.StringIO()
         writer.dump(canonical, out)
@@ -168,14 +127,45 @@ def _writer() -> YAML:
 # -- the canonical document -------------------------------------------------------------------------
 
 
-def _order(path: tuple[Any, ...]) -> tuple[str, ...] | None:
-    for pattern, order in ORDER.items():
-        if len(pattern) == len(path) and all(p in ("*", q) for p, q in zip(pattern, path, strict=True)):
-            return order
+def key_order(path: tuple[object, ...]) -> tuple[str, ...] | None:
+    """The order fmt writes the keys of the mapping at `path` in: its properties in the order
+    schemas/aigo.schema.json writes them (a `$ref` followed, and of a value's forms, `oneOf` or
+    `anyOf`, the mapping); None for a mapping of names (models, env, node_selector) and a mapping
+    inside a list (tolerations), which keep their written order. Keys the schema does not list keep
+    their written order after the listed ones (fmt formats only a valid file: there are none)."""
+    node = _mapping(_schema())
+    for key in path:
+        if node is None:
+            return None
+        properties = obj(node.get("properties"))
+        node = _mapping(
+            properties[key] if isinstance(key, str) and key in properties else node.get("additionalProperties")
+        )
+    return (tuple(obj(node.get("properties"))) or None) if node is not None else None
+
+
+def _schema() -> JsonObject:
+    return obj(schema_data("aigo.schema.json"))  # read once, when fmt first orders a mapping
+
+
+def _mapping(schema: JsonValue | None) -> JsonObject | None:
+    """The schema of a mapping that `schema` describes, or None (a scalar, a list)."""
+    if not isinstance(schema, dict):
+        return None
+    if "properties" not in schema and "$ref" in schema:
+        target: JsonValue = _schema()
+        for part in str(schema["$ref"]).removeprefix("#/").split("/"):
+            target = obj(target).get(part)
+        return _mapping(target)
+    if "properties" in schema or isinstance(schema.get("additionalProperties"), dict):
+        return schema
+    for form in arr(schema.get("oneOf")) + arr(schema.get("anyOf")):
+        if (found := _mapping(form)) is not None:
+            return found
     return None
 
 
-def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
+def _canon(node: object, value: object, path: tuple[str | int, ...], column: int) -> object:
     """A fresh ruamel tree for `value` (the meaning), in canonical order, with `node`'s comments."""
     if isinstance(value, dict):
         if not isinstance(node, CommentedMap) or len(node) != len(value):
@@ -183,7 +173,7 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
                 f"the mapping at {_where(path)} reads otherwise in ruamel.yaml (a merge key or an anchor?)", path
             )
         pairs = list(zip(node.keys(), value.keys(), strict=True))
-        order = _order(path)
+        order = key_order(path)
         if order is not None:
             pairs.sort(key=lambda pair: order.index(pair[1]) if pair[1] in order else len(order))
         fresh = CommentedMap()
@@ -219,13 +209,13 @@ def _canon(node: Any, value: Any, path: tuple[Any, ...], column: int) -> Any:
 
 def _move_comments(
     node: CommentedMap,
-    old: Any,
+    old: object,
     fresh: CommentedMap,
-    name: Any,
+    name: str,
     column: int,
     flow: bool,
     first: bool,
-    path: tuple[Any, ...],
+    path: tuple[str | int, ...],
 ) -> None:
     """`old`'s comments onto `name`: the lines above it (no blank line first in a block), its end-of-line one."""
     item = node.ca.items.get(old)
@@ -246,7 +236,7 @@ def _move_comments(
     ]
 
 
-def _scalar(node: Any, value: Any, path: tuple[Any, ...]) -> Any:
+def _scalar(node: object, value: object, path: tuple[str | int, ...]) -> object:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -275,13 +265,13 @@ def _plain_keeps(text: str) -> bool:
     return kinds == {scalars.STR} and not plain_reads_as_other(text)  # what ruamel misses: `-.5e3`, `y`
 
 
-def _plain_dump(value: Any) -> str:
+def _plain_dump(value: object) -> str:
     out = io.StringIO()
     _writer().dump({"x": value}, out)
     return out.getvalue()
 
 
-def _reads_as(text: str, value: Any) -> bool:
+def _reads_as(text: str, value: object) -> bool:
     try:
         read = pyyaml.safe_load(text)
     except pyyaml.YAMLError:
@@ -289,14 +279,14 @@ def _reads_as(text: str, value: Any) -> bool:
     return isinstance(read, dict) and type(read.get("x")) is type(value) and read.get("x") == value
 
 
-def _where(path: tuple[Any, ...]) -> str:
+def _where(path: tuple[object, ...]) -> str:
     return ".".join(str(part) for part in path) or "the top level"
 
 
 # -- checks and writing -----------------------------------------------------------------------------
 
 
-def _check_same(before: str, after: str, data: Any, display: str, marks: Marks | None = None) -> None:
+def _check_same(before: str, after: str, data: object, display: str, marks: Marks | None = None) -> None:
     """The formatted text must mean the same and keep every comment, or it is not used."""
     try:
         node, loader = _compose(after, display)
@@ -321,7 +311,7 @@ def _check_same(before: str, after: str, data: Any, display: str, marks: Marks |
         )
 
 
-def _same_types(a: Any, b: Any) -> bool:
+def _same_types(a: object, b: object) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_types(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
@@ -329,7 +319,7 @@ def _same_types(a: Any, b: Any) -> bool:
     return type(a) is type(b)
 
 
-def _replace(path: Path, display: str, text: str, data: Any, raw: bytes) -> None:
+def _replace(path: Path, display: str, text: str, data: object, raw: bytes) -> None:
     """Validate `text` as the file, then put it in place (edit/config_write.py): owner and mode kept,
     refused when the file is no longer the bytes `raw` that were formatted."""
 

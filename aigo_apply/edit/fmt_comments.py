@@ -8,7 +8,7 @@ precedes (`detach`), kept there while the document is rebuilt, and written back 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterable
 
 import yaml as pyyaml
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -24,17 +24,22 @@ INDENT = 2
 # to the entry it precedes, and written back as that entry's "before" comment.
 
 
-def _entries(node: Any) -> list[tuple[Any, Any]]:
-    """(container, key or index) of every entry of the block collections, in document order."""
-    found: list[tuple[Any, Any]] = []
-    stack: list[Any] = [node]
+Block = CommentedMap | CommentedSeq  # a mapping or a list as ruamel.yaml reads it, comments attached
 
-    def walk(container: Any) -> None:
+
+def _entries(node: object) -> list[tuple[Block, object]]:
+    """(container, key or index) of every entry of the block collections, in document order."""
+    found: list[tuple[Block, object]] = []
+    stack: list[object] = [node]
+
+    def walk(container: object) -> None:
         if not isinstance(container, (CommentedMap, CommentedSeq)) or container.fa.flow_style():
             return
         if any(child is container for child in stack[:-1]):  # an alias back into itself
             raise AigoError("an anchor is used inside itself")
-        keys = list(container.keys()) if isinstance(container, CommentedMap) else range(len(container))
+        keys: Iterable[object] = (
+            list(container.keys()) if isinstance(container, CommentedMap) else range(len(container))
+        )
         for key in keys:
             found.append((container, key))
             stack.append(container[key])
@@ -51,16 +56,16 @@ def _entries(node: Any) -> list[tuple[Any, Any]]:
 _END = object()
 
 
-def _slot(container: Any) -> int:
+def _slot(container: Block) -> int:
     return 2 if isinstance(container, CommentedMap) else 0
 
 
-def _lines(tokens: Any) -> list[str]:
+def _lines(tokens: CommentToken | list[CommentToken | None] | None) -> list[str]:
     text = "".join(t.value for t in (tokens if isinstance(tokens, list) else [tokens]) if t is not None)
     return [line.strip() for line in text.split("\n")[:-1]] if text else []
 
 
-def detach(document: Any) -> tuple[list[str], tuple[list[str], int]]:
+def detach(document: object) -> tuple[list[str], tuple[list[str], int]]:
     """Move every whole-line comment (and blank line) to the entry below it, as a list of stripped
     lines in ca.items[key][1]; end-of-line comments stay where they are. Returns the lines above the
     first entry (the file's header) and those after the last one."""
@@ -121,7 +126,7 @@ def _level_column(document: CommentedMap, indent: int) -> int:
     return column
 
 
-def attach(node: Any, header: list[str], end: tuple[list[str], int]) -> None:
+def attach(node: CommentedMap, header: list[str], end: tuple[list[str], int]) -> None:
     """The header back on top; the lines after the last entry at the level they were written at."""
     while header and not header[0]:  # no blank line at the top of the file
         header = header[1:]
@@ -132,7 +137,8 @@ def attach(node: Any, header: list[str], end: tuple[list[str], int]) -> None:
         trailer.pop()
     if not trailer:
         return
-    container, key = node, None  # ruamel writes no comment after the document: they go after its last value
+    container: Block = node
+    key: object = None  # ruamel writes no comment after the document: they go after its last value
     while isinstance(container, (CommentedMap, CommentedSeq)) and container and not container.fa.flow_style():
         key = list(container)[-1] if isinstance(container, CommentedMap) else len(container) - 1
         value = container[key]

@@ -6,7 +6,6 @@ not keep there, and how to write that line so fmt can; nothing is written."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from aigo_apply.config.yaml_source import Marks
 from aigo_apply.errors import AigoError
@@ -19,7 +18,7 @@ def refusal(display: str, what: str, fix: str = PLAIN, where: tuple[int, int] | 
     return AigoError(f"{place}: fmt cannot rewrite this file without changing it: {what}; nothing was written: {fix}")
 
 
-def at_path(marks: Marks | None, path: tuple[Any, ...]) -> tuple[int, int] | None:
+def at_path(marks: Marks | None, path: tuple[str | int, ...]) -> tuple[int, int] | None:
     """Where the value at `path` is written (its key's place when the value has none recorded)."""
     if marks is None:
         return None
@@ -38,7 +37,7 @@ def yaml_mark(exc: BaseException) -> tuple[int, int] | None:
     return None
 
 
-def first_difference(a: Any, b: Any, path: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+def first_difference(a: object, b: object, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
     """The first path at which two documents differ in a value or its type (None: they do not)."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in a:

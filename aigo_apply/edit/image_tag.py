@@ -12,7 +12,6 @@ import difflib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml as pyyaml
 from ruamel.yaml import YAML
@@ -25,7 +24,7 @@ from aigo_apply.config.secret_values import unquoted
 from aigo_apply.config.yaml_source import comments
 from aigo_apply.desired.images import BUILT_IN
 from aigo_apply.edit.config_write import read_config, replace_validated
-from aigo_apply.edit.fmt import ORDER, string_scalar
+from aigo_apply.edit.fmt import key_order, string_scalar
 from aigo_apply.errors import AigoError, ConfigInvalid, UsageProblem
 
 
@@ -109,7 +108,7 @@ def set_tag(config_file: str, engine: str, tag: str | None) -> TagChange:
     return change
 
 
-def _round_trip(text: str, display: str) -> tuple[YAML, Any]:
+def _round_trip(text: str, display: str) -> tuple[YAML, object]:
     """The YAML writer whose output is closest to `text`, and the document it read."""
     try:
         _, guessed, offset = load_yaml_guess_indent(text)
@@ -117,7 +116,7 @@ def _round_trip(text: str, display: str) -> tuple[YAML, Any]:
         raise AigoError(f"{display}: cannot be read for editing: {exc}") from None
     shapes = {(guessed or 2, (guessed or 2) + (offset or 0), offset or 0)}
     shapes |= {(m, m + off, off) for m in (2, 4) for off in (0, 2)}
-    best: tuple[int, YAML, Any] | None = None
+    best: tuple[int, YAML, object] | None = None
     for mapping, sequence, off in sorted(shapes):
         yaml = YAML()
         yaml.preserve_quotes = True
@@ -143,28 +142,28 @@ def _scalar(tag: str) -> str:
     return written if isinstance(written, ScalarString) else PlainScalarString(written)
 
 
-def _data(text: str) -> Any:
+def _data(text: str) -> object:
     try:
         return pyyaml.safe_load(text)
     except pyyaml.YAMLError:
         return None
 
 
-def _dump(yaml: YAML, document: Any) -> str:
+def _dump(yaml: YAML, document: object) -> str:
     out = io.StringIO()
     yaml.dump(document, out)
     return out.getvalue()
 
 
 def _descend(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap | None:
-    node: Any = document
+    node: object = document
     for key in where:
         node = node.get(key) if isinstance(node, dict) else None
     return node if isinstance(node, CommentedMap) else None
 
 
 def _ensure(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap:
-    """The mapping at `where`, made where missing, each new key where fmt's order (edit/fmt.ORDER) puts it."""
+    """The mapping at `where`, made where missing, each new key where fmt's order (edit/fmt.key_order) puts it."""
     node = document
     for depth, key in enumerate(where):
         child = node.get(key)
@@ -181,7 +180,7 @@ def _ensure(document: CommentedMap, where: tuple[str, ...]) -> CommentedMap:
 def _position(node: CommentedMap, path: tuple[str, ...], key: str) -> int:
     """Where `key` goes among `node`'s keys in fmt's order: before the first that fmt puts after it (a
     key fmt does not list, it puts after every listed one)."""
-    order = ORDER.get(path) or ORDER.get(path[:-1] + ("*",)) or ()
+    order = key_order(path) or ()
     if key not in order:
         return len(node)
     rank = order.index(key)

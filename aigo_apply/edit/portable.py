@@ -12,7 +12,6 @@ import copy
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.config import rules, schema
 from aigo_apply.config.adapter_rules import adapters_of
@@ -22,11 +21,11 @@ from aigo_apply.config.machine_text import yaml_comment, yaml_text
 from aigo_apply.config.secret_values import unquoted
 from aigo_apply.config.yaml_source import Source, load, load_bytes, load_text
 from aigo_apply.edit.config_write import read_config, replace_validated
-from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, UsageProblem
+from aigo_apply.errors import AigoError, ConfigFileError, ConfigInvalid, Problem, Unreadable, UsageProblem
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.host_paths import file_facts
 from aigo_apply.plan.text import shown
-from aigo_apply.safe_read import MODEL_DEFINITION, Unreadable
+from aigo_apply.safe_read import MODEL_DEFINITION
 from aigo_apply.safe_read import read as read_file
 
 FORMAT = "aigo-apply/model/1"
@@ -35,18 +34,19 @@ HOST_FIELDS = ("gpus", "port", "kubernetes")  # kubernetes: node pinning and sto
 HOST_ENGINE_FIELDS = {name: kind.host_settings for name, kind in ENGINES.items()}
 
 
-def portable(model: Mapping[str, Any]) -> dict[str, Any]:
+def portable(model: Mapping[str, object]) -> dict[str, object]:
     """The model entry without the host-dependent settings."""
     out = {k: copy.deepcopy(v) for k, v in model.items() if k not in HOST_FIELDS}
     for engine, fields in HOST_ENGINE_FIELDS.items():
-        if isinstance(out.get(engine), dict):
-            out[engine] = {k: v for k, v in out[engine].items() if k not in fields}
+        block = out.get(engine)
+        if isinstance(block, dict):
+            out[engine] = {k: v for k, v in block.items() if k not in fields}
             if not out[engine]:
                 del out[engine]
     return out
 
 
-def host_settings(model: dict[str, Any]) -> list[str]:
+def host_settings(model: Mapping[str, object]) -> list[str]:
     """The dotted names of the host-dependent settings `model` carries (what `portable` leaves out)."""
     found = [k for k in HOST_FIELDS if k in model]
     for engine, fields in HOST_ENGINE_FIELDS.items():
@@ -56,14 +56,15 @@ def host_settings(model: dict[str, Any]) -> list[str]:
     return found
 
 
-def local_paths(model: Mapping[str, Any]) -> list[tuple[str, str]]:
+def local_paths(model: Mapping[str, object]) -> list[tuple[str, str]]:
     """(dotted setting, path) for each file the model reads from this machine's disk: its source, a
     speculative draft and each LoRA adapter given as `path:`; another machine will not have them."""
-    places = [("source", model.get("source"))]
+    places: list[tuple[str, object]] = [("source", model.get("source"))]
+    blocks = {engine: model.get(engine) for engine in HOST_ENGINE_FIELDS}
     places += [
-        (f"{engine}.speculative.draft", model[engine].get("speculative", {}).get("draft"))
-        for engine in HOST_ENGINE_FIELDS
-        if isinstance(model.get(engine), dict) and isinstance(model[engine].get("speculative"), dict)
+        (f"{engine}.speculative.draft", block["speculative"].get("draft"))
+        for engine, block in blocks.items()
+        if isinstance(block, dict) and isinstance(block.get("speculative"), dict)
     ]
     places += [
         (f"adapters.{name}.source", a.get("source") if isinstance(a, dict) else None)
@@ -72,7 +73,7 @@ def local_paths(model: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(f"{where}.path", str(p["path"])) for where, p in places if isinstance(p, dict) and "path" in p]
 
 
-def alias_clash(models: dict[str, Any], alias: str, model: dict[str, Any]) -> str | None:
+def alias_clash(models: Mapping[str, object], alias: str, model: Mapping[str, object]) -> str | None:
     """Why adding `model` as `alias` to a file's `models` would reuse a name it already has (None when
     it would not): the model's alias or one of its adapters' against every model and adapter there,
     ignoring case, as validation compares them (clients send either as `model`)."""
@@ -117,7 +118,7 @@ def export_model(config_file: str, alias: str) -> tuple[str, list[str]]:
 
 def read_definition(
     path: str, alias: str | None = None, config_file: str | None = None
-) -> tuple[str, dict[str, Any], list[str]]:
+) -> tuple[str, dict[str, object], list[str]]:
     """(alias, the portable entry, notes): host settings a hand-made definition carries are left out,
     with a note, as `export` leaves them out; a local source path gets a note too. A definition is
     input from elsewhere: its alias and entry are checked as the config checks a model (schema,
@@ -166,7 +167,7 @@ _PROBE_HEAD = (
 
 
 def _check_entry(
-    path: str, source: Source, alias: str, model: dict[str, Any], from_option: bool, config_file: str | None
+    path: str, source: Source, alias: str, model: Mapping[str, object], from_option: bool, config_file: str | None
 ) -> None:
     """Refuse the entry, with the definition's lines, when the config would refuse it as a model."""
     base = Path(config_file).expanduser().absolute().parent if config_file else Path.cwd()
@@ -221,12 +222,12 @@ def _in_definition(
     return Problem(line, column, shown_path, message, path)
 
 
-def entry_text(alias: str, model: dict[str, Any], indent: int = 2) -> str:
+def entry_text(alias: str, model: Mapping[str, object], indent: int = 2) -> str:
     body = yaml_text({alias: model})  # the exact values, and no line a CI runner reads as a command
     return "".join(" " * indent + line if line.strip() else line for line in body.splitlines(keepends=True))
 
 
-def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
+def add_to_file(config_file: str, alias: str, model: Mapping[str, object]) -> None:
     """Insert the entry under `models:` and write the file only if the result validates, the one safe
     way (edit/config_write.py): a regular file only, owner and mode kept, refused if it changed meanwhile."""
     path = Path(config_file).expanduser()
@@ -257,7 +258,7 @@ def add_to_file(config_file: str, alias: str, model: dict[str, Any]) -> None:
 _EMPTY = re.compile(r"\{[ \t]*\}")
 
 
-def with_entry(text: str, source: Source, alias: str, model: dict[str, Any], display: str) -> str:
+def with_entry(text: str, source: Source, alias: str, model: Mapping[str, object], display: str) -> str:
     """`text` (what `source` read) with the entry added at the end of `models:` and every other line
     kept as written: each comment (the one on `models: {}  # ...` too, and a comment at the left margin
     above the next section stays with that section), blank lines, and the file's line ends (CRLF stays
@@ -310,5 +311,5 @@ def write_checked(target: Path, config_file: str, alias: str, text: str, raw: by
     )
 
 
-def _top_keys(source: Source) -> dict[tuple[Any, ...], tuple[int, int]]:
+def _top_keys(source: Source) -> dict[tuple[object, ...], tuple[int, int]]:
     return {k: v for k, v in source.marks.keys.items() if len(k) == 1}

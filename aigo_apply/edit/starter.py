@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from aigo_apply import safe_write
+from aigo_apply import safe_read, safe_write
 from aigo_apply.config.schema import schema
 from aigo_apply.errors import AigoError, UsageProblem
 from aigo_apply.observe.config_file import load_config
@@ -75,7 +75,7 @@ def write_starter(path: Path, project: str, force: bool = False, schema_mode: st
     rule = schema()["properties"]["project"]
     if not re.match(rule["pattern"], project):
         raise UsageProblem(f"--project {project!r}: {rule['x-error']}")
-    display = safe_write.shown(path)
+    display = safe_read.shown(path)
     if os.path.lexists(path) and not force:
         raise AigoError(f"{display} already exists; edit it, or pass --force to overwrite it")
     current = safe_write.read_current(path, display) if force else None  # a link or FIFO is refused here
@@ -99,7 +99,7 @@ def write_schema_copy(folder: Path) -> tuple[Path, bool]:
     whether it changed."""
     target = folder / SCHEMA_COPY
     text = schema_text().encode("utf-8")
-    current = safe_write.read_current(target, safe_write.shown(target))
+    current = safe_write.read_current(target, safe_read.shown(target))
     if current == text:
         return target, False
     safe_write.write(target, text, expect=current, new_mode=0o644)

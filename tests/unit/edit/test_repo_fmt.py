@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from aigo_apply.config.yaml_source import load
-from aigo_apply.edit.fmt import ORDER, comments, format_text
+from aigo_apply.edit.fmt import comments, format_text, key_order
 from aigo_apply.observe.config_file import load_config
-from aigo_apply.resources import schema_data
 
 from helpers.paths import EXAMPLES, ROOT
 
@@ -179,22 +178,22 @@ def test_crlf_and_byte_order_mark_are_kept(tmp_path):
     )
 
 
-def _reference_order() -> dict[tuple[str, ...], list[str]]:
-    """Key order per mapping in the reference block of docs/configuration.md (commented alternatives aside)."""
+def _reference_order() -> dict[tuple[str, ...], tuple[list[str], tuple[str, ...]]]:
+    """Key order per mapping in the reference block of docs/configuration.md (commented alternatives
+    aside), beside fmt's order for that mapping."""
     page = (ROOT / "docs" / "configuration.md").read_text()
     block = page.split("```yaml\n# aigo.yaml: reference\n", 1)[1].split("```", 1)[0]
-    found: dict[tuple[str, ...], list[str]] = {}
+    found: dict[tuple[str, ...], tuple[list[str], tuple[str, ...]]] = {}
 
     def walk(node, path):
         if isinstance(node, dict):
             pattern = tuple(
                 "*" if len(path) >= 1 and path[0] in ("models",) and i == 1 else p for i, p in enumerate(path)
             )
-            if path[:1] == ("engines",) and len(path) == 2:
-                pattern = ("engines", "*")
-            if pattern in ORDER:
-                found.setdefault(pattern, [])
-                found[pattern] += [k for k in node if k not in found[pattern]]
+            order = key_order(path)
+            if order is not None:
+                keys, _ = found.setdefault(pattern, ([], order))
+                keys += [k for k in node if k not in keys]
             for key, value in node.items():
                 walk(value, path + (str(key),))
 
@@ -202,29 +201,13 @@ def _reference_order() -> dict[tuple[str, ...], list[str]]:
     return found
 
 
-def test_order_table_follows_the_configuration_reference_and_covers_the_schema():
-    for pattern, keys in _reference_order().items():
-        table = [k for k in ORDER[pattern] if k in keys]
+def test_fmt_order_follows_the_configuration_reference():
+    """fmt's order is the schema's (tests/unit/edit/test_fmt_schema_order.py); the page shows it."""
+    found = _reference_order()
+    assert len(found) > 10
+    for pattern, (keys, order) in found.items():
+        table = [k for k in order if k in keys]
         assert table == keys, f"{pattern}: reference order {keys}, fmt order {table}"
-    schema = schema_data("aigo.schema.json")
-    defs = schema["$defs"]
-
-    def props(node):
-        node = defs[node["$ref"].split("/")[-1]] if "$ref" in node else node
-        return node.get("properties", {})
-
-    for pattern, node in [
-        ((), schema),
-        (("defaults",), schema["properties"]["defaults"]),
-        (("router",), schema["properties"]["router"]),
-        (("engines",), schema["properties"]["engines"]),
-        (("models", "*"), defs["model"]),
-        (("models", "*", "source"), defs["source"]),
-        (("models", "*", "vllm"), defs["vllmSettings"]),
-        (("models", "*", "sglang"), defs["sglangSettings"]),
-        (("models", "*", "llama.cpp"), defs["llamaCppSettings"]),
-    ]:
-        assert set(props(node)) <= set(ORDER[pattern]), f"{pattern}: schema keys missing from fmt.ORDER"
 
 
 # -- the property -------------------------------------------------------------------------------------
