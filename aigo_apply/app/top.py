@@ -17,6 +17,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import EXIT_OK
+from aigo_apply.json_types import arr
 from aigo_apply.platforms.capabilities import refuse
 from aigo_apply.platforms.docker.planning import observe
 from aigo_apply.platforms.docker.platform import DockerPlatform
@@ -102,7 +103,8 @@ def gpus() -> list[dict[str, Any]]:
     facts = nvml_facts()
     return [
         {"index": g["index"], "name": g["name"], "memory_used": g["memory_used"], "memory_total": g["memory_total"]}
-        for g in facts.get("gpus", [])
+        for g in arr(facts.get("gpus"))
+        if isinstance(g, dict)
     ]
 
 

@@ -18,6 +18,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import DesiredState, EngineAddress, socket_file
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
+from aigo_apply.observe.docker_answers import ContainerConfig
 from aigo_apply.observe.start_log import StartRecord
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.platforms.docker import failed_starts, start_records
@@ -185,7 +186,7 @@ def _engine_reads(alias: str, container: ObservedContainer | None, address: Engi
     return read_engine(address, str((container.spec or {}).get("engine") or "vllm"), alias)
 
 
-def _container_config(runtime: Runtime | None, container: ObservedContainer | None) -> dict[str, Any]:
+def _container_config(runtime: Runtime | None, container: ObservedContainer | None) -> ContainerConfig:
     return runtime.container_config(container.id) if runtime is not None and container is not None else {}
 
 
