@@ -23,6 +23,7 @@ from aigo_apply.desired.model_store import (
     store_depth,
 )
 from aigo_apply.desired.spec import ModelSpec
+from aigo_apply.errors import Unreadable
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:
@@ -40,7 +41,7 @@ def marker_or_why(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
         raw = safe_read.read(path, safe_read.MARKER, str(path), missing_ok=True)
         data = safe_read.json_value(raw, safe_read.MARKER.depth) if raw is not None else None
-    except safe_read.Unreadable as exc:
+    except Unreadable as exc:
         return None, exc.reason
     except safe_read.BadData as exc:
         return None, str(exc)
