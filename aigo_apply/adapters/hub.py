@@ -20,11 +20,11 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Literal
 
 from aigo_apply import safe_read, safe_write
 from aigo_apply.adapters import hub_env
@@ -125,7 +125,7 @@ def download(
     progress: Callable[[int, int], None] | None = None,
     pin: str | None = None,
     kind: str = "model",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Download what the engine needs of repo@revision (a model's files, or a LoRA adapter's with
     `kind` "adapter"; at commit `pin` when given: aigo.lock) into `dest` and mark it complete. Resumes a
     partial download (huggingface_hub keeps .incomplete files under .cache/). When `dest` holds another
@@ -187,9 +187,9 @@ def _verify_and_mark(
     dest: Path,
     found: Remote,
     file: str | None,
-    previous: dict[str, Any],
+    previous: Mapping[str, object],
     kind: str = "model",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     for path, size in found.files.items():  # every file arrived whole, and the weights are the Hub's
         actual = (dest / path).stat().st_size if (dest / path).is_file() else None
         if actual != size:
@@ -197,7 +197,9 @@ def _verify_and_mark(
                 f"{repo}@{revision}: {path} has {actual} bytes after the download, the Hub says {size}; "
                 "run the command again to fetch it anew"
             )
-    verified = dict(previous.get("sha256", {})) if previous.get("commit") == found.commit else {}
+    same = previous.get("commit") == found.commit
+    digests, sizes = previous.get("sha256", {}), previous.get("files", {})  # marker_shape: each a mapping
+    verified = dict(digests) if same and isinstance(digests, dict) else {}
     for path, digest in found.sha256.items():
         if verified.get(path) != digest:
             if _sha256(dest / path) != digest:
@@ -207,9 +209,9 @@ def _verify_and_mark(
                     "it was deleted: run the command again"
                 )
             verified[path] = digest
-    files = dict(previous.get("files", {})) if previous.get("commit") == found.commit else {}  # other GGUF files
+    files = dict(sizes) if same and isinstance(sizes, dict) else {}  # other GGUF files
     files.update(found.files)
-    marker = {
+    marker: dict[str, object] = {
         "repo": repo,
         "revision": revision,
         "commit": found.commit,

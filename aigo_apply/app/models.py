@@ -59,6 +59,8 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
     for marker_path in sorted(p for p in found if not p.parent.name.startswith(".")):  # not a staging folder
         found_marker, invalid = marker_or_why(marker_path.parent)  # a damaged marker is shown as such
         marker, folder = found_marker or {}, str(marker_path.parent)
+        files = marker.get("files", {})  # marker_shape: names -> sizes
+        sizes = files if isinstance(files, dict) else {}
         recorded = source_of(marker)
         needs = users.pop(folder, []) if recorded else []  # one that records no source: they miss it
         other = [n for n in needs if wanted_source(n) != recorded]
@@ -68,8 +70,8 @@ def listing(desired: DesiredState, store: Path) -> list[dict[str, Any]]:
                 "repo": marker.get("repo"),
                 "revision": marker.get("revision"),
                 "commit": marker.get("commit"),
-                "bytes": sum(marker.get("files", {}).values()),
-                "files": len(marker.get("files", {})),
+                "bytes": sum(sizes.values()),
+                "files": len(sizes),
                 "folder": folder,
                 "downloaded_at": marker.get("downloaded_at"),
                 "used_by": sorted({a for n in needs if wanted_source(n) == recorded for a in n["models"]}),

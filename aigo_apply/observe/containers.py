@@ -12,7 +12,6 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import canonical_json
@@ -75,7 +74,7 @@ class ObservedState:
     router_files: dict[str, str] = field(default_factory=dict)  # the router's live config folder
     # downloaded model folders: path -> what its completion marker says ({} for none); only the
     # folders the file names are looked at
-    model_files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model_files: dict[str, dict[str, object]] = field(default_factory=dict)
     # containers with this project's labels that the tool could not have made: one warning each
     damaged: tuple[str, ...] = ()
 
@@ -205,7 +204,7 @@ def parse_state(
     containers: Iterable[JsonValue],
     images: Sequence[JsonMap],
     router_files: dict[str, str] | None = None,
-    model_files: dict[str, dict[str, Any]] | None = None,
+    model_files: dict[str, dict[str, object]] | None = None,
 ) -> ObservedState:
     ours: list[ObservedContainer] = []
     others: list[ObservedContainer] = []
