@@ -15,20 +15,30 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.adapters import docker_http
 from aigo_apply.adapters.create_checks import check_container
+from aigo_apply.adapters.docker_sdk import DockerAPI, Stream
 from aigo_apply.adapters.docker_volumes import DockerVolumes
 from aigo_apply.adapters.engine_sockets import prepare_socket_mounts
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import CONFINED_CAPS, ContainerSpec
 from aigo_apply.errors import DockerUnavailable, visible
+from aigo_apply.json_types import JsonObject, JsonValue, obj, text
 from aigo_apply.observe import docker_answers
+from aigo_apply.observe.docker_answers import ContainerConfig
 from aigo_apply.observe.label_checks import engine_names
 
 API_VERSION = docker_http.API_VERSION
 _CONFINED = {"cap_drop": ["ALL"], "cap_add": list(CONFINED_CAPS), "security_opt": ["no-new-privileges:true"]}
+
+
+class _Ahead(TypedDict, total=False):
+    """What the thread of prefetch_info left: the answer to GET /info, or what it raised."""
+
+    found: JsonValue
+    error: BaseException
 
 
 class DockerRuntime(DockerVolumes):
@@ -40,8 +50,9 @@ class DockerRuntime(DockerVolumes):
         self.where = host or "unix:///var/run/docker.sock"
         # the plan's reads without the SDK, where the transport is a plain socket (else None: the SDK)
         self._http = docker_http.for_host(host, os.environ, API_VERSION, timeout)
-        self._api: Any = None
-        self._info: Any = None  # a GET /info asked ahead (prefetch_info): its thread and answer
+        self._api: DockerAPI | None = None
+        # a GET /info asked ahead (prefetch_info): its thread and answer
+        self._info: tuple[threading.Thread, _Ahead] | None = None
 
     def prefetch_info(self) -> None:
         """Ask for GET /info now, on a connection of its own, while the container and image lists are
@@ -49,7 +60,7 @@ class DockerRuntime(DockerVolumes):
         only after them. Still one call; its answer (or failure) comes out of info() as before."""
         if self._http is None or self._info is not None:
             return
-        http, box = self._http, {}
+        http, box = self._http, _Ahead()
 
         def fetch() -> None:
             try:
@@ -62,7 +73,7 @@ class DockerRuntime(DockerVolumes):
         self._info = (thread, box)
 
     @property
-    def api(self) -> Any:
+    def api(self) -> DockerAPI:
         """The docker SDK's low-level client, made (and the SDK imported) on first use."""
         if self._api is None:
             import docker
@@ -76,15 +87,16 @@ class DockerRuntime(DockerVolumes):
                 api = docker.APIClient(version=API_VERSION, timeout=self._timeout, **kwargs)
             except (ValueError, docker.errors.DockerException) as exc:
                 raise DockerUnavailable(docker_http.unusable_host(self.where, exc)) from None
-            api.hooks["response"].append(self._count)
-            self._api = api
+            client: DockerAPI = api  # the SDK has no type information: docker_sdk.DockerAPI says what it is
+            client.hooks["response"].append(self._count)
+            self._api = client
         return self._api
 
-    def _count(self, response: Any, *args: Any, **kwargs: Any) -> Any:
+    def _count(self, response: object, *args: object, **kwargs: object) -> object:
         self.calls += 1
         return response
 
-    def _get(self, path: str, params: dict[str, Any] | None, sdk: Callable[[], Any]) -> Any:
+    def _get(self, path: str, params: Mapping[str, object] | None, sdk: Callable[[], JsonValue]) -> JsonValue:
         """GET `path` over the light client, or through the SDK (`sdk`) when it has none."""
         if self._http is None:
             with self._errors():
@@ -124,7 +136,7 @@ class DockerRuntime(DockerVolumes):
             raise DockerUnavailable(_explain(exc, self.where)) from None  # (ValueError: urllib3's LocationParseError)
 
     # -- reads ---------------------------------------------------------------------------------
-    def engine_events(self, project: str) -> Any:
+    def engine_events(self, project: str) -> _EngineEvents:
         """The project's engine containers dying and starting, as Docker reports them (a stream
         whose `close()` ends the iteration); each event names the model alias and container id. Only
         containers under the name the tool gives their alias count: copied labels on another name do not."""
@@ -140,17 +152,17 @@ class DockerRuntime(DockerVolumes):
         with self._errors():
             return _EngineEvents(self.api.events(filters=filters, decode=True), project)
 
-    def list_containers(self) -> list[dict[str, Any]]:
+    def list_containers(self) -> list[JsonObject]:
         """Every container (running or not) with labels, state and ports: one API call."""
         return docker_answers.container_list(
             self._get(*docker_http.LIST_CONTAINERS, lambda: self.api.containers(all=True))
         )
 
-    def list_images(self) -> list[dict[str, Any]]:
+    def list_images(self) -> list[JsonObject]:
         """Every local image with its tags: one API call."""
         return docker_answers.image_list(self._get(*docker_http.LIST_IMAGES, lambda: self.api.images()))
 
-    def state(self, container: str) -> dict[str, Any]:
+    def state(self, container: str) -> JsonObject:
         """The container's State object (Status, Running, ExitCode, ...); {} when it is gone."""
         import docker.errors
 
@@ -185,7 +197,7 @@ class DockerRuntime(DockerVolumes):
         if rest:
             yield rest.decode("utf-8", errors="replace")
 
-    def container_config(self, container: str) -> dict[str, Any]:
+    def container_config(self, container: str) -> ContainerConfig:
         """What a container was created with: its environment (`env`) and command line (`cmd`,
         after the entry point); {} when it is gone."""
         try:
@@ -195,7 +207,7 @@ class DockerRuntime(DockerVolumes):
             return {}
         return docker_answers.container_config(found)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JsonObject:
         """GET /info: engine version, runtimes, CDI devices."""
         return docker_answers.info(self._get(*docker_http.INFO, lambda: self.api.info()))
 
@@ -204,7 +216,7 @@ class DockerRuntime(DockerVolumes):
         with self._errors():
             self.api.tag(source, *_split_reference(reference), force=True)
 
-    def inspect_image(self, reference: str) -> dict[str, Any] | None:
+    def inspect_image(self, reference: str) -> JsonObject | None:
         """GET /images/{ref}/json, or None when the image is not on this machine."""
         import docker.errors
 
@@ -309,7 +321,7 @@ class DockerRuntime(DockerVolumes):
                 self.api.remove_container(cid, force=True)
         return code, output
 
-    def pull(self, reference: str, on_event: Callable[[dict], None] | None = None) -> None:
+    def pull(self, reference: str, on_event: Callable[[JsonObject], None] | None = None) -> None:
         """Pull `repo:tag` or `repo@sha256:...`, passing each progress event (id, status,
         progressDetail) to `on_event`."""
         repository, tag = _split_reference(reference)
@@ -330,18 +342,19 @@ class DockerRuntime(DockerVolumes):
 class _EngineEvents:
     """Docker's event stream reduced to what watch needs: {"action", "alias", "container"}."""
 
-    def __init__(self, stream: Any, project: str):
+    def __init__(self, stream: Stream, project: str):
         self._stream, self._project = stream, project
 
     def __iter__(self) -> Iterator[dict[str, str]]:
         for raw in self._stream:
             event = docker_answers.event(raw)
-            attributes = event.get("Actor", {}).get("Attributes", {})
+            attributes = obj(obj(event.get("Actor")).get("Attributes"))
             alias = attributes.get(labels.MODEL)
             if not isinstance(alias, str) or attributes.get("name") != engine_names(self._project, alias)[0]:
                 continue  # another name carrying the labels is not the model's container
-            if event.get("status") in ("die", "start"):
-                yield {"action": event["status"], "alias": alias, "container": event.get("id", "")}
+            status = event.get("status")
+            if isinstance(status, str) and status in ("die", "start"):
+                yield {"action": status, "alias": alias, "container": text(event.get("id"))}
 
     def close(self) -> None:
         self._stream.close()
@@ -353,7 +366,7 @@ def _split_reference(reference: str) -> tuple[str, str]:
     return repository, tag
 
 
-def _device_requests(gpus: str | tuple[int, ...]) -> list[Any] | None:
+def _device_requests(gpus: str | tuple[int, ...]) -> list[object] | None:
     from docker.types import DeviceRequest
 
     if gpus == "none":

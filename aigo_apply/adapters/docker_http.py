@@ -29,7 +29,8 @@ from aigo_apply.errors import DockerUnavailable, visible
 TYPE_CHECKING = False  # typing and collections: for the type checker only
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from typing import Any
+
+    from aigo_apply.json_types import JsonValue
 
 API_VERSION = "1.41"  # Docker 20.10+, and Podman's compatible socket; pinned to skip a version round trip
 # the three reads a plan makes: (path, query)
@@ -49,10 +50,10 @@ _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 class DockerHTTP:
     """GET a path of the versioned API and decode the JSON answer."""
 
-    def __init__(self, connect: Callable[[], Any], api_version: str):
+    def __init__(self, connect: Callable[[], _socket.socket], api_version: str):
         self._connect, self._prefix = connect, f"/v{api_version}"
 
-    def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+    def get(self, path: str, params: Mapping[str, object] | None = None) -> JsonValue:
         target = self._prefix + path + ("?" + _query(params) if params else "")
         request = f"GET {target} HTTP/1.0\r\nHost: docker\r\nAccept: application/json\r\n\r\n".encode("ascii")
         sock = self._connect()
@@ -74,12 +75,13 @@ class DockerHTTP:
             verb = "says" if status == 404 else "refused the request"
             raise DockerUnavailable(f"the Docker engine {verb}: {_message(body) or f'{status} {reason}'.strip()}")
         try:
-            return json.loads(body)
+            found: JsonValue = json.loads(body)
+            return found
         except RecursionError:  # nested deeper than any answer of the engine's: not one to read
             raise ValueError(f"its answer to GET {path} nests too deeply to be JSON it sends") from None
 
 
-def _query(params: Mapping[str, Any]) -> str:
+def _query(params: Mapping[str, object]) -> str:
     """`k=v&...` of plain names and numbers (all the reads here send); anything else is refused
     rather than escaped, so no path or query can be smuggled into the request line."""
     pairs = [(str(k), str(v)) for k, v in params.items()]
@@ -143,7 +145,7 @@ def for_host(
     if unix:
         path = unix.group(1)
 
-        def unix_socket() -> Any:
+        def unix_socket() -> _socket.socket:
             sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             try:
                 sock.settimeout(timeout)
@@ -158,7 +160,7 @@ def for_host(
     if tcp and 0 < int(tcp.group(2)) <= 65535:
         name, port = tcp.group(1), int(tcp.group(2))
 
-        def tcp_socket() -> Any:  # socket.create_connection, on _socket
+        def tcp_socket() -> _socket.socket:  # socket.create_connection, on _socket
             failed: OSError = OSError(f"{name} resolves to no address")
             for family, kind, proto, _, address in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
                 sock = _socket.socket(family, kind, proto)

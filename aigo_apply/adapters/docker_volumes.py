@@ -6,13 +6,14 @@ Pruning and destroy (platforms/docker/cache_volumes.py) remove only what observe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any
 
+from aigo_apply.adapters.docker_sdk import DockerAPI
 from aigo_apply.desired import labels
 from aigo_apply.desired.engines.common import CACHE_DIR
 from aigo_apply.desired.types import ContainerSpec
+from aigo_apply.json_types import JsonObject, JsonValue
 
 LIST_VOLUMES = ("/volumes", None)  # every volume; the label filter is applied here (one call, no SDK)
 
@@ -21,12 +22,14 @@ class DockerVolumes:
     """What DockerRuntime does with volumes, through its SDK client, its light reads and its one error
     mapping (DockerRuntime's `api`, `_get` and `_errors`)."""
 
-    api: Any
+    @property
+    def api(self) -> DockerAPI:
+        raise NotImplementedError
 
     def _errors(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
-    def _get(self, path: str, params: dict[str, Any] | None, sdk: Callable[[], Any]) -> Any:
+    def _get(self, path: str, params: Mapping[str, object] | None, sdk: Callable[[], JsonValue]) -> JsonValue:
         raise NotImplementedError
 
     def make_volumes(self, spec: ContainerSpec, project: str) -> None:
@@ -37,7 +40,7 @@ class DockerVolumes:
                 image = spec.image if mount.target == CACHE_DIR else None
                 self.api.create_volume(name=mount.source, labels=labels.for_volume(project, image))
 
-    def volume_labels(self, name: str) -> dict[str, Any] | None:
+    def volume_labels(self, name: str) -> JsonObject | None:
         """The labels of the volume `name` ({} when it has none), or None when there is no such volume."""
         import docker.errors
 
@@ -46,9 +49,10 @@ class DockerVolumes:
                 found = self.api.inspect_volume(name)
             except docker.errors.NotFound:
                 return None
-        return found.get("Labels") or {} if isinstance(found, dict) else {}
+        marks = found.get("Labels") if isinstance(found, dict) else None
+        return marks if isinstance(marks, dict) else {}
 
-    def list_volumes(self, project: str) -> list[dict[str, Any]]:
+    def list_volumes(self, project: str) -> list[JsonObject]:
         """The volumes whose labels say aigo-apply made them for `project`, as Docker lists them: one
         GET over the bare socket, as the plan's reads (an apply that changed nothing imports no SDK)."""
         found = self._get(*LIST_VOLUMES, lambda: self.api.volumes())
@@ -56,7 +60,9 @@ class DockerVolumes:
         return [
             v
             for v in (volumes if isinstance(volumes, list) else [])
-            if isinstance(v, dict) and isinstance(v.get("Labels"), dict) and labels.is_ours(v["Labels"], project)
+            if isinstance(v, dict)
+            and isinstance(marks := v.get("Labels"), dict)
+            and labels.is_ours(_texts(marks), project)
         ]
 
     def remove_volume(self, name: str) -> bool:
@@ -71,3 +77,8 @@ class DockerVolumes:
             with self._errors():
                 raise
         return True
+
+
+def _texts(marks: JsonObject) -> dict[str, str]:
+    """The labels whose values are text (is_ours compares text: no other value could match)."""
+    return {k: v for k, v in marks.items() if isinstance(v, str)}

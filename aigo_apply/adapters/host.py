@@ -9,15 +9,16 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Mapping
-from typing import Any
 
+from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.errors import DockerUnavailable
+from aigo_apply.json_types import JsonObject, JsonValue, arr, obj, text
 from aigo_apply.observe import docker_answers
 
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/libpod-|crio-|containerd[-/])?([0-9a-f]{64})")
 
 
-def docker_facts(runtime_factory, installed: Callable[[], bool] | None = None) -> dict[str, Any]:
+def docker_facts(runtime_factory: Callable[[], Runtime], installed: Callable[[], bool] | None = None) -> JsonObject:
     """{reachable, problem, engine, version, runtimes, cdi_devices}; never raises. An engine that
     does not answer is `missing` when nothing of one is on this host (`installed`: docker_installed),
     `permission` when its socket refuses this user, else `down`."""
@@ -60,12 +61,14 @@ def docker_installed(
     return any(which(name) for name in ("docker", "dockerd", "podman")) or any(exists(s) for s in sockets)
 
 
-def docker_facts_from_info(info: dict[str, Any]) -> dict[str, Any]:
+def docker_facts_from_info(info: object) -> JsonObject:
     """Pure: the parts of GET /info that matter here, each read for its type (observe/docker_answers.py;
     an answer that is not an object has none)."""
     info = docker_answers.info(info if isinstance(info, dict) else {})
-    server = info.get("ServerVersion", "")
-    components = " ".join(f"{c.get('Name', '')} {c.get('Version', '')}" for c in info.get("Components", []))
+    server = text(info.get("ServerVersion"))
+    components = " ".join(
+        f"{c.get('Name', '')} {c.get('Version', '')}" for c in arr(info.get("Components")) if isinstance(c, dict)
+    )
     named = f"{components} {info.get('Name', '')} {info.get('OperatingSystem', '')}"
     engine = "Podman" if "podman" in named.lower() else "Docker"
     return {
@@ -73,14 +76,18 @@ def docker_facts_from_info(info: dict[str, Any]) -> dict[str, Any]:
         "problem": None,
         "engine": engine,
         "version": server,
-        "runtimes": sorted(info.get("Runtimes", {})),
-        "cdi_devices": sorted(
-            d["ID"] for d in info.get("DiscoveredDevices", []) if d.get("Source") == "cdi" and d.get("ID")
-        ),
+        "runtimes": [*sorted(obj(info.get("Runtimes")))],
+        "cdi_devices": [
+            *sorted(
+                text(d["ID"])
+                for d in arr(info.get("DiscoveredDevices"))
+                if isinstance(d, dict) and d.get("Source") == "cdi" and d.get("ID")
+            )
+        ],
     }
 
 
-def nvml_facts() -> dict[str, Any]:
+def nvml_facts() -> JsonObject:
     """{available, problem, driver, cuda_driver, gpus: [{index, name, memory_total, memory_used, processes}]}."""
     try:
         import pynvml
@@ -91,7 +98,7 @@ def nvml_facts() -> dict[str, Any]:
     except pynvml.NVMLError as exc:
         return {"available": False, "problem": f"NVML could not start: {exc}", "gpus": []}
     try:
-        gpus = []
+        gpus: list[JsonValue] = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             name = pynvml.nvmlDeviceGetName(handle)
@@ -104,7 +111,7 @@ def nvml_facts() -> dict[str, Any]:
             if unified:  # the GPU shares the host's memory: count that
                 total, used = host_memory()
             try:
-                procs = [
+                procs: list[JsonValue] = [
                     process_facts(p.pid, int(p.usedGpuMemory or 0))
                     for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
                 ]
@@ -139,7 +146,7 @@ def nvml_facts() -> dict[str, Any]:
             pass
 
 
-def process_facts(pid: int, used: int) -> dict[str, Any]:
+def process_facts(pid: int, used: int) -> JsonObject:
     """A GPU process: its name, and the container it runs in (from /proc/PID/cgroup), so the ledger
     can tell this project's engines from everything else holding GPU memory."""
 
@@ -170,7 +177,7 @@ def container_id_from_cgroup(text: str) -> str | None:
 
 def host_memory() -> tuple[int | None, int | None]:
     """(total, in use) of host memory from /proc/meminfo, for GPUs with unified memory."""
-    values = {}
+    values: dict[str, int] = {}
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:

@@ -20,16 +20,18 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from types import TracebackType
+from typing import Literal
 
 from aigo_apply import safe_read, safe_write
 from aigo_apply.adapters import hub_env
 from aigo_apply.adapters.urls import shown_url
 from aigo_apply.desired.model_store import MARKER, foreign_source, select_files, source_of, store_depth
 from aigo_apply.errors import AigoError, HubError
+from aigo_apply.json_types import JsonValue
 from aigo_apply.observe.markers import read_marker, store_link
 
 INFO_TIMEOUT = 10.0
@@ -44,7 +46,7 @@ class Remote:
     commit: str
     files: dict[str, int]  # path -> bytes, only the selected files
     sha256: dict[str, str]  # path -> SHA-256 of LFS files (the weights)
-    config: dict[str, Any] | None = None  # config.json, when asked for (the VRAM estimate reads it)
+    config: JsonValue = None  # config.json as parsed, when asked for (the VRAM estimate reads it)
 
     @property
     def bytes(self) -> int:
@@ -83,10 +85,11 @@ def remote(
     sizes = {f.path: int(f.size) for f in entries}
     wanted = select_files(repo, sorted(sizes), file, kind)
     sha = {f.path: f.lfs.sha256 for f in entries if f.lfs is not None and f.path in wanted}
-    config = None
+    config: JsonValue = None
     config_name = "adapter_config.json" if kind == "adapter" else "config.json"
     if with_config and config_name in wanted:
-        from huggingface_hub.utils import build_hf_headers, get_session
+        from huggingface_hub import get_session
+        from huggingface_hub.utils._headers import build_hf_headers
 
         with _errors(repo, revision):
             reply = get_session().get(
@@ -122,7 +125,7 @@ def download(
     progress: Callable[[int, int], None] | None = None,
     pin: str | None = None,
     kind: str = "model",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Download what the engine needs of repo@revision (a model's files, or a LoRA adapter's with
     `kind` "adapter"; at commit `pin` when given: aigo.lock) into `dest` and mark it complete. Resumes a
     partial download (huggingface_hub keeps .incomplete files under .cache/). When `dest` holds another
@@ -184,9 +187,9 @@ def _verify_and_mark(
     dest: Path,
     found: Remote,
     file: str | None,
-    previous: dict[str, Any],
+    previous: Mapping[str, object],
     kind: str = "model",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     for path, size in found.files.items():  # every file arrived whole, and the weights are the Hub's
         actual = (dest / path).stat().st_size if (dest / path).is_file() else None
         if actual != size:
@@ -194,7 +197,9 @@ def _verify_and_mark(
                 f"{repo}@{revision}: {path} has {actual} bytes after the download, the Hub says {size}; "
                 "run the command again to fetch it anew"
             )
-    verified = dict(previous.get("sha256", {})) if previous.get("commit") == found.commit else {}
+    same = previous.get("commit") == found.commit
+    digests, sizes = previous.get("sha256", {}), previous.get("files", {})  # marker_shape: each a mapping
+    verified = dict(digests) if same and isinstance(digests, dict) else {}
     for path, digest in found.sha256.items():
         if verified.get(path) != digest:
             if _sha256(dest / path) != digest:
@@ -204,9 +209,9 @@ def _verify_and_mark(
                     "it was deleted: run the command again"
                 )
             verified[path] = digest
-    files = dict(previous.get("files", {})) if previous.get("commit") == found.commit else {}  # other GGUF files
+    files = dict(sizes) if same and isinstance(sizes, dict) else {}  # other GGUF files
     files.update(found.files)
-    marker = {
+    marker: dict[str, object] = {
         "repo": repo,
         "revision": revision,
         "commit": found.commit,
@@ -249,17 +254,18 @@ class _Progress:
         owner = self
 
         class Bar(tqdm):
-            def __init__(self, *args, **kwargs):
+            def __init__(self, *args: object, **kwargs: object) -> None:
                 self._counts = str(kwargs.get("desc", "")).startswith("Reconstructing")
                 kwargs["disable"] = True
                 super().__init__(*args, **kwargs)
 
-            def update(self, n=1):
+            def update(self, n: float | None = 1) -> bool | None:
                 if self._counts and owner.sink is not None and n:
                     with owner.lock:
                         owner.done += int(n)
                         owner.sink(owner.done, owner.total_bytes)
-                return super().update(n)
+                shown: bool | None = super().update(n)
+                return shown
 
         self.factory = Bar
 
@@ -273,7 +279,9 @@ class _errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, exc, tb) -> Literal[False]:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         if exc is None or isinstance(exc, AigoError):
             return False
         from huggingface_hub.errors import (
@@ -333,7 +341,8 @@ def small_files(
     SMALL_FILE_BYTES by the Hub's listing and by what arrives (`aigo-apply add` reads a model's own
     metadata this way: never a weight file). Asked with the token plan uses. Raises HubError."""
     found = remote(repo, revision, timeout=timeout)
-    from huggingface_hub.utils import build_hf_headers, get_session
+    from huggingface_hub import get_session
+    from huggingface_hub.utils._headers import build_hf_headers
 
     out: dict[str, bytes] = {}
     for name in names:

@@ -23,7 +23,7 @@ from aigo_apply.config.vllm_facts import config_release
 from aigo_apply.edit.add_entry import entry_lines, insert_entry
 from aigo_apply.edit.portable import alias_clash
 from aigo_apply.errors import AigoError, UsageProblem
-from aigo_apply.json_types import JsonObject, JsonValue, json_object
+from aigo_apply.json_types import JsonObject, JsonValue, json_object, number
 from aigo_apply.observe.chat_format import read_format, template_text
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.model_files import Unreadable, model_facts, read_folder_file, read_folder_json
@@ -218,7 +218,7 @@ def _read_folder(source: dict[str, str]) -> ModelFiles:
         except OSError as exc:
             raise AigoError(f"{shown(str(folder / name))}: {exc.strerror or exc}") from None
     _need_config(files, str(folder))
-    weights = model_facts({"model_dir": str(folder)}).get("weights")
+    weights = number(model_facts({"model_dir": str(folder)}).get("weights"))
     return ModelFiles(dict(source), str(folder), files, weights)
 
 

@@ -60,19 +60,21 @@ def listing(desired: DesiredState, store: Path) -> list[JsonObject]:
     for marker_path in sorted(p for p in found if not p.parent.name.startswith(".")):  # not a staging folder
         found_marker, invalid = marker_or_why(marker_path.parent)  # a damaged marker is shown as such
         marker, folder = found_marker or {}, str(marker_path.parent)
+        files = marker.get("files", {})  # marker_shape: names -> sizes
+        sizes = files if isinstance(files, dict) else {}
         recorded = source_of(marker)
         needs = users.pop(folder, []) if recorded else []  # one that records no source: they miss it
         other = [n for n in needs if wanted_source(n) != recorded]
         home = repo_dir(store, recorded[1], recorded[2], recorded[0]) if recorded and recorded[0] in KINDS else None
         rows.append(
             {
-                "repo": marker.get("repo"),
-                "revision": marker.get("revision"),
-                "commit": marker.get("commit"),
-                "bytes": sum(marker.get("files", {}).values()),
-                "files": len(marker.get("files", {})),
+                "repo": _text(marker.get("repo")),
+                "revision": _text(marker.get("revision")),
+                "commit": _text(marker.get("commit")),
+                "bytes": sum(sizes.values()),
+                "files": len(sizes),
                 "folder": folder,
-                "downloaded_at": marker.get("downloaded_at"),
+                "downloaded_at": _text(marker.get("downloaded_at")),
                 "used_by": _used_by(n for n in needs if wanted_source(n) == recorded),
                 **({"kind": "adapter"} if marker.get("kind") == "adapter" else {}),
                 **({"invalid": invalid} if invalid else {}),
@@ -101,6 +103,11 @@ def listing(desired: DesiredState, store: Path) -> list[JsonObject]:
 def _used_by(needs: Iterable[Download]) -> list[JsonValue]:
     """The aliases of the models that need these downloads, sorted."""
     return [*sorted({a for n in needs for a in n["models"]})]
+
+
+def _text(value: object) -> str | None:
+    """A marker's text (marker_shape keeps only text there), or None where it has none."""
+    return value if isinstance(value, str) else None
 
 
 def _mismatch(needs: list[Download]) -> str:

@@ -18,6 +18,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import EXIT_OK
+from aigo_apply.json_types import arr, obj
 from aigo_apply.platforms.capabilities import refuse
 from aigo_apply.platforms.docker.planning import observe
 from aigo_apply.platforms.docker.platform import DockerPlatform
@@ -138,11 +139,13 @@ def _int(value: float | None) -> int | None:
 
 def gpus() -> list[GpuMemory]:
     """Each GPU's memory (NVML); [] where there is none."""
-    facts = nvml_facts()
-    return [
-        {"index": g["index"], "name": g["name"], "memory_used": g["memory_used"], "memory_total": g["memory_total"]}
-        for g in facts.get("gpus", [])
-    ]
+    out: list[GpuMemory] = []
+    for gpu in arr(nvml_facts().get("gpus")):
+        g = obj(gpu)
+        index, name, used, total = g.get("index"), g.get("name"), g.get("memory_used"), g.get("memory_total")
+        if type(index) is int and isinstance(name, str) and type(used) is int and type(total) is int:  # NVML's
+            out.append({"index": index, "name": name, "memory_used": used, "memory_total": total})
+    return out
 
 
 def run_top(request: TopRequest, view: TopView) -> int:

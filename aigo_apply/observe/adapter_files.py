@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.config.host_paths import OS_WHY
 from aigo_apply.desired.types import AdapterFiles
+from aigo_apply.json_types import JsonValue
 from aigo_apply.observe.model_files import Unreadable, read_folder_file
 from aigo_apply.safe_read import BadData, json_value
 
@@ -65,14 +65,14 @@ def _config(folder: Path) -> tuple[int, tuple[str, ...], str | None] | str:
     except ValueError:
         return f"{path} cannot be read: it holds a character no file name can hold"
     try:  # bounded as every file from outside: nesting, digits, finite numbers
-        data: Any = json_value(raw, 16)
+        data: JsonValue = json_value(raw, 16)
     except BadData as exc:
         return f"{path} {exc}"
     facts = config_facts(data)
     return f"{path} {facts}" if isinstance(facts, str) else facts
 
 
-def hub_adapter(where: str, data: Any) -> AdapterFiles:
+def hub_adapter(where: str, data: JsonValue) -> AdapterFiles:
     """What a repo adapter's adapter_config.json on the Hub says (`data`: the parsed JSON, None when
     the repo has none or it is not JSON), before any of it is downloaded: its rank sizes the engine's
     --max-lora-rank in the plan, and a config vLLM cannot load blocks the plan before the download."""
@@ -82,7 +82,7 @@ def hub_adapter(where: str, data: Any) -> AdapterFiles:
     return AdapterFiles(*parsed, hub=True)
 
 
-def config_facts(data: Any) -> tuple[int, tuple[str, ...], str | None] | str:
+def config_facts(data: JsonValue) -> tuple[int, tuple[str, ...], str | None] | str:
     """(r, target modules, base model) from a parsed adapter_config.json, or what is wrong with it."""
     if not isinstance(data, dict):
         return "is not a JSON object"

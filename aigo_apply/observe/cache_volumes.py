@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.engines.common import CACHE_DIR, cache_volume, legacy_cache_volume
 from aigo_apply.desired.types import ContainerSpec
+from aigo_apply.json_types import JsonValue
 
 WARM, COLD = "warm", "cold"
 
@@ -46,7 +47,7 @@ class CacheVolume:
     created: float | None = None
 
 
-def parse(raw: Iterable[Any], project: str) -> tuple[CacheVolume, ...]:
+def parse(raw: Iterable[JsonValue], project: str) -> tuple[CacheVolume, ...]:
     """The project's cache volumes among the entries of GET /volumes, by name."""
     out = {}
     for entry in raw:
@@ -117,7 +118,7 @@ def next_start(
     return COLD
 
 
-def _unix(text: Any) -> float | None:
+def _unix(text: object) -> float | None:
     """An RFC 3339 time (Docker's CreatedAt, a start record's `at`) as Unix time; None when unreadable."""
     if not isinstance(text, str) or not 10 <= len(text) <= 64:
         return None

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+
+from aigo_apply.json_types import JsonValue
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ OWN_MARKERS = (
 )
 
 
-def template_text(tokenizer_config: Any, jinja: str | None = None, template_json: Any = None) -> str | None:
+def template_text(tokenizer_config: JsonValue, jinja: str | None = None, template_json: JsonValue = None) -> str | None:
     """Every chat template the files hold, joined (a repo may keep a default and a `tool_use` one), or
     None when there is none: chat_template.jinja, chat_template.json's `chat_template`, and
     tokenizer_config.json's `chat_template` (a text, or a list of {name, template})."""
@@ -90,11 +91,11 @@ def template_text(tokenizer_config: Any, jinja: str | None = None, template_json
         if isinstance(found, str):
             parts.append(found)
         elif isinstance(found, list):
-            parts += [t["template"] for t in found if isinstance(t, dict) and isinstance(t.get("template"), str)]
+            parts += [written for t in found if isinstance(t, dict) and isinstance(written := t.get("template"), str)]
     return "\n".join(parts) if parts else None
 
 
-def family(config: Any) -> str:
+def family(config: JsonValue) -> str:
     """config.json's model_type, else its text model's, else its first architecture ("" for none)."""
     config = config if isinstance(config, dict) else {}
     for holder in (config, config.get("text_config"), config.get("llm_config")):
@@ -106,7 +107,7 @@ def family(config: Any) -> str:
     return first if isinstance(first, str) and first.isprintable() and len(first) <= 64 else ""
 
 
-def read_format(config: Any, template: str | None) -> ChatFormat:
+def read_format(config: JsonValue, template: str | None) -> ChatFormat:
     """What the template and config.json say (see the module's docstring)."""
     kind = family(config)
     text = template or ""

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import canonical_json
+from aigo_apply.json_types import JsonMap, JsonObject, JsonValue, arr, text
 from aigo_apply.observe.label_checks import damaged_message, engine_names, label_problem, read_spec, router_name
 
 _EXIT = re.compile(r"^Exited \((-?\d+)\)")
@@ -44,7 +45,7 @@ class ObservedContainer:
         return self.labels.get(L.ROLE)
 
     @property
-    def spec(self) -> dict[str, Any] | None:
+    def spec(self) -> JsonObject | None:
         return read_spec(self.labels.get(L.SPEC))
 
     @property
@@ -73,7 +74,7 @@ class ObservedState:
     router_files: dict[str, str] = field(default_factory=dict)  # the router's live config folder
     # downloaded model folders: path -> what its completion marker says ({} for none); only the
     # folders the file names are looked at
-    model_files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model_files: dict[str, dict[str, object]] = field(default_factory=dict)
     # containers with this project's labels that the tool could not have made: one warning each
     damaged: tuple[str, ...] = ()
 
@@ -106,7 +107,7 @@ class ObservedState:
         return "sha256:" + hashlib.sha256(canonical_json(basis).encode()).hexdigest()
 
 
-def parse_container(raw: dict[str, Any]) -> ObservedContainer:
+def parse_container(raw: JsonMap) -> ObservedContainer:
     """One entry of GET /containers/json?all=1 (a value of an unexpected type reads as absent)."""
     cid = _text(raw.get("Id"))
     names = raw.get("Names")
@@ -136,7 +137,7 @@ def parse_container(raw: dict[str, Any]) -> ObservedContainer:
     )
 
 
-def _volumes(mounts: Any) -> tuple[str, ...]:
+def _volumes(mounts: JsonValue | None) -> tuple[str, ...]:
     """The names of the named volumes among a container's Mounts (anything else reads as none)."""
     if not isinstance(mounts, list):
         return ()
@@ -144,22 +145,22 @@ def _volumes(mounts: Any) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if isinstance(n, str)))
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+def _text(value: JsonValue | None) -> str:
+    return text(value)
 
 
-def _ports(raw: Any) -> tuple[tuple[str, int, int], ...]:
+def _ports(raw: JsonValue | None) -> tuple[tuple[str, int, int], ...]:
     """(host ip, host port, container port) of each published port that reads as one."""
-    found = []
-    for p in raw if isinstance(raw, list) else []:
+    found: list[tuple[str, int, int]] = []
+    for p in arr(raw):
         public = p.get("PublicPort") if isinstance(p, dict) else None
-        if type(public) is int and 0 < public <= 65535:
+        if isinstance(p, dict) and type(public) is int and 0 < public <= 65535:
             private = p.get("PrivatePort")
             found.append((_text(p.get("IP")), public, private if type(private) is int else 0))
     return tuple(sorted(found))
 
 
-def _router_port(state: str, host: Any, labels: dict[str, str]) -> tuple[tuple[str, int, int], ...]:
+def _router_port(state: str, host: JsonValue | None, labels: dict[str, str]) -> tuple[tuple[str, int, int], ...]:
     """The port a running aigo-apply router (of any project) listens on. A router is on the host
     network, where Docker publishes nothing and HAProxy binds router.bind:router.port itself with
     SO_REUSEPORT: a second router on the same port binds it too, and the kernel then shares the
@@ -188,22 +189,22 @@ def problem_of(container: ObservedContainer, project: str) -> str | None:
     return label_problem(container.name, container.labels, project)
 
 
-def parse_images(raw: list[dict[str, Any]]) -> dict[str, str]:
+def parse_images(raw: Iterable[JsonMap]) -> dict[str, str]:
     """GET /images/json -> {"repo:tag": image id} for every tag present locally."""
     found = {}
     for image in raw:
-        for tag in image.get("RepoTags") or []:
-            if tag and tag != "<none>:<none>":
-                found[tag] = image.get("Id", "")
+        for tag in arr(image.get("RepoTags")):
+            if isinstance(tag, str) and tag and tag != "<none>:<none>":
+                found[tag] = text(image.get("Id"))
     return found
 
 
 def parse_state(
     project: str,
-    containers: list[dict[str, Any]],
-    images: list[dict[str, Any]],
+    containers: Iterable[JsonValue],
+    images: Sequence[JsonMap],
     router_files: dict[str, str] | None = None,
-    model_files: dict[str, dict[str, Any]] | None = None,
+    model_files: dict[str, dict[str, object]] | None = None,
 ) -> ObservedState:
     ours: list[ObservedContainer] = []
     others: list[ObservedContainer] = []
@@ -220,14 +221,14 @@ def parse_state(
         tuple(sorted(ours, key=key)),
         tuple(sorted(others, key=key)),
         parse_images(images),
-        frozenset(i.get("Id", "") for i in images if i.get("Id")),
+        frozenset(text(i.get("Id")) for i in images if i.get("Id")),
         dict(router_files or {}),
         dict(model_files or {}),
         tuple(sorted(damaged)),
     )
 
 
-def running_engines(project: str, containers: list[dict[str, Any]]) -> dict[str, str]:
+def running_engines(project: str, containers: Iterable[JsonValue]) -> dict[str, str]:
     """alias -> container id of this project's engine containers that are running now, each under
     its own name (a kept copy of a replace, or a container named otherwise, is not the model's)."""
     out = {}

@@ -12,30 +12,44 @@ JSON."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.errors import DockerUnavailable
+from aigo_apply.json_types import JsonObject, JsonValue
 
-Reader = Callable[[Any], Any]  # a field's value -> its typed value, or None: the field reads as absent
+Reader = Callable[[JsonValue], JsonValue]  # a field's value -> its typed value, or None: the field reads as absent
 
 
-def _text(value: Any) -> str | None:
+class ContainerConfig(TypedDict, total=False):
+    """What a container was created with (`container_config`): its environment, NAME -> value, and
+    its command line after the entry point; {} when the container is gone."""
+
+    env: dict[str, str]
+    cmd: list[str]
+
+
+def _text(value: JsonValue) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _texts(value: Any) -> list[str] | None:
+def _strings(value: JsonValue) -> list[str] | None:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else None
 
 
-def _integer(value: Any) -> int | None:
+def _texts(value: JsonValue) -> list[JsonValue] | None:
+    strings = _strings(value)
+    return None if strings is None else list(strings)
+
+
+def _integer(value: JsonValue) -> int | None:
     return value if type(value) is int else None
 
 
-def _flag(value: Any) -> bool | None:
+def _flag(value: JsonValue) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def _text_map(value: Any) -> dict[str, str] | None:
+def _text_map(value: JsonValue) -> JsonObject | None:
     if not isinstance(value, dict):
         return None
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
@@ -43,10 +57,14 @@ def _text_map(value: Any) -> dict[str, str] | None:
 
 def _objects(fields: Mapping[str, Reader]) -> Reader:
     """A list of objects, each read by `fields` (entries that are not objects are left out)."""
-    return lambda value: [_typed(v, fields) for v in value if isinstance(v, dict)] if isinstance(value, list) else None
+
+    def read(value: JsonValue) -> list[JsonValue] | None:
+        return [_typed(v, fields) for v in value if isinstance(v, dict)] if isinstance(value, list) else None
+
+    return read
 
 
-def _typed(raw: dict[str, Any], fields: Mapping[str, Reader]) -> dict[str, Any]:
+def _typed(raw: JsonObject, fields: Mapping[str, Reader]) -> JsonObject:
     """`raw` with each field of `fields` it has read by its reader: dropped when of another type.
     Fields nobody reads are kept as they are, so a well-formed answer reads as itself."""
     out = dict(raw)
@@ -58,10 +76,28 @@ def _typed(raw: dict[str, Any], fields: Mapping[str, Reader]) -> dict[str, Any]:
     return out
 
 
-def _seconds(value: Any) -> int | None:
+def _seconds(value: JsonValue) -> int | None:
     """A Unix time in seconds: an int that a float holds (a JSON integer of 400 digits overflowed
     float() where a container's age is worked out)."""
     return value if type(value) is int and 0 <= value < 2**53 else None
+
+
+def _created(value: JsonValue) -> str | int | None:
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+
+def _runtimes(value: JsonValue) -> JsonObject | None:
+    if not isinstance(value, dict):
+        return None
+    return {k: r if isinstance(r, dict) else {} for k, r in value.items() if isinstance(k, str)}
+
+
+def _health(value: JsonValue) -> JsonObject | None:
+    return _typed(value, {"Status": _text}) if isinstance(value, dict) else None
+
+
+def _actor(value: JsonValue) -> JsonObject | None:
+    return _typed(value, {"Attributes": _text_map}) if isinstance(value, dict) else None
 
 
 _PORT = {"IP": _text, "Type": _text, "PublicPort": _integer, "PrivatePort": _integer}
@@ -76,73 +112,69 @@ IMAGE = {
     "Id": _text,
     "RepoTags": _texts,
     "RepoDigests": _texts,
-    "Created": lambda v: v if isinstance(v, (str, int)) and not isinstance(v, bool) else None,
+    "Created": _created,
     "Size": _integer,
 }
 INFO = {
     **dict.fromkeys(("ServerVersion", "Name", "OperatingSystem"), _text),
     "Components": _objects({"Name": _text, "Version": _text}),
-    "Runtimes": lambda v: (
-        {k: r if isinstance(r, dict) else {} for k, r in v.items() if isinstance(k, str)}
-        if isinstance(v, dict)
-        else None
-    ),
+    "Runtimes": _runtimes,
     "DiscoveredDevices": _objects({"Source": _text, "ID": _text}),
 }
 STATE = {
     **dict.fromkeys(("Running", "Paused", "Restarting", "OOMKilled", "Dead"), _flag),
     **dict.fromkeys(("Status", "Error", "StartedAt", "FinishedAt"), _text),
     "ExitCode": _integer,
-    "Health": lambda v: _typed(v, {"Status": _text}) if isinstance(v, dict) else None,
+    "Health": _health,
 }
 EVENT = {
     "status": _text,
     "id": _text,
-    "Actor": lambda v: _typed(v, {"Attributes": _text_map}) if isinstance(v, dict) else None,
+    "Actor": _actor,
 }
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     names = {dict: "an object", list: "a list", str: "text", bool: "a boolean", int: "a number", float: "a number"}
     return names.get(type(value), "null")
 
 
-def _refuse(request: str, value: Any, expected: str) -> DockerUnavailable:
+def _refuse(request: str, value: object, expected: str) -> DockerUnavailable:
     return DockerUnavailable(
         f"the Docker engine answered {request} with {_kind(value)}, not {expected}; check that DOCKER_HOST "
         "names a Docker (or Podman) engine"
     )
 
 
-def container_list(raw: Any) -> list[dict[str, Any]]:
+def container_list(raw: object) -> list[JsonObject]:
     """GET /containers/json: a list of containers (entries that are not objects are left out)."""
     if not isinstance(raw, list):
         raise _refuse("GET /containers/json", raw, "a list of containers")
     return [_typed(c, CONTAINER) for c in raw if isinstance(c, dict)]
 
 
-def image_list(raw: Any) -> list[dict[str, Any]]:
+def image_list(raw: object) -> list[JsonObject]:
     """GET /images/json: each image's id, tags and digests (the tags and digests that are text)."""
     if not isinstance(raw, list):
         raise _refuse("GET /images/json", raw, "a list of images")
     return [_typed(i, IMAGE) for i in raw if isinstance(i, dict)]
 
 
-def image_inspection(raw: Any) -> dict[str, Any]:
+def image_inspection(raw: object) -> JsonObject:
     """GET /images/{ref}/json: the image's id, digests, creation time and size."""
     if not isinstance(raw, dict):
         raise _refuse("GET /images/{name}/json", raw, "an image object")
     return _typed(raw, IMAGE)
 
 
-def info(raw: Any) -> dict[str, Any]:
+def info(raw: object) -> JsonObject:
     """GET /info: the fields the host checks read (adapters/host.docker_facts_from_info), each of its own type."""
     if not isinstance(raw, dict):
         raise _refuse("GET /info", raw, "an object")
     return _typed(raw, INFO)
 
 
-def container_state(raw: Any) -> dict[str, Any]:
+def container_state(raw: object) -> JsonObject:
     """The `State` object of GET /containers/{id}/json ({} when there is none)."""
     if raw is None:
         return {}
@@ -151,18 +183,18 @@ def container_state(raw: Any) -> dict[str, Any]:
     return _typed(raw, STATE)
 
 
-def event(raw: Any) -> dict[str, Any]:
+def event(raw: object) -> JsonObject:
     """One entry of GET /events, its status, id and actor attributes read for their type ({} for none)."""
     return _typed(raw, EVENT) if isinstance(raw, dict) else {}
 
 
-def container_config(raw: Any) -> dict[str, Any]:
+def container_config(raw: object) -> ContainerConfig:
     """From GET /containers/{id}/json: the environment (`env`, NAME -> value) and the command line
     after the entry point (`cmd`), each read for its type (missing or odd: empty)."""
     config = raw.get("Config") if isinstance(raw, dict) else None
     config = config if isinstance(config, dict) else {}
-    pairs = _texts(config.get("Env")) or []
+    pairs = _strings(config.get("Env")) or []
     return {
-        "env": dict(p.partition("=")[::2] for p in pairs),
-        "cmd": _texts(config.get("Cmd")) or [],
+        "env": {name: value for name, _, value in (p.partition("=") for p in pairs)},
+        "cmd": _strings(config.get("Cmd")) or [],
     }

@@ -15,8 +15,9 @@ import os
 import stat
 import struct
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
+from aigo_apply.json_types import JsonMap, JsonObject, JsonValue
 from aigo_apply.safe_read import judged
 
 # value type -> struct format of one element (8: string, 9: array, handled apart)
@@ -52,7 +53,7 @@ class _Head:
         self.f.seek(end)
 
 
-def read_metadata(source: Path | BinaryIO, stop_prefix: str = "tokenizer.", name: str | None = None) -> dict[str, Any]:
+def read_metadata(source: Path | BinaryIO, stop_prefix: str = "tokenizer.", name: str | None = None) -> JsonObject:
     """Every metadata entry before the first key that starts with `stop_prefix` (the tokenizer's
     vocabulary can be hundreds of thousands of strings, and nothing after it is needed). `source`: the
     file open for reading (model_files.folder_file opens a model's file the safe way; `name` names it
@@ -69,14 +70,14 @@ def read_metadata(source: Path | BinaryIO, stop_prefix: str = "tokenizer.", name
         return _read(f, name or source.name, stop_prefix)
 
 
-def _read(f: BinaryIO, name: str, stop_prefix: str) -> dict[str, Any]:
+def _read(f: BinaryIO, name: str, stop_prefix: str) -> JsonObject:
     head = _Head(f)
     if f.read(4) != b"GGUF":
         raise ValueError(f"{name} is not a GGUF file (no GGUF magic)")
     version, _tensors, count = struct.unpack("<IQQ", head.exact(20))
     if version not in (2, 3):
         raise ValueError(f"{name}: GGUF version {version} is not one this reader knows (2 or 3)")
-    meta: dict[str, Any] = {}
+    meta: JsonObject = {}
     for _ in range(count):
         key = _string(head, MAX_KEY)
         if key.startswith(stop_prefix):
@@ -93,7 +94,7 @@ def _string(head: _Head, limit: int = MAX_STRING) -> str:
     return head.exact(length).decode("utf-8", errors="replace")
 
 
-def _value(head: _Head, kind: int, depth: int = 0) -> Any:
+def _value(head: _Head, kind: int, depth: int = 0) -> JsonValue:
     if kind == _STRING:
         return _string(head)
     if kind == _ARRAY:
@@ -109,11 +110,12 @@ def _value(head: _Head, kind: int, depth: int = 0) -> Any:
         return [_value(head, inner, depth + 1) for _ in range(count)]
     if kind in _SCALARS:
         fmt = _SCALARS[kind]
-        return struct.unpack(fmt, head.exact(struct.calcsize(fmt)))[0]
+        scalar: int | float | bool = struct.unpack(fmt, head.exact(struct.calcsize(fmt)))[0]
+        return scalar
     raise ValueError(f"unknown GGUF value type {kind}")
 
 
-def as_config(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+def as_config(meta: JsonMap) -> tuple[JsonObject | None, list[str]]:
     """(config.json-shaped attention sizes, notes) from GGUF metadata; (None, [why]) when the
     architecture's sizes are missing. Per-layer head counts (a list) count at their largest."""
     arch = meta.get("general.architecture")
@@ -131,7 +133,7 @@ def as_config(meta: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
     layers, heads, hidden = number("block_count"), number("attention.head_count"), number("embedding_length")
     if not layers or not heads or not hidden:
         return None, [f"the GGUF metadata lacks {arch}.block_count, attention.head_count or embedding_length"]
-    config: dict[str, Any] = {
+    config: JsonObject = {
         "num_hidden_layers": layers,
         "num_attention_heads": heads,
         "hidden_size": hidden,

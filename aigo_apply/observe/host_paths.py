@@ -16,7 +16,6 @@ import pwd
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.config.host_paths import (
     HF_CACHE,
@@ -199,9 +198,10 @@ def _store(key: Path, real: dict[Path, Path | str], writers: dict[Path, str | No
             writers[folder] = others_can_write(folder)
 
 
-def _names_a_secret_file(value: Any) -> bool:
+def _names_a_secret_file(value: object) -> bool:
     """Whether any mapping in the document has a `from_file` key (only then are homes listed for it)."""
-    stack, seen = [value], set()
+    stack: list[object] = [value]
+    seen: set[int] = set()
     while stack:
         item = stack.pop()
         if id(item) in seen:  # a YAML alias repeats one node: it is looked at once
@@ -216,7 +216,7 @@ def _names_a_secret_file(value: Any) -> bool:
     return False
 
 
-def file_facts(file: str, document: Any) -> HostPaths:
+def file_facts(file: str, document: object) -> HostPaths:
     """What validation and the desired state need of the host for the config `file` holding
     `document`: its folder resolved, each path it mounts resolved (or why not) and, for its model
     store, who else could write it; your home; the environment's folders; and every account's home,

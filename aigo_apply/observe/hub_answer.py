@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from aigo_apply.json_types import JsonValue
 
 # (repo, revision, file) for a model's download; (repo, revision, None, "adapter") for a LoRA adapter's
 HubKey = tuple[str, str, str | None] | tuple[str, str, str | None, str]
@@ -32,7 +33,7 @@ class HubAnswer:
     bytes: int | None = None
     files: tuple[str, ...] = ()
     weights: int | None = None  # bytes of the weight files among `files`
-    config: dict[str, Any] | None = None  # the repo's config.json (an adapter's adapter_config.json), if any
+    config: JsonValue = None  # the repo's config.json (an adapter's adapter_config.json), if any
     pin: str | None = None  # the commit aigo.lock records (apply --locked)
     error: str | None = None  # why the Hub could not say
     fix: str = ""

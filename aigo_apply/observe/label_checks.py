@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from aigo_apply.config.engine_choice import ENGINE_NAMES
 from aigo_apply.config.names import BACKUP_SUFFIX, NEXT_SUFFIX, ROUTER_WORD, container_name, reserved_problem
 from aigo_apply.desired import labels as L
+from aigo_apply.json_types import JsonObject, JsonValue
 
 MAX_LABEL_CHARS = 65536  # a canonical spec is a few KiB; Docker itself allows far more
 MAX_SPEC_DEPTH = 12
@@ -112,12 +112,12 @@ def _engine_problem(labels: dict[str, str]) -> str | None:
     return None
 
 
-def read_spec(text: str | None) -> dict[str, Any] | None:
+def read_spec(text: str | None) -> JsonObject | None:
     """The canonical spec a label holds: a JSON object of bounded size and depth, else None."""
     if not isinstance(text, str) or len(text) > MAX_LABEL_CHARS:
         return None
     try:
-        spec = json.loads(text)
+        spec: JsonValue = json.loads(text)
     except (ValueError, RecursionError):
         return None
     if not isinstance(spec, dict) or _depth(spec) > MAX_SPEC_DEPTH:
@@ -125,7 +125,7 @@ def read_spec(text: str | None) -> dict[str, Any] | None:
     return spec
 
 
-def _depth(value: Any) -> int:
+def _depth(value: JsonValue) -> int:
     """How deep a JSON value nests, without recursion: one level of mappings and lists at a time
     (each spec of a plan is read with this, so its values are not visited one by one)."""
     deepest, layer = 0, [value]

@@ -10,7 +10,6 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from aigo_apply import safe_read
 from aigo_apply.desired.model_store import (
@@ -23,16 +22,17 @@ from aigo_apply.desired.model_store import (
     store_depth,
 )
 from aigo_apply.desired.spec import ModelSpec
+from aigo_apply.errors import Unreadable
 
 
-def read_marker(folder: Path) -> dict[str, Any] | None:
+def read_marker(folder: Path) -> dict[str, object] | None:
     """The folder's download marker in the shape the tool writes it, or None (not downloaded) when it
     is missing, unreadable, not a regular file (a symlink, a FIFO: never waited on) or of another
     shape: a damaged marker means the folder is downloaded and verified again, never a traceback."""
     return marker_or_why(folder)[0]
 
 
-def marker_or_why(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
+def marker_or_why(folder: Path) -> tuple[dict[str, object] | None, str | None]:
     """(the marker, None), (None, None) when there is none, or (None, why it is no marker), read by the
     one bounded reader (safe_read.MARKER: a regular file, never through a link, its JSON nested at most
     8 levels with no number of more than 30 digits)."""
@@ -40,7 +40,7 @@ def marker_or_why(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
         raw = safe_read.read(path, safe_read.MARKER, str(path), missing_ok=True)
         data = safe_read.json_value(raw, safe_read.MARKER.depth) if raw is not None else None
-    except safe_read.Unreadable as exc:
+    except Unreadable as exc:
         return None, exc.reason
     except safe_read.BadData as exc:
         return None, str(exc)
@@ -50,11 +50,11 @@ def marker_or_why(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
     return (shaped, None) if shaped is not None else (None, "is not in the shape aigo-apply writes")
 
 
-def read_markers(specs: Mapping[str, ModelSpec]) -> dict[str, dict[str, Any]]:
+def read_markers(specs: Mapping[str, ModelSpec]) -> dict[str, dict[str, object]]:
     """The markers of every folder the models download into, their repo LoRA adapters' too, and of
     the folder the older store layout gave each (model_store.legacy_dir) where that is another ({}
     where there is none)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for need in downloads(specs):
         for folder in (need["dest"], legacy_dir(need)):
             if folder is not None and folder not in out:
@@ -103,7 +103,9 @@ def store_link(dest: Path, inside: bool = True, depth: int = 2) -> str | None:
     return None
 
 
-def store_link_problems(specs: Mapping[str, ModelSpec], markers: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+def store_link_problems(
+    specs: Mapping[str, ModelSpec], markers: Mapping[str, Mapping[str, object]]
+) -> dict[str, list[str]]:
     """alias -> why the download folders its model (or an adapter) uses may not be written into or
     mounted (store_link). A folder that is complete is only mounted: its inside is not walked."""
     out: dict[str, list[str]] = {}

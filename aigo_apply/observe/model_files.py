@@ -22,10 +22,11 @@ import struct
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from aigo_apply.config.host_paths import short
 from aigo_apply.desired.model_store import MARKER, gguf_parts
+from aigo_apply.json_types import JsonObject, JsonValue, obj
 from aigo_apply.observe import gguf
 from aigo_apply.observe.hub_answer import HubAnswer
 from aigo_apply.safe_read import BadData, file_kind, json_value, judged, read_at_most
@@ -97,20 +98,21 @@ def read_folder_file(folder: Path, name: str, limit: int) -> bytes:
 MAX_DEPTH = 64  # a real config.json nests some 6 levels (quantization_config's groups), an index 2
 
 
-def read_folder_json(folder: Path, name: str, limit: int) -> Any:
+def read_folder_json(folder: Path, name: str, limit: int) -> JsonValue:
     """FOLDER/NAME parsed as UTF-8 JSON (read_folder_file's rules), bounded as every file from outside
     is (safe_read.json_value: nesting, digits, finite numbers; NaN or Infinity, which Python writes,
     read as unknown); Unreadable when it is not such JSON."""
     raw = read_folder_file(folder, name, limit)
     try:
-        return json_value(raw, MAX_DEPTH, constants=True)
+        found: JsonValue = json_value(raw, MAX_DEPTH, constants=True)
     except BadData as exc:
         if str(exc).startswith("nests deeper"):
             raise Unreadable(f"{short(folder / name)} nests deeper than any real {name} ({exc})") from None
         raise Unreadable(f"{short(folder / name)} {exc}; a real {name} is UTF-8 JSON") from None
+    return found
 
 
-def read_safetensors_header(folder: Path, name: str) -> dict[str, Any]:
+def read_safetensors_header(folder: Path, name: str) -> JsonObject:
     """The JSON header of FOLDER/NAME: its length (the first 8 bytes) must fit the file and MAX_HEADER."""
     with folder_file(folder, name) as f:
         size = os.fstat(f.fileno()).st_size
@@ -122,7 +124,7 @@ def read_safetensors_header(folder: Path, name: str) -> dict[str, Any]:
             raise ValueError(f"{name}: header of {length} bytes is not a safetensors header")
         raw = f.read(length)
     try:
-        header = json_value(raw, 8) if len(raw) == length else None
+        header: JsonValue = json_value(raw, 8) if len(raw) == length else None
     except BadData as exc:
         raise ValueError(f"{name}: its header is not a safetensors header: it {exc}") from None
     if not isinstance(header, dict):
@@ -143,11 +145,11 @@ def weight_files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.glob("*.safetensors"))
 
 
-def read_config(folder: Path) -> dict[str, Any] | None:
+def read_config(folder: Path) -> JsonObject | None:
     return _load_config(folder)[0]
 
 
-def _load_config(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
+def _load_config(folder: Path) -> tuple[JsonObject | None, str | None]:
     """(config.json, None), or (None, why it cannot be read)."""
     try:
         data = read_folder_json(folder, "config.json", MAX_CONFIG)
@@ -158,7 +160,7 @@ def _load_config(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
     return (data, None) if isinstance(data, dict) else (None, f"config.json in {folder} is not a JSON object")
 
 
-def _gguf_facts(path: Path) -> dict[str, Any]:
+def _gguf_facts(path: Path) -> JsonObject:
     """A GGUF file's size (its weights) and the attention sizes in its metadata (for the KV cache)."""
 
     folder, names = path.parent, gguf_parts(path.name)  # llama.cpp's split files: all parts count
@@ -177,23 +179,22 @@ def _gguf_facts(path: Path) -> dict[str, Any]:
     found = (f"sizes of the {len(names)} parts of the .gguf file" if split else "size of the .gguf file") + (
         " and its metadata" if config else ""
     )
-    return {"weights": weights, "config": config, "notes": notes, "found": found}
+    return {"weights": weights, "config": config, "notes": [*notes], "found": found}
 
 
-def quant_method(config: dict[str, Any] | None) -> str | None:
-    """The method of a pre-quantized checkpoint (AWQ, GPTQ, FP8, NVFP4...), from config.json."""
-    section = (config or {}).get("quantization_config")
+def quant_method(config: JsonValue) -> str | None:
+    """The method of a pre-quantized checkpoint (AWQ, GPTQ, FP8, NVFP4...), from config.json (a
+    model_facts `config`: an object, or None)."""
+    section = obj(config).get("quantization_config")
     method = section.get("quant_method") if isinstance(section, dict) else None
     return str(method) if method else None
 
 
-def model_facts(
-    spec: Mapping[str, object], remote: HubAnswer | None = None, weights_too: bool = True
-) -> dict[str, Any]:
+def model_facts(spec: Mapping[str, object], remote: HubAnswer | None = None, weights_too: bool = True) -> JsonObject:
     """{weights: bytes | None, config: dict | None, found: how, problem: why unknown}. For a model
     not downloaded yet, `remote` (what the Hub said: file sizes, config.json) stands in."""
     folder = Path(str(spec["model_dir"]))
-    out: dict[str, Any] = {"weights": None, "config": None, "found": None, "problem": None}
+    out: JsonObject = {"weights": None, "config": None, "found": None, "problem": None}
     if remote and remote.weights is not None and not _is(folder / MARKER, stat.S_ISREG):
         return {
             "weights": remote.weights,
@@ -229,17 +230,28 @@ def model_facts(
     return out
 
 
-def weights_from_headers(headers: list[dict[str, Any]]) -> int:
+def weights_from_headers(headers: list[JsonObject]) -> int:
     """Bytes of every tensor in safetensors headers (the JSON at the head of each file)."""
     total = 0
     for header in headers:
         for name, tensor in header.items():
             if name != "__metadata__":
-                begin, end = tensor["data_offsets"]
+                if not isinstance(tensor, dict):
+                    raise TypeError(f"the tensor {name[:100]!r} is not a JSON object")
+                begin, end = _pair(tensor["data_offsets"])
                 if not (type(begin) is int and type(end) is int and 0 <= begin <= end):
                     raise ValueError(f"the tensor {name[:100]!r} has data_offsets that are not a byte range")
                 total += end - begin
     return total
+
+
+def _pair(offsets: JsonValue) -> list[JsonValue] | Iterator[str]:
+    """What `begin, end = offsets` unpacks, for each JSON value (a non-iterable one raises as unpacking it did)."""
+    if isinstance(offsets, list):
+        return offsets
+    if isinstance(offsets, (str, dict)):
+        return iter(offsets)
+    raise TypeError(f"cannot unpack non-iterable {type(offsets).__name__} object")
 
 
 def _is(path: Path, kind: Callable[[int], bool]) -> bool:

@@ -37,7 +37,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TypedDict, TypeGuard
+
+from aigo_apply.json_types import JsonValue, text
 
 PHASES = ("inspect", "weights", "dynamo", "compile", "graph_capture", "engine_init", "other")
 CACHES = ("cold", "warm")
@@ -70,6 +72,30 @@ _COLD = re.compile(
 )
 
 
+class SavedStart(TypedDict):
+    """A StartRecord as the state folder keeps it (StartRecord.to_dict)."""
+
+    at: str
+    seconds: float
+    phases: dict[str, float]
+    cache: str | None
+    image_id: str
+    image: str
+    engine: str
+    spec_hash: str | None
+    kind: str
+
+
+class ShownStart(TypedDict):
+    """A model's last start as `status -o json` gives it (StartRecord.shown)."""
+
+    seconds: float
+    phases: dict[str, float]
+    cache: str | None
+    image_id: str
+    at: str
+
+
 @dataclass(frozen=True)
 class StartRecord:
     """One engine start that ended serving: when it served (`at`, ISO 8601 UTC), the seconds from its
@@ -88,7 +114,7 @@ class StartRecord:
     spec_hash: str | None = None
     kind: str = "create"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SavedStart:
         return {
             "at": self.at,
             "seconds": self.seconds,
@@ -101,7 +127,7 @@ class StartRecord:
             "kind": self.kind,
         }
 
-    def shown(self) -> dict[str, Any]:
+    def shown(self) -> ShownStart:
         """What `status -o json` gives as a model's `last_start`."""
         return {
             "seconds": self.seconds,
@@ -112,7 +138,7 @@ class StartRecord:
         }
 
     @classmethod
-    def from_dict(cls, data: Any) -> StartRecord | None:
+    def from_dict(cls, data: JsonValue) -> StartRecord | None:
         """A record read back from the state folder, checked for its types and bounds; None when it is
         not one apply writes (damaged, or edited)."""
         if not isinstance(data, dict):
@@ -124,21 +150,22 @@ class StartRecord:
             or not isinstance(phases, dict)
             or not all(k in PHASES and _seconds(v) for k, v in phases.items())
             or data.get("cache") not in (*CACHES, None)
-            or not all(isinstance(data.get(k), str) and len(data[k]) <= 512 for k in texts)
+            or not all(isinstance(value := data.get(k), str) and len(value) <= 512 for k in texts)
             or not isinstance(data.get("spec_hash"), (str, type(None)))
-            or not _when(data["at"])
+            or not _when(text(data["at"]))
         ):
             return None
+        cache, spec_hash = data.get("cache"), data.get("spec_hash")  # each text or None (checked above)
         return cls(
-            data["at"],
-            float(data["seconds"]),
-            {k: float(phases[k]) for k in PHASES if k in phases},  # in the order of a start
-            data.get("cache"),
-            data["image_id"],
-            data["image"],
-            data["engine"],
-            data.get("spec_hash"),
-            data["kind"],
+            text(data["at"]),
+            float(seconds),
+            {k: float(v) for k in PHASES if k in phases and _seconds(v := phases[k])},  # in the order of a start
+            cache if isinstance(cache, str) else None,
+            text(data["image_id"]),
+            text(data["image"]),
+            text(data["engine"]),
+            spec_hash if isinstance(spec_hash, str) else None,
+            text(data["kind"]),
         )
 
 
@@ -229,8 +256,13 @@ def _since(begin: float, end: float) -> float:
     return end - begin if end >= begin else end + 366 * 86400 - begin
 
 
-def _seconds(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value) and 0 <= value <= MAX_SECONDS
+def _seconds(value: object) -> TypeGuard[float]:
+    return (
+        type(value) in (int, float)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and 0 <= value <= MAX_SECONDS
+    )
 
 
 def _when(text: str) -> bool:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
+from aigo_apply.json_types import JsonValue
 from aigo_apply.observe.model_files import Unreadable, read_folder_json
 
 MAX_BYTES = 64 * 1024 * 1024  # the largest tokenizer.json read (big vocabularies are some 10-20 MiB)
@@ -33,7 +33,7 @@ def vocabulary(folder: str | Path) -> tuple[list[int], str]:
     return (ids, "") if ids else ([], f"{path} holds no vocabulary it understands")
 
 
-def _ordinary_ids(data: Any) -> list[int]:
+def _ordinary_ids(data: JsonValue) -> list[int]:
     model = data.get("model") if isinstance(data, dict) else None
     vocab = model.get("vocab") if isinstance(model, dict) else None
     listed = data.get("added_tokens") if isinstance(data, dict) else None

@@ -16,6 +16,7 @@ from aigo_apply.adapters.engine_metrics import fetch, samples
 from aigo_apply.desired.engines.common import with_slot
 from aigo_apply.desired.types import DesiredModel, EngineAddress
 from aigo_apply.observe.containers import ObservedContainer
+from aigo_apply.observe.docker_answers import ContainerConfig
 
 TIMEOUT = 1.0
 
@@ -70,7 +71,7 @@ def compare(
     model: DesiredModel | None,
     container: ObservedContainer | None,
     engine: dict[str, Any],
-    config: dict[str, Any],
+    config: ContainerConfig,
     image_now: str | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The model's effective settings, and each field that differs from the file: {field, file,

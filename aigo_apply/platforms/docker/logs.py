@@ -16,6 +16,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.desired import labels
 from aigo_apply.desired.types import DesiredState, SecretRef
 from aigo_apply.errors import UsageProblem
+from aigo_apply.json_types import arr, number, obj, text
 from aigo_apply.observe.label_checks import label_problem, names_of
 from aigo_apply.platforms import log_follow
 from aigo_apply.platforms.docker import failed_starts
@@ -29,13 +30,14 @@ def sources(runtime: Runtime, project: str) -> list[Source]:
     """Every container of the project the tool made: each engine under its model's alias, the router."""
     found: list[Source] = []
     for c in runtime.list_containers():
-        marks = c.get("Labels") or {}
-        name = (c.get("Names") or ["/"])[0].lstrip("/")
+        marks = {k: v for k, v in obj(c.get("Labels")).items() if isinstance(v, str)}  # docker_answers: all text
+        name = text((arr(c.get("Names")) or ["/"])[0]).lstrip("/")
         if marks.get(labels.PROJECT) != project or label_problem(name, marks, project):
             continue
         alias = marks.get(labels.MODEL) if marks.get(labels.ROLE) == labels.ROLE_ENGINE else None
         if name in names_of(project, alias):
-            found.append(Source(alias or ROUTER, c["Id"], float(c.get("Created") or 0), c.get("State") == "running"))
+            created = float(number(c.get("Created")) or 0)
+            found.append(Source(alias or ROUTER, text(c["Id"]), created, c.get("State") == "running"))
     return found
 
 

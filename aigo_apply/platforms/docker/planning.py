@@ -17,6 +17,7 @@ from aigo_apply.desired.model_store import Download, downloads, is_commit, label
 from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.errors import AigoError
+from aigo_apply.json_types import JsonObject
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
@@ -154,7 +155,7 @@ def host_checks(
     model not downloaded yet, what the Hub said (`remote`: file sizes and config.json)."""
 
     wants_gpu = bool(gpu_needs(desired)["models"])
-    facts = {
+    facts: dict[str, JsonObject] = {
         "docker": docker_facts(lambda: runtime),
         "nvml": nvml_facts() if wants_gpu else {"available": False, "gpus": []},
     }

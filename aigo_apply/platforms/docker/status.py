@@ -10,7 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.adapters.engine_metrics import fetch_url, samples
@@ -18,7 +18,8 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.desired import labels as L
 from aigo_apply.desired.types import DesiredState, EngineAddress, socket_file
 from aigo_apply.observe.containers import ObservedContainer, ObservedState
-from aigo_apply.observe.start_log import StartRecord
+from aigo_apply.observe.docker_answers import ContainerConfig
+from aigo_apply.observe.start_log import ShownStart, StartRecord
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.platforms.docker import failed_starts, start_records
 from aigo_apply.platforms.docker.cache_volumes import next_starts
@@ -26,6 +27,17 @@ from aigo_apply.platforms.docker.effective import compare, read_engine
 from aigo_apply.router.haproxy import routes_from_models_json
 
 PROBE_TIMEOUT = 1.0
+
+
+class FailedShown(TypedDict):
+    """A model's last failed start as a status row gives it (`last_failed_start`)."""
+
+    at: str
+    error: str | None  # the root cause line, if the log has one
+    why: str
+    log: str
+
+
 NEXT_START = {
     "warm": "its image's cache volume holds what a start of these settings on this image compiled",
     "cold": "nothing compiled for these settings on this image is in its cache volume yet",
@@ -153,7 +165,7 @@ def router_stalls(desired: DesiredState, key: str | None) -> dict[str, bool]:
     }
 
 
-def _last_failed(state: Path | None, alias: str, container: ObservedContainer | None) -> dict[str, Any] | None:
+def _last_failed(state: Path | None, alias: str, container: ObservedContainer | None) -> FailedShown | None:
     """The model's newest kept failed start (platforms/docker/failed_starts.py) when it came after the container
     that runs now was made (a failed replace puts the previous one back: that start still failed)."""
     record = failed_starts.newest(state, alias) if state is not None else None
@@ -168,7 +180,7 @@ def _last_failed(state: Path | None, alias: str, container: ObservedContainer | 
     return {"at": record.at, "error": record.error, "why": record.why, "log": str(record.log)}
 
 
-def _last_start(state: Path | None, alias: str) -> dict[str, Any] | None:
+def _last_start(state: Path | None, alias: str) -> ShownStart | None:
     """The model's last measured start: {seconds, phases, cache, image_id, at}; None before any."""
     record = start_records.newest(state, alias) if state is not None else None
     return record.shown() if record is not None else None
@@ -185,7 +197,7 @@ def _engine_reads(alias: str, container: ObservedContainer | None, address: Engi
     return read_engine(address, str((container.spec or {}).get("engine") or "vllm"), alias)
 
 
-def _container_config(runtime: Runtime | None, container: ObservedContainer | None) -> dict[str, Any]:
+def _container_config(runtime: Runtime | None, container: ObservedContainer | None) -> ContainerConfig:
     return runtime.container_config(container.id) if runtime is not None and container is not None else {}
 
 
@@ -311,7 +323,7 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def start_text(start: dict[str, Any]) -> str:
+def start_text(start: ShownStart) -> str:
     """A last start in words: "its last start took 42.9 s, warm (compile 14.0 s, other 26.6 s), at ..."."""
     phases = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f} s" for name, seconds in start["phases"].items())
     cache = f", {start['cache']}" if start.get("cache") else ""
@@ -322,7 +334,7 @@ def start_text(start: dict[str, Any]) -> str:
     )
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = " ".join(value) if isinstance(value, list) else str(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
