@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aigo_apply import safe_read, safe_write
 from aigo_apply.adapters import hub_env
@@ -242,19 +242,27 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+if TYPE_CHECKING:
+    from tqdm.asyncio import tqdm_asyncio
+
+    # the class snapshot_download takes (tqdm.auto's, outside notebooks): generic in its stubs only
+    _ProgressBase = tqdm_asyncio[object]
+
+
 class _Progress:
     """Collects the byte count of huggingface_hub's snapshot_download: `factory` is a silent tqdm
     class (tqdm's whole interface, no output) that forwards the "Reconstructing" bar's bytes."""
 
     def __init__(self, total: int, sink: Callable[[int, int], None] | None):
 
-        from tqdm import tqdm
+        if not TYPE_CHECKING:  # imported here (start-up time); the checker reads the alias at the top
+            from tqdm.asyncio import tqdm_asyncio as _ProgressBase
 
         self.total_bytes, self.done, self.sink, self.lock = total, 0, sink, threading.Lock()
         owner = self
 
-        class Bar(tqdm):
-            def __init__(self, *args: object, **kwargs: object) -> None:
+        class Bar(_ProgressBase):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:  # tqdm's own: whatever huggingface_hub passes
                 self._counts = str(kwargs.get("desc", "")).startswith("Reconstructing")
                 kwargs["disable"] = True
                 super().__init__(*args, **kwargs)

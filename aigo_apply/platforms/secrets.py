@@ -35,7 +35,7 @@ from aigo_apply.config.env_rules import (
 from aigo_apply.config.host_paths import short
 from aigo_apply.config.secret_names import hub_token_name
 from aigo_apply.desired.types import ContainerSpec, SecretRef
-from aigo_apply.errors import SecretUnavailable
+from aigo_apply.errors import SecretUnavailable, Unreadable
 from aigo_apply.observe import host_paths
 from aigo_apply.observe.host_paths import env_protected, hf_home, own_homes, resolve_or_why, try_resolve
 
@@ -153,7 +153,7 @@ def read_regular(path: Path, limit: int = MAX_SECRET_BYTES) -> bytes:
     try:
         with safe_read.opened(path, kind, judge=_one_name) as f:
             data = safe_read.read_at_most(f.fileno(), limit)
-    except safe_read.Unreadable as exc:
+    except Unreadable as exc:
         said = {"size": f"is larger than {limit} bytes", "link": "is a link, not a regular file"}
         raise SecretUnavailable(said.get(exc.why, exc.reason)) from None
     except OSError as exc:
