@@ -63,5 +63,5 @@ def run_bench(request: BenchRequest, view: BenchView) -> int:
             rows.append({**row, "error": str(exc)})
             continue
         rows.append({**row, **json_object(measured.to_dict())})
-    view.bench({"project": desired.project, "models": rows})
+    view.bench(json_object({"project": desired.project, "models": rows}))
     return EXIT_ERROR if any(r.get("error") or r.get("errors") for r in rows) else EXIT_OK

@@ -28,7 +28,7 @@ from aigo_apply.platforms.docker.fetch_steps import download_folder
 from aigo_apply.platforms.outcome import Reporter
 
 
-def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) -> list[JsonObject]:
+def pull(desired: DesiredState, aliases: tuple[str, ...], reporter: Reporter) -> list[dict[str, object]]:
     """Download every missing folder of the named models (all models when none are named)."""
     if off := sorted(set(aliases) & set(desired.disabled)):
         raise UsageProblem(

@@ -18,7 +18,7 @@ from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.app.choose_platform import open_platform
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import EXIT_OK
-from aigo_apply.json_types import arr, obj
+from aigo_apply.json_types import arr, json_object, obj
 from aigo_apply.platforms.capabilities import refuse
 from aigo_apply.platforms.docker.planning import observe
 from aigo_apply.platforms.docker.platform import DockerPlatform
@@ -161,10 +161,10 @@ def run_top(request: TopRequest, view: TopView) -> int:
     if request.once:
         time.sleep(request.interval)
         now = sample(desired, runtime, state_root)
-        view.top({"project": desired.project, "models": rows(before, now), "gpus": devices}, live=False)
+        view.top(json_object({"project": desired.project, "models": rows(before, now), "gpus": devices}), live=False)
         return EXIT_OK
     while True:
         time.sleep(request.interval)
         now = sample(desired, runtime, state_root)
-        view.top({"project": desired.project, "models": rows(before, now), "gpus": gpus()}, live=True)
+        view.top(json_object({"project": desired.project, "models": rows(before, now), "gpus": gpus()}), live=True)
         before = now

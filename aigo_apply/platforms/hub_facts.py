@@ -5,11 +5,10 @@ on a cluster, whose download Job fetches them, what each repo adapter's adapter_
 
 from __future__ import annotations
 
-from typing import Any
-
 from aigo_apply.desired.model_store import downloads, is_complete, kind_of, label
 from aigo_apply.desired.types import AdapterFiles, DesiredState
 from aigo_apply.errors import AigoError, HubError
+from aigo_apply.json_types import JsonObject, obj
 from aigo_apply.observe.adapter_files import hub_adapter
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key, key_kind
@@ -18,7 +17,7 @@ from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key, key_kind
 def remote_info(
     desired: DesiredState,
     observed: ObservedState,
-    lock: dict[str, Any] | None = None,
+    lock: JsonObject | None = None,
     kinds: frozenset[str] = frozenset({"model", "adapter"}),
 ) -> dict[HubKey, HubAnswer]:
     """What the Hub says about each download the plan may need (commit, files, bytes, or the
@@ -35,7 +34,7 @@ def remote_info(
         marker = observed.model_files.get(d["dest"]) or {}
         k = hub_key(d)
         if lock is not None:
-            entry = lock["models"].get(label(d))
+            entry = obj(lock["models"]).get(label(d))  # an object: lockfile.parse checked the lock's shape
             if entry is None:
                 out[k] = HubAnswer(
                     error=f"{label(d)} is not in aigo.lock",
@@ -44,8 +43,9 @@ def remote_info(
                     fix="apply without --locked once to record it (or remove the model)",
                 )
                 continue
-            pins[k] = entry["commit"]
-            if is_complete(marker, d, entry["commit"]):
+            commit = str(obj(entry)["commit"])  # a string: lockfile.parse checked it
+            pins[k] = commit
+            if is_complete(marker, d, commit):
                 continue
             missing.add(k)
         elif not is_complete(marker, d):

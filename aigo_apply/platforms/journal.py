@@ -9,7 +9,6 @@ import threading
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.errors import AigoError
 from aigo_apply.platforms.secrets import redact_data
@@ -21,7 +20,7 @@ class Journal:
         self.run = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
 
-    def record(self, step: str, address: str, outcome: str, **detail: Any) -> None:
+    def record(self, step: str, address: str, outcome: str, **detail: object) -> None:
         entry = {
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "run": self.run,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from aigo_apply import safe_read, safe_write
+from aigo_apply.json_types import JsonObject
 from aigo_apply.plan.lockfile import NAME, parse, text_of
 
 
@@ -16,7 +16,7 @@ def path_for(config_file: str) -> Path:
     return Path(config_file).resolve().with_name(NAME)
 
 
-def read(path: Path) -> dict[str, Any] | None:
+def read(path: Path) -> JsonObject | None:
     """The lock file's checked data; None when there is none. Read by safe_read.LOCK's rules: a
     regular file of at most 4 MiB, never through a symbolic link (a config repository could commit
     one to a huge file or a device), never waiting on a FIFO."""

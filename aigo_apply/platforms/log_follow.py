@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from aigo_apply.errors import AigoError, UsageProblem
 
@@ -52,7 +51,7 @@ def follow(
     stop: threading.Event,
 ) -> Iterator[tuple[str, str]]:
     """(name, line) as the sources write them, until `stop` is set."""
-    lines: queue.Queue[Any] = queue.Queue(maxsize=10000)
+    lines: queue.Queue[tuple[str, str]] = queue.Queue(maxsize=10000)
     followed: set[str] = set()
     ended: dict[str, float] = {}  # a source whose stream ended (it stopped), and when
     guard = threading.Lock()

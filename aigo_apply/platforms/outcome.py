@@ -5,15 +5,16 @@ Reporter, what every executor needs of the reporter (cli/reporter.py: human line
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from aigo_apply.json_types import JsonObject
 from aigo_apply.platforms.journal import Journal
 
 
 class Reporter(Protocol):
     """Progress as events: `step`, `log_tail`, `pull_start`, `pull_progress`, ... each with its fields."""
 
-    def event(self, kind: str, **fields: Any) -> None: ...
+    def event(self, kind: str, **fields: object) -> None: ...
 
 
 @dataclass
@@ -24,7 +25,7 @@ class Outcome:
     message: str
     restored: bool = False
     log_tail: list[str] = field(default_factory=list)
-    canary: dict[str, Any] | None = None  # a replace's canary gate: what it measured and decided
+    canary: JsonObject | None = None  # a replace's canary gate: what it measured and decided
 
 
 @dataclass

@@ -15,9 +15,10 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from aigo_apply.desired.types import DesiredState
+from aigo_apply.json_types import JsonObject
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.types import Plan
 from aigo_apply.platforms.capabilities import Capability
@@ -86,9 +87,9 @@ class Platform(Protocol[Observed]):
         plan: Plan,
         request: ApplyRequest,
         console: Console,
-        canaries: tuple[dict[str, Any], ...] = (),
+        canaries: tuple[JsonObject, ...] = (),
     ) -> None: ...
-    def status(self) -> dict[str, Any]: ...
-    def status_text(self, report: dict[str, Any]) -> str: ...
+    def status(self) -> JsonObject: ...
+    def status_text(self, report: JsonObject) -> str: ...
     def logs(self, request: LogsRequest) -> LogStream:
         """The output of the asked models' engines (and the router's), checked names first."""

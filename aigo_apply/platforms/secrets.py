@@ -22,7 +22,7 @@ import re
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import overload
 
 from aigo_apply import safe_read
 from aigo_apply.config.env_rules import (
@@ -36,6 +36,7 @@ from aigo_apply.config.host_paths import short
 from aigo_apply.config.secret_names import hub_token_name
 from aigo_apply.desired.types import ContainerSpec, SecretRef
 from aigo_apply.errors import SecretUnavailable, Unreadable
+from aigo_apply.json_types import JsonObject, JsonValue
 from aigo_apply.observe import host_paths
 from aigo_apply.observe.host_paths import env_protected, hf_home, own_homes, resolve_or_why, try_resolve
 
@@ -77,7 +78,13 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_data(value: Any) -> Any:
+@overload
+def redact_data(value: JsonObject) -> JsonObject: ...
+@overload
+def redact_data(value: dict[str, object]) -> JsonObject: ...
+@overload
+def redact_data(value: object) -> JsonValue: ...
+def redact_data(value: object) -> JsonValue:
     """JSON-ready data with every string redacted, keys left as they are (so JSON stays JSON)."""
     if isinstance(value, str):
         return redact(value)

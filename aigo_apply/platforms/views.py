@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from aigo_apply.desired.images import ImageObject, LocalImage
 from aigo_apply.errors import ConfigFileError, ConfigInvalid
+from aigo_apply.json_types import JsonObject
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.types import Plan
@@ -30,7 +31,7 @@ class Console(Protocol):
 
     confirm: Callable[[str], bool] | None
 
-    def event(self, kind: str, **fields: Any) -> None: ...
+    def event(self, kind: str, **fields: object) -> None: ...
 
     def show_plan(self, plan: Plan) -> None: ...
     def say(self, message: str, err: bool = False, head: str = "", colour: str | None = None) -> None: ...
@@ -65,7 +66,7 @@ class Readiness:
     def blocked(self) -> bool:
         return any(c.status == "blocking" for c in self.checks)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "project": self.project,
             "image": self.image,
@@ -85,17 +86,17 @@ class LogsView(Protocol):
 
 
 class TopView(Protocol):
-    def top(self, report: dict[str, Any], live: bool) -> None:
+    def top(self, report: JsonObject, live: bool) -> None:
         """One view of `top`: {project, models: rows, gpus}; `live`: it replaces the view before."""
 
 
 class BenchView(Protocol):
-    def bench(self, report: dict[str, Any]) -> None:
+    def bench(self, report: JsonObject) -> None:
         """`bench`: {project, models: one row per model, its figures or why it has none}."""
 
 
 class StatusView(Protocol):
-    def status(self, report: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> None:
+    def status(self, report: JsonObject, text: Callable[[JsonObject], str]) -> None:
         """`text`: the platform's one-screen rendering of `report` (Docker's and a cluster's differ)."""
 
 
@@ -103,11 +104,11 @@ class StoreView(Protocol):
     """image inspect and models list."""
 
     def image(self, info: LocalImage) -> None: ...
-    def stored_models(self, rows: list[dict[str, Any]]) -> None: ...
+    def stored_models(self, rows: list[JsonObject]) -> None: ...
 
 
 class AddView(Protocol):
-    def added(self, report: dict[str, Any], entry: str) -> None:
+    def added(self, report: JsonObject, entry: str) -> None:
         """`add`: the proposal (app/add_model.Added.to_dict: the entry, why each setting, the notes,
         whether it was written) and the entry as YAML with its comments."""
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from aigo_apply import __version__
 from aigo_apply.desired.engines.router import LIVE
@@ -255,6 +255,16 @@ def check_addresses(addresses: dict[str, str], routes: list[Route]) -> None:
             )
 
 
+class LuaModel(TypedDict):
+    """One entry of GET /v1/models as models.lua lists it (`parent`: an adapter's base, "" for a model)."""
+
+    backend: str
+    alias: str
+    owned_by: str
+    max_model_len: int
+    parent: str
+
+
 def _render_lua(
     settings: RouterSettings,
     routes: list[Route],
@@ -265,7 +275,7 @@ def _render_lua(
     a number), so each is checked again right here to be a plain word that cannot end the literal.
     An adapter is listed with its base as parent, on its base's backend (up while the base is).
     A held model is listed: its requests wait for the engine apply is starting, then reach it."""
-    models = [
+    models: list[LuaModel] = [
         {
             "backend": check_lua_value("backend name", r.backend),
             "alias": check_lua_value("model alias", r.alias),

@@ -9,12 +9,12 @@ right before it becomes part of a Lua literal."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.router.haproxy_safety import check_lua_value
-from aigo_apply.router.haproxy_swap import lua_address
+from aigo_apply.router.haproxy_swap import LuaAddress, lua_address
 
 if TYPE_CHECKING:
     import jinja2
@@ -77,10 +77,10 @@ def watch_interval(stall_s: int) -> int:
     return max(1, min(15, stall_s // 4))
 
 
-def _engine(route: Route, kubernetes: bool, adapters: list[str]) -> dict[str, Any]:
+def _engine(route: Route, kubernetes: bool, adapters: list[str]) -> dict[str, object]:
     """What metrics.lua knows of one engine; `adapters`: the LoRA adapters it serves (vLLM only), whose
     activity the router reads from vLLM's LORA_INFO gauge and writes under each adapter's own alias."""
-    where: dict[str, Any] = {"addr": None, "port": None} if kubernetes else lua_address(route)
+    where: LuaAddress = {"addr": None, "port": None} if kubernetes else lua_address(route)
     return {
         "adapters": adapters if ENGINES[route.owned_by].adapters else [],
         "alias": check_lua_value("model alias", route.alias),

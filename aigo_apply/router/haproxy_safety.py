@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
+from aigo_apply.desired.types import AdapterRoute, Route, RouterSettings
 from aigo_apply.errors import RouterError
 
 MAX_BODY_MB = 128  # tune.bufsize: HAProxy refuses 256 MiB and more when HTTP is in use
@@ -27,19 +29,20 @@ _OWNER = re.compile(r"[a-z0-9][a-z0-9._-]{0,31}")
 _BIND = re.compile(r"[0-9A-Fa-f:.]{2,39}")
 _CONF = re.compile(r"/[A-Za-z0-9/._-]{0,1023}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+Checked = TypeVar("Checked")
 
 
-def _refuse(what: str, value: Any, rule: str) -> RouterError:
+def _refuse(what: str, value: object, rule: str) -> RouterError:
     return RouterError(
         f"router: refusing to write {what} {value!r} into the HAProxy files: it must be {rule} (nothing was changed)"
     )
 
 
-def _integer(value: Any, low: int, high: int) -> bool:
+def _integer(value: object, low: int, high: int) -> bool:
     return type(value) is int and low <= value <= high
 
 
-def check_settings(settings: Any) -> None:
+def check_settings(settings: RouterSettings) -> None:
     """project, bind, port, max_body_mb, timeout and the keys' digest, as the config allows them."""
     if not (isinstance(settings.project, str) and _PROJECT.fullmatch(settings.project)):
         raise _refuse("project", settings.project, "1-32 lowercase letters, digits, '-' or '_'")
@@ -64,7 +67,7 @@ def check_settings(settings: Any) -> None:
         raise _refuse("the API keys' digest", digest, "64 hexadecimal digits, or empty while the keys are unread")
 
 
-def is_ip(value: Any) -> bool:
+def is_ip(value: object) -> bool:
     """An IPv4 or IPv6 address in plain notation (no zone, no spaces: a word of a `bind` line)."""
     if not (isinstance(value, str) and _BIND.fullmatch(value)):
         return False
@@ -75,7 +78,7 @@ def is_ip(value: Any) -> bool:
     return True
 
 
-def check_routes(routes: list[Any]) -> None:
+def check_routes(routes: Sequence[Route]) -> None:
     """Each route's alias (a map key and a comment), port, length and owner; aliases unique."""
     seen: set[str] = set()
     for route in routes:
@@ -97,7 +100,7 @@ def check_routes(routes: list[Any]) -> None:
             raise _refuse(f"the engine of model {alias}", route.owned_by, "an engine name such as vllm")
 
 
-def check_adapters(adapters: Any, routes: list[Any]) -> None:
+def check_adapters(adapters: Iterable[AdapterRoute], routes: Sequence[Route]) -> None:
     """Each adapter route's alias and its base's (map keys, Lua and JSON words): an adapter never
     shares a name with a model or another adapter. An adapter whose base is not routed right now (apply
     adds the models' routes one by one) is left out of the files, not refused."""
@@ -116,7 +119,7 @@ def check_adapters(adapters: Any, routes: list[Any]) -> None:
 _LUA_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-def check_lua_value(what: str, value: Any) -> Any:
+def check_lua_value(what: str, value: Checked) -> Checked:
     """A value about to go into the Lua service (models.lua): a word of letters, digits, '.', '_'
     or '-' (it can neither end a Lua or JSON string literal nor start a comment or a new line), or
     an integer in HAProxy's range. Returned unchanged, so the check sits where the value is used."""
@@ -129,7 +132,7 @@ def check_lua_value(what: str, value: Any) -> Any:
     return value
 
 
-def check_conf(conf: Any) -> None:
+def check_conf(conf: object) -> None:
     """The folder the config names its files in: an absolute path of plain characters."""
     if not (isinstance(conf, str) and _CONF.fullmatch(conf) and ".." not in conf.split("/")):
         raise _refuse("the config folder", conf, "an absolute path of letters, digits, '/', '.', '_' or '-'")

@@ -8,7 +8,7 @@ becomes part of a Lua literal."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from aigo_apply.config.swap_groups import MAX_AWAKE_LIMIT
 from aigo_apply.desired.engines.router import ROUTER_MOUNT
@@ -29,6 +29,14 @@ CALL_MS = 120_000  # one /sleep or /wake_up call (level 1 moves the weights betw
 LEARN_MS = 2_000
 HOLDS = "holds"  # in the router's state folder: one file per swap group apply is starting a model of
 HOLD_DIR = f"{ROUTER_MOUNT}/{HOLDS}"
+
+
+class LuaAddress(TypedDict):
+    """Where the router's Lua reaches an engine: `addr` (unix@SOCKET, or 127.0.0.1) and its port (None
+    on a socket); both None on Kubernetes, where HAProxy resolved the backend's address."""
+
+    addr: str | None
+    port: int | None
 
 
 def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route]) -> dict[str, str]:
@@ -58,7 +66,7 @@ def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route
             )
     if not groups:
         return {}
-    values: dict[str, Any] = {
+    values: dict[str, object] = {  # the template's words
         "project": check_lua_value("project", settings.project),
         "groups": groups,
         "members": members,
@@ -73,7 +81,7 @@ def render(env: jinja2.Environment, settings: RouterSettings, routes: list[Route
     }
 
 
-def lua_address(route: Route) -> dict[str, Any]:
+def lua_address(route: Route) -> LuaAddress:
     """Where swap.lua connects to a member's engine (a Lua string literal and a number): its Unix
     socket as HAProxy names one, or 127.0.0.1 and its port."""
     if route.router_socket is None:

@@ -16,16 +16,20 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.desired.canary import CanarySettings
 from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import AigoError, CanaryRefused, NotReady
+from aigo_apply.json_types import JsonObject, json_object
 from aigo_apply.observe.tokenizer_vocab import vocabulary
 from aigo_apply.plan.canary_verdict import CanaryResult, Measurement, Sample, decide, differences, prompts
 from aigo_apply.plan.types import Action
 from aigo_apply.platforms.outcome import StepLog
+
+if TYPE_CHECKING:
+    import httpx
 
 REQUEST_TIMEOUT = 300.0  # one measured request, at most
 # The pause before each engine's turn, not timed. An engine keeps its CPU threads busy for a moment
@@ -42,9 +46,21 @@ FALLBACK_TEXT = (
 )
 
 
+class CompletionRequest(TypedDict):
+    """The body of one measured completion (POST /v1/completions)."""
+
+    model: str
+    prompt: list[int]
+    max_tokens: int
+    temperature: int
+    ignore_eos: bool
+    stream: bool
+    stream_options: NotRequired[dict[str, bool]]
+
+
 def replace_gate(
     action: Action, old_spec: Mapping[str, object], log: StepLog, should_stop: Callable[[], bool]
-) -> Callable[[EngineAddress], dict[str, Any] | None] | None:
+) -> Callable[[EngineAddress], JsonObject | None] | None:
     """A parallel replace's canary gate as the plan decided it: run (between the new engine's readiness
     and the route's move; refusing raises CanaryRefused), said to be skipped, or none. `old_spec`:
     the replaced engine's spec (where it serves, and its model folder)."""
@@ -56,7 +72,7 @@ def replace_gate(
         return None
     old = EngineAddress.of(old_spec, "a" if action.slot == "b" else "b")
 
-    def run(new: EngineAddress) -> dict[str, Any] | None:
+    def run(new: EngineAddress) -> JsonObject | None:
         log.step(
             action.address, "recreate", "", f"canary: measuring the old and the new engine ({gate.settings.describe()})"
         )
@@ -72,7 +88,7 @@ def replace_gate(
         log.reporter.event("canary", address=action.address, result=result.to_dict())
         if not result.verdict.passed:
             raise CanaryRefused(result.verdict.reason, result.to_dict())
-        return result.to_dict()
+        return json_object(result.to_dict())
 
     return run
 
@@ -215,7 +231,7 @@ def _completion(
     """One completion, bounded: at most REQUEST_TIMEOUT in all (not only per read), at most
     MAX_EVENTS events and MAX_BYTES of text; an engine's token count is believed up to max_tokens.
     Whatever goes wrong is a failed sample, never an exception."""
-    body: dict[str, Any] = {
+    body: CompletionRequest = {
         "model": alias,
         "prompt": prompt,
         "max_tokens": max_tokens,
@@ -249,7 +265,7 @@ MAX_BYTES = 64 * 1024  # the most of one answer's text (or error body) kept
 
 
 def _streamed(
-    client: EngineClient, body: dict[str, Any], began: float, max_tokens: int, should_stop: Callable[[], bool]
+    client: EngineClient, body: CompletionRequest, began: float, max_tokens: int, should_stop: Callable[[], bool]
 ) -> Sample:
     first: float | None = None
     tokens, chunks, size, events, done = 0, 0, 0, 0, False
@@ -291,13 +307,18 @@ def _streamed(
     )
 
 
-def _tokens(value: Any, most: int) -> int:
+def _tokens(value: object, most: int) -> int:
     """An engine's count of its generated tokens, believed up to what was asked for."""
-    count = int(value or 0)
-    return max(0, min(count, most))
+    if not value:
+        return 0
+    if not isinstance(value, str | int | float):  # JSON that is no count (an array, an object): int() refuses it
+        raise TypeError(
+            f"int() argument must be a string, a bytes-like object or a real number, not '{type(value).__name__}'"
+        )
+    return max(0, min(int(value), most))
 
 
-def _bounded(reply: Any, began: float) -> str:
+def _bounded(reply: httpx.Response, began: float) -> str:
     """At most MAX_BYTES of an answer's body, within the request's time limit."""
     out = bytearray()
     for chunk in reply.iter_bytes():

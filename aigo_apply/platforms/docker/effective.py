@@ -9,7 +9,8 @@ its command line. Each read is bounded by a short timeout; what cannot be read i
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TypedDict, TypeVar
 
 from aigo_apply.adapters.engine_http import EngineClient
 from aigo_apply.adapters.engine_metrics import fetch, samples
@@ -19,16 +20,40 @@ from aigo_apply.observe.containers import ObservedContainer
 from aigo_apply.observe.docker_answers import ContainerConfig
 
 TIMEOUT = 1.0
+Number = TypeVar("Number", int, float)
 
 
-def read_engine(address: EngineAddress | None, engine: str, alias: str) -> dict[str, Any]:
+class EngineReads(TypedDict, total=False):
+    """What an engine says it runs (read_engine): its served names and max model length, and for vLLM
+    the KV cache it settled on (cache_config: its cache_config_info labels, each None when not said);
+    a key is absent when its read did not answer."""
+
+    served_names: list[str]
+    max_model_len: int | None
+    kv_cache_blocks: int | None
+    block_size: int | None
+    kv_cache_tokens: int | None
+    gpu_memory_utilization: float | None
+    kv_cache_dtype: str | None
+
+
+class Drift(TypedDict):
+    """One field where what runs differs from the file (`status`'s drift)."""
+
+    field: str
+    file: object
+    effective: object
+    why: str
+
+
+def read_engine(address: EngineAddress | None, engine: str, alias: str) -> EngineReads:
     """What the engine at `address` says it runs: served names, max model length and, for vLLM, its
     cache config; {} when it does not answer."""
     if address is None:
         return {}
     import httpx
 
-    found: dict[str, Any] = {}
+    found: EngineReads = {}
     try:
         with EngineClient(address, TIMEOUT) as http:
             cards = http.get("/v1/models").json().get("data", [])
@@ -40,11 +65,11 @@ def read_engine(address: EngineAddress | None, engine: str, alias: str) -> dict[
     except (httpx.HTTPError, OSError, ValueError, AttributeError):
         return found
     if engine == "vllm":
-        found |= cache_config(fetch(address, TIMEOUT) or "")
+        found.update(cache_config(fetch(address, TIMEOUT) or ""))
     return found
 
 
-def cache_config(metrics: str) -> dict[str, Any]:
+def cache_config(metrics: str) -> EngineReads:
     """The KV cache a vLLM engine settled on, from its cache_config_info labels (engine 0's)."""
     found = samples(metrics, "vllm:cache_config_info")
     if not found:
@@ -60,9 +85,11 @@ def cache_config(metrics: str) -> dict[str, Any]:
     }
 
 
-def _number(text: str | None, kind: type) -> Any:
+def _number(text: str | None, kind: Callable[[str], Number]) -> Number | None:
+    if text is None or text in ("", "None"):
+        return None
     try:
-        return kind(text) if text not in (None, "", "None") else None
+        return kind(text)
     except ValueError:
         return None
 
@@ -70,10 +97,10 @@ def _number(text: str | None, kind: type) -> Any:
 def compare(
     model: DesiredModel | None,
     container: ObservedContainer | None,
-    engine: dict[str, Any],
+    engine: Mapping[str, object],
     config: ContainerConfig,
     image_now: str | None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, object], list[Drift]]:
     """The model's effective settings, and each field that differs from the file: {field, file,
     effective, why}. Nothing is compared for a model that is not in the file or does not run."""
     effective = dict(engine)
@@ -81,16 +108,16 @@ def compare(
         effective["image_id"] = container.image_id or None
         if config.get("cmd"):
             effective["command"] = config["cmd"]
-    drift: list[dict[str, Any]] = []
+    drift: list[Drift] = []
     if model is None or container is None or container.state != "running":
         return effective, drift
 
-    def differs(field: str, asked: Any, runs: Any, why: str) -> None:
+    def differs(field: str, asked: object, runs: object, why: str) -> None:
         drift.append({"field": field, "file": asked, "effective": runs, "why": why})
 
     made_from = container.spec or {}
     names = engine.get("served_names")
-    if names is not None and model.alias not in names:
+    if isinstance(names, list) and model.alias not in names:  # read_engine's: a list, or absent
         differs("served_names", [model.alias], names, "the engine does not serve the model under its alias")
     asked_len, runs_len = model.spec.get("context_length"), engine.get("max_model_len")
     if isinstance(asked_len, int) and runs_len is not None and runs_len != asked_len:
@@ -105,7 +132,7 @@ def compare(
         )
     asked_mem = (model.spec.get("vllm") or {}).get("gpu_memory_utilization")
     runs_mem = engine.get("gpu_memory_utilization")
-    if isinstance(asked_mem, int | float) and runs_mem is not None and abs(runs_mem - asked_mem) > 1e-6:
+    if isinstance(asked_mem, int | float) and isinstance(runs_mem, int | float) and abs(runs_mem - asked_mem) > 1e-6:
         differs(
             "gpu_memory_utilization", asked_mem, runs_mem, "the engine runs another memory fraction than the file asks"
         )

@@ -30,19 +30,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.desired import engines
 from aigo_apply.desired.engines.common import with_slot
 from aigo_apply.desired.engines.router import router_container
 from aigo_apply.desired.spec import ModelSpec
-from aigo_apply.desired.types import EngineAddress
+from aigo_apply.desired.types import ContainerSpec, EngineAddress
 from aigo_apply.errors import AigoError, Interrupted, PlanFileError
 from aigo_apply.observe.label_checks import names_of
 from aigo_apply.plan.lockfile import LockRestore
 from aigo_apply.plan.types import Action, Plan
-from aigo_apply.platforms.docker.fetch_steps import check_download, download_folder, pull_image
+from aigo_apply.platforms.docker.fetch_steps import Fetch, check_download, download_folder, pull_image
 from aigo_apply.platforms.docker.model_steps import ModelSteps, Prepared
 from aigo_apply.platforms.docker.router_steps import START_TIMEOUT, RouterSteps, Routes, router_answer
 from aigo_apply.platforms.docker.serving_wait import Waiter
@@ -64,7 +63,7 @@ class Executor:
         routes: Routes | None = None,
         interrupted: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
-        fetch: Callable[..., dict[str, Any]] | None = None,
+        fetch: Fetch | None = None,
         make_waiter: Callable[..., Waiter] = Waiter,
         wait_router: Callable[[Routes], str | None] = router_answer,
         call: Callable[[EngineAddress, str, str], tuple[int, str]] = engine_call,
@@ -157,7 +156,9 @@ class Executor:
         )
         return SwapSteps(plan, groups, self.log, getattr(routes, "folder", None), routed)
 
-    def _start_router(self, action: Action | None, container: Any, plan: Plan) -> Future[Outcome] | None:
+    def _start_router(
+        self, action: Action | None, container: ContainerSpec | None, plan: Plan
+    ) -> Future[Outcome] | None:
         """The router starts alongside the models: it is up long before an engine has loaded, and
         every route change waits for it (the gate), so its start-up adds nothing to the apply."""
         if not (action and self.router and action.kind in ("create", "recreate", "start")):

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.config.names import ALIAS_RE
@@ -43,6 +43,21 @@ MAX_LOG_BYTES = 4 * 1024 * 1024  # of the kept log: its end, where start-up erro
 MAX_META_BYTES = 64 * 1024
 
 
+class FailedStartRecord(TypedDict):
+    """A failed start as its STAMP.json holds it (FailedStart.to_dict)."""
+
+    alias: str
+    at: str
+    container: str
+    image: str
+    command: list[str]
+    why: str
+    error: str | None
+    exit_code: int | None
+    lines: int
+    log: str
+
+
 @dataclass(frozen=True)
 class FailedStart:
     """What the state folder keeps of one failed start (STAMP.json), and where its log is."""
@@ -58,7 +73,7 @@ class FailedStart:
     lines: int
     log: Path
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> FailedStartRecord:
         return {
             "alias": self.alias,
             "at": self.at,

@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from aigo_apply.adapters.hub import download
 from aigo_apply.adapters.runtime import Runtime
@@ -27,25 +27,31 @@ from aigo_apply.desired.model_store import (
     wanted_source,
 )
 from aigo_apply.errors import AigoError, PlanFileError
+from aigo_apply.json_types import JsonObject, obj
 from aigo_apply.observe.markers import read_marker
 from aigo_apply.plan.types import Action
 from aigo_apply.platforms.docker.legacy_store import take_over
 from aigo_apply.platforms.outcome import Reporter
 
+# How a download step fetches a folder (adapters.hub.download unless a test passes another): repo, revision,
+# dest, file, progress(done, total), pin, kind; its answer is the folder's new completion marker.
+Fetch = Callable[[str, str, Path, str | None, Callable[[int, int], None], str | None, str], dict[str, object]]
+
 
 def download_folder(
     address: str,
-    spec: Mapping[str, Any],
+    spec: Mapping[str, object],
     reporter: Reporter,
-    fetch: Callable[..., dict[str, Any]] | None = None,
+    fetch: Fetch | None = None,
     clock: Callable[[], float] = time.monotonic,
     begin: Callable[[], None] | None = None,
-) -> dict[str, Any] | None:
+) -> dict[str, object] | None:
     """One model (or LoRA adapter: `kind` "adapter") folder from the Hub with progress (`apply` and
     `models pull` alike): None when the folder is complete already (at `pin`, when aigo.lock pins
     it), else the new completion marker (one taken over from the older store layout's folder, too)."""
-    dest = Path(spec["dest"])
+    dest = Path(str(spec["dest"]))
     kind = str(spec.get("kind", "model"))
+    pin, file, size_bytes = _text_or_none(spec.get("pin")), _text_or_none(spec.get("file")), spec.get("bytes")
     here = read_marker(dest)
     other = foreign_source(here, spec)
     if other:
@@ -54,13 +60,13 @@ def download_folder(
             "(an older aigo-apply gave both one folder): it is neither used nor written over; move it away "
             "or remove it, then run the command again"
         )
-    if is_complete(here, spec, spec.get("pin")):
+    if is_complete(here, spec, pin):
         reporter.event(
             "step", address=address, step="download", outcome="ok", message=f"already on this machine ({dest})"
         )
         return None
     legacy = legacy_dir(spec)
-    if legacy is not None and is_complete(old := read_marker(Path(legacy)), spec, spec.get("pin")):
+    if legacy is not None and is_complete(old := read_marker(Path(legacy)), spec, pin):
         taken, why = take_over(spec, Path(legacy), old or {})
         if taken is not None:
             reporter.event(
@@ -75,8 +81,8 @@ def download_folder(
         reporter.event(
             "step", address=address, step="download", outcome="warning", message=f"{legacy} is not taken over: {why}"
         )
-    size = f" ({spec['bytes'] / 1e9:.1f} GB)" if spec.get("bytes") else ""
-    reporter.event("download_start", address=address, total=spec.get("bytes"), message=f"downloading into {dest}{size}")
+    size = f" ({size_bytes / 1e9:.1f} GB)" if isinstance(size_bytes, int) and size_bytes else ""
+    reporter.event("download_start", address=address, total=size_bytes, message=f"downloading into {dest}{size}")
     if begin:
         begin()
     last = [0.0]
@@ -87,15 +93,18 @@ def download_folder(
             last[0] = now
             reporter.event("download_progress", address=address, done=done, total=total)
 
-    marker = (fetch or _hub_download)(
-        spec["repo"], spec["revision"], dest, spec.get("file"), progress, spec.get("pin"), kind
-    )
+    marker = (fetch or _hub_download)(str(spec["repo"]), str(spec["revision"]), dest, file, progress, pin, kind)
     reporter.event(
         "download_done",
         address=address,
-        message=f"downloaded {len(marker.get('files', {}))} files at commit {str(marker.get('commit'))[:12]}",
+        message=f"downloaded {len(obj(marker.get('files')))} files at commit {str(marker.get('commit'))[:12]}",
     )
     return marker
+
+
+def _text_or_none(value: object) -> str | None:
+    """A download's `pin` or `file`: text, or None (check_download and model_store.downloads made it one of them)."""
+    return value if isinstance(value, str) else None
 
 
 def _hub_download(
@@ -103,14 +112,14 @@ def _hub_download(
     revision: str,
     dest: Path,
     file: str | None,
-    progress: Callable[..., Any],
+    progress: Callable[[int, int], None],
     pin: str | None = None,
     kind: str = "model",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     return download(repo, revision, dest, file, progress, pin, kind)
 
 
-def check_download(action: Action) -> dict[str, Any]:
+def check_download(action: Action) -> Mapping[str, object]:
     """A download's spec, re-checked like a command line: a hand-edited saved plan must not point a
     download at another folder or smuggle a strange repo, revision or file name in. The repo,
     revision and file must match the very patterns the file's schema allows."""
@@ -122,7 +131,7 @@ def check_download(action: Action) -> dict[str, Any]:
     repo, revision, file, dest = spec.get("repo"), spec.get("revision"), spec.get("file"), spec.get("dest")
     pin, kind = spec.get("pin"), str(spec.get("kind", "model"))  # DownloadSpec.kind: text
 
-    def fits(value: Any, key: str) -> TypeGuard[str]:
+    def fits(value: object, key: str) -> TypeGuard[str]:
         return isinstance(value, str) and re.search(allowed[key]["pattern"], value) is not None
 
     ok = (
@@ -149,8 +158,8 @@ def pull_image(runtime: Runtime, reporter: Reporter, image: str) -> None:
     address = f"image.{image}"
     reporter.event("pull_start", address=address, image=image)
 
-    def progress(event: dict[str, Any]) -> None:
-        detail = event.get("progressDetail") or {}
+    def progress(event: JsonObject) -> None:
+        detail = obj(event.get("progressDetail"))  # Docker's: an object, or absent
         if event.get("id"):
             reporter.event(
                 "pull_progress",

@@ -18,24 +18,26 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from aigo_apply import safe_write
 from aigo_apply.desired.model_store import MARKER, kind_of, store_depth
 from aigo_apply.errors import AigoError
+from aigo_apply.json_types import JsonValue, obj
 from aigo_apply.observe.markers import store_link
 
 
-def take_over(need: Mapping[str, Any], legacy: Path, marker: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+def take_over(
+    need: Mapping[str, object], legacy: Path, marker: Mapping[str, object]
+) -> tuple[dict[str, object] | None, str]:
     """Link the files `marker` (the older folder `legacy`'s, recording `need`'s source) lists into
     `need`'s folder and mark it: (its new marker, ""), or (None, why not) when the older folder cannot
     be taken as its marker says (a link in it or at the new folder, a file missing or of another size,
     a name that leads out of it): then the caller downloads it as usual."""
-    dest = Path(need["dest"])
+    dest = Path(str(need["dest"]))
     why = store_link(legacy, inside=True) or store_link(dest, inside=True, depth=store_depth(kind_of(need)))
     if why:
         return None, why
-    files: dict[str, int] = dict(marker.get("files") or {})
+    files: dict[str, JsonValue] = dict(obj(marker.get("files")))  # an object: is_complete held the marker to it
     for name, size in files.items():
         parts = PurePosixPath(name).parts
         if not parts or PurePosixPath(name).is_absolute() or any(p in (".", "..") for p in parts) or name == MARKER:

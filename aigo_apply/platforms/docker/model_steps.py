@@ -13,7 +13,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.config.defaults import DEFAULT_READY_TIMEOUT
@@ -21,6 +20,7 @@ from aigo_apply.config.names import NEXT_SUFFIX
 from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import ContainerSpec, EngineAddress, Route
 from aigo_apply.errors import AigoError, CanaryRefused, NotReady
+from aigo_apply.json_types import JsonObject, json_object
 from aigo_apply.plan.types import Action
 from aigo_apply.platforms.docker import failed_starts, start_records
 from aigo_apply.platforms.docker.canary_run import replace_gate
@@ -28,7 +28,7 @@ from aigo_apply.platforms.docker.engine_drain import wait_idle
 from aigo_apply.platforms.docker.previous import old_address, old_route, old_slot, old_spec
 from aigo_apply.platforms.docker.router_steps import RouterSteps
 from aigo_apply.platforms.docker.serving_wait import Engine, Waiter
-from aigo_apply.platforms.docker.sleep_replace import replace_asleep
+from aigo_apply.platforms.docker.sleep_replace import Item, replace_asleep
 from aigo_apply.platforms.docker.swap_steps import engine_call
 from aigo_apply.platforms.outcome import Outcome, StepLog
 
@@ -241,7 +241,9 @@ class ModelSteps:
             if isinstance(exc, CanaryRefused):
                 message = f"{exc}; the new engine was removed, and the previous {name} served throughout"
                 self.log.step(action.address, "recreate", "restored", message)
-                return Outcome(action.address, "recreate", False, message, restored=True, canary=exc.result)
+                return Outcome(
+                    action.address, "recreate", False, message, restored=True, canary=json_object(exc.result)
+                )
             tail = getattr(exc, "log_tail", [])
             if getattr(exc, "interrupted", False):
                 self.log.step(action.address, "recreate", "interrupted", f"interrupted; {name} kept serving")
@@ -271,7 +273,7 @@ class ModelSteps:
             return exc
         return failed_starts.kept(self.runtime, self.log.journal, self.evidence, action, container_id, container, exc)
 
-    def _gate(self, action: Action) -> Callable[[EngineAddress], dict[str, Any] | None] | None:
+    def _gate(self, action: Action) -> Callable[[EngineAddress], JsonObject | None] | None:
         return replace_gate(action, old_spec(action), self.log, self.interrupted.is_set)
 
     def _restore(self, action: Action, name: str, backup: str, exc: AigoError) -> Outcome:
@@ -339,10 +341,10 @@ class ModelSteps:
 
     def _await_and_route(
         self,
-        item: Prepared,
+        item: Item,
         container_id: str,
         verb: str,
-        gate: Callable[[EngineAddress], dict[str, Any] | None] | None = None,
+        gate: Callable[[EngineAddress], JsonObject | None] | None = None,
         timed: bool = True,
     ) -> Outcome:
         """Wait until the engine serves, run the replace's gate, add its route; then keep the start's

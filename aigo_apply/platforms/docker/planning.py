@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.host import docker_facts, host_memory, nvml_facts
@@ -17,7 +17,7 @@ from aigo_apply.desired.model_store import Download, downloads, is_commit, label
 from aigo_apply.desired.spec import ModelSpec
 from aigo_apply.desired.types import DesiredState, HostContext
 from aigo_apply.errors import AigoError
-from aigo_apply.json_types import JsonObject
+from aigo_apply.json_types import JsonObject, obj
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import ObservedState, parse_state
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey
@@ -46,6 +46,8 @@ from aigo_apply.platforms.state_dir import state_path
 
 if TYPE_CHECKING:
     from aigo_apply.platforms.platform import Platform
+
+Observed = TypeVar("Observed")  # what the platform observes (platforms/platform.Platform's)
 
 
 def load_desired(file: str | None, platform: str | None = None, host: HostContext | None = None) -> DesiredState:
@@ -77,7 +79,7 @@ def observe(
 def lock_checks(
     desired: DesiredState,
     observed: ObservedState,
-    lock: dict[str, Any] | None,
+    lock: JsonObject | None,
     restores: dict[str, LockRestore | None] | None = None,
 ) -> list[Check]:
     """Drift from aigo.lock (warnings; the Hub is asked where each branch or tag points now), and
@@ -85,9 +87,8 @@ def lock_checks(
     if lock is None:
         return []
 
-    moving = {
-        label(d): d for d in downloads(desired.specs()) if label(d) in lock["models"] and not is_commit(d["revision"])
-    }
+    locked = obj(lock["models"])  # lockfile.parse checked the lock's shape: each section an object
+    moving = {label(d): d for d in downloads(desired.specs()) if label(d) in locked and not is_commit(d["revision"])}
     hub: dict[str, str] = {}
     if moving:
         hub = _hub_commits(moving)
@@ -103,7 +104,7 @@ def lock_checks(
                     "lock.image",
                     "blocking",
                     f"image {ref} is {str(local)[:19] if local else 'missing'}, "
-                    f"aigo.lock records {str(lock['images'][ref].get('id'))[:19]}, which is neither on this "
+                    f"aigo.lock records {str(obj(obj(lock['images'])[ref]).get('id'))[:19]}, which is neither on this "
                     "machine nor in a registry (no digest)",
                     f"rebuild {ref} as it was, or apply without --locked to record what is here",
                 )
@@ -121,7 +122,7 @@ def _hub_commits(moving: Mapping[str, Download]) -> dict[str, str]:
     if offline():
         return {}
 
-    def ask(item: tuple[str, dict[str, Any]]) -> tuple[str, str | None]:
+    def ask(item: tuple[str, Download]) -> tuple[str, str | None]:
         try:
             return item[0], resolve(item[1]["repo"], item[1]["revision"], timeout=5.0)
         except AigoError:
@@ -131,16 +132,14 @@ def _hub_commits(moving: Mapping[str, Download]) -> dict[str, str]:
         return {k: v for k, v in pool.map(ask, moving.items()) if v}
 
 
-def locked_images(
-    desired: DesiredState, observed: ObservedState, lock: dict[str, Any]
-) -> dict[str, LockRestore | None]:
+def locked_images(desired: DesiredState, observed: ObservedState, lock: JsonObject) -> dict[str, LockRestore | None]:
     """With --locked: each image of the file whose tag names another image than aigo.lock records,
     with how to put the recorded one back (planned as a pull), or None when it cannot be."""
 
     return {
-        ref: restore_for(ref, entry, observed.image_ids)
-        for ref, entry in sorted(lock["images"].items())
-        if ref in desired.images() and observed.images.get(ref) != entry.get("id")
+        ref: restore_for(ref, obj(entry), observed.image_ids)  # each entry an object (lockfile.parse)
+        for ref, entry in sorted(obj(lock["images"]).items())
+        if ref in desired.images() and observed.images.get(ref) != obj(entry).get("id")
     }
 
 
@@ -221,7 +220,7 @@ def _remote_key(spec: ModelSpec) -> HubKey | None:
     return (source["repo"], source.get("revision", "main"), source.get("file")) if "repo" in source else None
 
 
-def make_plan(platform: Platform[Any], request: PlanRequest | None = None) -> Plan:
+def make_plan(platform: Platform[Observed], request: PlanRequest | None = None) -> Plan:
     """`plan`: what the platform (platforms/platform.open_platform) runs now, and the plan to the file."""
     return platform.plan(platform.observe(), request or PlanRequest())
 
@@ -231,7 +230,7 @@ def plan_for(
     observed: ObservedState,
     runtime: Runtime,
     request: PlanRequest,
-    lock: dict[str, Any] | None = None,
+    lock: JsonObject | None = None,
     remote: dict[HubKey, HubAnswer] | None = None,
     state: Path | None = None,
 ) -> Plan:
@@ -290,12 +289,14 @@ def needs_env(plan: Plan) -> frozenset[str]:
     return frozenset(a.model for a in plan.actions if a.model and a.kind in ("create", "recreate"))
 
 
-def checkpoints(desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = None) -> dict[str, dict[str, Any]]:
+def checkpoints(
+    desired: DesiredState, remote: dict[HubKey, HubAnswer] | None = None
+) -> dict[str, dict[str, str | None]]:
     """What each model's config.json says about its checkpoint (local, else as the Hub has it)."""
 
     out = {}
     # aliases of one folder (other settings, same weights) read it once
-    seen: dict[tuple[str, HubKey | None], dict[str, Any]] = {}
+    seen: dict[tuple[str, HubKey | None], dict[str, str | None]] = {}
     for alias, model in desired.models.items():
         if "model_file" in model.spec:
             continue

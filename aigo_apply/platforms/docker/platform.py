@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
@@ -20,6 +20,7 @@ from aigo_apply.desired.engines.router import settings_of
 from aigo_apply.desired.spec import RouterSpec
 from aigo_apply.desired.types import SOCKETS_FOLDER, AdapterFiles, DesiredState
 from aigo_apply.errors import AigoError, PlanFileError
+from aigo_apply.json_types import JsonObject, obj
 from aigo_apply.observe.containers import ObservedState
 from aigo_apply.observe.markers import read_markers
 from aigo_apply.plan import lockfile
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
     from aigo_apply.platforms.platform import Execution
     from aigo_apply.platforms.requests import ApplyRequest, LogsRequest
     from aigo_apply.platforms.views import Console
-
-_UNREAD: Any = object()
 
 
 class DockerPlatform:
@@ -72,7 +71,8 @@ class DockerPlatform:
         self._runtime = runtime
         self._plans = plans
         self._rebuild = rebuild
-        self._lock_data: dict[str, Any] | None = _UNREAD
+        self._lock_data: JsonObject | None = None
+        self._lock_read = False  # aigo.lock is read once per run, on first use
 
     @property
     def runtime(self) -> Runtime:
@@ -93,10 +93,11 @@ class DockerPlatform:
         return self.desired
 
     @property
-    def aigo_lock(self) -> dict[str, Any] | None:
+    def aigo_lock(self) -> JsonObject | None:
         """aigo.lock beside the file (None: there is none), read once per run."""
-        if self._lock_data is _UNREAD:
+        if not self._lock_read:
             self._lock_data = lock_file.read(lock_file.path_for(self._desired().file))
+            self._lock_read = True
         return self._lock_data
 
     def admit(self, request: PlanRequest, saved: Plan | None) -> None:
@@ -161,7 +162,7 @@ class DockerPlatform:
         plan: Plan,
         request: ApplyRequest,
         console: Console,
-        canaries: tuple[dict[str, Any], ...] = (),
+        canaries: tuple[JsonObject, ...] = (),
     ) -> None:
         """After a run that ended well (nothing to do, or done): an apply of the whole file records
         what is installed in aigo.lock (with the canary gates' figures of the engines they let in) and
@@ -177,7 +178,7 @@ class DockerPlatform:
                 shutil.rmtree(self.state / folder, ignore_errors=True)
             cache_volumes.remove_all(self.project, self.runtime, console)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JsonObject:
         from aigo_apply.platforms.docker.status import collect  # with its parallel probes: only status needs it
 
         desired = self._desired()
@@ -188,7 +189,7 @@ class DockerPlatform:
         observed = observe(self.project, self.runtime, state_root=self.state.parent)
         return collect(desired, observed, self.runtime, keys[0] if keys else None, self.state)
 
-    def status_text(self, report: dict[str, Any]) -> str:
+    def status_text(self, report: JsonObject) -> str:
         from aigo_apply.platforms.docker.status import render
 
         return render(report)
@@ -210,14 +211,14 @@ def _docker() -> Runtime:
 def record_lock(
     desired: DesiredState,
     runtime: Runtime,
-    canaries: tuple[dict[str, Any], ...] = (),
-    previous: dict[str, Any] | None = None,
+    canaries: tuple[JsonObject, ...] = (),
+    previous: JsonObject | None = None,
 ) -> None:
     """After a successful apply: aigo.lock records the images and model commits now installed, and
     the last canary measurement of each model (this run's, else the one the lock held)."""
 
     data = lockfile.build(desired, runtime.list_images(), read_markers(desired.specs()))
-    data = lockfile.with_canaries(data, desired, canaries, (previous or {}).get("canary", {}))
+    data = lockfile.with_canaries(data, desired, canaries, obj((previous or {}).get("canary")))
     lock_file.write(lock_file.path_for(desired.file), data)
 
 

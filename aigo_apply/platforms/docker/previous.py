@@ -5,14 +5,12 @@ engine until that model's own step (platforms/docker/router_steps.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aigo_apply.desired.types import EngineAddress, Route
 from aigo_apply.plan.replace_strategy import BESIDE
 from aigo_apply.plan.types import Action
 
 
-def old_spec(action: Action) -> dict[str, Any]:
+def old_spec(action: Action) -> dict[str, object]:
     """The spec of the container a recreate replaces, as far as its address and route go: the new
     spec with each changed top-level field as it was (a field the old one did not have is absent)."""
     spec = dict(action.spec or {})

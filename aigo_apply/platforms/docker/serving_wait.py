@@ -14,11 +14,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from aigo_apply.adapters.engine_http import EngineClient, listening
 from aigo_apply.desired.types import EngineAddress
 from aigo_apply.errors import NotReady
+from aigo_apply.json_types import JsonObject, number
 
 FIRST_DELAY, MAX_DELAY, BACKOFF = 0.02, 0.1, 1.5  # a low cap keeps apply within 0.1 s of the engine
 STATE_EVERY = 0.5  # how often to ask Docker whether the container still runs
@@ -49,7 +49,7 @@ class Engine:
     alias: str
     address: EngineAddress
     container: str
-    state: Callable[[], dict[str, Any]]  # Docker's State object of the container ({} when gone)
+    state: Callable[[], JsonObject]  # Docker's State object of the container ({} when gone)
     logs: Callable[[int], list[str]]  # last N log lines
 
 
@@ -115,7 +115,9 @@ class Waiter:
         if not state or state.get("Status") in ("exited", "dead") or state.get("Restarting"):
             code = state.get("ExitCode") if state else None
             gone = "disappeared" if not state else f"exited with code {code}"
-            raise NotReady(f"the container of model '{engine.alias}' {gone} while loading", engine.logs(20), code)
+            raise NotReady(
+                f"the container of model '{engine.alias}' {gone} while loading", engine.logs(20), number(code)
+            )
 
     def _probe(self, client: _ClientLoader, alias: str) -> str | None:
         """One pass over the three checks; returns how far the engine got, or None when unreachable."""

@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from aigo_apply.adapters.runtime import Runtime
 from aigo_apply.config.names import NEXT_SUFFIX
@@ -49,7 +49,7 @@ class Steps(Protocol):
     call: Callable[[EngineAddress, str, str], tuple[int, str]]
 
     def _hold(self, action: Action, to: Route | None = None) -> bool: ...
-    def _await_and_route(self, item: Any, container_id: str, verb: str) -> Outcome: ...
+    def _await_and_route(self, item: Item, container_id: str, verb: str) -> Outcome: ...
     def _keep_evidence(
         self, action: Action, container_id: str, container: ContainerSpec | None, exc: NotReady
     ) -> NotReady: ...
@@ -62,6 +62,7 @@ class Item(Protocol):
     """platforms/docker/model_steps.Prepared: the action, with its container rendered and secrets resolved."""
 
     action: Action
+    container: ContainerSpec | None
     env: dict[str, str]
 
 

@@ -23,7 +23,7 @@ from aigo_apply.observe.start_log import ShownStart, StartRecord
 from aigo_apply.plan.planner import build_plan
 from aigo_apply.platforms.docker import failed_starts, start_records
 from aigo_apply.platforms.docker.cache_volumes import next_starts
-from aigo_apply.platforms.docker.effective import compare, read_engine
+from aigo_apply.platforms.docker.effective import EngineReads, compare, read_engine
 from aigo_apply.router.haproxy import routes_from_models_json
 
 PROBE_TIMEOUT = 1.0
@@ -191,7 +191,7 @@ def _starts(state: Path | None) -> Callable[[str], tuple[StartRecord, ...]]:
     return lambda alias: start_records.read(state, alias) if state is not None else ()
 
 
-def _engine_reads(alias: str, container: ObservedContainer | None, address: EngineAddress | None) -> dict[str, Any]:
+def _engine_reads(alias: str, container: ObservedContainer | None, address: EngineAddress | None) -> EngineReads:
     if container is None or address is None:
         return {}
     return read_engine(address, str((container.spec or {}).get("engine") or "vllm"), alias)

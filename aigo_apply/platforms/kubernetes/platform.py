@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aigo_apply.adapters.hub import token
 from aigo_apply.adapters.kube_client import KubeClient
@@ -20,7 +20,7 @@ from aigo_apply.config.platforms import platform_of
 from aigo_apply.config.secret_values import unquoted
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import ConfigInvalid, UsageProblem
-from aigo_apply.json_types import JsonObject
+from aigo_apply.json_types import JsonObject, JsonValue, arr, obj
 from aigo_apply.kube.manifests import objects
 from aigo_apply.kube.secrets import API_KEYS_KEY, SecretSlot
 from aigo_apply.kube.settings import KubeSettings, settings_of
@@ -155,17 +155,17 @@ class KubePlatform:
         plan: Plan,
         request: ApplyRequest,
         console: Console,
-        canaries: tuple[dict[str, Any], ...] = (),
+        canaries: tuple[JsonObject, ...] = (),
     ) -> None:
         pass  # nothing of the cluster's is kept on this machine
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JsonObject:
         """Each model's Deployment as the cluster reports it, and whether its settings match the file."""
         cluster = self.observe()
         plan = plan_for_cluster(self.desired, cluster, objects(self.desired, self.settings))
         kinds = {a.address: a.kind for a in plan.actions}
         seen = {c.alias: c for c in cluster.observed.ours if c.alias}
-        models = []
+        models: list[JsonValue] = []
         for alias in sorted(self.desired.models):
             found = seen.get(alias)
             models.append(
@@ -189,12 +189,13 @@ class KubePlatform:
     def logs(self, request: LogsRequest) -> LogStream:
         return log_stream(self.client, self.project, self.desired, request)
 
-    def status_text(self, report: dict[str, Any]) -> str:
+    def status_text(self, report: JsonObject) -> str:
         lines = [f"project '{report['project']}' on namespace '{report['namespace']}' (context {report['context']})"]
-        for m in report["models"]:
-            drift = "  (differs from the file: run plan)" if m["drift"] else ""
-            lines.append(f"  {m['alias']}: {m['state']} {m['status']}".rstrip() + drift)
-        lines += [f"  warning: {d}" for d in report["damaged"]]
+        for m in arr(report["models"]):  # status() made each row an object
+            row = obj(m)
+            drift = "  (differs from the file: run plan)" if row["drift"] else ""
+            lines.append(f"  {row['alias']}: {row['state']} {row['status']}".rstrip() + drift)
+        lines += [f"  warning: {d}" for d in arr(report["damaged"])]
         return "\n".join(lines)
 
 
