@@ -27,7 +27,7 @@ def open_platform(
             KubePlatform,
         )  # lightkube's client: only a cluster's path needs it
 
-        return KubePlatform(config)
+        return KubePlatform(config, plans)
     host = current_host()
     desired = desired_state(config, host)
     return DockerPlatform(

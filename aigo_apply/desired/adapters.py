@@ -15,7 +15,7 @@ from aigo_apply.config.document import Adapter
 from aigo_apply.config.engine_choice import engine_of
 from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.config.load import Config
-from aigo_apply.desired.model_store import Mounts, mountable, repo_dir
+from aigo_apply.desired.model_store import Download, Mounts, mountable, repo_dir
 from aigo_apply.desired.spec import AdapterSpec, ModelSpec, SourceSpec
 from aigo_apply.desired.store_folder import store_folder
 from aigo_apply.desired.types import AdapterFiles, HostContext
@@ -106,3 +106,33 @@ def adapter_dirs(config: Config, host: HostContext) -> list[str]:
             except UnsafeSetting:
                 continue
     return sorted(found)
+
+
+def adapter_downloads(config: Config, host: HostContext) -> list[Download]:
+    """The downloads of the file's repo LoRA adapters, found from the file as model_store.downloads finds
+    them in the built specs (same entries, same order): what a cluster's plan asks the Hub about before
+    the desired state is built once, with the answers (platforms/kubernetes/platform.py)."""
+    paths = host.paths_with(config.paths)
+    store = store_folder(config, host, paths)
+    mounts = Mounts(host, paths, store)
+    defaults, models = config.data.get("defaults", {}), config.data.get("models", {})
+    found: dict[tuple[str, str, str], Download] = {}
+    for alias in sorted(models):
+        model = models[alias]
+        kind = ENGINES.get(engine_of(model, defaults))
+        if model.get("enabled") is False or not model.get("adapters") or kind is None or not kind.adapters:
+            continue
+        for name in sorted(model["adapters"]):
+            if "repo" not in model["adapters"][name]["source"]:
+                continue  # a local adapter: nothing to download (one the mount rules refuse, the build refuses)
+            spec = adapter_specs({name: model["adapters"][name]}, config.base_dir, store, mounts)[name]
+            source = spec["source"]
+            key = (source["repo"], source.get("revision", "main"), spec["adapter_dir"])
+            entry = found.setdefault(
+                key,
+                {"repo": key[0], "revision": key[1], "file": None, "dest": key[2], "models": [], "kind": "adapter"},
+            )
+            if alias not in entry["models"]:
+                entry["models"].append(alias)
+            entry.setdefault("adapters", []).append(name)
+    return list(found.values())

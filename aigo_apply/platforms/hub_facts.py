@@ -5,7 +5,9 @@ on a cluster, whose download Job fetches them, what each repo adapter's adapter_
 
 from __future__ import annotations
 
-from aigo_apply.desired.model_store import downloads, is_complete, kind_of, label
+from collections.abc import Sequence
+
+from aigo_apply.desired.model_store import Download, downloads, is_complete, kind_of, label
 from aigo_apply.desired.types import AdapterFiles, DesiredState
 from aigo_apply.errors import AigoError, HubError
 from aigo_apply.json_types import JsonObject, obj
@@ -24,11 +26,22 @@ def remote_info(
     error), asked in parallel only for folders that are not complete here. With `lock` (apply
     --locked) every download is pinned to the commit aigo.lock records. `kinds`: only the downloads
     of these kinds. Never raises."""
+    return remote_answers(downloads(desired.specs()), observed, lock, kinds)
+
+
+def remote_answers(
+    needs: Sequence[Download],
+    observed: ObservedState,
+    lock: JsonObject | None = None,
+    kinds: frozenset[str] = frozenset({"model", "adapter"}),
+) -> dict[HubKey, HubAnswer]:
+    """remote_info for the downloads `needs` (desired/model_store.downloads of a desired state, or of a
+    file before its one build: desired/adapters.adapter_downloads)."""
 
     missing: set[HubKey] = set()
     pins: dict[HubKey, str] = {}
     out: dict[HubKey, HubAnswer] = {}
-    for d in downloads(desired.specs()):
+    for d in needs:
         if kind_of(d) not in kinds:
             continue
         marker = observed.model_files.get(d["dest"]) or {}
@@ -85,19 +98,26 @@ def hub_adapters(desired: DesiredState, remote: dict[HubKey, HubAnswer]) -> dict
     """By folder, what the Hub's adapter_config.json says of each repo adapter it was asked about (one
     not complete in the model store): the plan sizes the engine's --max-lora-rank by it and checks it
     before anything is downloaded, instead of vLLM's default rank until the next plan."""
+    return adapter_answers(downloads(desired.specs()), remote)
+
+
+def adapter_answers(needs: Sequence[Download], remote: dict[HubKey, HubAnswer]) -> dict[str, AdapterFiles]:
+    """hub_adapters for the downloads `needs`."""
     out: dict[str, AdapterFiles] = {}
-    for d in downloads(desired.specs()):
+    for d in needs:
         answer = remote.get(hub_key(d))
         if kind_of(d) == "adapter" and answer is not None and answer.known:
             out[d["dest"]] = hub_adapter(f"{d['repo']}@{str(answer.commit)[:12]}", answer.config)
     return out
 
 
-def cluster_adapters(desired: DesiredState) -> dict[str, AdapterFiles]:
+def cluster_adapters(project: str, needs: Sequence[Download]) -> dict[str, AdapterFiles]:
     """On a cluster, whose download Job fetches the adapters (nothing of them is in this machine's
     store): what the Hub's adapter_config.json says of each repo adapter, by folder, so the engine's
-    --max-lora-rank is the adapters' there too (asked nothing offline: vLLM's default, noted)."""
-    if not any(kind_of(d) == "adapter" for d in downloads(desired.specs())):
+    --max-lora-rank is the adapters' there too (asked nothing offline: vLLM's default, noted). `needs`:
+    the file's repo adapters, found before the desired state is built (desired/adapters.adapter_downloads),
+    so that it is built once, with the answers."""
+    if not any(kind_of(d) == "adapter" for d in needs):
         return {}
-    nothing_here = parse_state(desired.project, [], [])
-    return hub_adapters(desired, remote_info(desired, nothing_here, kinds=frozenset({"adapter"})))
+    nothing_here = parse_state(project, [], [])
+    return adapter_answers(needs, remote_answers(needs, nothing_here, kinds=frozenset({"adapter"})))

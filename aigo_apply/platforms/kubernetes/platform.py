@@ -18,6 +18,7 @@ from aigo_apply.config import kube_rules
 from aigo_apply.config.load import Config
 from aigo_apply.config.platforms import platform_of
 from aigo_apply.config.secret_values import unquoted
+from aigo_apply.desired.adapters import adapter_downloads
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import ConfigInvalid, UsageProblem
 from aigo_apply.json_types import JsonObject, JsonValue, arr, obj
@@ -60,11 +61,15 @@ class KubePlatform:
     lacks = LACKS["kubernetes"]
     where = " on the cluster"
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, plans: bool = False):
+        """`plans`: the run makes a plan (plan, apply): the Hub is asked first what the file's repo LoRA
+        adapters are (their rank sizes the engine's --max-lora-rank), so the desired state is built once,
+        with the answers; status, logs and destroy ask the Hub nothing."""
         _check_placement(config)
         host = current_host()
-        self.desired: DesiredState = desired_state(config, host)  # a node-local adapter's rank read here too
-        self._config, self._host = config, host
+        hub = cluster_adapters(config.data["project"], adapter_downloads(config, host)) if plans else {}
+        # a node-local adapter's rank is read here too (desired_state reads the adapters' folders)
+        self.desired: DesiredState = desired_state(config, host, hub or None)
         self.state_root = host.state_root
         self.project, self.file = self.desired.project, self.desired.file
         self.settings = settings_of(config.data)
@@ -102,12 +107,7 @@ class KubePlatform:
 
     def plan(self, observed: ClusterState, request: PlanRequest) -> Plan:
         """The digest of the router's keys rolls its pod when a key changes (never the keys themselves);
-        repo adapters are sized by what the Hub says of them (platforms/hub_facts.cluster_adapters):
-        the desired state is built again then, with the Hub's answers, which are asked only when the
-        run plans (status, logs and destroy ask the Hub nothing)."""
-        hub = cluster_adapters(self.desired)
-        if hub:
-            self.desired = desired_state(self._config, self._host, hub)
+        repo adapters are sized by what the Hub said of them before the one build (__init__, `plans`)."""
         digest = digest_of(self.project, read_keys(self.desired.router.spec))
         router = dataclasses.replace(self.desired.router.settings, keys_digest=digest)
         keyed = dataclasses.replace(self.desired, router=dataclasses.replace(self.desired.router, settings=router))

@@ -1,7 +1,8 @@
 """Gather, then decide once: a run builds its desired state once from the facts it gathered (the
 adapters' folders found from the file and read first), whatever the file holds and whichever command
-opens it; only a repo adapter the Hub has just described (its rank known only after the machine
-was read) makes a second build, documented at DockerPlatform.plan."""
+opens it; only a repo adapter the Hub has just described on Docker (its rank known only after the
+machine was read) makes a second build, documented at DockerPlatform.plan. A cluster's plan asks the
+Hub first, from the file (no store of this machine to read), and builds once."""
 
 from __future__ import annotations
 
@@ -87,3 +88,59 @@ def test_a_repo_adapter_the_hub_describes_is_the_one_second_build(tmp_path, buil
         path = write_config(tmp_path, HEAD + ADAPTERS["repo"])
         make_plan(open_platform(str(path), runtime=FakeRuntime(), plans=True))
     assert len(builds) == 2
+
+
+CLUSTER = """
+version: 1
+project: lab
+platform: kubernetes
+kubernetes: {storage: {node_local: true}}
+models:
+  base:
+    source: {repo: org/base, revision: main}
+    context_length: 4096
+    kubernetes: {node_selector: {kubernetes.io/hostname: node-1}}
+    adapters:
+      sql: {source: {repo: org/sql-lora, revision: main}}
+      notes: {source: {path: /srv/adapters/notes}}
+"""
+
+
+@pytest.mark.parametrize("plans", [True, False], ids=["plan-apply", "status-destroy-logs"])
+def test_a_cluster_run_asks_the_hub_from_the_file_and_builds_once(tmp_path, builds, monkeypatch, plans):
+    with Hub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.delenv("HF_HUB_OFFLINE")
+        hub.add("org/sql-lora", {"adapter_config.json": json.dumps(RANK).encode(), "adapter_model.safetensors": b"a"})
+        desired = open_platform(str(write_config(tmp_path, CLUSTER)), plans=plans).desired
+    assert len(builds) == 1
+    # the Hub's rank (32) when the run plans; vLLM's default (16) when it asks the Hub nothing
+    assert desired.models["base"].spec["vllm"]["max_lora_rank"] == (32 if plans else 16)
+
+
+def test_the_file_s_repo_adapters_are_the_downloads_the_built_specs_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIGO_STATE_DIR", str(tmp_path / "state"))
+    from aigo_apply.desired.adapters import adapter_downloads
+    from aigo_apply.desired.model_store import downloads, kind_of
+    from aigo_apply.observe.config_file import load_config
+
+    text = (
+        CLUSTER
+        + """  other:
+    source: {repo: org/other, revision: main}
+    context_length: 4096
+    kubernetes: {node_selector: {kubernetes.io/hostname: node-1}}
+    adapters:
+      sql2: {source: {repo: org/sql-lora, revision: main}}
+      web: {source: {repo: org/web-lora, revision: v2}}
+"""
+    )
+    config = load_config(str(write_config(tmp_path, text)))
+    host = host_context.current_host()
+    built = host_context.desired_state(config, host)
+    assert adapter_downloads(config, host) == [d for d in downloads(built.specs()) if kind_of(d) == "adapter"]
+    found = adapter_downloads(config, host)
+    assert [(d["models"], d.get("adapters")) for d in found] == [
+        (["base", "other"], ["sql", "sql2"]),
+        (["other"], ["web"]),
+    ]
