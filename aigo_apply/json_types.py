@@ -30,6 +30,11 @@ def text(value: object, default: str = "") -> str:
     return value if isinstance(value, str) else default
 
 
+def maybe_text(value: object) -> str | None:
+    """`value` if it is a string, else None (a field that is absent, null or not text)."""
+    return value if isinstance(value, str) else None
+
+
 def number(value: object) -> int | None:
     """`value` if it is a whole number (never a bool), else None."""
     return value if type(value) is int else None

@@ -22,7 +22,7 @@ from aigo_apply.desired.model_store import (
 )
 from aigo_apply.desired.types import DesiredState
 from aigo_apply.errors import UsageProblem
-from aigo_apply.json_types import JsonObject, JsonValue
+from aigo_apply.json_types import JsonObject, JsonValue, maybe_text
 from aigo_apply.observe.markers import marker_or_why
 from aigo_apply.platforms.docker.fetch_steps import download_folder
 from aigo_apply.platforms.outcome import Reporter
@@ -68,13 +68,13 @@ def listing(desired: DesiredState, store: Path) -> list[JsonObject]:
         home = repo_dir(store, recorded[1], recorded[2], recorded[0]) if recorded and recorded[0] in KINDS else None
         rows.append(
             {
-                "repo": _text(marker.get("repo")),
-                "revision": _text(marker.get("revision")),
-                "commit": _text(marker.get("commit")),
+                "repo": maybe_text(marker.get("repo")),
+                "revision": maybe_text(marker.get("revision")),
+                "commit": maybe_text(marker.get("commit")),
                 "bytes": sum(sizes.values()),
                 "files": len(sizes),
                 "folder": folder,
-                "downloaded_at": _text(marker.get("downloaded_at")),
+                "downloaded_at": maybe_text(marker.get("downloaded_at")),
                 "used_by": _used_by(n for n in needs if wanted_source(n) == recorded),
                 **({"kind": "adapter"} if marker.get("kind") == "adapter" else {}),
                 **({"invalid": invalid} if invalid else {}),
@@ -103,11 +103,6 @@ def listing(desired: DesiredState, store: Path) -> list[JsonObject]:
 def _used_by(needs: Iterable[Download]) -> list[JsonValue]:
     """The aliases of the models that need these downloads, sorted."""
     return [*sorted({a for n in needs for a in n["models"]})]
-
-
-def _text(value: object) -> str | None:
-    """A marker's text (marker_shape keeps only text there), or None where it has none."""
-    return value if isinstance(value, str) else None
 
 
 def _mismatch(needs: list[Download]) -> str:

@@ -13,6 +13,7 @@ from aigo_apply.config.defaults import ROUTER_DEFAULT_TAG, ROUTER_IMAGE
 from aigo_apply.config.document import Document, EngineImage, Router
 from aigo_apply.config.engine_kinds import ENGINES
 from aigo_apply.errors import UsageProblem
+from aigo_apply.json_types import maybe_text
 
 # engine -> (repository, built-in tag), from the engines' records; one without a built-in tag has the
 # file name it. The router is no engine kind, but has an image object too.
@@ -76,15 +77,11 @@ def with_local(image: ImageObject, inspected: Mapping[str, object] | None) -> Lo
     return {
         **image,
         "present": inspected is not None,
-        "id": _text(found.get("Id")),
+        "id": maybe_text(found.get("Id")),
         "repo_digests": [d for d in digests if isinstance(d, str)] if isinstance(digests, list) else [],
-        "created": _text(found.get("Created")),
+        "created": maybe_text(found.get("Created")),
         "size_bytes": size if type(size := found.get("Size")) is int else None,
     }
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def render(image: LocalImage) -> str:

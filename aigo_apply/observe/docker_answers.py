@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TypedDict
 
 from aigo_apply.errors import DockerUnavailable
-from aigo_apply.json_types import JsonObject, JsonValue
+from aigo_apply.json_types import JsonObject, JsonValue, maybe_text
 
 Reader = Callable[[JsonValue], JsonValue]  # a field's value -> its typed value, or None: the field reads as absent
 
@@ -26,10 +26,6 @@ class ContainerConfig(TypedDict, total=False):
 
     env: dict[str, str]
     cmd: list[str]
-
-
-def _text(value: JsonValue) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _strings(value: JsonValue) -> list[str] | None:
@@ -93,43 +89,43 @@ def _runtimes(value: JsonValue) -> JsonObject | None:
 
 
 def _health(value: JsonValue) -> JsonObject | None:
-    return _typed(value, {"Status": _text}) if isinstance(value, dict) else None
+    return _typed(value, {"Status": maybe_text}) if isinstance(value, dict) else None
 
 
 def _actor(value: JsonValue) -> JsonObject | None:
     return _typed(value, {"Attributes": _text_map}) if isinstance(value, dict) else None
 
 
-_PORT = {"IP": _text, "Type": _text, "PublicPort": _integer, "PrivatePort": _integer}
+_PORT = {"IP": maybe_text, "Type": maybe_text, "PublicPort": _integer, "PrivatePort": _integer}
 CONTAINER = {
-    **dict.fromkeys(("Id", "State", "Status", "Image", "ImageID"), _text),
+    **dict.fromkeys(("Id", "State", "Status", "Image", "ImageID"), maybe_text),
     "Names": _texts,
     "Labels": _text_map,
     "Ports": _objects(_PORT),
     "Created": _seconds,
 }
 IMAGE = {
-    "Id": _text,
+    "Id": maybe_text,
     "RepoTags": _texts,
     "RepoDigests": _texts,
     "Created": _created,
     "Size": _integer,
 }
 INFO = {
-    **dict.fromkeys(("ServerVersion", "Name", "OperatingSystem"), _text),
-    "Components": _objects({"Name": _text, "Version": _text}),
+    **dict.fromkeys(("ServerVersion", "Name", "OperatingSystem"), maybe_text),
+    "Components": _objects({"Name": maybe_text, "Version": maybe_text}),
     "Runtimes": _runtimes,
-    "DiscoveredDevices": _objects({"Source": _text, "ID": _text}),
+    "DiscoveredDevices": _objects({"Source": maybe_text, "ID": maybe_text}),
 }
 STATE = {
     **dict.fromkeys(("Running", "Paused", "Restarting", "OOMKilled", "Dead"), _flag),
-    **dict.fromkeys(("Status", "Error", "StartedAt", "FinishedAt"), _text),
+    **dict.fromkeys(("Status", "Error", "StartedAt", "FinishedAt"), maybe_text),
     "ExitCode": _integer,
     "Health": _health,
 }
 EVENT = {
-    "status": _text,
-    "id": _text,
+    "status": maybe_text,
+    "id": maybe_text,
     "Actor": _actor,
 }
 

@@ -18,7 +18,7 @@ from aigo_apply.config.engine_kinds import in_layers
 from aigo_apply.config.swap_groups import membership
 from aigo_apply.desired.spec import ModelSpec, engine_settings, gpu_indices
 from aigo_apply.desired.types import AdapterFiles, DesiredState, whole
-from aigo_apply.json_types import JsonMap, number
+from aigo_apply.json_types import JsonMap, maybe_text, number
 from aigo_apply.plan.host_checks import Check
 from aigo_apply.plan.ledger_rows import LedgerModel, LedgerRow, Verdict
 from aigo_apply.plan.swap_ledger import count_groups
@@ -39,11 +39,6 @@ def model_gpus(spec: Mapping[str, object], count: int) -> list[int]:
 
 def _settings(spec: Mapping[str, object]) -> Mapping[str, object]:
     return engine_settings(spec)
-
-
-def _name(value: object) -> str | None:
-    """A setting that names a choice (dtype, kv_cache_dtype), when set."""
-    return value if isinstance(value, str) else None
 
 
 def _config(value: object) -> JsonMap | None:
@@ -76,8 +71,8 @@ def model_estimate(
         number(facts.get("weights")),
         spec["context_length"],
         whole(settings.get("tensor_parallel_size", 1), "tensor_parallel_size"),
-        _name(settings.get("kv_cache_dtype")),
-        _name(settings.get("dtype")),
+        maybe_text(settings.get("kv_cache_dtype")),
+        maybe_text(settings.get("dtype")),
     )
     return with_adapters(est, spec, config, adapters)
 
@@ -95,7 +90,7 @@ def with_adapters(
         whole(settings["max_loras"], "max_loras"),
         whole(settings["max_lora_rank"], "max_lora_rank"),
         whole(settings.get("tensor_parallel_size", 1), "tensor_parallel_size"),
-        _name(settings.get("dtype")),
+        maybe_text(settings.get("dtype")),
     )
     modules = sorted({m for a in adapters for m in a.target_modules})
     notes = est.notes + (note,) + ((f"the adapters train {', '.join(modules)}",) if modules else ())
@@ -190,8 +185,8 @@ def build(
                 "fraction": fraction,
                 "budget": budget,
                 "estimate": est.to_dict(),
-                "found": _text(found.get("found")),
-                "problem": _text(found.get("problem")),
+                "found": maybe_text(found.get("found")),
+                "problem": maybe_text(found.get("problem")),
             }
             if group:
                 entry["swap_group"] = group.name
@@ -200,10 +195,6 @@ def build(
         count_groups(row, groups)
         _judge(row)
     return rows
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _judge(row: LedgerRow) -> None:
