@@ -28,7 +28,8 @@ def open_for_apply(request: ApplyRequest, runtime: Runtime | None = None) -> tup
     if saved:
         confirm_waivers(saved, request.ignore)
     file = request.file or (config_of(saved) if saved else None)
-    return saved, open_platform(file, request.platform, runtime, plans=True)
+    locked = saved.request.locked if saved else request.locked  # as run_apply's plan pins its downloads
+    return saved, open_platform(file, request.platform, runtime, plans=True, locked=locked)
 
 
 def run_apply(

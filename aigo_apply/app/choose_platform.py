@@ -16,11 +16,16 @@ from aigo_apply.platforms.platform import Platform
 
 
 def open_platform(
-    file: str | None, platform: str | None = None, runtime: Runtime | None = None, plans: bool = False
+    file: str | None,
+    platform: str | None = None,
+    runtime: Runtime | None = None,
+    plans: bool = False,
+    locked: bool = False,
 ) -> Platform[Any]:
     """The platform `file` deploys to (`platform` overrides its `platform:`), with the file read
     once. `runtime`: the Docker runtime to use (tests; default Docker's own). `plans`: the run makes
-    a plan from the file (plan, apply), not only reads or removes what runs (status, destroy)."""
+    a plan from the file (plan, apply), not only reads or removes what runs (status, destroy);
+    `locked`: that plan pins the downloads to aigo.lock (apply --locked)."""
     config = load_config(choose_file(file))
     if (platform or platform_of(config.data)) == "kubernetes":
         from aigo_apply.platforms.kubernetes.platform import (
@@ -29,13 +34,7 @@ def open_platform(
 
         return KubePlatform(config, plans)
     host = current_host()
+    if plans:
+        return DockerPlatform.planning(config, host, runtime, locked)
     desired = desired_state(config, host)
-    return DockerPlatform(
-        desired.project,
-        desired.file,
-        desired,
-        runtime,
-        plans,
-        host.state_root,
-        lambda hub: desired_state(config, host, hub),
-    )
+    return DockerPlatform(desired.project, desired.file, desired, runtime, False, host.state_root)

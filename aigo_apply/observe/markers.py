@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from aigo_apply import safe_read
 from aigo_apply.desired.model_store import (
     MARKER,
+    Download,
     downloads,
     is_complete,
     kind_of,
@@ -54,8 +55,14 @@ def read_markers(specs: Mapping[str, ModelSpec]) -> dict[str, dict[str, object]]
     """The markers of every folder the models download into, their repo LoRA adapters' too, and of
     the folder the older store layout gave each (model_store.legacy_dir) where that is another ({}
     where there is none)."""
+    return markers_of(downloads(specs))
+
+
+def markers_of(needs: Iterable[Download]) -> dict[str, dict[str, object]]:
+    """read_markers for the downloads `needs` (model_store.downloads of built specs, or a file's repo
+    adapters found before its build: desired/adapters.adapter_downloads)."""
     out: dict[str, dict[str, object]] = {}
-    for need in downloads(specs):
+    for need in needs:
         for folder in (need["dest"], legacy_dir(need)):
             if folder is not None and folder not in out:
                 out[folder] = read_marker(Path(folder)) or {}

@@ -4,10 +4,11 @@ can load (adapter_config.json and safetensors weights), or a rank above the engi
 (vLLM would refuse it at start). A repo adapter whose folder is not complete in the model store (its
 download marker, as for a model) is `ok`, saying so: apply downloads it (only an adapter's files:
 model_store.select_adapter_files, which refuses a repo without adapter_config.json); what its
-adapter_config.json on the Hub says was read by the plan (platforms/hub_facts.hub_adapters) and is judged as
-a folder's is (a config vLLM cannot load, a rank above max_lora_rank); asked nothing (offline), its
-rank is vLLM's default until it is read (desired/adapters.lora_settings notes so). A warning, `adapter.base`: an adapter trained on another base model than the one it is served
-with (its `base_model_name_or_path` names another repo). Pure."""
+adapter_config.json on the Hub says was asked before the build (platforms/hub_facts.adapter_answers)
+and is judged as a folder's is (a config vLLM cannot load, a rank above max_lora_rank); asked nothing
+(offline), its rank is vLLM's default until it is read (desired/adapters.lora_settings notes so). A
+warning, `adapter.base`: an adapter trained on another base model than the one it is served with (its
+`base_model_name_or_path` names another repo). Pure."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def desired_state(config: Config, host: HostContext, hub: Mapping[str, AdapterFi
     """The desired state, built once, with what each LoRA adapter's folder holds read first (its rank
     sizes the engine's --max-lora-rank): the folders are found from the file
     (desired/adapters.adapter_dirs), read, then the state is built with their facts. `hub`: by
-    folder, what the Hub says of repo adapters not downloaded yet (platforms/hub_facts.hub_adapters),
+    folder, what the Hub says of repo adapters not downloaded yet (platforms/hub_facts.adapter_answers),
     over what their folders hold now."""
     folders = adapter_dirs(config, host)
     files = {**adapter_files(folders), **(hub or {})} if folders else None

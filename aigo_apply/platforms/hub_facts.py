@@ -1,42 +1,49 @@
 """What the Hub says of the downloads a file names, asked by both platforms' planning: the commit, files
 and bytes of each model or adapter not complete in this machine's store (platforms/docker/planning.py), and
-on a cluster, whose download Job fetches them, what each repo adapter's adapter_config.json says
-(platforms/kubernetes/platform.py)."""
+what each repo adapter's adapter_config.json says, asked before the desired state is built (on Docker for
+the adapters not complete in the store, on a cluster, whose download Job fetches them, for all), so that
+the one build sizes each engine's --max-lora-rank by its adapters."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aigo_apply.desired.model_store import Download, downloads, is_complete, kind_of, label
 from aigo_apply.desired.types import AdapterFiles, DesiredState
 from aigo_apply.errors import AigoError, HubError
 from aigo_apply.json_types import JsonObject, obj
 from aigo_apply.observe.adapter_files import hub_adapter
-from aigo_apply.observe.containers import ObservedState, parse_state
+from aigo_apply.observe.containers import ObservedState
 from aigo_apply.observe.hub_answer import HubAnswer, HubKey, hub_key, key_kind
+
+MODELS_AND_ADAPTERS = frozenset({"model", "adapter"})
+Markers = Mapping[str, Mapping[str, object]]  # the store's download markers by folder (observe/markers.py)
 
 
 def remote_info(
     desired: DesiredState,
     observed: ObservedState,
     lock: JsonObject | None = None,
-    kinds: frozenset[str] = frozenset({"model", "adapter"}),
+    kinds: frozenset[str] = MODELS_AND_ADAPTERS,
+    asked: Mapping[HubKey, HubAnswer] | None = None,
 ) -> dict[HubKey, HubAnswer]:
     """What the Hub says about each download the plan may need (commit, files, bytes, or the
     error), asked in parallel only for folders that are not complete here. With `lock` (apply
     --locked) every download is pinned to the commit aigo.lock records. `kinds`: only the downloads
-    of these kinds. Never raises."""
-    return remote_answers(downloads(desired.specs()), observed, lock, kinds)
+    of these kinds. `asked`: answers this run got before (the adapters' before the build), kept and
+    not asked again. Never raises."""
+    return remote_answers(downloads(desired.specs()), observed.model_files, lock, kinds, asked)
 
 
 def remote_answers(
     needs: Sequence[Download],
-    observed: ObservedState,
+    markers: Markers,
     lock: JsonObject | None = None,
-    kinds: frozenset[str] = frozenset({"model", "adapter"}),
+    kinds: frozenset[str] = MODELS_AND_ADAPTERS,
+    asked: Mapping[HubKey, HubAnswer] | None = None,
 ) -> dict[HubKey, HubAnswer]:
     """remote_info for the downloads `needs` (desired/model_store.downloads of a desired state, or of a
-    file before its one build: desired/adapters.adapter_downloads)."""
+    file before its one build: desired/adapters.adapter_downloads), with the store's `markers`."""
 
     missing: set[HubKey] = set()
     pins: dict[HubKey, str] = {}
@@ -44,8 +51,11 @@ def remote_answers(
     for d in needs:
         if kind_of(d) not in kinds:
             continue
-        marker = observed.model_files.get(d["dest"]) or {}
         k = hub_key(d)
+        if asked is not None and k in asked:
+            out[k] = asked[k]
+            continue
+        marker = markers.get(d["dest"]) or {}
         if lock is not None:
             entry = obj(lock["models"]).get(label(d))  # an object: lockfile.parse checked the lock's shape
             if entry is None:
@@ -94,15 +104,11 @@ def remote_answers(
         return {**out, **dict(pool.map(ask, sorted(missing, key=repr)))}
 
 
-def hub_adapters(desired: DesiredState, remote: dict[HubKey, HubAnswer]) -> dict[str, AdapterFiles]:
-    """By folder, what the Hub's adapter_config.json says of each repo adapter it was asked about (one
-    not complete in the model store): the plan sizes the engine's --max-lora-rank by it and checks it
-    before anything is downloaded, instead of vLLM's default rank until the next plan."""
-    return adapter_answers(downloads(desired.specs()), remote)
-
-
-def adapter_answers(needs: Sequence[Download], remote: dict[HubKey, HubAnswer]) -> dict[str, AdapterFiles]:
-    """hub_adapters for the downloads `needs`."""
+def adapter_answers(needs: Sequence[Download], remote: Mapping[HubKey, HubAnswer]) -> dict[str, AdapterFiles]:
+    """By folder, what the Hub's adapter_config.json says of each repo adapter among `needs` it was
+    asked about (`remote`: one not complete in the model store, or any on a cluster): the build sizes
+    the engine's --max-lora-rank by it and the plan checks it before anything is downloaded, instead
+    of vLLM's default rank until the next plan."""
     out: dict[str, AdapterFiles] = {}
     for d in needs:
         answer = remote.get(hub_key(d))
@@ -111,7 +117,7 @@ def adapter_answers(needs: Sequence[Download], remote: dict[HubKey, HubAnswer]) 
     return out
 
 
-def cluster_adapters(project: str, needs: Sequence[Download]) -> dict[str, AdapterFiles]:
+def cluster_adapters(needs: Sequence[Download]) -> dict[str, AdapterFiles]:
     """On a cluster, whose download Job fetches the adapters (nothing of them is in this machine's
     store): what the Hub's adapter_config.json says of each repo adapter, by folder, so the engine's
     --max-lora-rank is the adapters' there too (asked nothing offline: vLLM's default, noted). `needs`:
@@ -119,5 +125,4 @@ def cluster_adapters(project: str, needs: Sequence[Download]) -> dict[str, Adapt
     so that it is built once, with the answers."""
     if not any(kind_of(d) == "adapter" for d in needs):
         return {}
-    nothing_here = parse_state(project, [], [])
-    return adapter_answers(needs, remote_answers(needs, nothing_here, kinds=frozenset({"adapter"})))
+    return adapter_answers(needs, remote_answers(needs, {}, kinds=frozenset({"adapter"})))  # nothing is here

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
@@ -16,13 +16,16 @@ from typing import TYPE_CHECKING
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
+from aigo_apply.config.load import Config
+from aigo_apply.desired.adapters import adapter_downloads
 from aigo_apply.desired.engines.router import settings_of
 from aigo_apply.desired.spec import RouterSpec
-from aigo_apply.desired.types import SOCKETS_FOLDER, AdapterFiles, DesiredState
+from aigo_apply.desired.types import SOCKETS_FOLDER, DesiredState, HostContext
 from aigo_apply.errors import AigoError, PlanFileError
 from aigo_apply.json_types import JsonObject, obj
 from aigo_apply.observe.containers import ObservedState
-from aigo_apply.observe.markers import read_markers
+from aigo_apply.observe.hub_answer import HubAnswer, HubKey
+from aigo_apply.observe.markers import markers_of, read_markers
 from aigo_apply.plan import lockfile
 from aigo_apply.plan.facts import PlanRequest
 from aigo_apply.plan.planner import destroy_plan
@@ -33,7 +36,8 @@ from aigo_apply.platforms.capabilities import LACKS
 from aigo_apply.platforms.docker import cache_volumes
 from aigo_apply.platforms.docker.planning import observe, plan_for
 from aigo_apply.platforms.docker.router_deploy import Router
-from aigo_apply.platforms.hub_facts import hub_adapters, remote_info
+from aigo_apply.platforms.host_context import desired_state
+from aigo_apply.platforms.hub_facts import adapter_answers, remote_answers, remote_info
 from aigo_apply.platforms.platform import LogStream, Run
 from aigo_apply.platforms.project_lock import ProjectLock
 from aigo_apply.platforms.router_keys import digest_of, read_keys
@@ -58,21 +62,38 @@ class DockerPlatform:
         runtime: Runtime | None = None,
         plans: bool = False,
         state_root: Path | None = None,
-        rebuild: Callable[[Mapping[str, AdapterFiles]], DesiredState] | None = None,
     ):
         """`desired` None: destroy --project, which reads no file. `plans`: this run makes a plan from
         the file, so observe reads the model folders' download markers too, and asks GET /info on a
         connection of its own while the lists are read (the plan's host checks read it after them).
-        `state_root`: the run's (its HostContext's; None: read now, for destroy --project).
-        `rebuild`: the desired state made again with what the Hub says of LoRA adapters not
-        downloaded yet (platforms/host_context.desired_state's `hub`)."""
+        `state_root`: the run's (its HostContext's; None: read now, for destroy --project). A run that
+        plans is opened by `planning`, which builds the desired state."""
         self.project, self.file, self.desired = project, file, desired
         self.state = state_path(project, state_root)  # the project's state folder, for the whole run
         self._runtime = runtime
         self._plans = plans
-        self._rebuild = rebuild
         self._lock_data: JsonObject | None = None
         self._lock_read = False  # aigo.lock is read once per run, on first use
+        self._asked: tuple[bool, Mapping[HubKey, HubAnswer]] = (False, {})  # (pinned to aigo.lock, answers)
+
+    @classmethod
+    def planning(
+        cls, config: Config, host: HostContext, runtime: Runtime | None = None, locked: bool = False
+    ) -> DockerPlatform:
+        """A run that makes a plan (plan, apply), its desired state built once: the file's repo LoRA
+        adapters are found from it (desired/adapters.adapter_downloads), their download markers read,
+        and the Hub asked about those not complete in the model store (pinned to aigo.lock's commits
+        when `locked`, as the plan pins), so that the one build sizes each engine's --max-lora-rank by
+        its adapters' rank. The plan keeps these answers and asks the Hub only about the rest. aigo.lock
+        is read here, once, before the project is locked (as before: refused when unreadable)."""
+        lock = lock_file.read(lock_file.path_for(config.file))
+        needs = adapter_downloads(config, host)
+        asked = remote_answers(needs, markers_of(needs), lock if locked else None) if needs else {}
+        desired = desired_state(config, host, adapter_answers(needs, asked) or None)
+        platform = cls(desired.project, desired.file, desired, runtime, True, host.state_root)
+        platform._lock_data, platform._lock_read = lock, True
+        platform._asked = (locked, asked)
+        return platform
 
     @property
     def runtime(self) -> Runtime:
@@ -126,16 +147,15 @@ class DockerPlatform:
         return observe(self.project, self.runtime, self.desired, self.state.parent)
 
     def plan(self, observed: ObservedState, request: PlanRequest) -> Plan:
-        """The plan, made once. The desired state was built once, before the machine was read; it is
-        built a second time only when the Hub has just described a repo adapter not downloaded yet:
-        which downloads are missing is known only from the download markers observe read (for the
-        folders the first state names), and the adapter's rank (its --max-lora-rank) only from the
-        Hub's answer for it, so its engine's spec cannot be complete before."""
+        """The plan, made once, from the desired state built once (`planning`): the Hub is asked about
+        the downloads not complete in the store that it was not asked about before the build."""
         desired, lock = self._desired(), self.aigo_lock
-        remote = remote_info(desired, observed, lock if request.locked else None)
-        hub = hub_adapters(desired, remote)
-        if hub and self._rebuild is not None:  # a repo adapter's rank, from the Hub before its download
-            desired = self.desired = self._rebuild(hub)
+        pinned, asked = self._asked
+        # answers pinned otherwise than this request pins are asked again (a caller that opened the
+        # run without --locked and plans with it; the CLI opens the run with the request's pin)
+        remote = remote_info(
+            desired, observed, lock if request.locked else None, asked=asked if pinned == request.locked else None
+        )
         return plan_for(desired, observed, self.runtime, request, lock, remote, self.state)
 
     def destroy_plan(self, observed: ObservedState) -> Plan:

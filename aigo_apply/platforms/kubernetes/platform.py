@@ -67,7 +67,7 @@ class KubePlatform:
         with the answers; status, logs and destroy ask the Hub nothing."""
         _check_placement(config)
         host = current_host()
-        hub = cluster_adapters(config.data["project"], adapter_downloads(config, host)) if plans else {}
+        hub = cluster_adapters(adapter_downloads(config, host)) if plans else {}
         # a node-local adapter's rank is read here too (desired_state reads the adapters' folders)
         self.desired: DesiredState = desired_state(config, host, hub or None)
         self.state_root = host.state_root

@@ -1,8 +1,8 @@
 """Gather, then decide once: a run builds its desired state once from the facts it gathered (the
-adapters' folders found from the file and read first), whatever the file holds and whichever command
-opens it; only a repo adapter the Hub has just described on Docker (its rank known only after the
-machine was read) makes a second build, documented at DockerPlatform.plan. A cluster's plan asks the
-Hub first, from the file (no store of this machine to read), and builds once."""
+adapters' folders found from the file and read first; for a run that plans, the Hub asked first about
+the file's repo adapters not complete in the model store, pinned to aigo.lock with --locked), whatever
+the file holds and whichever command opens it, and the plan asks the Hub nothing it asked before. A
+cluster's plan asks the Hub first too, from the file (no store of this machine to read)."""
 
 from __future__ import annotations
 
@@ -79,15 +79,83 @@ def test_the_one_build_knows_the_local_adapters_rank(tmp_path, builds, adapters)
     assert len(builds) == 1
 
 
-def test_a_repo_adapter_the_hub_describes_is_the_one_second_build(tmp_path, builds, monkeypatch):
+def adapter_file_asks(hub, repo="org/sql-lora"):
+    """What the Hub was asked for `repo`'s file list (one question per download the plan weighs; the
+    lock's drift check asks only where a branch points), as paths in order."""
+    return [p for m, p, _ in hub.requests if m == "GET" and p.startswith(f"/api/models/{repo}/tree/")]
+
+
+def create_spec(plan, alias="base"):
+    action = next(a for a in plan.actions if a.address == f"model.{alias}")
+    assert action.kind == "create" and action.spec is not None
+    return action.spec
+
+
+def test_a_repo_adapter_the_hub_describes_is_in_the_one_build_and_asked_once(tmp_path, builds, monkeypatch):
     with Hub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         monkeypatch.delenv("HF_HUB_OFFLINE")
         hub.add("org/base", {"config.json": b'{"architectures": ["LlamaForCausalLM"]}', "model.safetensors": b"w"})
         hub.add("org/sql-lora", {"adapter_config.json": json.dumps(RANK).encode(), "adapter_model.safetensors": b"a"})
         path = write_config(tmp_path, HEAD + ADAPTERS["repo"])
-        make_plan(open_platform(str(path), runtime=FakeRuntime(), plans=True))
-    assert len(builds) == 2
+        plan = make_plan(open_platform(str(path), runtime=FakeRuntime(), plans=True))
+        asks = adapter_file_asks(hub)
+    assert len(builds) == 1
+    assert create_spec(plan)["vllm"]["max_lora_rank"] == 32  # the Hub's rank, in the one build
+    assert len(asks) == 1  # asked before the build, not again by the plan
+
+
+def downloaded_adapter(store, commit, rank):
+    """The adapter's folder in the model store as a finished download of `commit` left it."""
+    from aigo_apply.desired.model_store import MARKER, repo_dir
+
+    folder = repo_dir(store, "org/sql-lora", "main", "adapter")
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps({**RANK, "r": rank}))
+    (folder / "adapter_model.safetensors").write_bytes(b"a" * 64)
+    marker = {"repo": "org/sql-lora", "revision": "main", "commit": commit, "kind": "adapter"}
+    (folder / MARKER).write_text(json.dumps({**marker, "files": {"adapter_config.json": 1}, "complete_repo": True}))
+
+
+@pytest.mark.parametrize("locked", [True, False], ids=["apply-locked", "plan"])
+def test_apply_locked_sizes_the_one_build_by_the_adapter_aigo_lock_pins(tmp_path, builds, monkeypatch, locked):
+    """The store holds the adapter at the branch's new commit (rank 8); aigo.lock pins the older one
+    (rank 64). --locked puts the pinned one back, so its engine is sized by the pinned rank, asked of the
+    Hub at that commit before the one build; without --locked the folder's rank stands, asked nothing."""
+    from aigo_apply.app.apply import open_for_apply
+    from aigo_apply.plan.facts import PlanRequest
+    from aigo_apply.platforms import lock_file
+    from aigo_apply.platforms.requests import ApplyRequest
+
+    with Hub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.delenv("HF_HUB_OFFLINE")
+        base = hub.add(
+            "org/base", {"config.json": b'{"architectures": ["LlamaForCausalLM"]}', "model.safetensors": b"w"}
+        )
+        weights = {"adapter_model.safetensors": b"a"}
+        pinned = hub.add("org/sql-lora", {"adapter_config.json": json.dumps({**RANK, "r": 64}).encode(), **weights})
+        newer = hub.add("org/sql-lora", {"adapter_config.json": json.dumps({**RANK, "r": 8}).encode(), **weights})
+        path = write_config(tmp_path, HEAD + ADAPTERS["repo"])
+        downloaded_adapter(tmp_path / "store", newer, 8)
+        lock_file.write(
+            lock_file.path_for(str(path)),
+            {
+                "version": 1,
+                "project": "lab",
+                "images": {},
+                "models": {
+                    "org/base@main": {"commit": base, "models": ["base"]},
+                    "adapter:org/sql-lora@main": {"commit": pinned, "models": ["base"], "adapters": ["sql"]},
+                },
+            },
+        )
+        _, platform = open_for_apply(ApplyRequest(file=str(path), locked=locked), FakeRuntime())
+        plan = platform.plan(platform.observe(), PlanRequest(locked=locked))
+        asks = adapter_file_asks(hub)
+    assert len(builds) == 1
+    assert create_spec(plan)["vllm"]["max_lora_rank"] == (64 if locked else 8)
+    assert asks == ([f"/api/models/org/sql-lora/tree/{pinned}"] if locked else [])
 
 
 CLUSTER = """
