@@ -8,7 +8,8 @@ folder), so the same file and the same facts always give the same spec."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 
 from aigo_apply.config.document import Adapter
@@ -81,58 +82,61 @@ def adapter_folders(specs: Mapping[str, ModelSpec]) -> list[str]:
     return sorted({a["adapter_dir"] for spec in specs.values() for a in spec.get("adapters", {}).values()})
 
 
-def adapter_dirs(config: Config, host: HostContext) -> list[str]:
-    """Every adapter folder the desired state of `config` on `host` will name (adapter_folders of its
-    specs), sorted, found from the file without building it: what observe/adapter_files.py reads
-    before the one build (platforms/host_context.desired_state). The folders of vLLM models that are
-    enabled, as model_spec makes them; a local adapter whose folder the mount rules refuse is left out
-    (the build refuses it, with the model's name); a model store that cannot be used is refused as
-    the build refuses it."""
+def _file_adapters(config: Config, host: HostContext) -> Iterator[tuple[str, str, Adapter, Callable[[], AdapterSpec]]]:
+    """(model alias, adapter name, the adapter as written, its spec as the build makes it) of each
+    adapter of the file's enabled models whose engine serves adapters, in the build's order (models,
+    then adapters, by name). The spec is made when asked (a local adapter's folder is judged by the
+    mount rules then: UnsafeSetting); a model store that cannot be used is refused first, as the build
+    refuses it."""
     paths = host.paths_with(config.paths)
     store = store_folder(config, host, paths)
     mounts = Mounts(host, paths, store)
     defaults, models = config.data.get("defaults", {}), config.data.get("models", {})
-    found: set[str] = set()
     for alias in sorted(models):
         model = models[alias]
         kind = ENGINES.get(engine_of(model, defaults))
         if model.get("enabled") is False or not model.get("adapters") or kind is None or not kind.adapters:
             continue
         for name in sorted(model["adapters"]):
-            try:
-                found.add(
-                    adapter_specs({name: model["adapters"][name]}, config.base_dir, store, mounts)[name]["adapter_dir"]
-                )
-            except UnsafeSetting:
-                continue
+            adapter = model["adapters"][name]
+            yield alias, name, adapter, partial(_one_spec, name, adapter, config.base_dir, store, mounts)
+
+
+def _one_spec(name: str, adapter: Adapter, base_dir: Path, store: Path, mounts: Mounts) -> AdapterSpec:
+    return adapter_specs({name: adapter}, base_dir, store, mounts)[name]
+
+
+def adapter_dirs(config: Config, host: HostContext) -> list[str]:
+    """Every adapter folder the desired state of `config` on `host` will name (adapter_folders of its
+    specs), sorted, found from the file without building it: what observe/adapter_files.py reads
+    before the one build (platforms/host_context.desired_state). A local adapter whose folder the
+    mount rules refuse is left out (the build refuses it, with the model's name)."""
+    found: set[str] = set()
+    for _, _, _, spec in _file_adapters(config, host):
+        try:
+            found.add(spec()["adapter_dir"])
+        except UnsafeSetting:
+            continue
     return sorted(found)
 
 
 def adapter_downloads(config: Config, host: HostContext) -> list[Download]:
     """The downloads of the file's repo LoRA adapters, found from the file as model_store.downloads finds
-    them in the built specs (same entries, same order): what a cluster's plan asks the Hub about before
-    the desired state is built once, with the answers (platforms/kubernetes/platform.py)."""
-    paths = host.paths_with(config.paths)
-    store = store_folder(config, host, paths)
-    mounts = Mounts(host, paths, store)
-    defaults, models = config.data.get("defaults", {}), config.data.get("models", {})
+    them in the built specs (same entries, same order): what a plan asks the Hub about before the
+    desired state is built once, with the answers (platforms/docker/platform.DockerPlatform.planning,
+    platforms/kubernetes/platform.py)."""
     found: dict[tuple[str, str, str], Download] = {}
-    for alias in sorted(models):
-        model = models[alias]
-        kind = ENGINES.get(engine_of(model, defaults))
-        if model.get("enabled") is False or not model.get("adapters") or kind is None or not kind.adapters:
-            continue
-        for name in sorted(model["adapters"]):
-            if "repo" not in model["adapters"][name]["source"]:
-                continue  # a local adapter: nothing to download (one the mount rules refuse, the build refuses)
-            spec = adapter_specs({name: model["adapters"][name]}, config.base_dir, store, mounts)[name]
-            source = spec["source"]
-            key = (source["repo"], source.get("revision", "main"), spec["adapter_dir"])
-            entry = found.setdefault(
-                key,
-                {"repo": key[0], "revision": key[1], "file": None, "dest": key[2], "models": [], "kind": "adapter"},
-            )
-            if alias not in entry["models"]:
-                entry["models"].append(alias)
-            entry.setdefault("adapters", []).append(name)
+    for alias, name, adapter, spec in _file_adapters(config, host):
+        if "repo" not in adapter["source"]:
+            continue  # a local adapter: nothing to download (one the mount rules refuse, the build refuses)
+        made = spec()
+        source = made["source"]
+        key = (source["repo"], source.get("revision", "main"), made["adapter_dir"])
+        entry = found.setdefault(
+            key,
+            {"repo": key[0], "revision": key[1], "file": None, "dest": key[2], "models": [], "kind": "adapter"},
+        )
+        if alias not in entry["models"]:
+            entry["models"].append(alias)
+        entry.setdefault("adapters", []).append(name)
     return list(found.values())
