@@ -506,3 +506,17 @@ def test_checkpoints_read_the_quantization_of_a_local_folder(tmp_path):
     text = "version: 1\nproject: lab\nmodels:\n  m: {source: {path: m}, context_length: 4096, gpus: none}\n"
     desired = build_desired(load_config(str(write_config(tmp_path, text))), host_context())
     assert checkpoints(desired) == {"m": {"quant_method": "awq"}}
+
+
+def test_the_ledgers_estimate_record_has_every_field_of_an_estimate_and_its_total():
+    """EstimateDict (the ledger's and the plan JSON's record) repeats Estimate's fields for the type
+    checker: this keeps the two in step, so a new field cannot reach one and miss the other."""
+    from dataclasses import fields
+    from typing import get_type_hints
+
+    from aigo_apply.plan.vram import Estimate, EstimateDict
+
+    assert set(get_type_hints(EstimateDict)) == {f.name for f in fields(Estimate)} | {"total"}
+    full = Estimate(1, 2, 3, 4, 0.5, 6, ("n",), lora=7).to_dict()
+    assert list(full) == list(get_type_hints(EstimateDict))
+    assert set(Estimate(1, 2, 3, 4, 0.5, 6).to_dict()) == set(get_type_hints(EstimateDict)) - {"lora"}
