@@ -19,6 +19,7 @@ from aigo_apply.adapters import hub
 from aigo_apply.adapters.host import nvml_facts
 from aigo_apply.config.load import Config
 from aigo_apply.config.names import ALIAS_RE
+from aigo_apply.config.platforms import platform_of
 from aigo_apply.config.vllm_facts import config_release
 from aigo_apply.edit.add_entry import entry_lines, insert_entry
 from aigo_apply.edit.portable import alias_clash
@@ -32,6 +33,7 @@ from aigo_apply.plan.fit import MIN_CONTEXT, Fit, context_limit, fit
 from aigo_apply.plan.ledger_rows import LedgerRow
 from aigo_apply.plan.model_proposal import Proposal, propose
 from aigo_apply.plan.text import shown
+from aigo_apply.platforms.capabilities import LACKS
 from aigo_apply.platforms.docker.planning import observe
 from aigo_apply.platforms.host_context import current_host, desired_state
 from aigo_apply.safe_read import BadData, json_value
@@ -241,7 +243,7 @@ def _fit(config: Config, found: ModelFiles, longest: int | None, gpus: GpuFacts 
     """Where the model fits: on this machine's GPUs (the ledger of the file as it is), or, for a file
     for a cluster, wherever its pod is put (each pod has GPUs of its own)."""
     length = longest or MIN_CONTEXT
-    if config.data.get("platform") == "kubernetes":
+    if "this_host" in LACKS[platform_of(config.data)]:  # a cluster's file: no GPUs of this machine to fit
         why = {"context_length": "the longest the model takes (config.json)"}
         return Fit(True, None, 1, length, None, None, why, ("a cluster's file: each pod gets GPUs of its own",))
     desired = desired_state(config, current_host())
