@@ -1,6 +1,8 @@
 """The router's action in a plan: created, recreated or started like an engine; reloaded when its
 files differ from what is deployed, or when it routes to an engine that is not running (a stale
-route). The deployed files are trusted by their render key; only a mismatch renders them again."""
+route). The deployed files are trusted by their render key; only a mismatch renders them again, and
+only a difference in the files themselves is a reload (another version of this tool that renders the
+same files has another key, not another router)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from aigo_apply.router.haproxy import (
     render_files,
     render_key,
     routes_from_models_json,
+    served_files,
     verified_render_key,
 )
 
@@ -70,7 +73,7 @@ def router_action(
     reasons = _route_reasons(desired, observed, model_actions) + _hold_reasons(observed.router_files)
     same = verified_render_key(observed.router_files) == render_key(want.settings, list(want.routes))
     rendered = {} if same else render_files(want.settings, list(want.routes))
-    diff = "" if same else unified_diff(observed.router_files, rendered)
+    diff = "" if same else unified_diff(served_files(observed.router_files), served_files(rendered))
     if (
         want.settings.keys_digest
         and rendered

@@ -338,11 +338,18 @@ def verified_render_key(files: dict[str, str]) -> str | None:
     has no key): only then does a comparison need the files rendered again."""
     try:
         record = json.loads(files.get(RENDER_KEY_FILE, ""))
-        if record["files"] == _digest({k: v for k, v in files.items() if k != RENDER_KEY_FILE}):
+        if record["files"] == _digest(served_files(files)):
             return str(record["inputs"])
     except (ValueError, KeyError, TypeError):
         pass
     return None
+
+
+def served_files(files: dict[str, str]) -> dict[str, str]:
+    """A generation's files without its render key: what HAProxy reads, and so what two generations
+    are compared by. The key names the code that rendered them too, so another version of this tool
+    that renders the same files has another key: that alone is no change to the router."""
+    return {name: text for name, text in files.items() if name != RENDER_KEY_FILE}
 
 
 def _digest(files: dict[str, str]) -> str:

@@ -38,6 +38,7 @@ from aigo_apply.router.haproxy import (
     keys_file,
     render_files,
     render_key,
+    served_files,
     verified_render_key,
 )
 from aigo_apply.router.haproxy_safety import check_routes
@@ -157,13 +158,20 @@ class Router:
                 self._deploy({a: r for a, r in self.routes.items() if a != alias})
 
     def converge(self, routes: dict[str, Route]) -> bool:
-        """Serve exactly `routes`, redeploying only when they or the rendered files differ."""
+        """Serve exactly `routes`, reloading only when they or the rendered files differ. Files the
+        same but rendered by another version of this tool (another render key) are written afresh with
+        this version's key, without a reload: HAProxy would read the very same files."""
         with self._lock:
-            deployed = verified_render_key(read_live(self.folder))
-            if routes != self.routes or deployed != render_key(self.settings, list(routes.values()), None, self.held):
-                self._deploy(dict(routes))
-                return True
-            return False
+            live = read_live(self.folder)
+            if routes == self.routes:
+                if verified_render_key(live) == render_key(self.settings, list(routes.values()), None, self.held):
+                    return False
+                rendered = render_files(self.settings, list(routes.values()), held=self.held)
+                if served_files(rendered) == served_files(live):
+                    self._deploy(dict(routes), running=False, check=False)
+                    return False
+            self._deploy(dict(routes))
+            return True
 
     def prepare_first(self, routes: list[Route], check: bool = True) -> None:
         """Write a generation for a router container that is about to be created (no signal)."""
