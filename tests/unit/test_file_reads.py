@@ -32,11 +32,11 @@ READS = {
     ("aigo_apply.platforms.project_lock", "__enter__"): (
         "the project's lock file in its state folder (O_RDWR | O_CREAT, mode 0600): only aigo-apply writes it"
     ),
-    ("aigo_apply.platforms.docker.router_deploy", "read_live"): (
+    ("aigo_apply.platforms.docker.live_router", "read_live"): (
         "the router's live files in the project's state folder, which only aigo-apply writes (0700)"
     ),
     (
-        "aigo_apply.platforms.docker.router_deploy",
+        "aigo_apply.platforms.docker.live_router",
         "live_routes",
     ): "the router's route table in the project's state folder (as above)",
     ("aigo_apply.platforms.docker.hold_lease", "clear_lapsed"): (

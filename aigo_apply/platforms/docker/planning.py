@@ -37,7 +37,7 @@ from aigo_apply.plan.swap_ledger import host_memory_check
 from aigo_apply.plan.types import Plan
 from aigo_apply.platforms.capabilities import LACKS, refuse_lacking
 from aigo_apply.platforms.docker import start_records
-from aigo_apply.platforms.docker.router_deploy import read_live
+from aigo_apply.platforms.docker.live_router import read_live
 from aigo_apply.platforms.docker.secret_checks import reference_checks
 from aigo_apply.platforms.host_context import current_host, desired_state
 from aigo_apply.platforms.hub_facts import remote_info

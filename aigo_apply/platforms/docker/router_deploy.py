@@ -31,6 +31,7 @@ from aigo_apply.desired.engines.router import ROUTER_MOUNT
 from aigo_apply.desired.types import SOCKETS_FOLDER, Route, RouterSettings
 from aigo_apply.errors import AigoError, RouterError
 from aigo_apply.platforms.docker.hold_lease import LEASES, clear_lapsed
+from aigo_apply.platforms.docker.live_router import live_routes, read_live
 from aigo_apply.router.haproxy import (
     KEYS_FILE,
     MODEL_HOLDS,
@@ -41,54 +42,17 @@ from aigo_apply.router.haproxy import (
     served_files,
     verified_render_key,
 )
-from aigo_apply.router.haproxy_safety import check_routes
 from aigo_apply.router.haproxy_swap import HOLDS
 
 if TYPE_CHECKING:
     import httpx
 
-RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)
 # the reload signal, sent from inside the router container to its PID 1, HAProxy's master (every
 # HAProxy image has a POSIX shell: the official Debian and Alpine ones, and the tests' Debian one)
 RELOAD_COMMAND = ("sh", "-c", "kill -USR2 1")
 VERIFY_TIMEOUT = 10.0
 DRAIN_POLL = 0.1  # how often a drain looks at the router's processes
 DRAIN_MARGIN = 5.0  # beyond router.timeout: the longest an old worker may still be finishing a request
-
-
-def read_live(folder: Path) -> dict[str, str]:
-    """The rendered files of the live generation (not the key file), for plans and drift checks
-    (os.walk, not Path.rglob: a plan reads one error file per model, and pathlib's objects cost)."""
-    live = os.path.join(folder, "live")
-    if not os.path.isdir(live):
-        return {}
-    files = {}
-    for root, dirs, names in os.walk(live):
-        dirs.sort()
-        # the folder's relative path once, not each file's (relpath makes both paths absolute each time)
-        under = os.path.relpath(root, live).replace(os.sep, "/")
-        for name in sorted(names):
-            path = os.path.join(root, name)
-            rel = name if under == "." else f"{under}/{name}"
-            if rel in RENDERED_EXTRA or not os.path.isfile(path):
-                continue
-            try:
-                with open(path, encoding="utf-8", newline="") as f:  # keep the errorfiles' CRLF as written
-                    files[rel] = f.read()
-            except (OSError, UnicodeDecodeError):
-                files[rel] = "<unreadable>"
-    return dict(sorted(files.items()))
-
-
-def live_routes(folder: Path) -> list[Route]:
-    """The route table the live generation was rendered from; none when it is unreadable or holds
-    a value the router's files could not take (the next reload then writes it afresh)."""
-    try:
-        routes = [Route(**r) for r in json.loads((folder / "live" / "routes.json").read_text())]
-        check_routes(routes)
-        return routes
-    except (OSError, ValueError, TypeError, RecursionError, AigoError):
-        return []
 
 
 class Router:

@@ -15,7 +15,8 @@ from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import AigoError, ConfigInvalid, RouterError
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.plan.planner import build_plan
-from aigo_apply.platforms.docker.router_deploy import Router, check_output, live_routes, local_host
+from aigo_apply.platforms.docker.live_router import live_routes
+from aigo_apply.platforms.docker.router_deploy import Router, check_output, local_host
 from aigo_apply.platforms.router_keys import exposure_checks, read_keys, router_checks
 from aigo_apply.router import haproxy_safety as safety
 from aigo_apply.router.haproxy import KEYS_DIGEST_FILE, keys_file, render_files

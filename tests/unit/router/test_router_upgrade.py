@@ -10,7 +10,8 @@ import pytest
 
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.plan.planner import build_plan
-from aigo_apply.platforms.docker.router_deploy import Router, read_live
+from aigo_apply.platforms.docker.live_router import read_live
+from aigo_apply.platforms.docker.router_deploy import Router
 from aigo_apply.router import haproxy
 from aigo_apply.router.haproxy import RENDER_KEY_FILE, render_files, render_key, verified_render_key
 
