@@ -106,11 +106,9 @@ ModelEntry = TypedDict(
 )
 """One model under `models:`, keyed by its alias ("llama.cpp" is not an identifier, hence this syntax)."""
 
-EngineByFormat = TypedDict(
-    "EngineByFormat",
-    {"safetensors-repo": Literal["vllm", "sglang"], "gguf": Literal["llama.cpp"]},
-    total=False,
-)
+EngineByFormat = TypedDict("EngineByFormat", {"safetensors-repo": Engine, "gguf": Engine}, total=False)
+"""The engine per weights format; which engines read which format is the schema's (and each engine
+kind's record), not repeated here."""
 
 
 class Defaults(TypedDict, total=False):
