@@ -20,7 +20,8 @@ from aigo_apply.json_types import JsonObject, JsonValue
 from aigo_apply.kube.engine_pod import PORT_NAME
 from aigo_apply.kube.secrets import API_KEYS_KEY, secret_object
 from aigo_apply.kube.settings import KubeSettings
-from aigo_apply.router.haproxy import RENDER_KEY_FILE, render_files
+from aigo_apply.router.haproxy import render_files
+from aigo_apply.router.render_key import RENDER_KEY_FILE
 
 POD_PORT = 8000  # the router listens here in its pod; the Service publishes router.port
 CONFIG_HASH = "aigo-apply.io/config-hash"

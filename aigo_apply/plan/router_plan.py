@@ -14,15 +14,8 @@ from aigo_apply.observe.containers import ObservedState
 from aigo_apply.plan.payloads import RouterPayload
 from aigo_apply.plan.spec_diff import change_reasons, diff_specs, flatten, image_moved
 from aigo_apply.plan.types import Action, Change
-from aigo_apply.router.haproxy import (
-    KEYS_DIGEST_FILE,
-    adapters_from_models_json,
-    render_files,
-    render_key,
-    routes_from_models_json,
-    served_files,
-    verified_render_key,
-)
+from aigo_apply.router.haproxy import KEYS_DIGEST_FILE, adapters_from_models_json, render_files, routes_from_models_json
+from aigo_apply.router.render_key import render_key, served_files, verified_render_key
 
 STOPPED = ("created", "exited")
 

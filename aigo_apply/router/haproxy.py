@@ -7,16 +7,12 @@ value is checked again here (router/haproxy_safety.py), right before it becomes 
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
 import re
-from dataclasses import asdict
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from aigo_apply import __version__
 from aigo_apply.desired.engines.router import LIVE
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import RouterError
@@ -32,13 +28,13 @@ from aigo_apply.router.haproxy_safety import (
     check_routes,
     check_settings,
 )
+from aigo_apply.router.render_key import RENDER_KEY_FILE, key_record, render_key
 
 if TYPE_CHECKING:
     import jinja2
 
 KEYS_FILE = "api-keys"
 KEYS_DIGEST_FILE = "api-keys.digest"  # a salted, slow hash of the keys: a key change is a reload, never stored
-RENDER_KEY_FILE = "render.key"  # what a generation was rendered from, and the digest of its files
 TEMPLATE = "haproxy.cfg.j2"
 LUA_TEMPLATE = "models.lua.j2"  # GET /v1/models: the routed models whose engine is healthy now
 MODEL_HOLDS = "models"  # below the holds folder: one file per model whose engine apply is replacing
@@ -216,8 +212,7 @@ def render_files(
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nCache-Control: no-cache\r\n"
             f"Connection: close\r\nContent-Length: {len(body.encode())}\r\n\r\n{body}"
         )
-    key = render_key(settings, routes, addresses, held)
-    files[RENDER_KEY_FILE] = json.dumps({"inputs": key, "files": _digest(files)}) + "\n"
+    files[RENDER_KEY_FILE] = key_record(render_key(settings, routes, addresses, held), files)
     return files
 
 
@@ -313,57 +308,6 @@ def _render_lua(
             hold_ms=check_lua_value("hold_seconds", settings.hold_s) * 1000,
         )
     )
-
-
-def render_key(
-    settings: RouterSettings,
-    routes: list[Route],
-    addresses: dict[str, str] | None = None,
-    held: frozenset[str] = frozenset(),
-) -> str:
-    """A digest of everything the rendered files depend on (settings, routes, the template and this
-    module's code), computed without Jinja2: when a deployed generation was rendered from the same
-    key and its files are untouched, plan and apply know the files match without rendering them."""
-    inputs = {"settings": asdict(settings), "routes": [r.to_dict() for r in sorted(routes)], "code": _code_digest()}
-    if addresses is not None:
-        inputs["addresses"] = dict(sorted(addresses.items()))
-    if held:
-        inputs["held"] = sorted(held)
-    basis = json.dumps(inputs, sort_keys=True)
-    return hashlib.sha256(basis.encode()).hexdigest()
-
-
-def verified_render_key(files: dict[str, str]) -> str | None:
-    """The render key a deployed folder records, or None when its files were changed since (or it
-    has no key): only then does a comparison need the files rendered again."""
-    try:
-        record = json.loads(files.get(RENDER_KEY_FILE, ""))
-        if record["files"] == _digest(served_files(files)):
-            return str(record["inputs"])
-    except (ValueError, KeyError, TypeError):
-        pass
-    return None
-
-
-def served_files(files: dict[str, str]) -> dict[str, str]:
-    """A generation's files without its render key: what HAProxy reads, and so what two generations
-    are compared by. The key names the code that rendered them too, so another version of this tool
-    that renders the same files has another key: that alone is no change to the router."""
-    return {name: text for name, text in files.items() if name != RENDER_KEY_FILE}
-
-
-def _digest(files: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
-
-
-@cache
-def _code_digest() -> str:
-
-    names = (TEMPLATE, LUA_TEMPLATE, swap.SWAP_TEMPLATE, *metrics.TEMPLATES)
-    templates = [(data_dir("templates") / name).read_bytes() for name in names]
-    modules = [Path(str(m.__file__)).read_bytes() for m in (swap, metrics)]
-    parts = [__version__.encode(), *templates, Path(__file__).read_bytes(), *modules]
-    return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
 
 def keys_file(keys: list[str]) -> str:

@@ -45,7 +45,7 @@ READS = {
     ("aigo_apply.resources", "schema_data"): PACKAGE_DATA,
     ("aigo_apply.edit.starter", "schema_text"): PACKAGE_DATA,
     ("aigo_apply.config.load", "_validated_key"): PACKAGE_DATA + " (the validity cache's key)",
-    ("aigo_apply.router.haproxy", "_code_digest"): PACKAGE_DATA + " (the render key)",
+    ("aigo_apply.router.render_key", "code_digest"): PACKAGE_DATA + " (the render key)",
 }
 
 

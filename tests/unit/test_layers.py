@@ -287,7 +287,7 @@ READS_ALLOWED = {
     "aigo_apply.config.load": "the config file named by -f or AIGO_FILE, and the cache of valid files' digests",
     "aigo_apply.config.yaml_source": "the config file, through file_read (its bytes read once)",
     "aigo_apply.config.vllm_facts": "package data: the vLLM facts files shipped in schemas/",
-    "aigo_apply.router.haproxy": "package data: the render key digests the templates and the renderer's own code",
+    "aigo_apply.router.render_key": "package data: the render key digests the templates and the router's own code",
     "aigo_apply.observe.gguf": "observe's reader: a GGUF file's header",
     "aigo_apply.observe.model_files": "observe's reader: safetensors headers and config.json of a model folder",
     "aigo_apply.observe.local_sources": "observe's reader: whether a local model source is a regular file or folder",

@@ -34,6 +34,7 @@ from aigo_apply.plan.types import Plan
 from aigo_apply.platforms import lock_file
 from aigo_apply.platforms.capabilities import LACKS
 from aigo_apply.platforms.docker import cache_volumes
+from aigo_apply.platforms.docker.live_router import read_live
 from aigo_apply.platforms.docker.planning import observe, plan_for
 from aigo_apply.platforms.docker.router_deploy import Router
 from aigo_apply.platforms.host_context import desired_state
@@ -42,6 +43,7 @@ from aigo_apply.platforms.platform import LogStream, Run
 from aigo_apply.platforms.project_lock import ProjectLock
 from aigo_apply.platforms.router_keys import digest_of, read_keys
 from aigo_apply.platforms.state_dir import FAILED_STARTS, STARTS, state_dir, state_path
+from aigo_apply.router.render_key import rendered_elsewhere
 
 if TYPE_CHECKING:
     from aigo_apply.platforms.platform import Execution
@@ -193,6 +195,7 @@ class DockerPlatform:
             record_lock(self.desired, self.runtime, canaries, self.aigo_lock)
             _prune_sockets(self.state / SOCKETS_FOLDER, set(self.desired.models))
             cache_volumes.prune(self.desired, self.runtime, console)
+            _rekey_router(plan, self.runtime, self.desired, self.state)
         elif command == "destroy":
             for folder in ("router", SOCKETS_FOLDER, FAILED_STARTS, STARTS):  # rmtree refuses a link, follows none
                 shutil.rmtree(self.state / folder, ignore_errors=True)
@@ -294,6 +297,23 @@ def router_of(
         keys,
         spec.get("user"),
     )
+
+
+def _rekey_router(plan: Plan, runtime: Runtime, desired: DesiredState, state: Path) -> None:
+    """After an apply that left the router as it was: when another version of this tool rendered the
+    files in service (the same files: else the plan reloads it), this version's render key is written
+    over theirs (Router.rekey), so that each later plan trusts the key instead of rendering the files.
+    The cheap read (the live files' key) comes first; only a stale key reads the API keys. A key that
+    cannot be written changes nothing but the next plan's speed: it is not an error of the apply."""
+    action = next((a for a in plan.actions if a.is_router), None)
+    if action is None or action.kind != "noop" or action.router_spec is None:
+        return
+    if not rendered_elsewhere(read_live(state / "router")):
+        return
+    try:
+        router_of(plan.project, action.router_spec, runtime, desired, state.parent).rekey()
+    except (AigoError, OSError):
+        pass
 
 
 def _prune_sockets(folder: Path, models: set[str]) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -32,17 +33,9 @@ from aigo_apply.desired.types import SOCKETS_FOLDER, Route, RouterSettings
 from aigo_apply.errors import AigoError, RouterError
 from aigo_apply.platforms.docker.hold_lease import LEASES, clear_lapsed
 from aigo_apply.platforms.docker.live_router import live_routes, read_live
-from aigo_apply.router.haproxy import (
-    KEYS_FILE,
-    MODEL_HOLDS,
-    ROUTES_HEADER,
-    keys_file,
-    render_files,
-    render_key,
-    served_files,
-    verified_render_key,
-)
+from aigo_apply.router.haproxy import KEYS_FILE, MODEL_HOLDS, ROUTES_HEADER, keys_file, render_files
 from aigo_apply.router.haproxy_swap import HOLDS
+from aigo_apply.router.render_key import RENDER_KEY_FILE, render_key, served_files, verified_render_key
 
 if TYPE_CHECKING:
     import httpx
@@ -122,20 +115,33 @@ class Router:
                 self._deploy({a: r for a, r in self.routes.items() if a != alias})
 
     def converge(self, routes: dict[str, Route]) -> bool:
-        """Serve exactly `routes`, reloading only when they or the rendered files differ. Files the
-        same but rendered by another version of this tool (another render key) are written afresh with
-        this version's key, without a reload: HAProxy would read the very same files."""
+        """Serve exactly `routes`, reloading only when they or the rendered files differ (the same
+        files rendered by another version of this tool are rekeyed, not reloaded)."""
         with self._lock:
             live = read_live(self.folder)
-            if routes == self.routes:
-                if verified_render_key(live) == render_key(self.settings, list(routes.values()), None, self.held):
-                    return False
-                rendered = render_files(self.settings, list(routes.values()), held=self.held)
-                if served_files(rendered) == served_files(live):
-                    self._deploy(dict(routes), running=False, check=False)
-                    return False
+            key = render_key(self.settings, list(routes.values()), None, self.held)
+            if routes == self.routes and (verified_render_key(live) == key or self._rekey(live)):
+                return False
             self._deploy(dict(routes))
             return True
+
+    def rekey(self) -> bool:
+        """When the files in service are what this version renders for the routes in service but
+        another version rendered them: this version's render key, written over the old one in place.
+        HAProxy reads the very same files, so nothing is reloaded, and the next plan trusts the key
+        again instead of rendering the files. False (nothing written) when the files differ."""
+        with self._lock:
+            return self._rekey(read_live(self.folder))
+
+    def _rekey(self, live: dict[str, str]) -> bool:
+        rendered = render_files(self.settings, list(self.routes.values()), held=self.held)
+        gen = os.readlink(self.folder / "live") if (self.folder / "live").is_symlink() else ""
+        if served_files(rendered) != served_files(live) or not re.fullmatch(r"gen-[0-9]+", gen):
+            return False
+        staged = self.folder / f"{RENDER_KEY_FILE}.next"  # beside the generations: never read as one of their files
+        staged.write_text(rendered[RENDER_KEY_FILE], encoding="utf-8")
+        os.replace(staged, self.folder / gen / RENDER_KEY_FILE)
+        return True
 
     def prepare_first(self, routes: list[Route], check: bool = True) -> None:
         """Write a generation for a router container that is about to be created (no signal)."""

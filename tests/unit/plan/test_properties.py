@@ -28,7 +28,8 @@ from aigo_apply.desired.model_store import downloads
 from aigo_apply.observe.config_file import load_config
 from aigo_apply.observe.containers import parse_state
 from aigo_apply.plan.planner import build_plan
-from aigo_apply.router.haproxy import render_files, render_key
+from aigo_apply.router.haproxy import render_files
+from aigo_apply.router.render_key import render_key
 
 from helpers.configs import host_context
 

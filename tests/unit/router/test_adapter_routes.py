@@ -13,7 +13,8 @@ import pytest
 
 from aigo_apply.desired.types import AdapterRoute, Route, RouterSettings
 from aigo_apply.errors import RouterError
-from aigo_apply.router.haproxy import adapters_from_models_json, render_files, render_key, routes_from_models_json
+from aigo_apply.router.haproxy import adapters_from_models_json, render_files, routes_from_models_json
+from aigo_apply.router.render_key import render_key
 
 ROUTES = [Route("base", None, 4096), Route("other", 19001, 8192, "sglang")]
 SETTINGS = RouterSettings(

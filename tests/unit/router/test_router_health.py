@@ -18,8 +18,10 @@ import aigo_apply.platforms.docker.router_deploy as deploy
 import aigo_apply.router.haproxy as haproxy
 from aigo_apply.desired.types import Route, RouterSettings
 from aigo_apply.errors import AigoError, RouterError
-from aigo_apply.router.haproxy import ROUTES_HEADER, render_files, render_key
+from aigo_apply.router import render_key as key_module
+from aigo_apply.router.haproxy import ROUTES_HEADER, render_files
 from aigo_apply.router.haproxy_safety import check_lua_value
+from aigo_apply.router.render_key import render_key
 
 from helpers.fakes import FakeRuntime
 
@@ -161,12 +163,12 @@ def test_a_change_to_the_lua_template_changes_the_render_key(tmp_path, monkeypat
     for other in source.glob("*.j2"):  # the router's other templates (swap.lua.j2) as they are
         (templates / other.name).write_bytes(other.read_bytes())
     (templates / haproxy.LUA_TEMPLATE).write_bytes((source / haproxy.LUA_TEMPLATE).read_bytes() + b"-- changed\n")
-    monkeypatch.setattr(haproxy, "data_dir", lambda name: templates)
-    haproxy._code_digest.cache_clear()
+    monkeypatch.setattr(key_module, "data_dir", lambda name: templates)
+    key_module.code_digest.cache_clear()
     try:
         assert render_key(SETTINGS, ROUTES) != before
     finally:
-        haproxy._code_digest.cache_clear()
+        key_module.code_digest.cache_clear()
 
 
 class _Router(BaseHTTPRequestHandler):
