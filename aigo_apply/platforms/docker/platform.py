@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from aigo_apply.adapters.docker_engine import DockerRuntime
 from aigo_apply.adapters.runtime import Runtime
@@ -51,6 +52,15 @@ if TYPE_CHECKING:
     from aigo_apply.platforms.views import Console
 
 
+class _Asked(NamedTuple):
+    """What a run that plans read and asked before its build: whether pinned to aigo.lock, the Hub's
+    answers, and the adapters' download markers they were asked for (by folder)."""
+
+    locked: bool
+    answers: Mapping[HubKey, HubAnswer]
+    markers: Mapping[str, Mapping[str, object]]
+
+
 class DockerPlatform:
     name = "docker"
     lacks = LACKS["docker"]
@@ -76,26 +86,34 @@ class DockerPlatform:
         self._plans = plans
         self._lock_data: JsonObject | None = None
         self._lock_read = False  # aigo.lock is read once per run, on first use
-        self._asked: tuple[bool, Mapping[HubKey, HubAnswer]] = (False, {})  # (pinned to aigo.lock, answers)
+        self._asked = _Asked(False, {}, {})
+        self._gather: Callable[[bool], None] | None = None  # a run that plans: build the desired state
 
     @classmethod
     def planning(
         cls, config: Config, host: HostContext, runtime: Runtime | None = None, locked: bool = False
     ) -> DockerPlatform:
-        """A run that makes a plan (plan, apply), its desired state built once: the file's repo LoRA
-        adapters are found from it (desired/adapters.adapter_downloads), their download markers read,
-        and the Hub asked about those not complete in the model store (pinned to aigo.lock's commits
-        when `locked`, as the plan pins), so that the one build sizes each engine's --max-lora-rank by
-        its adapters' rank. The plan keeps these answers and asks the Hub only about the rest. aigo.lock
-        is read here, once, before the project is locked (as before: refused when unreadable)."""
-        lock = lock_file.read(lock_file.path_for(config.file))
-        needs = adapter_downloads(config, host)
-        asked = remote_answers(needs, markers_of(needs), lock if locked else None) if needs else {}
-        desired = desired_state(config, host, adapter_answers(needs, asked) or None)
-        platform = cls(desired.project, desired.file, desired, runtime, True, host.state_root)
-        platform._lock_data, platform._lock_read = lock, True
-        platform._asked = (locked, asked)
+        """A run that makes a plan (plan, apply), its desired state built once, here, before the project
+        is locked (so that a file the build refuses changes nothing, not even the lock file): with what
+        the Hub says of the file's repo LoRA adapters not complete in the model store, asked first
+        (pinned to aigo.lock's commits when `locked`, as the plan pins), so that the one build sizes
+        each engine's --max-lora-rank by its adapters' rank. The plan keeps these answers and asks the
+        Hub only about the rest."""
+        platform = cls(config.data["project"], config.file, None, runtime, True, host.state_root)
+        platform._gather = partial(platform._build, config, host)
+        platform._gather(locked)
         return platform
+
+    def _build(self, config: Config, host: HostContext, locked: bool) -> None:
+        """The desired state, with the adapters' download markers read and the Hub asked about those
+        not complete (nothing is asked for --locked without an aigo.lock to pin by: admit refuses it)."""
+        needs = adapter_downloads(config, host)
+        lock = self.aigo_lock if locked and needs else None  # else read when admitted or planned, as before
+        markers = markers_of(needs)
+        asks = bool(needs) and (lock is not None or not locked)
+        answers = remote_answers(needs, markers, lock if locked else None) if asks else {}
+        self.desired = desired_state(config, host, adapter_answers(needs, answers) or None)
+        self._asked = _Asked(locked, answers, markers)
 
     @property
     def runtime(self) -> Runtime:
@@ -119,7 +137,9 @@ class DockerPlatform:
     def aigo_lock(self) -> JsonObject | None:
         """aigo.lock beside the file (None: there is none), read once per run."""
         if not self._lock_read:
-            self._lock_data = lock_file.read(lock_file.path_for(self._desired().file))
+            if self._gather is None:
+                self._desired()  # destroy --project has no file, so no lock beside it
+            self._lock_data = lock_file.read(lock_file.path_for(self.file))
             self._lock_read = True
         return self._lock_data
 
@@ -150,14 +170,18 @@ class DockerPlatform:
 
     def plan(self, observed: ObservedState, request: PlanRequest) -> Plan:
         """The plan, made once, from the desired state built once (`planning`): the Hub is asked about
-        the downloads not complete in the store that it was not asked about before the build."""
+        the downloads not complete in the store that it was not asked about before the build. The one
+        second build: when an adapter's folder changed between its read before the build and the
+        machine's read under the project lock (another run downloaded or removed it while this one
+        waited), or when the plan pins otherwise than the run was opened with, the adapters are asked
+        again and the state built again from what is there now, never planned from a stale answer."""
+        asked = self._asked
+        moved = any(observed.model_files.get(folder, {}) != marker for folder, marker in asked.markers.items())
+        if self._gather is not None and (moved or asked.locked != request.locked):
+            self._gather(request.locked)
+            asked = self._asked
         desired, lock = self._desired(), self.aigo_lock
-        pinned, asked = self._asked
-        # answers pinned otherwise than this request pins are asked again (a caller that opened the
-        # run without --locked and plans with it; the CLI opens the run with the request's pin)
-        remote = remote_info(
-            desired, observed, lock if request.locked else None, asked=asked if pinned == request.locked else None
-        )
+        remote = remote_info(desired, observed, lock if request.locked else None, asked=asked.answers)
         return plan_for(desired, observed, self.runtime, request, lock, remote, self.state)
 
     def destroy_plan(self, observed: ObservedState) -> Plan:

@@ -1,8 +1,9 @@
 """Gather, then decide once: a run builds its desired state once from the facts it gathered (the
 adapters' folders found from the file and read first; for a run that plans, the Hub asked first about
 the file's repo adapters not complete in the model store, pinned to aigo.lock with --locked), whatever
-the file holds and whichever command opens it, and the plan asks the Hub nothing it asked before. A
-cluster's plan asks the Hub first too, from the file (no store of this machine to read)."""
+the file holds and whichever command opens it, and the plan asks the Hub nothing it asked before. The one
+second build: an adapter's folder that another run changed while this one waited for the project lock
+(documented at DockerPlatform.plan). A cluster's plan asks the Hub first too, from the file."""
 
 from __future__ import annotations
 
@@ -117,7 +118,7 @@ def downloaded_adapter(store, commit, rank):
     (folder / MARKER).write_text(json.dumps({**marker, "files": {"adapter_config.json": 1}, "complete_repo": True}))
 
 
-@pytest.mark.parametrize("locked", [True, False], ids=["apply-locked", "plan"])
+@pytest.mark.parametrize("locked", [True, False], ids=["apply-locked", "apply"])
 def test_apply_locked_sizes_the_one_build_by_the_adapter_aigo_lock_pins(tmp_path, builds, monkeypatch, locked):
     """The store holds the adapter at the branch's new commit (rank 8); aigo.lock pins the older one
     (rank 64). --locked puts the pinned one back, so its engine is sized by the pinned rank, asked of the
@@ -212,3 +213,54 @@ def test_the_file_s_repo_adapters_are_the_downloads_the_built_specs_name(tmp_pat
         (["base", "other"], ["sql", "sql2"]),
         (["other"], ["web"]),
     ]
+
+
+@pytest.mark.parametrize("change", ["downloaded meanwhile", "removed meanwhile"])
+def test_an_adapter_folder_another_run_changed_while_this_one_waited_is_read_again(
+    tmp_path, builds, monkeypatch, change
+):
+    """The adapter's folder is read (and the Hub asked) before the build, outside the project lock;
+    another apply finishes or removes its download before this run reads the machine under the lock.
+    The plan then sizes the engine by what is there now, never by the stale answer (the one second
+    build), so vLLM is not started with a --max-lora-rank below the adapter's rank."""
+    import shutil
+
+    with Hub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.delenv("HF_HUB_OFFLINE")
+        hub.add("org/base", {"config.json": b'{"architectures": ["LlamaForCausalLM"]}', "model.safetensors": b"w"})
+        weights = {"adapter_model.safetensors": b"a"}
+        hub.add("org/sql-lora", {"adapter_config.json": json.dumps(RANK).encode(), **weights})  # rank 32
+        path = write_config(tmp_path, HEAD + ADAPTERS["repo"])
+        if change == "removed meanwhile":
+            downloaded_adapter(tmp_path / "store", "f" * 40, 128)
+        platform = open_platform(str(path), runtime=FakeRuntime(), plans=True)
+        if change == "downloaded meanwhile":
+            downloaded_adapter(tmp_path / "store", "f" * 40, 128)
+        else:
+            from aigo_apply.desired.model_store import repo_dir
+
+            shutil.rmtree(repo_dir(tmp_path / "store", "org/sql-lora", "main", "adapter"))
+        plan = make_plan(platform)
+    assert len(builds) == 2
+    # what is there now: the folder's rank 128, or (gone again) the Hub's 32
+    assert create_spec(plan)["vllm"]["max_lora_rank"] == (128 if change == "downloaded meanwhile" else 32)
+    assert not [b for b in plan.blockers if b.id == "adapter.files"]
+
+
+def test_apply_locked_without_aigo_lock_asks_the_hub_nothing_before_it_is_refused(tmp_path, builds, monkeypatch):
+    from aigo_apply.app.apply import open_for_apply, run_apply
+    from aigo_apply.errors import AigoError
+    from aigo_apply.platforms.requests import ApplyRequest
+
+    with Hub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.delenv("HF_HUB_OFFLINE")
+        hub.add("org/sql-lora", {"adapter_config.json": json.dumps(RANK).encode(), "adapter_model.safetensors": b"a"})
+        path = write_config(tmp_path, HEAD + ADAPTERS["repo"])
+        request = ApplyRequest(file=str(path), locked=True, yes=True)
+        saved, platform = open_for_apply(request, FakeRuntime())
+        with pytest.raises(AigoError, match="apply --locked needs"):
+            run_apply(request, console=None, target=platform, saved=saved)
+        asked = list(hub.requests)
+    assert asked == [] and len(builds) == 1

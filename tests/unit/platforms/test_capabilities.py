@@ -50,7 +50,8 @@ def test_a_missing_capability_is_refused_in_the_words_users_know(capability, cod
 def test_no_use_case_asks_which_platform_it_runs_on():
     """No isinstance of a platform, no comparison of a platform's name: a use case asks the platform
     what it lacks. The one place that compares a name is where the platform is chosen
-    (app/choose_platform.open_platform); `render --as kubernetes` compares an output form, not a platform."""
+    (app/choose_platform.open_platform); `render --as kubernetes` compares an output form, not a platform.
+    `add` opens no platform (it edits the file), so it looks up what the file's platform lacks (LACKS)."""
     found = []
     for path in sorted((PACKAGE / "app").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -59,5 +60,5 @@ def test_no_use_case_asks_which_platform_it_runs_on():
                 found.append(f"{path.name}:{node.lineno}: {text}")
             names = {"'kubernetes'", "'docker'"}
             if isinstance(node, ast.Compare) and any(n in text for n in names) and "request.form" not in text:
-                found.append(f"{path.name}: {text}")
-    assert found == ["choose_platform.py: (platform or platform_of(config.data)) == 'kubernetes'"]
+                found.append(path.name)
+    assert found == ["choose_platform.py"]
