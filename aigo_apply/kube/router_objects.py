@@ -21,7 +21,7 @@ from aigo_apply.kube.engine_pod import PORT_NAME
 from aigo_apply.kube.secrets import API_KEYS_KEY, secret_object
 from aigo_apply.kube.settings import KubeSettings
 from aigo_apply.router.haproxy import render_files
-from aigo_apply.router.render_key import RENDER_KEY_FILE
+from aigo_apply.router.render_key import served_files
 
 POD_PORT = 8000  # the router listens here in its pod; the Service publishes router.port
 CONFIG_HASH = "aigo-apply.io/config-hash"
@@ -47,9 +47,7 @@ def config_files(desired: DesiredState, settings: KubeSettings) -> dict[str, str
     reach it is the Service's business). The render key is left out: it hashes this tool's code,
     and the ConfigMap is compared as it is."""
     router = replace(desired.router.settings, bind="0.0.0.0", port=POD_PORT)
-    files = render_files(router, list(desired.router.routes), LIVE, addresses(desired, settings))
-    files.pop(RENDER_KEY_FILE, None)
-    return files
+    return served_files(render_files(router, list(desired.router.routes), LIVE, addresses(desired, settings)))
 
 
 def config_key(path: str) -> str:

@@ -39,6 +39,10 @@ READS = {
         "aigo_apply.platforms.docker.live_router",
         "live_routes",
     ): "the router's route table in the project's state folder (as above)",
+    (
+        "aigo_apply.platforms.docker.live_router",
+        "live_key",
+    ): "the router's render key in the project's state folder (as above)",
     ("aigo_apply.platforms.docker.hold_lease", "clear_lapsed"): (
         "the router's hold files in the project's state folder (256 bytes of each regular file, no link)"
     ),

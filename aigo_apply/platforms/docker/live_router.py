@@ -12,6 +12,7 @@ from aigo_apply.desired.types import Route
 from aigo_apply.errors import AigoError
 from aigo_apply.router.haproxy import KEYS_FILE
 from aigo_apply.router.haproxy_safety import check_routes
+from aigo_apply.router.render_key import RENDER_KEY_FILE
 
 RENDERED_EXTRA = ("routes.json", "check.cfg", KEYS_FILE)  # a generation's files that are not rendered output
 
@@ -38,6 +39,19 @@ def read_live(folder: Path) -> dict[str, str]:
             except (OSError, UnicodeDecodeError):
                 files[rel] = "<unreadable>"
     return dict(sorted(files.items()))
+
+
+def live_key(folder: Path) -> dict[str, str]:
+    """The live generation's render key file alone, as read_live has it ({} without one): what an apply
+    that changed nothing reads to know whether another version rendered the files in service."""
+    path = os.path.join(folder, "live", RENDER_KEY_FILE)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            return {RENDER_KEY_FILE: f.read()}
+    except (OSError, UnicodeDecodeError):
+        return {RENDER_KEY_FILE: "<unreadable>"}
 
 
 def live_routes(folder: Path) -> list[Route]:

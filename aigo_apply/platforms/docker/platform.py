@@ -35,7 +35,7 @@ from aigo_apply.plan.types import Plan
 from aigo_apply.platforms import lock_file
 from aigo_apply.platforms.capabilities import LACKS
 from aigo_apply.platforms.docker import cache_volumes
-from aigo_apply.platforms.docker.live_router import read_live
+from aigo_apply.platforms.docker.live_router import live_key
 from aigo_apply.platforms.docker.planning import observe, plan_for
 from aigo_apply.platforms.docker.router_deploy import Router
 from aigo_apply.platforms.host_context import desired_state
@@ -111,7 +111,7 @@ class DockerPlatform:
         lock = self.aigo_lock if locked and needs else None  # else read when admitted or planned, as before
         markers = markers_of(needs)
         asks = bool(needs) and (lock is not None or not locked)
-        answers = remote_answers(needs, markers, lock if locked else None) if asks else {}
+        answers = remote_answers(needs, markers, lock) if asks else {}
         self.desired = desired_state(config, host, adapter_answers(needs, answers) or None)
         self._asked = _Asked(locked, answers, markers)
 
@@ -332,7 +332,7 @@ def _rekey_router(plan: Plan, runtime: Runtime, desired: DesiredState, state: Pa
     action = next((a for a in plan.actions if a.is_router), None)
     if action is None or action.kind != "noop" or action.router_spec is None:
         return
-    if not rendered_elsewhere(read_live(state / "router")):
+    if not rendered_elsewhere(live_key(state / "router")):
         return
     try:
         router_of(plan.project, action.router_spec, runtime, desired, state.parent).rekey()

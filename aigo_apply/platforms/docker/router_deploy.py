@@ -118,10 +118,11 @@ class Router:
         """Serve exactly `routes`, reloading only when they or the rendered files differ (the same
         files rendered by another version of this tool are rekeyed, not reloaded)."""
         with self._lock:
-            live = read_live(self.folder)
-            key = render_key(self.settings, list(routes.values()), None, self.held)
-            if routes == self.routes and (verified_render_key(live) == key or self._rekey(live)):
-                return False
+            if routes == self.routes:
+                live = read_live(self.folder)
+                key = render_key(self.settings, list(routes.values()), None, self.held)
+                if verified_render_key(live) == key or self._rekey(live):
+                    return False
             self._deploy(dict(routes))
             return True
 
